@@ -1,0 +1,130 @@
+//! The local backend: runs the job script on this machine, as its own process group, with its
+//! output in the attempt directory. The default when no `sbatch` is on PATH.
+//!
+//! The script is started under a tiny `bash` wrapper that writes the job's exit code to
+//! `exit_code` when it ends, and its process-group id to `pid` when it starts. State comes from
+//! those files, not from the orch process, so a job outlives an orch that dies and a later
+//! `orch status` / `orch cancel` still knows what became of it.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use super::{JobEnd, JobRef, JobSpec, JobState};
+
+/// The wrapper: record the exit code even when the job is killed by a signal; a TERM sent to
+/// the group is handled (not ignored: ignored signals would be inherited by the job).
+const WRAPPER: &str = r#"trap 'true' TERM INT HUP
+bash "$1"
+code=$?
+printf '%s\n' "$code" > exit_code.tmp && mv exit_code.tmp exit_code
+"#;
+
+/// Runs jobs as local processes.
+#[derive(Debug)]
+pub struct Local {
+    pub tick: Duration,
+}
+
+impl Local {
+    pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
+        let stdout = std::fs::File::create(&spec.stdout)
+            .with_context(|| format!("cannot create {}", spec.stdout.display()))?;
+        let stderr = std::fs::File::create(&spec.stderr)
+            .with_context(|| format!("cannot create {}", spec.stderr.display()))?;
+        let mut child = tokio::process::Command::new("bash")
+            .arg("-c")
+            .arg(WRAPPER)
+            .arg("orch-job")
+            .arg(&spec.script)
+            .current_dir(&spec.dir)
+            .env("ORCH_JOB_NAME", &spec.name)
+            .stdin(std::process::Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("cannot start bash for {}", spec.script.display()))?;
+        let pid = child.id().context("the job exited before it could be recorded")?;
+        crate::ledger::write_atomic(&spec.dir.join("pid"), format!("{pid}\n").as_bytes())?;
+        // Reap the wrapper when it exits so it does not linger as a zombie; its state is read
+        // from the files it leaves.
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        Ok(JobRef {
+            id: pid.to_string(),
+            dir: spec.dir.clone(),
+        })
+    }
+
+    /// State of every job from its files and the process table.
+    pub fn poll(&self, jobs: &[JobRef]) -> HashMap<String, JobState> {
+        jobs.iter().map(|j| (j.id.clone(), state(j))).collect()
+    }
+
+    pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
+        let pgid = Pid::from_raw(job.id.parse().context("a local job id is a process id")?);
+        crate::ledger::write_atomic(&job.dir.join("cancelled"), b"")?;
+        if killpg(pgid, Signal::SIGTERM).is_err() {
+            return Ok(()); // already gone
+        }
+        for _ in 0..50 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if !group_alive(pgid) {
+                return Ok(());
+            }
+        }
+        let _ = killpg(pgid, Signal::SIGKILL);
+        Ok(())
+    }
+}
+
+fn state(job: &JobRef) -> JobState {
+    let cancelled = job.dir.join("cancelled").exists();
+    if let Some(code) = read_exit_code(&job.dir) {
+        return JobState::Finished(match code {
+            0 => JobEnd::Completed,
+            _ if cancelled => JobEnd::Cancelled,
+            c => JobEnd::Failed { exit_code: Some(c) },
+        });
+    }
+    let Ok(raw) = job.id.parse::<i32>() else {
+        return JobState::Finished(JobEnd::Lost);
+    };
+    if group_alive(Pid::from_raw(raw)) {
+        JobState::Running
+    } else if let Some(code) = read_exit_code(&job.dir) {
+        // It finished between the two looks.
+        JobState::Finished(if code == 0 { JobEnd::Completed } else { JobEnd::Failed { exit_code: Some(code) } })
+    } else if cancelled {
+        JobState::Finished(JobEnd::Cancelled)
+    } else {
+        JobState::Finished(JobEnd::Lost)
+    }
+}
+
+fn read_exit_code(dir: &Path) -> Option<i32> {
+    std::fs::read_to_string(dir.join("exit_code")).ok()?.trim().parse().ok()
+}
+
+/// Whether any process of the group is still alive (zombies excepted).
+fn group_alive(pgid: Pid) -> bool {
+    if killpg(pgid, None).is_err() {
+        return false;
+    }
+    // killpg succeeds for a group of zombies; look for a live member.
+    let Ok(entries) = std::fs::read_dir("/proc") else { return true };
+    entries.flatten().any(|e| {
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { return false };
+        // Fields after the command (which may contain spaces) start after the last ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return false };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // state is field 3, pgrp field 5 of /proc/PID/stat.
+        fields.len() > 2 && fields[2] == pgid.as_raw().to_string() && fields[0] != "Z"
+    })
+}

@@ -1,0 +1,122 @@
+//! Backends: where an attempt's job script runs. A small interface — submit, the state of many
+//! jobs in one call, cancel — so that the watcher can drive any number of runs with one query
+//! per tick whatever the backend.
+
+pub mod local;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What a backend needs to start one attempt.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    /// Scheduler job name (`orch-<run>-a<N>`).
+    pub name: String,
+    /// The rendered job script (first template file).
+    pub script: PathBuf,
+    /// The attempt directory; the job runs there.
+    pub dir: PathBuf,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+}
+
+/// A submitted job.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct JobRef {
+    pub id: String,
+    pub dir: PathBuf,
+}
+
+/// How a job ended, as the backend saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobEnd {
+    Completed,
+    Failed { exit_code: Option<i32> },
+    Cancelled,
+    Timeout,
+    OutOfMemory,
+    NodeFail { node: Option<String> },
+    Preempted,
+    /// The job vanished without a trace of how it ended.
+    Lost,
+}
+
+impl JobEnd {
+    /// Short text for the ledger.
+    pub fn describe(&self) -> String {
+        match self {
+            JobEnd::Completed => "completed".into(),
+            JobEnd::Failed { exit_code: Some(c) } => format!("failed (exit code {c})"),
+            JobEnd::Failed { exit_code: None } => "failed".into(),
+            JobEnd::Cancelled => "cancelled".into(),
+            JobEnd::Timeout => "timeout".into(),
+            JobEnd::OutOfMemory => "out_of_memory".into(),
+            JobEnd::NodeFail { node: Some(n) } => format!("node_fail ({n})"),
+            JobEnd::NodeFail { node: None } => "node_fail".into(),
+            JobEnd::Preempted => "preempted".into(),
+            JobEnd::Lost => "lost".into(),
+        }
+    }
+
+    pub fn exit_code(&self) -> Option<i32> {
+        match self {
+            JobEnd::Completed => Some(0),
+            JobEnd::Failed { exit_code } => *exit_code,
+            _ => None,
+        }
+    }
+}
+
+/// A job's state at one poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    Pending,
+    Running,
+    Finished(JobEnd),
+}
+
+/// The backends orch can use.
+#[derive(Debug)]
+pub enum Backend {
+    Local(local::Local),
+}
+
+impl Backend {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Local(_) => "local",
+        }
+    }
+
+    /// How often to poll when nothing changes.
+    pub fn tick(&self) -> Duration {
+        match self {
+            Backend::Local(b) => b.tick,
+        }
+    }
+
+    /// Start a job.
+    pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
+        match self {
+            Backend::Local(b) => b.submit(spec).await,
+        }
+    }
+
+    /// The state of every job in one query.
+    pub async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
+        match self {
+            Backend::Local(b) => Ok(b.poll(jobs)),
+        }
+    }
+
+    /// Stop a job.
+    pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
+        match self {
+            Backend::Local(b) => b.cancel(job).await,
+        }
+    }
+}

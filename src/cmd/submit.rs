@@ -1,0 +1,141 @@
+//! `orch submit`: check everything, then create runs and drive them to their end.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::backend::{Backend, local::Local};
+use crate::cli::{BackendKind, SubmitArgs};
+use crate::config::Catalog;
+use crate::config::experiment::Experiment;
+use crate::error::code;
+use crate::ledger::{Event, FORMAT, Ledger, RunState, now};
+use crate::plan::{Plan, Setup};
+use crate::progress::Progress;
+use crate::render::AttemptInfo;
+use crate::watch::{Ctx, RunDriver, drive};
+
+/// Attempts per run when neither the experiment nor `--max-attempts` says.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+
+pub async fn submit(catalog: &Catalog, ledger: &Ledger, args: SubmitArgs, quiet: bool) -> anyhow::Result<u8> {
+    let progress = Progress::new(quiet || args.json);
+    // Resolve and check every experiment before anything is created or submitted.
+    let mut prepared: Vec<(Setup, Plan)> = Vec::new();
+    for name in &args.experiments {
+        for experiment in Experiment::find(catalog, name)? {
+            let (setup, plan) = Setup::load(catalog, experiment, args.config.profile.as_deref(), &args.config.sets)?;
+            plan.check(&setup)?;
+            // A template error must stop us now, not after the first job has run.
+            crate::render::render_to_strings(catalog, &setup, &plan, &dry_run_info(&plan))?;
+            prepared.push((setup, plan));
+        }
+    }
+    let kind = args.backend.unwrap_or(BackendKind::Local);
+    let backend = match kind {
+        BackendKind::Local => Backend::Local(Local {
+            tick: Duration::from_secs_f64(args.poll_interval.unwrap_or(0.25).max(0.01)),
+        }),
+    };
+    let simulate = decide_simulation(&args, kind, &progress);
+    let mut drivers = Vec::new();
+    for (setup, plan) in prepared {
+        let max_attempts = args.max_attempts.or(setup.max_attempts).unwrap_or(DEFAULT_MAX_ATTEMPTS).max(1);
+        let run = ledger.create(
+            &plan.experiment,
+            Event::Created {
+                ts: now(),
+                format: FORMAT,
+                run: String::new(),
+                experiment: plan.experiment.clone(),
+                profile: plan.profile.clone(),
+                template: plan.template.clone(),
+                ladder: plan.ladder.clone(),
+                backend: backend.name().to_string(),
+                host: None,
+                max_attempts,
+                simulate,
+            },
+        )?;
+        progress.say(format!(
+            "[{}] run {} · {} on {} ({} × {}) · ladder {} · up to {max_attempts} attempts",
+            plan.experiment,
+            run.id,
+            plan.template,
+            plan.profile,
+            plan.resources.gpus,
+            setup.profile.gpu.model,
+            plan.ladder
+        ));
+        drivers.push(RunDriver::new(setup, plan, run, max_attempts, &progress));
+    }
+    let ctx = Ctx {
+        catalog,
+        backend: &backend,
+        progress: &progress,
+        simulate,
+    };
+    let (records, interrupted) = drive(drivers, &ctx).await?;
+    if args.json {
+        for record in &records {
+            println!("{}", serde_json::to_string(&record.to_json())?);
+        }
+    }
+    Ok(if interrupted {
+        code::INTERRUPTED
+    } else if records.iter().any(|r| r.state == RunState::Failed || r.state == RunState::Running) {
+        code::RUN_FAILED
+    } else if records.iter().any(|r| r.state == RunState::Cancelled) {
+        code::CANCELLED
+    } else {
+        code::OK
+    })
+}
+
+/// Placeholder attempt details for checking that templates render before anything runs.
+pub fn dry_run_info(plan: &Plan) -> AttemptInfo {
+    let dir = std::env::temp_dir().join("orch-dry-run");
+    AttemptInfo {
+        run_id: format!("{}-dry-run", plan.experiment),
+        attempt: 1,
+        dir: dir.join("attempts/1"),
+        run_dir: dir.clone(),
+        job_name: format!("orch-{}-dry-run-a1", plan.experiment),
+        simulate: false,
+        checkpoint_dir: dir.join("checkpoints"),
+    }
+}
+
+/// Whether rendered scripts call the simulated trainer: `--simulate`/`--no-simulate`, then
+/// `ORCH_SIMULATE`, else on the local backend when this machine has no `nvidia-smi`.
+fn decide_simulation(args: &SubmitArgs, kind: BackendKind, progress: &Progress) -> bool {
+    if args.simulate {
+        return true;
+    }
+    if args.no_simulate {
+        return false;
+    }
+    if let Ok(v) = std::env::var("ORCH_SIMULATE") {
+        return !matches!(v.as_str(), "" | "0" | "false" | "no");
+    }
+    let simulate = kind == BackendKind::Local && find_on_path("nvidia-smi").is_none();
+    if simulate {
+        progress.say(
+            "orch: no GPU here (no nvidia-smi on PATH): jobs run orch's SIMULATED trainer, which estimates \
+             memory and fails the way the real one would (docs/SIMULATOR.md); --no-simulate runs the real one",
+        );
+    }
+    simulate
+}
+
+/// The first `name` on PATH.
+pub fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}

@@ -1,0 +1,188 @@
+//! Experiments: which trainer template, on which hardware, with which model, data, overrides
+//! and ladder. A file may declare a sweep whose members are separate experiments
+//! (`diamonds.yaml` with `sweep: {key: seed, values: [0..4]}` gives `diamonds-seed0` …).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Catalog, Kind, Origin};
+use crate::error::ConfigError;
+
+/// One `experiments/<name>.yaml`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExperimentFile {
+    #[serde(default)]
+    pub description: String,
+    /// A template directory under `templates/`.
+    pub template: String,
+    /// The default hardware profile (`--profile` overrides it).
+    pub profile: String,
+    /// A ladder under `ladders/`; defaults to the template's name.
+    #[serde(default)]
+    pub ladder: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub train_files: Option<String>,
+    #[serde(default)]
+    pub val_files: Option<String>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+    #[serde(default)]
+    pub sweep: Option<Sweep>,
+    /// Template variables (see the template's `vars:`).
+    #[serde(default)]
+    pub vars: BTreeMap<String, serde_yaml::Value>,
+    /// Trainer overrides, `dotted.key: value`.
+    #[serde(default)]
+    pub overrides: BTreeMap<String, serde_yaml::Value>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Changes to the profile's Slurm resources (`gpus: 8`, `time: "02:00:00"`).
+    #[serde(default)]
+    pub resources: BTreeMap<String, serde_yaml::Value>,
+    /// Attempts before giving up (`--max-attempts` overrides it).
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+}
+
+/// A family of experiments that differ in one value.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    /// An experiment field (`seed`, `model`) or a trainer override key.
+    pub key: String,
+    pub values: Vec<serde_yaml::Value>,
+    /// What goes in member names (`<file>-<label><value>`); defaults to the key's last part.
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+impl Sweep {
+    fn label(&self) -> &str {
+        self.label
+            .as_deref()
+            .unwrap_or_else(|| self.key.rsplit('.').next().unwrap_or(&self.key))
+    }
+
+    /// Member names, in order.
+    pub fn members(&self, base: &str) -> Vec<(String, serde_yaml::Value)> {
+        self.values
+            .iter()
+            .map(|v| (format!("{base}-{}{}", self.label(), scalar_text(v)), v.clone()))
+            .collect()
+    }
+}
+
+/// An experiment picked by name: the file, and which sweep member (if any).
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    /// The member's name (`diamonds-seed0`) or the file's name.
+    pub name: String,
+    /// The file's name (`diamonds`).
+    pub file_name: String,
+    pub origin: Origin,
+    pub file: ExperimentFile,
+}
+
+impl Experiment {
+    /// Find `name`: a file without a sweep, or one member of a sweep. A file with a sweep,
+    /// named by its own name, gives all its members.
+    pub fn find(catalog: &Catalog, name: &str) -> Result<Vec<Experiment>, ConfigError> {
+        let names = catalog.names(Kind::Experiments);
+        if names.iter().any(|n| n == name) {
+            let (file, origin) =
+                catalog.load::<ExperimentFile>(Kind::Experiments, "experiment", name)?;
+            return Ok(expand(name, file, origin));
+        }
+        // A sweep member: the longest file name that prefixes it.
+        let mut candidates: Vec<&String> = names
+            .iter()
+            .filter(|n| name.starts_with(&format!("{n}-")))
+            .collect();
+        candidates.sort_by_key(|n| std::cmp::Reverse(n.len()));
+        for base in candidates {
+            let (file, origin) =
+                catalog.load::<ExperimentFile>(Kind::Experiments, "experiment", base)?;
+            if let Some(found) = expand(base, file, origin)
+                .into_iter()
+                .find(|e| e.name == name)
+            {
+                return Ok(vec![found]);
+            }
+        }
+        let known = Self::known(catalog);
+        Err(ConfigError::Unknown {
+            kind: "experiment",
+            name: name.to_string(),
+            suggestion: crate::error::suggest(name, known.iter().map(String::as_str)),
+            known,
+        })
+    }
+
+    /// Every experiment name, sweeps shown with their members.
+    pub fn known(catalog: &Catalog) -> Vec<String> {
+        let mut out = Vec::new();
+        for name in catalog.names(Kind::Experiments) {
+            match catalog.load::<ExperimentFile>(Kind::Experiments, "experiment", &name) {
+                Ok((file, _)) => match &file.sweep {
+                    Some(sweep) => {
+                        let members: Vec<String> =
+                            sweep.members(&name).into_iter().map(|m| m.0).collect();
+                        out.push(format!("{name} ({})", members.join(", ")));
+                    }
+                    None => out.push(name),
+                },
+                Err(_) => out.push(format!("{name} (does not parse)")),
+            }
+        }
+        out
+    }
+}
+
+fn expand(name: &str, file: ExperimentFile, origin: Origin) -> Vec<Experiment> {
+    let Some(sweep) = file.sweep.clone() else {
+        return vec![Experiment {
+            name: name.to_string(),
+            file_name: name.to_string(),
+            origin,
+            file,
+        }];
+    };
+    sweep
+        .members(name)
+        .into_iter()
+        .map(|(member, value)| {
+            let mut file = file.clone();
+            file.sweep = None;
+            match sweep.key.as_str() {
+                "seed" => file.seed = value.as_i64().or(file.seed),
+                "model" => file.model = Some(scalar_text(&value)),
+                "train_files" => file.train_files = Some(scalar_text(&value)),
+                "val_files" => file.val_files = Some(scalar_text(&value)),
+                key => {
+                    file.overrides.insert(key.to_string(), value);
+                }
+            }
+            Experiment {
+                name: member,
+                file_name: name.to_string(),
+                origin: origin.clone(),
+                file,
+            }
+        })
+        .collect()
+}
+
+/// A YAML scalar as plain text (`0`, `0.6`, `true`, `abc`).
+pub fn scalar_text(value: &serde_yaml::Value) -> String {
+    match value {
+        serde_yaml::Value::Null => "null".into(),
+        serde_yaml::Value::Bool(b) => b.to_string(),
+        serde_yaml::Value::Number(n) => n.to_string(),
+        serde_yaml::Value::String(s) => s.clone(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}

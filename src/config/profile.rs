@@ -1,0 +1,143 @@
+//! Hardware profiles: a GPU model, how many per node, the Slurm resources a job asks for,
+//! and the starting trainer overrides that suit that card.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One `profiles/<name>.yaml`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// One line for `orch profiles`.
+    pub description: String,
+    pub gpu: Gpu,
+    pub host: Host,
+    /// What a job on this hardware asks the scheduler for.
+    pub slurm: Resources,
+    /// Environment every job on this hardware gets.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Starting trainer overrides per template name (`verl-grpo: {key: value}`).
+    #[serde(default)]
+    pub overrides: BTreeMap<String, BTreeMap<String, serde_yaml::Value>>,
+}
+
+/// The card.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    /// As `nvidia-smi --query-gpu=name` prints it.
+    pub model: String,
+    /// Usable memory as torch reports it ("total capacity of 44.42 GiB").
+    pub memory_gib: f64,
+    /// GPUs in one node: the most a single-node job can ask for.
+    pub per_node: u32,
+}
+
+/// The node's host memory.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    /// RAM in one node, the ceiling for `--mem`.
+    pub memory_gib: f64,
+}
+
+/// Scheduler resources for one job. Ladder steps and `--set resources.KEY=V` change them.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resources {
+    pub partition: String,
+    /// The GRES type: `--gres=gpu:<gres_type>:<gpus>`.
+    pub gres_type: String,
+    /// GPUs per node; also the trainer's GPU count.
+    pub gpus: u32,
+    pub nodes: u32,
+    pub cpus_per_task: u32,
+    /// Host memory per node in GiB (`--mem=<mem_gb>G`).
+    pub mem_gb: u32,
+    /// Time limit, as Slurm takes it (`HH:MM:SS`, `D-HH:MM:SS` or minutes).
+    pub time: String,
+    /// Nodes to avoid (`--exclude`); orch adds a node that failed.
+    #[serde(default)]
+    pub exclude: Vec<String>,
+    /// Extra `#SBATCH` lines, e.g. `--account=ml` or `--qos=high`.
+    #[serde(default)]
+    pub extra: Vec<String>,
+}
+
+impl Resources {
+    /// Set one field from its name and a YAML value (`--set resources.gpus=8`, ladder steps).
+    pub fn set(&mut self, key: &str, value: &serde_yaml::Value) -> Result<(), String> {
+        fn num(v: &serde_yaml::Value) -> Result<u32, String> {
+            match v {
+                serde_yaml::Value::Number(n) => n
+                    .as_u64()
+                    .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f.floor() as u64))
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| format!("expected a non-negative integer, got {n}")),
+                serde_yaml::Value::String(s) => s
+                    .parse()
+                    .map_err(|_| format!("expected a non-negative integer, got `{s}`")),
+                other => Err(format!("expected a number, got {other:?}")),
+            }
+        }
+        fn text(v: &serde_yaml::Value) -> Result<String, String> {
+            match v {
+                serde_yaml::Value::String(s) => Ok(s.clone()),
+                serde_yaml::Value::Number(n) => Ok(n.to_string()),
+                other => Err(format!("expected a string, got {other:?}")),
+            }
+        }
+        fn list(v: &serde_yaml::Value) -> Result<Vec<String>, String> {
+            match v {
+                serde_yaml::Value::Sequence(items) => items.iter().map(text).collect(),
+                other => Ok(text(other)?
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect()),
+            }
+        }
+        match key {
+            "partition" => self.partition = text(value)?,
+            "gres_type" => self.gres_type = text(value)?,
+            "gpus" => self.gpus = num(value)?,
+            "nodes" => self.nodes = num(value)?,
+            "cpus_per_task" => self.cpus_per_task = num(value)?,
+            "mem_gb" => self.mem_gb = num(value)?,
+            "time" => self.time = text(value)?,
+            "exclude" => self.exclude = list(value)?,
+            "extra" => self.extra = list(value)?,
+            _ => return Err(format!("unknown resource `{key}`; known: {}", Self::KEYS.join(", "))),
+        }
+        Ok(())
+    }
+
+    /// One field as a YAML value, for ladder arithmetic.
+    pub fn get(&self, key: &str) -> Option<serde_yaml::Value> {
+        Some(match key {
+            "partition" => self.partition.clone().into(),
+            "gres_type" => self.gres_type.clone().into(),
+            "gpus" => self.gpus.into(),
+            "nodes" => self.nodes.into(),
+            "cpus_per_task" => self.cpus_per_task.into(),
+            "mem_gb" => self.mem_gb.into(),
+            "time" => self.time.clone().into(),
+            _ => return None,
+        })
+    }
+
+    /// The field names `set` and `get` accept.
+    pub const KEYS: &'static [&'static str] = &[
+        "partition",
+        "gres_type",
+        "gpus",
+        "nodes",
+        "cpus_per_task",
+        "mem_gb",
+        "time",
+        "exclude",
+        "extra",
+    ];
+}

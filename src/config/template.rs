@@ -1,0 +1,138 @@
+//! Trainer templates: a directory `templates/<name>/` with `template.yaml` (which files to
+//! render, the trainer's known keys, the keys orch owns, how to resume, validation rules) and
+//! the minijinja sources it names.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Catalog, Doc, Kind, Origin};
+use crate::error::ConfigError;
+
+/// One `templates/<name>/template.yaml`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateSpec {
+    pub description: String,
+    /// Which simulated trainer stands in when there is no GPU (`verl`, `areal`, `torchrun`).
+    pub simulator: String,
+    /// Files to render, in order; the first is the job script.
+    pub files: Vec<TemplateFile>,
+    /// A YAML file in the template directory: `dotted.key: default` for every key the trainer
+    /// accepts; `prefix.*` admits anything under `prefix`.
+    pub keys: String,
+    #[serde(default)]
+    pub gpu_count_key: Option<String>,
+    #[serde(default)]
+    pub node_count_key: Option<String>,
+    #[serde(default)]
+    pub checkpoint_key: Option<String>,
+    /// Experiment fields (`model`, `train_files`, `val_files`, `seed`, `name`) → trainer keys.
+    #[serde(default)]
+    pub experiment_keys: BTreeMap<String, String>,
+    /// Overrides that make the trainer continue from its last checkpoint.
+    #[serde(default)]
+    pub resume: BTreeMap<String, serde_yaml::Value>,
+    /// Template variables and their defaults; experiments set them under `vars:`.
+    #[serde(default)]
+    pub vars: BTreeMap<String, serde_yaml::Value>,
+    /// Overrides every experiment on this template starts from.
+    #[serde(default)]
+    pub defaults: BTreeMap<String, serde_yaml::Value>,
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+}
+
+/// One rendered file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateFile {
+    pub source: String,
+    pub output: String,
+}
+
+/// A check the trainer would make, as a minijinja expression over the merged configuration
+/// (trainer keys as nested attributes, plus `gpus` and `nodes`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    pub name: String,
+    pub check: String,
+    /// Shown when the check fails; may use `{{ }}` over the same values.
+    pub message: String,
+    /// The keys the rule reads, shown with where their values came from.
+    #[serde(default)]
+    pub keys: Vec<String>,
+}
+
+/// A template, loaded: its spec, its key schema, and where it came from.
+#[derive(Debug, Clone)]
+pub struct Template {
+    pub name: String,
+    pub spec: TemplateSpec,
+    pub origin: Origin,
+    /// Known keys and their defaults.
+    pub keys: BTreeMap<String, serde_yaml::Value>,
+    /// `prefix.` strings under which any key is accepted.
+    pub open_prefixes: Vec<String>,
+}
+
+impl Template {
+    /// Load `templates/<name>/`.
+    pub fn load(catalog: &Catalog, name: &str) -> Result<Template, ConfigError> {
+        let (spec, origin) = catalog.load::<TemplateSpec>(Kind::Templates, "template", name)?;
+        let doc = Self::file(catalog, name, &spec.keys)?;
+        let raw: BTreeMap<String, serde_yaml::Value> = super::parse_yaml(&doc)?;
+        let mut keys = BTreeMap::new();
+        let mut open_prefixes = Vec::new();
+        for (key, default) in raw {
+            match key.strip_suffix(".*") {
+                Some(prefix) => open_prefixes.push(format!("{prefix}.")),
+                None => {
+                    keys.insert(key, default);
+                }
+            }
+        }
+        Ok(Template {
+            name: name.to_string(),
+            spec,
+            origin,
+            keys,
+            open_prefixes,
+        })
+    }
+
+    /// A file of this template (project copy first, then the built-in one).
+    pub fn file(catalog: &Catalog, name: &str, rel: &str) -> Result<Doc, ConfigError> {
+        catalog
+            .read(Kind::Templates, &format!("{name}/{rel}"))?
+            .ok_or_else(|| ConfigError::Other {
+                origin: format!("templates/{name}/template.yaml"),
+                message: format!("names `{rel}`, which is not in templates/{name}/"),
+            })
+    }
+
+    /// Whether the trainer accepts `key`.
+    pub fn knows(&self, key: &str) -> bool {
+        key.starts_with('+')
+            || self.keys.contains_key(key)
+            || self.open_prefixes.iter().any(|p| key.starts_with(p))
+    }
+
+    /// The closest known key, for "did you mean".
+    pub fn suggest(&self, key: &str) -> Option<String> {
+        crate::error::suggest(key, self.keys.keys().map(String::as_str))
+    }
+
+    /// Keys orch sets itself; experiments must not.
+    pub fn owned_keys(&self) -> Vec<(&str, &'static str)> {
+        let mut out = Vec::new();
+        if let Some(k) = &self.spec.gpu_count_key {
+            out.push((k.as_str(), "set resources.gpus instead: it drives --gres and this key together"));
+        }
+        if let Some(k) = &self.spec.node_count_key {
+            out.push((k.as_str(), "set resources.nodes instead"));
+        }
+        out
+    }
+}

@@ -1,0 +1,544 @@
+//! The run ledger: everything orch knows about a run, on disk, so that nothing is lost when orch
+//! stops and a person can read it without orch.
+//!
+//! ```text
+//! .orch/runs/<run-id>/
+//!   events.jsonl        append-only, one JSON event per line, the source of truth
+//!   run.yaml            human-readable summary, rewritten (atomically) after every event
+//!   attempts/<N>/       rendered files, plan.yaml, attempt.yaml, stdout.log, stderr.log
+//!   checkpoints/        the trainer's checkpoints, shared by all attempts
+//! ```
+//! An attempt is recorded as `rendered` (the intent to submit, with its files) before the
+//! scheduler is called and as `submitted` (with the job id) right after, so a reader can always
+//! tell which attempts may exist in the scheduler.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::plan::ChangeRecord;
+
+/// Version of the on-disk format, written in each run's first event.
+pub const FORMAT: u32 = 1;
+
+/// How a run ended, or that it has not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Running,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Succeeded => "succeeded",
+            RunState::Failed => "failed",
+            RunState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The line that explained an attempt's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceRecord {
+    /// The log file (or `scheduler`).
+    pub file: String,
+    pub line: u64,
+    pub text: String,
+}
+
+/// One line of `events.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    Created {
+        ts: String,
+        format: u32,
+        run: String,
+        experiment: String,
+        profile: String,
+        template: String,
+        ladder: String,
+        backend: String,
+        #[serde(default)]
+        host: Option<String>,
+        max_attempts: u32,
+        simulate: bool,
+    },
+    /// The intent to submit an attempt, written before the scheduler is called.
+    Rendered {
+        ts: String,
+        attempt: u32,
+        step: String,
+        steps: Vec<String>,
+        changes: Vec<ChangeRecord>,
+        #[serde(default)]
+        why: String,
+        changes_semantics: bool,
+        resume: bool,
+        job_name: String,
+        dir: PathBuf,
+        files: Vec<PathBuf>,
+        overrides: BTreeMap<String, serde_json::Value>,
+    },
+    Submitted {
+        ts: String,
+        attempt: u32,
+        job_id: String,
+        stdout: PathBuf,
+        stderr: PathBuf,
+    },
+    Finished {
+        ts: String,
+        attempt: u32,
+        /// `succeeded`, `cancelled` or a failure class.
+        outcome: String,
+        /// What the scheduler said about the job.
+        job_state: String,
+        exit_code: Option<i32>,
+        evidence: Option<EvidenceRecord>,
+    },
+    /// What orch decided after a failure.
+    Decided {
+        ts: String,
+        attempt: u32,
+        decision: String,
+        reason: String,
+    },
+    CancelRequested {
+        ts: String,
+    },
+    Ended {
+        ts: String,
+        state: RunState,
+        summary: String,
+    },
+}
+
+/// One attempt as the events tell it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub attempt: u32,
+    pub step: String,
+    pub steps: Vec<String>,
+    pub changes: Vec<ChangeRecord>,
+    pub why: String,
+    pub changes_semantics: bool,
+    pub resume: bool,
+    pub job_name: String,
+    pub job_id: Option<String>,
+    pub dir: PathBuf,
+    pub stdout: Option<PathBuf>,
+    pub stderr: Option<PathBuf>,
+    pub outcome: Option<String>,
+    pub job_state: Option<String>,
+    pub exit_code: Option<i32>,
+    pub evidence: Option<EvidenceRecord>,
+    pub decision: Option<String>,
+    pub rendered_at: String,
+    pub submitted_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub overrides: BTreeMap<String, serde_json::Value>,
+}
+
+/// A run as the events tell it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub run: String,
+    pub experiment: String,
+    pub profile: String,
+    pub template: String,
+    pub ladder: String,
+    pub backend: String,
+    pub host: Option<String>,
+    pub simulate: bool,
+    pub created: String,
+    pub max_attempts: u32,
+    pub state: RunState,
+    pub summary: Option<String>,
+    pub cancel_requested: bool,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+impl RunRecord {
+    fn replay(events: &[Event]) -> anyhow::Result<RunRecord> {
+        let Some(Event::Created {
+            ts,
+            run,
+            experiment,
+            profile,
+            template,
+            ladder,
+            backend,
+            host,
+            max_attempts,
+            simulate,
+            ..
+        }) = events.first()
+        else {
+            bail!("the first event is not `created`");
+        };
+        let mut rec = RunRecord {
+            run: run.clone(),
+            experiment: experiment.clone(),
+            profile: profile.clone(),
+            template: template.clone(),
+            ladder: ladder.clone(),
+            backend: backend.clone(),
+            host: host.clone(),
+            simulate: *simulate,
+            created: ts.clone(),
+            max_attempts: *max_attempts,
+            state: RunState::Running,
+            summary: None,
+            cancel_requested: false,
+            attempts: Vec::new(),
+        };
+        for event in &events[1..] {
+            match event.clone() {
+                Event::Created { .. } => bail!("a second `created` event"),
+                Event::Rendered {
+                    ts,
+                    attempt,
+                    step,
+                    steps,
+                    changes,
+                    why,
+                    changes_semantics,
+                    resume,
+                    job_name,
+                    dir,
+                    overrides,
+                    ..
+                } => rec.attempts.push(AttemptRecord {
+                    attempt,
+                    step,
+                    steps,
+                    changes,
+                    why,
+                    changes_semantics,
+                    resume,
+                    job_name,
+                    job_id: None,
+                    dir,
+                    stdout: None,
+                    stderr: None,
+                    outcome: None,
+                    job_state: None,
+                    exit_code: None,
+                    evidence: None,
+                    decision: None,
+                    rendered_at: ts,
+                    submitted_at: None,
+                    finished_at: None,
+                    overrides,
+                }),
+                Event::Submitted {
+                    ts,
+                    attempt,
+                    job_id,
+                    stdout,
+                    stderr,
+                } => {
+                    let a = rec.attempt_mut(attempt)?;
+                    a.job_id = Some(job_id);
+                    a.stdout = Some(stdout);
+                    a.stderr = Some(stderr);
+                    a.submitted_at = Some(ts);
+                }
+                Event::Finished {
+                    ts,
+                    attempt,
+                    outcome,
+                    job_state,
+                    exit_code,
+                    evidence,
+                } => {
+                    let a = rec.attempt_mut(attempt)?;
+                    a.outcome = Some(outcome);
+                    a.job_state = Some(job_state);
+                    a.exit_code = exit_code;
+                    a.evidence = evidence;
+                    a.finished_at = Some(ts);
+                }
+                Event::Decided {
+                    attempt, decision, ..
+                } => rec.attempt_mut(attempt)?.decision = Some(decision),
+                Event::CancelRequested { .. } => rec.cancel_requested = true,
+                Event::Ended { state, summary, .. } => {
+                    rec.state = state;
+                    rec.summary = Some(summary);
+                }
+            }
+        }
+        Ok(rec)
+    }
+
+    fn attempt_mut(&mut self, n: u32) -> anyhow::Result<&mut AttemptRecord> {
+        self.attempts
+            .iter_mut()
+            .find(|a| a.attempt == n)
+            .with_context(|| format!("an event for attempt {n}, which was never rendered"))
+    }
+
+    /// The attempt still in the scheduler's hands, if any.
+    pub fn live_attempt(&self) -> Option<&AttemptRecord> {
+        self.attempts
+            .last()
+            .filter(|a| a.outcome.is_none() && self.state == RunState::Running)
+    }
+
+    /// The `--json` shape shared by `submit` and `history`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "run": self.run,
+            "experiment": self.experiment,
+            "state": self.state.as_str(),
+            "attempts": self.attempts.iter().map(|a| serde_json::json!({
+                "attempt": a.attempt,
+                "step": a.step,
+                "steps": a.steps,
+                "changes_semantics": a.changes_semantics,
+                "resume": a.resume,
+                "job_id": a.job_id,
+                "outcome": a.outcome,
+                "evidence": a.evidence,
+                "overrides": a.overrides,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// All runs under one directory.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    root: PathBuf,
+}
+
+impl Ledger {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// Create a new run directory with its first event.
+    pub fn create(&self, experiment: &str, created: Event) -> anyhow::Result<RunDir> {
+        std::fs::create_dir_all(&self.root)
+            .with_context(|| format!("cannot create the runs directory {}", self.root.display()))?;
+        for _ in 0..100 {
+            let id = new_run_id(experiment);
+            let path = self.root.join(&id);
+            match std::fs::create_dir(&path) {
+                Ok(()) => {
+                    let run = RunDir { id, path };
+                    let created = match created {
+                        Event::Created {
+                            ts,
+                            format,
+                            experiment,
+                            profile,
+                            template,
+                            ladder,
+                            backend,
+                            host,
+                            max_attempts,
+                            simulate,
+                            ..
+                        } => Event::Created {
+                            ts,
+                            format,
+                            run: run.id.clone(),
+                            experiment,
+                            profile,
+                            template,
+                            ladder,
+                            backend,
+                            host,
+                            max_attempts,
+                            simulate,
+                        },
+                        other => other,
+                    };
+                    run.append(&created)?;
+                    return Ok(run);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e).with_context(|| format!("cannot create {}", path.display())),
+            }
+        }
+        bail!("could not find a free run id under {}", self.root.display())
+    }
+
+    /// Open a run by id (or a unique prefix of one).
+    pub fn open(&self, id: &str) -> anyhow::Result<RunDir> {
+        let ids = self.ids();
+        if ids.iter().any(|i| i == id) {
+            return Ok(RunDir {
+                id: id.to_string(),
+                path: self.root.join(id),
+            });
+        }
+        let matches: Vec<&String> = ids.iter().filter(|i| i.starts_with(id)).collect();
+        match matches.as_slice() {
+            [one] => Ok(RunDir {
+                id: one.to_string(),
+                path: self.root.join(one),
+            }),
+            [] => Err(crate::error::UsageError(format!(
+                "no run `{id}` in {}{}",
+                self.root.display(),
+                if ids.is_empty() {
+                    String::new()
+                } else {
+                    format!("; recent runs: {}", ids.iter().rev().take(5).cloned().collect::<Vec<_>>().join(", "))
+                }
+            ))
+            .into()),
+            many => Err(crate::error::UsageError(format!(
+                "`{id}` matches several runs: {}",
+                many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ))
+            .into()),
+        }
+    }
+
+    /// Run ids, oldest first.
+    pub fn ids(&self) -> Vec<String> {
+        let mut runs: Vec<(String, String)> = std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().join("events.jsonl").is_file())
+            .map(|e| {
+                let id = e.file_name().to_string_lossy().into_owned();
+                let created = RunDir { id: id.clone(), path: e.path() }
+                    .record()
+                    .map(|r| r.created)
+                    .unwrap_or_default();
+                (created, id)
+            })
+            .collect();
+        runs.sort();
+        runs.into_iter().map(|(_, id)| id).collect()
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// One run's directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    pub id: String,
+    pub path: PathBuf,
+}
+
+impl RunDir {
+    /// Append one event and flush it to disk before returning.
+    pub fn append(&self, event: &Event) -> anyhow::Result<()> {
+        let mut line = serde_json::to_vec(event)?;
+        line.push(b'\n');
+        let path = self.path.join("events.jsonl");
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        file.write_all(&line)
+            .and_then(|()| file.sync_data())
+            .with_context(|| format!("cannot append to {}", path.display()))?;
+        if let Ok(record) = self.record() {
+            let _ = self.write_summary(&record);
+        }
+        Ok(())
+    }
+
+    /// Every event, in order. A torn last line (orch killed mid-write) is ignored.
+    pub fn events(&self) -> anyhow::Result<Vec<Event>> {
+        let path = self.path.join("events.jsonl");
+        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let mut events = Vec::with_capacity(lines.len());
+        for (i, line) in lines.iter().enumerate() {
+            match serde_json::from_str(line) {
+                Ok(e) => events.push(e),
+                Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => break,
+                Err(e) => bail!("{}:{}: {e}", path.display(), i + 1),
+            }
+        }
+        Ok(events)
+    }
+
+    /// The run as its events tell it.
+    pub fn record(&self) -> anyhow::Result<RunRecord> {
+        RunRecord::replay(&self.events()?).with_context(|| format!("run {}", self.id))
+    }
+
+    /// Directory of attempt `n`.
+    pub fn attempt_dir(&self, n: u32) -> PathBuf {
+        self.path.join("attempts").join(n.to_string())
+    }
+
+    pub fn checkpoint_dir(&self) -> PathBuf {
+        self.path.join("checkpoints")
+    }
+
+    fn write_summary(&self, record: &RunRecord) -> anyhow::Result<()> {
+        let mut text = format!(
+            "# Summary of run {} (rewritten by orch after every event; the record is events.jsonl)\n",
+            record.run
+        );
+        text.push_str(&serde_yaml::to_string(record)?);
+        write_atomic(&self.path.join("run.yaml"), text.as_bytes())?;
+        for a in &record.attempts {
+            if a.dir.is_dir() {
+                let text = serde_yaml::to_string(a)?;
+                write_atomic(&a.dir.join("attempt.yaml"), text.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Write a file so that readers see the old or the new contents, never a mix.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        std::process::id()
+    ));
+    {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_data()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Now, as RFC 3339 UTC.
+pub fn now() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+fn new_run_id(experiment: &str) -> String {
+    let stamp: String = now().chars().filter(|c| c.is_ascii_digit()).take(14).collect();
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let salt = (nanos ^ std::process::id().rotate_left(16)) & 0xffff;
+    format!("{experiment}-{}-{}-{salt:04x}", &stamp[..8], &stamp[8..])
+}

@@ -1,0 +1,165 @@
+//! Outcome of an attempt: the backend's verdict on how the job ended joined with what the
+//! classifier found in its logs. The scheduler's word on time limits, preemption, node failure
+//! and cgroup OOM kills outranks the log; a job that exited 0 succeeded whatever its log says
+//! (OOMs that were caught and retried inside the job are not failures).
+
+use crate::backend::JobEnd;
+use crate::classify::{FailureClass, Verdict};
+use crate::ledger::EvidenceRecord;
+
+/// The wire name of a class (`gpu_oom`, ...).
+pub fn class_name(class: FailureClass) -> &'static str {
+    match class {
+        FailureClass::GpuOom => "gpu_oom",
+        FailureClass::KvCache => "kv_cache",
+        FailureClass::HostOom => "host_oom",
+        FailureClass::Timeout => "timeout",
+        FailureClass::Preempted => "preempted",
+        FailureClass::NodeFail => "node_fail",
+        FailureClass::NcclTimeout => "nccl_timeout",
+        FailureClass::Error => "error",
+        FailureClass::None => "none",
+    }
+}
+
+/// Lower is more decisive. Slurm banners explain the noise after them; a memory failure on any
+/// rank explains a later NCCL watchdog; a generic error explains nothing else.
+pub fn rank(class: FailureClass) -> u8 {
+    match class {
+        FailureClass::Timeout => 0,
+        FailureClass::Preempted => 1,
+        FailureClass::NodeFail => 2,
+        FailureClass::KvCache => 3,
+        FailureClass::HostOom => 4,
+        FailureClass::GpuOom => 5,
+        FailureClass::NcclTimeout => 6,
+        FailureClass::Error => 7,
+        FailureClass::None => 8,
+    }
+}
+
+/// What became of an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Succeeded,
+    Cancelled,
+    Failed(FailureClass),
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Failed(c) => class_name(c),
+        }
+    }
+}
+
+/// Decide an attempt's outcome from how the job ended and each log's verdict (`(file, verdict)`).
+pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<EvidenceRecord>) {
+    let best = logs
+        .iter()
+        .filter(|(_, v)| v.class != FailureClass::None)
+        .min_by_key(|(_, v)| rank(v.class));
+    let evidence_for = |class: FailureClass| {
+        logs.iter()
+            .filter(|(_, v)| v.class == class)
+            .find_map(|(file, v)| {
+                v.evidence.as_ref().map(|e| EvidenceRecord {
+                    file: file.clone(),
+                    line: e.line,
+                    text: e.text.clone(),
+                })
+            })
+    };
+    let scheduler = |class: FailureClass, what: &str| {
+        let evidence = evidence_for(class).or_else(|| {
+            Some(EvidenceRecord {
+                file: "scheduler".into(),
+                line: 0,
+                text: format!("job state {what}"),
+            })
+        });
+        (Outcome::Failed(class), evidence)
+    };
+    match end {
+        JobEnd::Completed => (Outcome::Succeeded, None),
+        JobEnd::Cancelled => (Outcome::Cancelled, None),
+        JobEnd::Timeout => scheduler(FailureClass::Timeout, "TIMEOUT"),
+        JobEnd::OutOfMemory => scheduler(FailureClass::HostOom, "OUT_OF_MEMORY"),
+        JobEnd::NodeFail { .. } => scheduler(FailureClass::NodeFail, "NODE_FAIL"),
+        JobEnd::Preempted => scheduler(FailureClass::Preempted, "PREEMPTED"),
+        JobEnd::Failed { exit_code } => match best {
+            Some((_, v)) => (Outcome::Failed(v.class), evidence_for(v.class)),
+            None => (
+                Outcome::Failed(FailureClass::Error),
+                Some(EvidenceRecord {
+                    file: "exit".into(),
+                    line: 0,
+                    text: match exit_code {
+                        Some(c) => format!("exit code {c} and no known failure line in the log"),
+                        None => "the job failed and its log names no known failure".into(),
+                    },
+                }),
+            ),
+        },
+        JobEnd::Lost => match best {
+            Some((_, v)) => (Outcome::Failed(v.class), evidence_for(v.class)),
+            None => (
+                Outcome::Failed(FailureClass::NodeFail),
+                Some(EvidenceRecord {
+                    file: "backend".into(),
+                    line: 0,
+                    text: "the job's process vanished without recording an exit code".into(),
+                }),
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::Evidence;
+
+    fn verdict(class: FailureClass, line: u64) -> Verdict {
+        Verdict {
+            class,
+            evidence: Some(Evidence { line, text: format!("{class:?} here") }),
+        }
+    }
+
+    #[test]
+    fn exit_zero_is_success_whatever_the_log_says() {
+        let logs = vec![("stderr.log".into(), verdict(FailureClass::GpuOom, 3))];
+        assert_eq!(decide(&JobEnd::Completed, &logs).0, Outcome::Succeeded);
+    }
+
+    #[test]
+    fn oom_in_one_log_outranks_nccl_in_another() {
+        let logs = vec![
+            ("stdout.log".into(), verdict(FailureClass::NcclTimeout, 90)),
+            ("stderr.log".into(), verdict(FailureClass::GpuOom, 12)),
+        ];
+        let (outcome, evidence) = decide(&JobEnd::Failed { exit_code: Some(1) }, &logs);
+        assert_eq!(outcome, Outcome::Failed(FailureClass::GpuOom));
+        let evidence = evidence.unwrap();
+        assert_eq!((evidence.file.as_str(), evidence.line), ("stderr.log", 12));
+    }
+
+    #[test]
+    fn scheduler_verdict_outranks_the_log() {
+        let logs = vec![("stderr.log".into(), verdict(FailureClass::GpuOom, 12))];
+        let (outcome, evidence) = decide(&JobEnd::Timeout, &logs);
+        assert_eq!(outcome, Outcome::Failed(FailureClass::Timeout));
+        assert_eq!(evidence.unwrap().file, "scheduler");
+    }
+
+    #[test]
+    fn failure_without_evidence_is_error() {
+        let (outcome, evidence) = decide(&JobEnd::Failed { exit_code: Some(137) }, &[]);
+        assert_eq!(outcome, Outcome::Failed(FailureClass::Error));
+        assert!(evidence.unwrap().text.contains("137"));
+    }
+}

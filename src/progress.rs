@@ -1,0 +1,65 @@
+//! The progress display: one spinner line per run (state, attempt, step, elapsed time, last log
+//! line) with events printed above the lines. Lines are drawn only when stdout is a terminal and
+//! `--quiet` is off; events then go to stderr as plain lines.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// All progress output of one command.
+#[derive(Debug, Clone)]
+pub struct Progress {
+    multi: MultiProgress,
+    bars: bool,
+    quiet: bool,
+}
+
+impl Progress {
+    pub fn new(quiet: bool) -> Self {
+        let bars = !quiet && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        let multi = MultiProgress::with_draw_target(if bars {
+            ProgressDrawTarget::stderr()
+        } else {
+            ProgressDrawTarget::hidden()
+        });
+        Self { multi, bars, quiet }
+    }
+
+    /// A new run line.
+    pub fn bar(&self, name: &str) -> ProgressBar {
+        if !self.bars {
+            return ProgressBar::hidden();
+        }
+        let bar = self.multi.add(ProgressBar::new_spinner());
+        bar.set_style(
+            ProgressStyle::with_template("{spinner:.cyan} {prefix:.bold} {wide_msg}")
+                .expect("valid template"),
+        );
+        bar.set_prefix(name.to_string());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    }
+
+    /// Print an event above the run lines (or to stderr when they are hidden).
+    pub fn say(&self, message: impl AsRef<str>) {
+        if self.quiet {
+            return;
+        }
+        if self.bars {
+            let _ = self.multi.println(message.as_ref());
+        } else {
+            eprintln!("{}", message.as_ref());
+        }
+    }
+}
+
+/// `1m 05s`, `42s`.
+pub fn elapsed(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+    }
+}

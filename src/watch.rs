@@ -1,0 +1,393 @@
+//! The watcher: drives any number of runs to their end in one process.
+//!
+//! # Theory of operation
+//! Each run has a [`RunDriver`] holding its plan and its live attempt. Every tick the watcher
+//! asks the backend for the state of all live jobs in one query, reads the bytes each job's logs
+//! gained since the last tick into that attempt's classifiers (never re-reading a byte), and
+//! updates the run lines. When a job ends, its outcome is decided from the backend's verdict and
+//! the classifiers ([`crate::outcome::decide`]); a failure asks the ladder for the next plan
+//! ([`crate::ladder::next`]), which is rendered, recorded as an intent in the ledger, submitted and
+//! recorded with its job id. A run ends when an attempt succeeds, the ladder has nothing left,
+//! attempts run out, or it is cancelled.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use indicatif::ProgressBar;
+
+use crate::backend::{Backend, JobEnd, JobRef, JobSpec, JobState};
+use crate::classify::Scanner;
+use crate::config::Catalog;
+use crate::ladder::Next;
+use crate::ledger::{Event, EvidenceRecord, RunDir, RunRecord, RunState, now};
+use crate::outcome::Outcome;
+use crate::plan::{ChangeRecord, Plan, Setup};
+use crate::progress::{Progress, elapsed};
+use crate::render::AttemptInfo;
+use crate::tail::{Tail, last_line};
+
+/// What every run in one watcher shares.
+pub struct Ctx<'a> {
+    pub catalog: &'a Catalog,
+    pub backend: &'a Backend,
+    pub progress: &'a Progress,
+    pub simulate: bool,
+}
+
+struct LogFile {
+    label: String,
+    tail: Tail,
+    scanner: Scanner,
+}
+
+struct Live {
+    job: JobRef,
+    logs: Vec<LogFile>,
+    state: &'static str,
+}
+
+/// One run being driven.
+pub struct RunDriver {
+    pub setup: Setup,
+    pub plan: Plan,
+    pub run: RunDir,
+    attempt: u32,
+    max_attempts: u32,
+    tried: HashSet<String>,
+    live: Option<Live>,
+    done: Option<RunState>,
+    bar: ProgressBar,
+    started: Instant,
+    last_line: String,
+    /// Why and what the pending attempt changes, for its `rendered` event.
+    pending: (String, Vec<ChangeRecord>, bool),
+}
+
+impl RunDriver {
+    pub fn new(setup: Setup, plan: Plan, run: RunDir, max_attempts: u32, progress: &Progress) -> Self {
+        let bar = progress.bar(&plan.experiment);
+        RunDriver {
+            setup,
+            plan,
+            run,
+            attempt: 0,
+            max_attempts,
+            tried: HashSet::new(),
+            live: None,
+            done: None,
+            bar,
+            started: Instant::now(),
+            last_line: String::new(),
+            pending: (String::new(), Vec::new(), false),
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.plan.experiment
+    }
+
+    /// Render, record and submit the next attempt with the current plan.
+    async fn submit(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
+        self.plan.check(&self.setup)?;
+        self.attempt += 1;
+        let n = self.attempt;
+        let dir = self.run.attempt_dir(n);
+        let job_name = format!("orch-{}-a{n}", self.run.id);
+        let info = AttemptInfo {
+            run_id: self.run.id.clone(),
+            attempt: n,
+            dir: absolute(&dir)?,
+            run_dir: absolute(&self.run.path)?,
+            job_name: job_name.clone(),
+            simulate: ctx.simulate,
+            checkpoint_dir: absolute(&self.run.checkpoint_dir())?,
+        };
+        let files = crate::render::render(ctx.catalog, &self.setup, &self.plan, &info)?;
+        crate::ledger::write_atomic(&dir.join("plan.yaml"), serde_yaml::to_string(&self.plan)?.as_bytes())?;
+        let overrides = self
+            .plan
+            .effective_overrides(&self.setup)
+            .iter()
+            .map(|(k, v)| (k.clone(), crate::plan::yaml_to_json(v)))
+            .collect();
+        let (why, changes, changes_semantics) = std::mem::take(&mut self.pending);
+        self.run.append(&Event::Rendered {
+            ts: now(),
+            attempt: n,
+            step: self.plan.step_name().to_string(),
+            steps: self.plan.steps.clone(),
+            changes,
+            why,
+            changes_semantics,
+            resume: self.plan.resume,
+            job_name: job_name.clone(),
+            dir: info.dir.clone(),
+            files: files.clone(),
+            overrides,
+        })?;
+        let spec = JobSpec {
+            name: job_name,
+            script: files[0].clone(),
+            dir: info.dir.clone(),
+            stdout: info.dir.join("stdout.log"),
+            stderr: info.dir.join("stderr.log"),
+        };
+        let job = ctx
+            .backend
+            .submit(&spec)
+            .await
+            .with_context(|| format!("submitting attempt {n} of {}", self.name()))?;
+        self.run.append(&Event::Submitted {
+            ts: now(),
+            attempt: n,
+            job_id: job.id.clone(),
+            stdout: spec.stdout.clone(),
+            stderr: spec.stderr.clone(),
+        })?;
+        self.tried.insert(self.plan.canonical(&self.setup));
+        ctx.progress.say(format!(
+            "[{}] attempt {n}/{} ({}) submitted: {} job {}",
+            self.name(),
+            self.max_attempts,
+            self.plan.step_name(),
+            ctx.backend.name(),
+            job.id
+        ));
+        self.live = Some(Live {
+            job,
+            logs: vec![
+                LogFile { label: "stdout.log".into(), tail: Tail::new(spec.stdout), scanner: Scanner::new() },
+                LogFile { label: "stderr.log".into(), tail: Tail::new(spec.stderr), scanner: Scanner::new() },
+            ],
+            state: "pending",
+        });
+        self.redraw();
+        Ok(())
+    }
+
+    /// Read what the logs gained since the last tick.
+    fn read_logs(&mut self) {
+        let Some(live) = &mut self.live else { return };
+        for log in &mut live.logs {
+            match log.tail.read_new() {
+                Ok(bytes) if !bytes.is_empty() => {
+                    log.scanner.feed(&bytes);
+                    if let Some(line) = last_line(&bytes) {
+                        self.last_line = line;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn redraw(&self) {
+        let state = self.live.as_ref().map(|l| l.state).unwrap_or("done");
+        let mut line = self.last_line.clone();
+        if line.chars().count() > 100 {
+            line = line.chars().take(99).collect::<String>() + "…";
+        }
+        self.bar.set_message(format!(
+            "{state} · attempt {}/{} · {} · {} · {line}",
+            self.attempt,
+            self.max_attempts,
+            self.plan.step_name(),
+            elapsed(self.started.elapsed())
+        ));
+    }
+
+    /// The job ended: decide, record, and submit the next attempt or finish the run.
+    async fn on_end(&mut self, end: JobEnd, ctx: &Ctx<'_>) -> anyhow::Result<()> {
+        self.read_logs();
+        let live = self.live.take().expect("a live attempt");
+        let verdicts: Vec<(String, crate::classify::Verdict)> = live
+            .logs
+            .iter()
+            .map(|l| (l.label.clone(), l.scanner.verdict()))
+            .collect();
+        let (outcome, evidence) = crate::outcome::decide(&end, &verdicts);
+        let n = self.attempt;
+        self.run.append(&Event::Finished {
+            ts: now(),
+            attempt: n,
+            outcome: outcome.name().to_string(),
+            job_state: end.describe(),
+            exit_code: end.exit_code(),
+            evidence: evidence.clone(),
+        })?;
+        match outcome {
+            Outcome::Succeeded => {
+                let failures = n - 1;
+                let summary = if failures == 0 {
+                    format!("succeeded on the first attempt ({})", self.plan.step_name())
+                } else {
+                    format!(
+                        "succeeded on attempt {n} after {failures} failure{} (steps: {})",
+                        if failures == 1 { "" } else { "s" },
+                        self.plan.steps.join(", ")
+                    )
+                };
+                ctx.progress.say(format!("[{}] {summary}; record: {}", self.name(), self.run.path.display()));
+                return self.end(RunState::Succeeded, summary);
+            }
+            Outcome::Cancelled => {
+                ctx.progress.say(format!("[{}] attempt {n} cancelled", self.name()));
+                return self.end(RunState::Cancelled, format!("cancelled during attempt {n}"));
+            }
+            Outcome::Failed(class) => {
+                ctx.progress.say(format!(
+                    "[{}] attempt {n} ({}) failed: {}{}",
+                    self.name(),
+                    self.plan.step_name(),
+                    outcome.name(),
+                    evidence_line(&evidence)
+                ));
+                let mut notes = Vec::new();
+                let next = crate::ladder::next(&self.setup, &self.plan, class, &self.tried, &mut notes);
+                for note in &notes {
+                    ctx.progress.say(format!("[{}]   {note}", self.name()));
+                }
+                if n >= self.max_attempts && !matches!(next, Next::GiveUp { .. }) {
+                    let reason = format!("{} attempts used (--max-attempts)", self.max_attempts);
+                    self.decided(n, "give_up", &reason)?;
+                    return self.give_up(ctx, &reason);
+                }
+                match next {
+                    Next::Step { plan, step, changes } => {
+                        let text: Vec<String> = changes.iter().map(ToString::to_string).collect();
+                        self.decided(n, &format!("step {}", step.name), &step.why)?;
+                        ctx.progress.say(format!(
+                            "[{}] next: step {}{} — {}\n    {}",
+                            self.name(),
+                            step.name,
+                            if step.changes_semantics { " (changes training semantics)" } else { "" },
+                            step.why,
+                            text.join("\n    ")
+                        ));
+                        self.pending = (step.why.clone(), changes, step.changes_semantics);
+                        self.plan = plan;
+                    }
+                    Next::Resume { plan, reason } => {
+                        self.decided(n, "resume", &reason)?;
+                        ctx.progress.say(format!("[{}] next: {reason}", self.name()));
+                        self.pending = (reason, Vec::new(), false);
+                        self.plan = plan;
+                    }
+                    Next::GiveUp { reason } => {
+                        self.decided(n, "give_up", &reason)?;
+                        return self.give_up(ctx, &reason);
+                    }
+                }
+                self.submit(ctx).await
+            }
+        }
+    }
+
+    fn decided(&self, attempt: u32, decision: &str, reason: &str) -> anyhow::Result<()> {
+        self.run.append(&Event::Decided {
+            ts: now(),
+            attempt,
+            decision: decision.to_string(),
+            reason: reason.to_string(),
+        })
+    }
+
+    fn give_up(&mut self, ctx: &Ctx<'_>, reason: &str) -> anyhow::Result<()> {
+        let record = self.run.record()?;
+        let tried: Vec<String> = record
+            .attempts
+            .iter()
+            .map(|a| format!("attempt {} ({}) → {}", a.attempt, a.step, a.outcome.as_deref().unwrap_or("?")))
+            .collect();
+        let summary = format!("failed: {reason}; tried: {}", tried.join("; "));
+        ctx.progress.say(format!("[{}] {summary}", self.name()));
+        self.end(RunState::Failed, summary)
+    }
+
+    fn end(&mut self, state: RunState, summary: String) -> anyhow::Result<()> {
+        self.run.append(&Event::Ended { ts: now(), state, summary })?;
+        self.done = Some(state);
+        self.bar.finish_and_clear();
+        Ok(())
+    }
+
+    /// Stop the live attempt (Ctrl-C on a local run).
+    async fn cancel(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
+        if let Some(live) = &self.live {
+            ctx.backend.cancel(&live.job).await?;
+            self.on_end(JobEnd::Cancelled, ctx).await?;
+        }
+        Ok(())
+    }
+}
+
+fn evidence_line(evidence: &Option<EvidenceRecord>) -> String {
+    match evidence {
+        Some(e) if e.line > 0 => format!("\n    {}:{}: {}", e.file, e.line, e.text),
+        Some(e) => format!("\n    {}: {}", e.file, e.text),
+        None => String::new(),
+    }
+}
+
+fn absolute(path: &std::path::Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))
+}
+
+/// Drive every run to its end; returns their records in the same order.
+pub async fn drive(mut drivers: Vec<RunDriver>, ctx: &Ctx<'_>) -> anyhow::Result<(Vec<RunRecord>, bool)> {
+    for d in &mut drivers {
+        if let Err(e) = d.submit(ctx).await {
+            let msg = format!("{e:#}");
+            d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;
+            ctx.progress.say(format!("[{}] could not submit: {msg}", d.name()));
+        }
+    }
+    let mut interrupted = false;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    while drivers.iter().any(|d| d.done.is_none()) {
+        tokio::select! {
+            _ = tokio::time::sleep(ctx.backend.tick()) => {}
+            _ = &mut ctrl_c => {
+                interrupted = true;
+                ctx.progress.say("interrupted: cancelling the live attempts");
+                for d in drivers.iter_mut().filter(|d| d.done.is_none()) {
+                    d.cancel(ctx).await?;
+                }
+                break;
+            }
+        }
+        let live: Vec<JobRef> = drivers
+            .iter()
+            .filter_map(|d| d.live.as_ref().map(|l| l.job.clone()))
+            .collect();
+        let states = match ctx.backend.poll(&live).await {
+            Ok(states) => states,
+            Err(e) => {
+                ctx.progress.say(format!("warning: could not poll the {} backend: {e:#}", ctx.backend.name()));
+                continue;
+            }
+        };
+        for d in drivers.iter_mut().filter(|d| d.done.is_none()) {
+            d.read_logs();
+            let Some(id) = d.live.as_ref().map(|l| l.job.id.clone()) else { continue };
+            match states.get(&id) {
+                Some(JobState::Finished(end)) => {
+                    if let Err(e) = d.on_end(end.clone(), ctx).await {
+                        let msg = format!("{e:#}");
+                        ctx.progress.say(format!("[{}] {msg}", d.name()));
+                        d.end(RunState::Failed, format!("failed: {msg}"))?;
+                    }
+                }
+                Some(JobState::Running) => d.live.as_mut().expect("live").state = "running",
+                Some(JobState::Pending) => d.live.as_mut().expect("live").state = "pending",
+                None => {}
+            }
+            d.redraw();
+        }
+    }
+    let records = drivers.iter().map(|d| d.run.record()).collect::<anyhow::Result<Vec<_>>>()?;
+    Ok((records, interrupted))
+}
