@@ -79,6 +79,8 @@ pub struct ConfigArgs {
 pub enum BackendKind {
     /// Local processes (the default when no `sbatch` is on PATH)
     Local,
+    /// Slurm: sbatch, squeue/sacct/scontrol, scancel (the default when `sbatch` is on PATH)
+    Slurm,
 }
 
 #[derive(Debug, Args)]
@@ -106,7 +108,7 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub no_simulate: bool,
 
-    /// Seconds between state polls [default: 0.25 for local]
+    /// Seconds between state polls when nothing changes [default: 0.25 local, 30 slurm]
     #[arg(long, value_name = "SECONDS")]
     pub poll_interval: Option<f64>,
 

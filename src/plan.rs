@@ -347,9 +347,7 @@ impl Plan {
                 r.time
             ));
         }
-        if problems.is_empty() {
-            problems.extend(self.rule_violations(setup));
-        }
+        problems.extend(self.rule_violations(setup));
         if problems.is_empty() {
             Ok(())
         } else {

@@ -269,7 +269,13 @@ impl RunDriver {
                         self.pending = (step.why.clone(), changes, step.changes_semantics);
                         self.plan = plan;
                     }
-                    Next::Resume { plan, reason } => {
+                    Next::Resume { mut plan, mut reason } => {
+                        if let JobEnd::NodeFail { node: Some(node) } = &end
+                            && !plan.resources.exclude.contains(node)
+                        {
+                            plan.resources.exclude.push(node.clone());
+                            reason.push_str(&format!("; excluding node {node}"));
+                        }
                         self.decided(n, "resume", &reason)?;
                         ctx.progress.say(format!("[{}] next: {reason}", self.name()));
                         self.pending = (reason, Vec::new(), false);
@@ -347,14 +353,25 @@ pub async fn drive(mut drivers: Vec<RunDriver>, ctx: &Ctx<'_>) -> anyhow::Result
     let mut interrupted = false;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
+    let tick = ctx.backend.tick();
+    let mut interval = tick;
     while drivers.iter().any(|d| d.done.is_none()) {
         tokio::select! {
-            _ = tokio::time::sleep(ctx.backend.tick()) => {}
+            _ = tokio::time::sleep(interval) => {}
             _ = &mut ctrl_c => {
                 interrupted = true;
-                ctx.progress.say("interrupted: cancelling the live attempts");
-                for d in drivers.iter_mut().filter(|d| d.done.is_none()) {
-                    d.cancel(ctx).await?;
+                if matches!(ctx.backend, Backend::Local(_)) {
+                    ctx.progress.say("interrupted: cancelling the live attempts");
+                    for d in drivers.iter_mut().filter(|d| d.done.is_none()) {
+                        d.cancel(ctx).await?;
+                    }
+                } else {
+                    for d in drivers.iter().filter(|d| d.done.is_none()) {
+                        ctx.progress.say(format!(
+                            "interrupted: {}'s job keeps running in {}; `orch cancel {}` stops it",
+                            d.name(), ctx.backend.name(), d.run.id
+                        ));
+                    }
                 }
                 break;
             }
@@ -370,11 +387,14 @@ pub async fn drive(mut drivers: Vec<RunDriver>, ctx: &Ctx<'_>) -> anyhow::Result
                 continue;
             }
         };
+        let mut changed = false;
         for d in drivers.iter_mut().filter(|d| d.done.is_none()) {
             d.read_logs();
             let Some(id) = d.live.as_ref().map(|l| l.job.id.clone()) else { continue };
+            let before = d.live.as_ref().map(|l| l.state);
             match states.get(&id) {
                 Some(JobState::Finished(end)) => {
+                    changed = true;
                     if let Err(e) = d.on_end(end.clone(), ctx).await {
                         let msg = format!("{e:#}");
                         ctx.progress.say(format!("[{}] {msg}", d.name()));
@@ -385,8 +405,11 @@ pub async fn drive(mut drivers: Vec<RunDriver>, ctx: &Ctx<'_>) -> anyhow::Result
                 Some(JobState::Pending) => d.live.as_mut().expect("live").state = "pending",
                 None => {}
             }
+            changed |= d.live.as_ref().map(|l| l.state) != before;
             d.redraw();
         }
+        // Poll less often while nothing happens; at once again after a change.
+        interval = if changed { tick } else { (interval * 2).min(tick * 4) };
     }
     let records = drivers.iter().map(|d| d.run.record()).collect::<anyhow::Result<Vec<_>>>()?;
     Ok((records, interrupted))

@@ -3,6 +3,7 @@
 //! per tick whatever the backend.
 
 pub mod local;
+pub mod slurm;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -83,12 +84,23 @@ pub enum JobState {
 #[derive(Debug)]
 pub enum Backend {
     Local(local::Local),
+    Slurm(slurm::Slurm),
 }
 
 impl Backend {
+    /// A backend by its ledger name, for commands acting on an existing run.
+    pub fn by_name(name: &str, tick: Duration) -> Option<Backend> {
+        match name {
+            "local" => Some(Backend::Local(local::Local { tick })),
+            "slurm" => Some(Backend::Slurm(slurm::Slurm::new(tick))),
+            _ => None,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Local(_) => "local",
+            Backend::Slurm(_) => "slurm",
         }
     }
 
@@ -96,6 +108,7 @@ impl Backend {
     pub fn tick(&self) -> Duration {
         match self {
             Backend::Local(b) => b.tick,
+            Backend::Slurm(b) => b.tick,
         }
     }
 
@@ -103,6 +116,7 @@ impl Backend {
     pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
         match self {
             Backend::Local(b) => b.submit(spec).await,
+            Backend::Slurm(b) => b.submit(spec).await,
         }
     }
 
@@ -110,6 +124,7 @@ impl Backend {
     pub async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
         match self {
             Backend::Local(b) => Ok(b.poll(jobs)),
+            Backend::Slurm(b) => b.poll(jobs).await,
         }
     }
 
@@ -117,6 +132,7 @@ impl Backend {
     pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
         match self {
             Backend::Local(b) => b.cancel(job).await,
+            Backend::Slurm(b) => b.cancel(job).await,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::backend::{Backend, JobRef, local::Local};
+use crate::backend::{Backend, JobRef};
 use crate::cli::{CancelArgs, HistoryArgs, LogsArgs, StatusArgs};
 use crate::error::{UsageError, code};
 use crate::ledger::{Event, Ledger, RunRecord, RunState, now};
@@ -150,9 +150,8 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
         return Ok(code::OK);
     }
     run.append(&Event::CancelRequested { ts: now() })?;
-    let backend = match record.backend.as_str() {
-        "local" => Backend::Local(Local { tick: Duration::from_millis(250) }),
-        other => return Err(UsageError(format!("run {} uses backend {other}, which this orch cannot reach", record.run)).into()),
+    let Some(backend) = Backend::by_name(&record.backend, Duration::from_millis(250)) else {
+        return Err(UsageError(format!("run {} uses backend {}, which this orch cannot reach", record.run, record.backend)).into());
     };
     if let Some(a) = record.live_attempt()
         && let Some(id) = &a.job_id

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::backend::{Backend, local::Local};
+use crate::backend::{Backend, local::Local, slurm::Slurm};
 use crate::cli::{BackendKind, SubmitArgs};
 use crate::config::Catalog;
 use crate::config::experiment::Experiment;
@@ -30,11 +30,18 @@ pub async fn submit(catalog: &Catalog, ledger: &Ledger, args: SubmitArgs, quiet:
             prepared.push((setup, plan));
         }
     }
-    let kind = args.backend.unwrap_or(BackendKind::Local);
+    let kind = args.backend.unwrap_or(if find_on_path("sbatch").is_some() {
+        BackendKind::Slurm
+    } else {
+        BackendKind::Local
+    });
     let backend = match kind {
         BackendKind::Local => Backend::Local(Local {
             tick: Duration::from_secs_f64(args.poll_interval.unwrap_or(0.25).max(0.01)),
         }),
+        BackendKind::Slurm => Backend::Slurm(Slurm::new(Duration::from_secs_f64(
+            args.poll_interval.unwrap_or(30.0).max(0.1),
+        ))),
     };
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();

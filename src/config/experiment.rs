@@ -113,12 +113,19 @@ impl Experiment {
                 return Ok(vec![found]);
             }
         }
-        let known = Self::known(catalog);
+        let mut members = names.clone();
+        for base in &names {
+            if let Ok((file, _)) = catalog.load::<ExperimentFile>(Kind::Experiments, "experiment", base)
+                && let Some(sweep) = &file.sweep
+            {
+                members.extend(sweep.members(base).into_iter().map(|m| m.0));
+            }
+        }
         Err(ConfigError::Unknown {
             kind: "experiment",
             name: name.to_string(),
-            suggestion: crate::error::suggest(name, known.iter().map(String::as_str)),
-            known,
+            suggestion: crate::error::suggest(name, members.iter().map(String::as_str)),
+            known: Self::known(catalog),
         })
     }
 

@@ -210,10 +210,11 @@ pub fn parse_yaml<T: DeserializeOwned>(doc: &Doc) -> Result<T, ConfigError> {
         let path = err.path().to_string();
         let inner = err.into_inner();
         let location = inner.location().map(|l| (l.line(), l.column()));
-        let message = if path.is_empty() || path == "." {
-            inner.to_string()
+        let text = inner.to_string();
+        let message = if path.is_empty() || path == "." || text.starts_with(&path) {
+            text
         } else {
-            format!("{path}: {inner}")
+            format!("{path}: {text}")
         };
         ConfigError::Parse {
             origin: doc.origin.to_string(),

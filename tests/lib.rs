@@ -1,0 +1,8 @@
+//! orch's integration tests: one binary (see STYLE.md), one module per area.
+
+mod support;
+
+mod classify;
+mod cli;
+mod local_loop;
+mod snapshots;

@@ -1,0 +1,150 @@
+//! The whole loop on the local backend with the simulated trainer: render → run → classify →
+//! step down → resubmit, recorded in the ledger.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::Orch;
+
+fn attempts(json: &Value) -> &Vec<Value> {
+    json["attempts"].as_array().expect("attempts array")
+}
+
+#[test]
+fn diamonds_seed0_fails_with_gpu_oom_steps_down_and_succeeds() {
+    let orch = Orch::new();
+    let run = orch.expect(&["submit", "diamonds-seed0", "--json"], 0);
+    let json = run.json();
+    assert_eq!(json["state"], "succeeded", "{run:?}");
+    let list = attempts(&json);
+    assert!(list.len() >= 2, "{run:?}");
+    assert_eq!(list[0]["outcome"], "gpu_oom", "{run:?}");
+    assert_eq!(list[0]["step"], "base");
+    assert_eq!(list.last().unwrap()["outcome"], "succeeded");
+    for a in list {
+        assert!(a["job_id"].as_str().is_some_and(|id| !id.is_empty()), "{a}");
+        assert!(a["overrides"]["data.train_batch_size"].is_number(), "{a}");
+    }
+    // Each attempt ran a different configuration.
+    let configs: std::collections::HashSet<String> = list.iter().map(|a| a["overrides"].to_string() + &a["step"].to_string()).collect();
+    assert_eq!(configs.len(), list.len());
+    // The evidence is the torch OOM line from the simulated trainer's log.
+    let evidence = &list[0]["evidence"];
+    assert!(evidence["text"].as_str().unwrap().contains("CUDA out of memory"), "{evidence}");
+    assert!(evidence["line"].as_u64().unwrap() > 0);
+    // Progress and decisions go to stderr, and say it is a simulation.
+    assert!(run.stderr.contains("SIMULATED"), "{run:?}");
+    assert!(run.stderr.contains("failed: gpu_oom"), "{run:?}");
+    assert!(run.stderr.contains("next: step"), "{run:?}");
+
+    // The ledger: history has the same shape, files are on disk.
+    let id = json["run"].as_str().unwrap();
+    let history = orch.expect(&["history", id, "--json"], 0).json();
+    assert_eq!(history["attempts"], json["attempts"]);
+    assert_eq!(history["state"], "succeeded");
+    let dir = orch.path().join(".orch/runs").join(id);
+    for f in ["events.jsonl", "run.yaml", "attempts/1/run_grpo.sh", "attempts/1/job.sbatch", "attempts/1/plan.yaml", "attempts/1/attempt.yaml", "attempts/1/stderr.log"] {
+        assert!(dir.join(f).is_file(), "missing {f}");
+    }
+    let attempt_yaml = std::fs::read_to_string(dir.join("attempts/1/attempt.yaml")).unwrap();
+    assert!(attempt_yaml.contains("outcome: gpu_oom"), "{attempt_yaml}");
+    let second = std::fs::read_to_string(dir.join("attempts/2/run_grpo.sh")).unwrap();
+    let first = std::fs::read_to_string(dir.join("attempts/1/run_grpo.sh")).unwrap();
+    assert_ne!(first, second);
+
+    let status = orch.expect(&["status", "--json"], 0).json();
+    assert_eq!(status[0]["run"], id);
+    assert_eq!(status[0]["state"], "succeeded");
+    let text = orch.expect(&["history", id], 0);
+    assert!(text.stdout.contains("evidence: stderr.log:"), "{text:?}");
+    let logs = orch.expect(&["logs", id, "--attempt", "1", "--stderr"], 0);
+    assert!(logs.stdout.contains("CUDA out of memory"), "{logs:?}");
+}
+
+#[test]
+fn an_exhausted_ladder_fails_with_a_summary_of_what_was_tried() {
+    let orch = Orch::new().file(
+        "ladders/verl-grpo.yaml",
+        "steps:\n  - name: expandable-segments\n    answers: [gpu_oom]\n    env:\n      PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True\n",
+    );
+    let run = orch.expect(&["submit", "diamonds-seed0", "--json"], 1);
+    let json = run.json();
+    assert_eq!(json["state"], "failed");
+    let list = attempts(&json);
+    assert_eq!(list.len(), 2, "{run:?}");
+    assert_eq!(list[1]["step"], "expandable-segments");
+    assert!(run.stderr.contains("ladder verl-grpo is exhausted for gpu_oom"), "{run:?}");
+    assert!(run.stderr.contains("attempt 1 (base) → gpu_oom; attempt 2 (expandable-segments) → gpu_oom"), "{run:?}");
+}
+
+#[test]
+fn max_attempts_bounds_the_loop() {
+    let orch = Orch::new();
+    let run = orch.expect(&["submit", "diamonds-seed0", "--json", "--max-attempts", "1"], 1);
+    let json = run.json();
+    assert_eq!(attempts(&json).len(), 1);
+    assert_eq!(json["state"], "failed");
+    assert!(run.stderr.contains("1 attempts used"), "{run:?}");
+}
+
+#[test]
+fn an_error_that_is_not_about_memory_is_not_answered_by_shrinking() {
+    // The real trainer: this machine has python3 but no verl, so the job dies of an import error.
+    let orch = Orch::new();
+    let run = orch.expect(&["submit", "diamonds-seed0", "--json", "--no-simulate"], 1);
+    let json = run.json();
+    let list = attempts(&json);
+    assert_eq!(list.len(), 1, "{run:?}");
+    assert_eq!(list[0]["outcome"], "error");
+    assert!(list[0]["evidence"]["text"].as_str().unwrap().contains("No module named"), "{run:?}");
+}
+
+#[test]
+fn cancel_stops_a_running_attempt_and_the_watcher_records_it() {
+    let orch = Orch::new().env("ORCH_SIM_HANG_AT_STEP", "1");
+    // On an H200 the base configuration fits, so the job runs (and hangs) until cancelled.
+    let child = orch
+        .command(&["submit", "diamonds-seed0", "--profile", "h200", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let id = loop {
+        let status = orch.run(&["status", "--json"]);
+        if let Some(r) = status.json().as_array().and_then(|a| a.first().cloned())
+            && r["job_id"].is_string()
+        {
+            break r["run"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "no run appeared");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    orch.expect(&["cancel", &id], 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["state"], "cancelled");
+    assert_eq!(attempts(&json)[0]["outcome"], "cancelled");
+    // The job's process group is gone.
+    let pid: i32 = attempts(&json)[0]["job_id"].as_str().unwrap().parse().unwrap();
+    assert!(nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), None).is_err() || {
+        std::thread::sleep(Duration::from_secs(1));
+        nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), None).is_err()
+    });
+}
+
+#[test]
+fn a_sweep_runs_every_member_in_one_process() {
+    let orch = Orch::new();
+    let run = orch.expect(&["submit", "diamonds", "--json", "--profile", "h200"], 0);
+    let lines: Vec<Value> = run.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 5, "{run:?}");
+    for (i, r) in lines.iter().enumerate() {
+        assert_eq!(r["experiment"], format!("diamonds-seed{i}"));
+        assert_eq!(r["state"], "succeeded");
+        assert_eq!(attempts(r)[0]["overrides"]["data.seed"], i as u64);
+    }
+}
