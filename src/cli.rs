@@ -38,6 +38,8 @@ pub struct GlobalArgs {
 pub enum Command {
     /// Submit experiments and watch them, stepping down and resubmitting after failures
     Submit(SubmitArgs),
+    /// Pick up runs where they stopped (orch killed, laptop asleep) and drive them to their end
+    Resume(ResumeArgs),
     /// Render an experiment's job files without submitting anything
     Render(RenderArgs),
     /// Classify failed jobs' logs (gpu_oom, kv_cache, host_oom, timeout, ...)
@@ -107,6 +109,25 @@ pub struct SubmitArgs {
     /// Run the real trainer even when no GPU is visible
     #[arg(long)]
     pub no_simulate: bool,
+
+    /// Seconds between state polls when nothing changes [default: 0.25 local, 30 slurm]
+    #[arg(long, value_name = "SECONDS")]
+    pub poll_interval: Option<f64>,
+
+    /// Print the result as one JSON object per run on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Run ids (or unique prefixes)
+    #[arg(value_name = "RUN", required_unless_present = "all", conflicts_with = "all")]
+    pub runs: Vec<String>,
+
+    /// Every run that has not ended
+    #[arg(long)]
+    pub all: bool,
 
     /// Seconds between state polls when nothing changes [default: 0.25 local, 30 slurm]
     #[arg(long, value_name = "SECONDS")]

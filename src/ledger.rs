@@ -482,6 +482,42 @@ impl RunDir {
         RunRecord::replay(&self.events()?).with_context(|| format!("run {}", self.id))
     }
 
+    /// Take the run's lock: one orch drives a run at a time. The lock is an `flock` on
+    /// `<run>/lock`, released by the kernel when its holder dies, so a stale lock from a killed
+    /// orch is simply taken over.
+    pub fn lock(&self) -> anyhow::Result<RunLock> {
+        use nix::fcntl::{Flock, FlockArg};
+        let path = self.path.join("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(mut lock) => {
+                use std::io::Seek;
+                let _ = lock.set_len(0);
+                let _ = lock.seek(std::io::SeekFrom::Start(0));
+                let _ = writeln!(lock, "{} {}", std::process::id(), hostname());
+                Ok(RunLock { _lock: lock })
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                let holder = holder.split_whitespace().collect::<Vec<_>>();
+                Err(crate::error::UsageError(format!(
+                    "run {} is being driven by another orch (pid {} on {}); wait for it, or stop it first",
+                    self.id,
+                    holder.first().unwrap_or(&"?"),
+                    holder.get(1).unwrap_or(&"?")
+                ))
+                .into())
+            }
+            Err((_, e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
+        }
+    }
+
     /// Directory of attempt `n`.
     pub fn attempt_dir(&self, n: u32) -> PathBuf {
         self.path.join("attempts").join(n.to_string())
@@ -505,6 +541,25 @@ impl RunDir {
             }
         }
         Ok(())
+    }
+}
+
+/// Held while an orch drives a run.
+#[derive(Debug)]
+pub struct RunLock {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// For crash tests: when `ORCH_CRASH_AT` names this point, die here as `kill -9` would.
+pub fn crash_point(name: &str) {
+    if std::env::var("ORCH_CRASH_AT").is_ok_and(|v| v == name) {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     }
 }
 

@@ -16,8 +16,9 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(quiet: bool) -> Self {
-        let bars = !quiet && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+    /// `quiet` hides everything; `lines` allows the run lines (off for `--json`).
+    pub fn new(quiet: bool, lines: bool) -> Self {
+        let bars = lines && !quiet && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
         let multi = MultiProgress::with_draw_target(if bars {
             ProgressDrawTarget::stderr()
         } else {

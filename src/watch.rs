@@ -48,8 +48,24 @@ struct Live {
     state: &'static str,
 }
 
+/// Where a driver picks its run up.
+enum Start {
+    /// Render and submit the next attempt.
+    Submit,
+    /// The attempt's files and intent are recorded but it was never submitted: submit it.
+    Launch,
+    /// Watch a job already in the backend's hands.
+    Watch(JobRef),
+    /// The attempt ended and was recorded; decide what follows.
+    Decide(Outcome, Option<EvidenceRecord>),
+    /// Nothing to do.
+    Done,
+}
+
 /// One run being driven.
 pub struct RunDriver {
+    start: Start,
+    _lock: crate::ledger::RunLock,
     pub setup: Setup,
     pub plan: Plan,
     pub run: RunDir,
@@ -66,9 +82,13 @@ pub struct RunDriver {
 }
 
 impl RunDriver {
-    pub fn new(setup: Setup, plan: Plan, run: RunDir, max_attempts: u32, progress: &Progress) -> Self {
+    /// A driver for a new run, which it locks.
+    pub fn new(setup: Setup, plan: Plan, run: RunDir, max_attempts: u32, progress: &Progress) -> anyhow::Result<Self> {
+        let lock = run.lock()?;
         let bar = progress.bar(&plan.experiment);
-        RunDriver {
+        Ok(RunDriver {
+            start: Start::Submit,
+            _lock: lock,
             setup,
             plan,
             run,
@@ -81,7 +101,82 @@ impl RunDriver {
             started: Instant::now(),
             last_line: String::new(),
             pending: (String::new(), Vec::new(), false),
+        })
+    }
+
+    /// A driver for an existing run, picking it up wherever it stopped: an attempt recorded as
+    /// rendered but not submitted is first looked up in the backend (it may have been started),
+    /// and only submitted when it is not there.
+    pub async fn reattach(catalog: &Catalog, run: RunDir, backend: &Backend, progress: &Progress) -> anyhow::Result<Self> {
+        let lock = run.lock()?;
+        let record = run.record()?;
+        let experiment = crate::config::experiment::Experiment::find(catalog, &record.experiment)?
+            .into_iter()
+            .find(|e| e.name == record.experiment)
+            .with_context(|| format!("experiment {} is no longer defined", record.experiment))?;
+        let (setup, base) = Setup::load(catalog, experiment, Some(&record.profile), &[])?;
+        let mut tried = HashSet::new();
+        let mut plan = base;
+        for a in &record.attempts {
+            let path = a.dir.join("plan.yaml");
+            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            plan = serde_yaml::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))?;
+            if a.job_id.is_some() {
+                tried.insert(plan.canonical(&setup));
+            }
         }
+        let bar = progress.bar(&record.experiment);
+        let mut driver = RunDriver {
+            start: Start::Done,
+            _lock: lock,
+            setup,
+            plan,
+            run,
+            attempt: record.attempts.last().map(|a| a.attempt).unwrap_or(0),
+            max_attempts: record.max_attempts,
+            tried,
+            live: None,
+            done: None,
+            bar,
+            started: Instant::now(),
+            last_line: String::new(),
+            pending: (String::new(), Vec::new(), false),
+        };
+        if record.state != RunState::Running {
+            driver.done = Some(record.state);
+            driver.bar.finish_and_clear();
+            return Ok(driver);
+        }
+        driver.start = match record.attempts.last() {
+            None => Start::Submit,
+            Some(a) if a.outcome.is_none() => match &a.job_id {
+                Some(id) => Start::Watch(JobRef { id: id.clone(), dir: a.dir.clone() }),
+                None => match backend.find(&a.dir, &a.job_name).await {
+                    Some(job) => {
+                        progress.say(format!(
+                            "[{}] attempt {} was submitted as job {} before orch stopped; recording it",
+                            record.experiment, a.attempt, job.id
+                        ));
+                        driver.record_submitted(a.attempt, &job, &a.dir)?;
+                        Start::Watch(job)
+                    }
+                    None => Start::Launch,
+                },
+            },
+            Some(a) => {
+                let outcome = match a.outcome.as_deref() {
+                    Some("succeeded") => Outcome::Succeeded,
+                    Some("cancelled") => Outcome::Cancelled,
+                    Some(name) => Outcome::Failed(
+                        serde_json::from_value(serde_json::Value::String(name.to_string()))
+                            .with_context(|| format!("unknown outcome {name} in the ledger"))?,
+                    ),
+                    None => unreachable!("matched above"),
+                };
+                Start::Decide(outcome, a.evidence.clone())
+            }
+        };
+        Ok(driver)
     }
 
     fn name(&self) -> &str {
@@ -90,6 +185,13 @@ impl RunDriver {
 
     /// Render, record and submit the next attempt with the current plan.
     async fn submit(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
+        self.render_next(ctx)?;
+        crate::ledger::crash_point("rendered");
+        self.launch(ctx).await
+    }
+
+    /// Render the next attempt and record the intent to submit it.
+    fn render_next(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         self.plan.check(&self.setup)?;
         self.attempt += 1;
         let n = self.attempt;
@@ -127,25 +229,35 @@ impl RunDriver {
             files: files.clone(),
             overrides,
         })?;
+        Ok(())
+    }
+
+    /// Submit the attempt whose intent is recorded, and record its job id.
+    async fn launch(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
+        let n = self.attempt;
+        let dir = std::path::absolute(self.run.attempt_dir(n))?;
+        let record = self.run.record()?;
+        let rendered = record
+            .attempts
+            .iter()
+            .find(|a| a.attempt == n)
+            .with_context(|| format!("attempt {n} was never rendered"))?;
+        let script = self.setup.template.spec.files[0].output.clone();
         let spec = JobSpec {
-            name: job_name,
-            script: files[0].clone(),
-            dir: info.dir.clone(),
-            stdout: info.dir.join("stdout.log"),
-            stderr: info.dir.join("stderr.log"),
+            name: rendered.job_name.clone(),
+            script: dir.join(script),
+            dir: dir.clone(),
+            stdout: dir.join("stdout.log"),
+            stderr: dir.join("stderr.log"),
         };
         let job = ctx
             .backend
             .submit(&spec)
             .await
             .with_context(|| format!("submitting attempt {n} of {}", self.name()))?;
-        self.run.append(&Event::Submitted {
-            ts: now(),
-            attempt: n,
-            job_id: job.id.clone(),
-            stdout: spec.stdout.clone(),
-            stderr: spec.stderr.clone(),
-        })?;
+        crate::ledger::crash_point("submitted");
+        self.record_submitted(n, &job, &dir)?;
+        crate::ledger::crash_point("recorded");
         self.tried.insert(self.plan.canonical(&self.setup));
         ctx.progress.say(format!(
             "[{}] attempt {n}/{} ({}) submitted: {} job {}",
@@ -155,16 +267,33 @@ impl RunDriver {
             ctx.backend.name(),
             job.id
         ));
+        self.watch(job);
+        Ok(())
+    }
+
+    fn record_submitted(&self, attempt: u32, job: &JobRef, dir: &std::path::Path) -> anyhow::Result<()> {
+        self.run.append(&Event::Submitted {
+            ts: now(),
+            attempt,
+            job_id: job.id.clone(),
+            stdout: dir.join("stdout.log"),
+            stderr: dir.join("stderr.log"),
+        })
+    }
+
+    /// Follow a submitted job's logs from their start.
+    fn watch(&mut self, job: JobRef) {
+        let log = |label: &str| LogFile {
+            label: label.into(),
+            tail: Tail::new(job.dir.join(label)),
+            scanner: Scanner::new(),
+        };
         self.live = Some(Live {
+            logs: vec![log("stdout.log"), log("stderr.log")],
             job,
-            logs: vec![
-                LogFile { label: "stdout.log".into(), tail: Tail::new(spec.stdout), scanner: Scanner::new() },
-                LogFile { label: "stderr.log".into(), tail: Tail::new(spec.stderr), scanner: Scanner::new() },
-            ],
             state: "pending",
         });
         self.redraw();
-        Ok(())
     }
 
     /// Read what the logs gained since the last tick.
@@ -208,15 +337,27 @@ impl RunDriver {
             .map(|l| (l.label.clone(), l.scanner.verdict()))
             .collect();
         let (outcome, evidence) = crate::outcome::decide(&end, &verdicts);
-        let n = self.attempt;
         self.run.append(&Event::Finished {
             ts: now(),
-            attempt: n,
+            attempt: self.attempt,
             outcome: outcome.name().to_string(),
             job_state: end.describe(),
             exit_code: end.exit_code(),
             evidence: evidence.clone(),
         })?;
+        crate::ledger::crash_point("finished");
+        self.after(outcome, evidence, end, ctx).await
+    }
+
+    /// An attempt's outcome is recorded: end the run or submit the next attempt.
+    async fn after(
+        &mut self,
+        outcome: Outcome,
+        evidence: Option<EvidenceRecord>,
+        end: JobEnd,
+        ctx: &Ctx<'_>,
+    ) -> anyhow::Result<()> {
+        let n = self.attempt;
         match outcome {
             Outcome::Succeeded => {
                 let failures = n - 1;
@@ -286,12 +427,18 @@ impl RunDriver {
                         return self.give_up(ctx, &reason);
                     }
                 }
+                crate::ledger::crash_point("decided");
                 self.submit(ctx).await
             }
         }
     }
 
     fn decided(&self, attempt: u32, decision: &str, reason: &str) -> anyhow::Result<()> {
+        // After a restart the same decision is made again; record it once.
+        let already = self.run.record()?.attempts.iter().any(|a| a.attempt == attempt && a.decision.is_some());
+        if already {
+            return Ok(());
+        }
         self.run.append(&Event::Decided {
             ts: now(),
             attempt,
@@ -344,9 +491,23 @@ fn absolute(path: &std::path::Path) -> anyhow::Result<PathBuf> {
 /// Drive every run to its end; returns their records in the same order.
 pub async fn drive(mut drivers: Vec<RunDriver>, ctx: &Ctx<'_>) -> anyhow::Result<(Vec<RunRecord>, bool)> {
     for d in &mut drivers {
-        if let Err(e) = d.submit(ctx).await {
+        let result = match std::mem::replace(&mut d.start, Start::Done) {
+            Start::Submit => d.submit(ctx).await,
+            Start::Launch => d.launch(ctx).await,
+            Start::Watch(job) => {
+                d.watch(job);
+                Ok(())
+            }
+            Start::Decide(outcome, evidence) => {
+                d.after(outcome, evidence, JobEnd::Failed { exit_code: None }, ctx).await
+            }
+            Start::Done => Ok(()),
+        };
+        if let Err(e) = result {
             let msg = format!("{e:#}");
-            d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;
+            if d.done.is_none() {
+                d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;
+            }
             ctx.progress.say(format!("[{}] could not submit: {msg}", d.name()));
         }
     }

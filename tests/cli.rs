@@ -11,7 +11,7 @@ fn no_runs(orch: &Orch) {
 #[test]
 fn unknown_experiment_lists_the_known_ones() {
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "diamonds-seed9"], 2);
+    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed9"], 2);
     assert!(run.stderr.contains("unknown experiment `diamonds-seed9`"), "{run:?}");
     assert!(run.stderr.contains("diamonds-seed0"), "{run:?}");
     assert!(run.stderr.contains("gsm8k-areal"), "{run:?}");
@@ -22,7 +22,7 @@ fn unknown_experiment_lists_the_known_ones() {
 #[test]
 fn unknown_profile_lists_the_profiles_and_suggests() {
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "diamonds-seed0", "--profile", "h100"], 2);
+    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--profile", "h100"], 2);
     assert!(run.stderr.contains("unknown profile `h100`"), "{run:?}");
     for p in ["a40", "a100-40g", "a100-80g", "h100-80g", "h200", "rtx4090", "l40s"] {
         assert!(run.stderr.contains(p), "missing {p}: {run:?}");
@@ -37,7 +37,7 @@ fn malformed_yaml_names_file_line_and_key() {
         "profiles/mycard.yaml",
         "description: my card\ngpu:\n  model: X\n  memory_gib: lots\n  per_node: 8\n",
     );
-    let run = orch.expect(&["submit", "diamonds-seed0", "--profile", "mycard"], 2);
+    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--profile", "mycard"], 2);
     assert!(run.stderr.contains("profiles/mycard.yaml:4:"), "{run:?}");
     assert!(run.stderr.contains("gpu.memory_gib"), "{run:?}");
     no_runs(&orch);
@@ -58,7 +58,7 @@ fn unknown_yaml_key_is_an_error_with_its_line() {
 fn unknown_trainer_key_is_refused_with_a_suggestion() {
     let orch = Orch::new();
     let run = orch.expect(
-        &["submit", "diamonds-seed0", "--set", "actor_rollout_ref.rollout.gpu_memory_utilisation=0.5"],
+        &["submit", "--backend", "local", "diamonds-seed0", "--set", "actor_rollout_ref.rollout.gpu_memory_utilisation=0.5"],
         2,
     );
     assert!(run.stderr.contains("not a key the verl trainer accepts"), "{run:?}");
@@ -69,15 +69,15 @@ fn unknown_trainer_key_is_refused_with_a_suggestion() {
 #[test]
 fn out_of_range_and_divisibility_rules_name_the_key_rule_and_source() {
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "diamonds-seed0", "--set", "actor_rollout_ref.rollout.gpu_memory_utilization=1.5"], 2);
+    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--set", "actor_rollout_ref.rollout.gpu_memory_utilization=1.5"], 2);
     assert!(run.stderr.contains("gpu-memory-utilization-range"), "{run:?}");
     assert!(run.stderr.contains("= 1.5 (from --set)"), "{run:?}");
-    let run = orch.expect(&["submit", "diamonds-seed0", "--set", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=24"], 2);
+    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--set", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=24"], 2);
     assert!(run.stderr.contains("normalized-mini-batch-divisible-by-micro"), "{run:?}");
     assert!(run.stderr.contains("should be divisible by ppo_micro_batch_size_per_gpu 24"), "{run:?}");
-    let run = orch.expect(&["submit", "diamonds-seed0", "--set", "data.train_batch_size=1023", "--set", "resources.gpus=2"], 2);
+    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--set", "data.train_batch_size=1023", "--set", "resources.gpus=2"], 2);
     assert!(run.stderr.contains("train-batch-divisible-by-gpus"), "{run:?}");
-    let run = orch.expect(&["submit", "diamonds-seed0", "--set", "data.train_batch_size=0"], 2);
+    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--set", "data.train_batch_size=0"], 2);
     assert!(run.stderr.contains("positive-batch-sizes"), "{run:?}");
     no_runs(&orch);
 }
@@ -85,7 +85,7 @@ fn out_of_range_and_divisibility_rules_name_the_key_rule_and_source() {
 #[test]
 fn orch_owned_keys_point_at_resources() {
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "diamonds-seed0", "--set", "trainer.n_gpus_per_node=8"], 2);
+    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--set", "trainer.n_gpus_per_node=8"], 2);
     assert!(run.stderr.contains("set resources.gpus instead"), "{run:?}");
 }
 
@@ -95,7 +95,7 @@ fn a_ladder_that_changes_semantics_before_keeping_them_is_refused() {
         "ladders/verl-grpo.yaml",
         "steps:\n  - name: halve-batches\n    answers: [gpu_oom]\n    changes_semantics: true\n    overrides:\n      data.train_batch_size: {divide: 2}\n  - name: offload\n    answers: [gpu_oom]\n    overrides:\n      actor_rollout_ref.actor.fsdp_config.param_offload: true\n",
     );
-    let run = orch.expect(&["submit", "diamonds-seed0"], 2);
+    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0"], 2);
     assert!(run.stderr.contains("ladders/verl-grpo.yaml"), "{run:?}");
     assert!(run.stderr.contains("keeps training semantics but comes after `halve-batches`"), "{run:?}");
     no_runs(&orch);
@@ -107,7 +107,7 @@ fn template_errors_name_the_template_and_line_and_submit_nothing() {
         "templates/verl-grpo/run_grpo.sh.j2",
         "#!/bin/bash\n# line 2\necho {{ experiment.nmae | shq }}\n",
     );
-    let run = orch.expect(&["submit", "diamonds-seed0"], 2);
+    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0"], 2);
     assert!(run.stderr.contains("run_grpo.sh.j2 line 3"), "{run:?}");
     no_runs(&orch);
 }

@@ -16,9 +16,14 @@ use nix::unistd::Pid;
 
 use super::{JobEnd, JobRef, JobSpec, JobState};
 
-/// The wrapper: record the exit code even when the job is killed by a signal; a TERM sent to
-/// the group is handled (not ignored: ignored signals would be inherited by the job).
-const WRAPPER: &str = r#"trap 'true' TERM INT HUP
+/// The wrapper: claim the attempt directory by creating `pid` (noclobber: a second start of
+/// the same attempt exits at once and touches nothing), then run the job and record its exit
+/// code even when it is killed by a signal. A TERM sent to the group is handled, not ignored
+/// (ignored signals would be inherited by the job).
+const WRAPPER: &str = r#"set -C
+if ! { echo "$$" > pid; } 2>/dev/null; then exit 97; fi
+set +C
+trap 'true' TERM INT HUP
 bash "$1"
 code=$?
 printf '%s\n' "$code" > exit_code.tmp && mv exit_code.tmp exit_code
@@ -32,10 +37,19 @@ pub struct Local {
 
 impl Local {
     pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
-        let stdout = std::fs::File::create(&spec.stdout)
-            .with_context(|| format!("cannot create {}", spec.stdout.display()))?;
-        let stderr = std::fs::File::create(&spec.stderr)
-            .with_context(|| format!("cannot create {}", spec.stderr.display()))?;
+        // Started before (orch died before recording it)? Then that is the job.
+        if let Some(job) = self.find(&spec.dir) {
+            return Ok(job);
+        }
+        let append = |path: &Path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .with_context(|| format!("cannot open {}", path.display()))
+        };
+        let stdout = append(&spec.stdout)?;
+        let stderr = append(&spec.stderr)?;
         let mut child = tokio::process::Command::new("bash")
             .arg("-c")
             .arg(WRAPPER)
@@ -50,7 +64,6 @@ impl Local {
             .spawn()
             .with_context(|| format!("cannot start bash for {}", spec.script.display()))?;
         let pid = child.id().context("the job exited before it could be recorded")?;
-        crate::ledger::write_atomic(&spec.dir.join("pid"), format!("{pid}\n").as_bytes())?;
         // Reap the wrapper when it exits so it does not linger as a zombie; its state is read
         // from the files it leaves.
         tokio::spawn(async move {
@@ -60,6 +73,13 @@ impl Local {
             id: pid.to_string(),
             dir: spec.dir.clone(),
         })
+    }
+
+    /// The job already started in an attempt directory, from the `pid` file its wrapper wrote.
+    pub fn find(&self, dir: &Path) -> Option<JobRef> {
+        let pid = std::fs::read_to_string(dir.join("pid")).ok()?;
+        let pid = pid.trim();
+        (!pid.is_empty()).then(|| JobRef { id: pid.to_string(), dir: dir.to_path_buf() })
     }
 
     /// State of every job from its files and the process table.

@@ -128,6 +128,15 @@ impl Backend {
         }
     }
 
+    /// A job already submitted for this attempt (orch died before recording its id): by the
+    /// attempt directory's pid file locally, by job name on Slurm.
+    pub async fn find(&self, dir: &std::path::Path, name: &str) -> Option<JobRef> {
+        match self {
+            Backend::Local(b) => b.find(dir),
+            Backend::Slurm(b) => b.find_by_name(name).await.map(|id| JobRef { id, dir: dir.to_path_buf() }),
+        }
+    }
+
     /// Stop a job.
     pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
         match self {

@@ -19,6 +19,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
     let ledger = Ledger::new(g.runs_dir.clone());
     match cli.command {
         Command::Submit(args) => submit::submit(&catalog, &ledger, args, g.quiet).await,
+        Command::Resume(args) => submit::resume(&catalog, &ledger, args, g.quiet).await,
         Command::Render(args) => catalog::render(&catalog, args),
         Command::Classify(args) => classify::classify(args),
         Command::Status(args) => runs::status(&ledger, args),

@@ -4,10 +4,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::backend::{Backend, local::Local, slurm::Slurm};
-use crate::cli::{BackendKind, SubmitArgs};
+use crate::cli::{BackendKind, ResumeArgs, SubmitArgs};
 use crate::config::Catalog;
 use crate::config::experiment::Experiment;
-use crate::error::code;
+use crate::error::{UsageError, code};
 use crate::ledger::{Event, FORMAT, Ledger, RunState, now};
 use crate::plan::{Plan, Setup};
 use crate::progress::Progress;
@@ -18,7 +18,7 @@ use crate::watch::{Ctx, RunDriver, drive};
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 
 pub async fn submit(catalog: &Catalog, ledger: &Ledger, args: SubmitArgs, quiet: bool) -> anyhow::Result<u8> {
-    let progress = Progress::new(quiet || args.json);
+    let progress = Progress::new(quiet, !args.json);
     // Resolve and check every experiment before anything is created or submitted.
     let mut prepared: Vec<(Setup, Plan)> = Vec::new();
     for name in &args.experiments {
@@ -35,14 +35,13 @@ pub async fn submit(catalog: &Catalog, ledger: &Ledger, args: SubmitArgs, quiet:
     } else {
         BackendKind::Local
     });
-    let backend = match kind {
-        BackendKind::Local => Backend::Local(Local {
-            tick: Duration::from_secs_f64(args.poll_interval.unwrap_or(0.25).max(0.01)),
-        }),
-        BackendKind::Slurm => Backend::Slurm(Slurm::new(Duration::from_secs_f64(
-            args.poll_interval.unwrap_or(30.0).max(0.1),
-        ))),
-    };
+    let backend = backend_for(
+        match kind {
+            BackendKind::Local => "local",
+            BackendKind::Slurm => "slurm",
+        },
+        args.poll_interval,
+    )?;
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();
     for (setup, plan) in prepared {
@@ -73,7 +72,8 @@ pub async fn submit(catalog: &Catalog, ledger: &Ledger, args: SubmitArgs, quiet:
             setup.profile.gpu.model,
             plan.ladder
         ));
-        drivers.push(RunDriver::new(setup, plan, run, max_attempts, &progress));
+        drivers.push(RunDriver::new(setup, plan, run, max_attempts, &progress)?);
+        crate::ledger::crash_point("created");
     }
     let ctx = Ctx {
         catalog,
@@ -81,8 +81,62 @@ pub async fn submit(catalog: &Catalog, ledger: &Ledger, args: SubmitArgs, quiet:
         progress: &progress,
         simulate,
     };
-    let (records, interrupted) = drive(drivers, &ctx).await?;
-    if args.json {
+    finish(drivers, &ctx, args.json).await
+}
+
+/// `orch resume`: reattach to runs in any state and drive them to their end.
+pub async fn resume(catalog: &Catalog, ledger: &Ledger, args: ResumeArgs, quiet: bool) -> anyhow::Result<u8> {
+    let progress = Progress::new(quiet, !args.json);
+    let mut runs = Vec::new();
+    if args.all {
+        for id in ledger.ids() {
+            let run = ledger.open(&id)?;
+            if run.record().is_ok_and(|r| r.state == RunState::Running) {
+                runs.push(run);
+            }
+        }
+    } else {
+        for id in &args.runs {
+            runs.push(ledger.open(id)?);
+        }
+    }
+    let Some(first) = runs.first() else {
+        progress.say("no runs to resume");
+        return Ok(code::OK);
+    };
+    let first = first.record()?;
+    let backend = backend_for(&first.backend, args.poll_interval)?;
+    let mut drivers = Vec::new();
+    let mut simulate = first.simulate;
+    for run in runs {
+        let record = run.record()?;
+        if record.backend != first.backend {
+            return Err(UsageError(format!(
+                "runs {} and {} use different backends ({} and {}); resume them separately",
+                first.run, record.run, first.backend, record.backend
+            ))
+            .into());
+        }
+        simulate |= record.simulate;
+        progress.say(format!("[{}] resuming run {} ({})", record.experiment, record.run, record.state.as_str()));
+        drivers.push(RunDriver::reattach(catalog, run, &backend, &progress).await?);
+    }
+    let ctx = Ctx { catalog, backend: &backend, progress: &progress, simulate };
+    finish(drivers, &ctx, args.json).await
+}
+
+fn backend_for(name: &str, poll: Option<f64>) -> anyhow::Result<Backend> {
+    Ok(match name {
+        "local" => Backend::Local(Local { tick: Duration::from_secs_f64(poll.unwrap_or(0.25).max(0.01)) }),
+        "slurm" => Backend::Slurm(Slurm::new(Duration::from_secs_f64(poll.unwrap_or(30.0).max(0.1)))),
+        other => return Err(UsageError(format!("unknown backend {other}")).into()),
+    })
+}
+
+/// Drive, print `--json`, and turn the runs' states into an exit code.
+async fn finish(drivers: Vec<RunDriver>, ctx: &Ctx<'_>, json: bool) -> anyhow::Result<u8> {
+    let (records, interrupted) = drive(drivers, ctx).await?;
+    if json {
         for record in &records {
             println!("{}", serde_json::to_string(&record.to_json())?);
         }
