@@ -11,7 +11,6 @@ use std::collections::{HashMap, HashSet};
 
 use crate::classify::FailureClass;
 use crate::config::ladder::Step;
-use crate::outcome::class_name;
 use crate::plan::{ChangeRecord, Plan, Setup};
 
 /// What to do after a failure.
@@ -45,7 +44,7 @@ pub fn next(
             plan: current.resumed(setup),
             reason: format!(
                 "{}: not a problem of the configuration; resubmitting the same step, resuming from the last checkpoint",
-                class_name(class)
+                class.as_str()
             ),
         };
     }
@@ -66,7 +65,10 @@ pub fn next(
         let (plan, changes) = match current.apply(step, setup) {
             Ok(Some(applied)) => applied,
             Ok(None) => {
-                notes.push(format!("step {} changes nothing here; passed over", step.name));
+                notes.push(format!(
+                    "step {} changes nothing here; passed over",
+                    step.name
+                ));
                 continue;
             }
             Err(e) => {
@@ -97,20 +99,26 @@ pub fn next(
     if class == FailureClass::NcclTimeout && !current.resume {
         return Next::Resume {
             plan: current.resumed(setup),
-            reason: "nccl_timeout with no ladder step for it: retrying once from the last checkpoint".into(),
+            reason:
+                "nccl_timeout with no ladder step for it: retrying once from the last checkpoint"
+                    .into(),
         };
     }
     let reason = if answering.is_empty() {
         match class {
             FailureClass::Error => "error: a failure that smaller batches will not fix (see the evidence); fix it and resubmit".to_string(),
-            other => format!("{}: ladder {} has no step for this failure", class_name(other), current.ladder),
+            other => format!("{}: ladder {} has no step for this failure", other.as_str(), current.ladder),
         }
     } else {
         format!(
             "ladder {} is exhausted for {} (tried: {})",
             current.ladder,
-            class_name(class),
-            if current.steps.is_empty() { "base only".to_string() } else { current.steps.join(", ") }
+            class.as_str(),
+            if current.steps.is_empty() {
+                "base only".to_string()
+            } else {
+                current.steps.join(", ")
+            }
         )
     };
     Next::GiveUp { reason }

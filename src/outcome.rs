@@ -7,21 +7,6 @@ use crate::backend::JobEnd;
 use crate::classify::{FailureClass, Verdict};
 use crate::ledger::EvidenceRecord;
 
-/// The wire name of a class (`gpu_oom`, ...).
-pub fn class_name(class: FailureClass) -> &'static str {
-    match class {
-        FailureClass::GpuOom => "gpu_oom",
-        FailureClass::KvCache => "kv_cache",
-        FailureClass::HostOom => "host_oom",
-        FailureClass::Timeout => "timeout",
-        FailureClass::Preempted => "preempted",
-        FailureClass::NodeFail => "node_fail",
-        FailureClass::NcclTimeout => "nccl_timeout",
-        FailureClass::Error => "error",
-        FailureClass::None => "none",
-    }
-}
-
 /// Lower is more decisive. Slurm banners explain the noise after them; a memory failure on any
 /// rank explains a later NCCL watchdog; a generic error explains nothing else.
 pub fn rank(class: FailureClass) -> u8 {
@@ -51,7 +36,7 @@ impl Outcome {
         match self {
             Outcome::Succeeded => "succeeded",
             Outcome::Cancelled => "cancelled",
-            Outcome::Failed(c) => class_name(c),
+            Outcome::Failed(c) => c.as_str(),
         }
     }
 }
@@ -126,7 +111,10 @@ mod tests {
     fn verdict(class: FailureClass, line: u64) -> Verdict {
         Verdict {
             class,
-            evidence: Some(Evidence { line, text: format!("{class:?} here") }),
+            evidence: Some(Evidence {
+                line,
+                text: format!("{class:?} here"),
+            }),
         }
     }
 
@@ -158,7 +146,12 @@ mod tests {
 
     #[test]
     fn failure_without_evidence_is_error() {
-        let (outcome, evidence) = decide(&JobEnd::Failed { exit_code: Some(137) }, &[]);
+        let (outcome, evidence) = decide(
+            &JobEnd::Failed {
+                exit_code: Some(137),
+            },
+            &[],
+        );
         assert_eq!(outcome, Outcome::Failed(FailureClass::Error));
         assert!(evidence.unwrap().text.contains("137"));
     }

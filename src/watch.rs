@@ -83,7 +83,13 @@ pub struct RunDriver {
 
 impl RunDriver {
     /// A driver for a new run, which it locks.
-    pub fn new(setup: Setup, plan: Plan, run: RunDir, max_attempts: u32, progress: &Progress) -> anyhow::Result<Self> {
+    pub fn new(
+        setup: Setup,
+        plan: Plan,
+        run: RunDir,
+        max_attempts: u32,
+        progress: &Progress,
+    ) -> anyhow::Result<Self> {
         let lock = run.lock()?;
         let bar = progress.bar(&plan.experiment);
         Ok(RunDriver {
@@ -107,7 +113,12 @@ impl RunDriver {
     /// A driver for an existing run, picking it up wherever it stopped: an attempt recorded as
     /// rendered but not submitted is first looked up in the backend (it may have been started),
     /// and only submitted when it is not there.
-    pub async fn reattach(catalog: &Catalog, run: RunDir, backend: &Backend, progress: &Progress) -> anyhow::Result<Self> {
+    pub async fn reattach(
+        catalog: &Catalog,
+        run: RunDir,
+        backend: &Backend,
+        progress: &Progress,
+    ) -> anyhow::Result<Self> {
         let lock = run.lock()?;
         let record = run.record()?;
         let experiment = crate::config::experiment::Experiment::find(catalog, &record.experiment)?
@@ -119,8 +130,10 @@ impl RunDriver {
         let mut plan = base;
         for a in &record.attempts {
             let path = a.dir.join("plan.yaml");
-            let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            plan = serde_yaml::from_str(&text).with_context(|| format!("cannot parse {}", path.display()))?;
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            plan = serde_yaml::from_str(&text)
+                .with_context(|| format!("cannot parse {}", path.display()))?;
             if a.job_id.is_some() {
                 tried.insert(plan.canonical(&setup));
             }
@@ -150,7 +163,10 @@ impl RunDriver {
         driver.start = match record.attempts.last() {
             None => Start::Submit,
             Some(a) if a.outcome.is_none() => match &a.job_id {
-                Some(id) => Start::Watch(JobRef { id: id.clone(), dir: a.dir.clone() }),
+                Some(id) => Start::Watch(JobRef {
+                    id: id.clone(),
+                    dir: a.dir.clone(),
+                }),
                 None => match backend.find(&a.dir, &a.job_name).await {
                     Some(job) => {
                         progress.say(format!(
@@ -207,7 +223,10 @@ impl RunDriver {
             checkpoint_dir: absolute(&self.run.checkpoint_dir())?,
         };
         let files = crate::render::render(ctx.catalog, &self.setup, &self.plan, &info)?;
-        crate::ledger::write_atomic(&dir.join("plan.yaml"), serde_yaml::to_string(&self.plan)?.as_bytes())?;
+        crate::ledger::write_atomic(
+            &dir.join("plan.yaml"),
+            serde_yaml::to_string(&self.plan)?.as_bytes(),
+        )?;
         let overrides = self
             .plan
             .effective_overrides(&self.setup)
@@ -271,7 +290,12 @@ impl RunDriver {
         Ok(())
     }
 
-    fn record_submitted(&self, attempt: u32, job: &JobRef, dir: &std::path::Path) -> anyhow::Result<()> {
+    fn record_submitted(
+        &self,
+        attempt: u32,
+        job: &JobRef,
+        dir: &std::path::Path,
+    ) -> anyhow::Result<()> {
         self.run.append(&Event::Submitted {
             ts: now(),
             attempt,
@@ -370,12 +394,17 @@ impl RunDriver {
                         self.plan.steps.join(", ")
                     )
                 };
-                ctx.progress.say(format!("[{}] {summary}; record: {}", self.name(), self.run.path.display()));
-                return self.end(RunState::Succeeded, summary);
+                ctx.progress.say(format!(
+                    "[{}] {summary}; record: {}",
+                    self.name(),
+                    self.run.path.display()
+                ));
+                self.end(RunState::Succeeded, summary)
             }
             Outcome::Cancelled => {
-                ctx.progress.say(format!("[{}] attempt {n} cancelled", self.name()));
-                return self.end(RunState::Cancelled, format!("cancelled during attempt {n}"));
+                ctx.progress
+                    .say(format!("[{}] attempt {n} cancelled", self.name()));
+                self.end(RunState::Cancelled, format!("cancelled during attempt {n}"))
             }
             Outcome::Failed(class) => {
                 ctx.progress.say(format!(
@@ -386,7 +415,8 @@ impl RunDriver {
                     evidence_line(&evidence)
                 ));
                 let mut notes = Vec::new();
-                let next = crate::ladder::next(&self.setup, &self.plan, class, &self.tried, &mut notes);
+                let next =
+                    crate::ladder::next(&self.setup, &self.plan, class, &self.tried, &mut notes);
                 for note in &notes {
                     ctx.progress.say(format!("[{}]   {note}", self.name()));
                 }
@@ -396,21 +426,32 @@ impl RunDriver {
                     return self.give_up(ctx, &reason);
                 }
                 match next {
-                    Next::Step { plan, step, changes } => {
+                    Next::Step {
+                        plan,
+                        step,
+                        changes,
+                    } => {
                         let text: Vec<String> = changes.iter().map(ToString::to_string).collect();
                         self.decided(n, &format!("step {}", step.name), &step.why)?;
                         ctx.progress.say(format!(
                             "[{}] next: step {}{} — {}\n    {}",
                             self.name(),
                             step.name,
-                            if step.changes_semantics { " (changes training semantics)" } else { "" },
+                            if step.changes_semantics {
+                                " (changes training semantics)"
+                            } else {
+                                ""
+                            },
                             step.why,
                             text.join("\n    ")
                         ));
                         self.pending = (step.why.clone(), changes, step.changes_semantics);
                         self.plan = plan;
                     }
-                    Next::Resume { mut plan, mut reason } => {
+                    Next::Resume {
+                        mut plan,
+                        mut reason,
+                    } => {
                         if let JobEnd::NodeFail { node: Some(node) } = &end
                             && !plan.resources.exclude.contains(node)
                         {
@@ -418,7 +459,8 @@ impl RunDriver {
                             reason.push_str(&format!("; excluding node {node}"));
                         }
                         self.decided(n, "resume", &reason)?;
-                        ctx.progress.say(format!("[{}] next: {reason}", self.name()));
+                        ctx.progress
+                            .say(format!("[{}] next: {reason}", self.name()));
                         self.pending = (reason, Vec::new(), false);
                         self.plan = plan;
                     }
@@ -435,7 +477,12 @@ impl RunDriver {
 
     fn decided(&self, attempt: u32, decision: &str, reason: &str) -> anyhow::Result<()> {
         // After a restart the same decision is made again; record it once.
-        let already = self.run.record()?.attempts.iter().any(|a| a.attempt == attempt && a.decision.is_some());
+        let already = self
+            .run
+            .record()?
+            .attempts
+            .iter()
+            .any(|a| a.attempt == attempt && a.decision.is_some());
         if already {
             return Ok(());
         }
@@ -452,7 +499,14 @@ impl RunDriver {
         let tried: Vec<String> = record
             .attempts
             .iter()
-            .map(|a| format!("attempt {} ({}) → {}", a.attempt, a.step, a.outcome.as_deref().unwrap_or("?")))
+            .map(|a| {
+                format!(
+                    "attempt {} ({}) → {}",
+                    a.attempt,
+                    a.step,
+                    a.outcome.as_deref().unwrap_or("?")
+                )
+            })
             .collect();
         let summary = format!("failed: {reason}; tried: {}", tried.join("; "));
         ctx.progress.say(format!("[{}] {summary}", self.name()));
@@ -460,7 +514,11 @@ impl RunDriver {
     }
 
     fn end(&mut self, state: RunState, summary: String) -> anyhow::Result<()> {
-        self.run.append(&Event::Ended { ts: now(), state, summary })?;
+        self.run.append(&Event::Ended {
+            ts: now(),
+            state,
+            summary,
+        })?;
         self.done = Some(state);
         self.bar.finish_and_clear();
         Ok(())
@@ -489,7 +547,10 @@ fn absolute(path: &std::path::Path) -> anyhow::Result<PathBuf> {
 }
 
 /// Drive every run to its end; returns their records in the same order.
-pub async fn drive(mut drivers: Vec<RunDriver>, ctx: &Ctx<'_>) -> anyhow::Result<(Vec<RunRecord>, bool)> {
+pub async fn drive(
+    mut drivers: Vec<RunDriver>,
+    ctx: &Ctx<'_>,
+) -> anyhow::Result<(Vec<RunRecord>, bool)> {
     for d in &mut drivers {
         let result = match std::mem::replace(&mut d.start, Start::Done) {
             Start::Submit => d.submit(ctx).await,
@@ -499,7 +560,8 @@ pub async fn drive(mut drivers: Vec<RunDriver>, ctx: &Ctx<'_>) -> anyhow::Result
                 Ok(())
             }
             Start::Decide(outcome, evidence) => {
-                d.after(outcome, evidence, JobEnd::Failed { exit_code: None }, ctx).await
+                d.after(outcome, evidence, JobEnd::Failed { exit_code: None }, ctx)
+                    .await
             }
             Start::Done => Ok(()),
         };
@@ -508,7 +570,8 @@ pub async fn drive(mut drivers: Vec<RunDriver>, ctx: &Ctx<'_>) -> anyhow::Result
             if d.done.is_none() {
                 d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;
             }
-            ctx.progress.say(format!("[{}] could not submit: {msg}", d.name()));
+            ctx.progress
+                .say(format!("[{}] could not submit: {msg}", d.name()));
         }
     }
     let mut interrupted = false;
@@ -544,14 +607,19 @@ pub async fn drive(mut drivers: Vec<RunDriver>, ctx: &Ctx<'_>) -> anyhow::Result
         let states = match ctx.backend.poll(&live).await {
             Ok(states) => states,
             Err(e) => {
-                ctx.progress.say(format!("warning: could not poll the {} backend: {e:#}", ctx.backend.name()));
+                ctx.progress.say(format!(
+                    "warning: could not poll the {} backend: {e:#}",
+                    ctx.backend.name()
+                ));
                 continue;
             }
         };
         let mut changed = false;
         for d in drivers.iter_mut().filter(|d| d.done.is_none()) {
             d.read_logs();
-            let Some(id) = d.live.as_ref().map(|l| l.job.id.clone()) else { continue };
+            let Some(id) = d.live.as_ref().map(|l| l.job.id.clone()) else {
+                continue;
+            };
             let before = d.live.as_ref().map(|l| l.state);
             match states.get(&id) {
                 Some(JobState::Finished(end)) => {
@@ -570,8 +638,15 @@ pub async fn drive(mut drivers: Vec<RunDriver>, ctx: &Ctx<'_>) -> anyhow::Result
             d.redraw();
         }
         // Poll less often while nothing happens; at once again after a change.
-        interval = if changed { tick } else { (interval * 2).min(tick * 4) };
+        interval = if changed {
+            tick
+        } else {
+            (interval * 2).min(tick * 4)
+        };
     }
-    let records = drivers.iter().map(|d| d.run.record()).collect::<anyhow::Result<Vec<_>>>()?;
+    let records = drivers
+        .iter()
+        .map(|d| d.run.record())
+        .collect::<anyhow::Result<Vec<_>>>()?;
     Ok((records, interrupted))
 }

@@ -16,27 +16,44 @@ fn one_experiment(catalog: &Catalog, name: &str) -> anyhow::Result<Experiment> {
     let mut found = Experiment::find(catalog, name)?;
     if found.len() > 1 {
         let names: Vec<String> = found.iter().map(|e| e.name.clone()).collect();
-        return Err(UsageError(format!("`{name}` is a sweep; name one member: {}", names.join(", "))).into());
+        return Err(UsageError(format!(
+            "`{name}` is a sweep; name one member: {}",
+            names.join(", ")
+        ))
+        .into());
     }
     Ok(found.remove(0))
 }
 
 pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
     let experiment = one_experiment(catalog, &args.experiment)?;
-    let (setup, base) = Setup::load(catalog, experiment, args.config.profile.as_deref(), &args.config.sets)?;
+    let (setup, base) = Setup::load(
+        catalog,
+        experiment,
+        args.config.profile.as_deref(),
+        &args.config.sets,
+    )?;
     base.check(&setup)?;
     let plan = if args.step == 0 {
         base
     } else {
         let path = linear_path(&setup, &base)?;
         let (_, plan, _) = path.get(args.step - 1).ok_or_else(|| {
-            UsageError(format!("--step {}: ladder {} has {} steps", args.step, base.ladder, path.len()))
+            UsageError(format!(
+                "--step {}: ladder {} has {} steps",
+                args.step,
+                base.ladder,
+                path.len()
+            ))
         })?;
         plan.check(&setup)?;
         plan.clone()
     };
-    let out = args.out.unwrap_or_else(|| PathBuf::from("rendered").join(&plan.experiment));
-    let out = std::path::absolute(&out).with_context(|| format!("cannot resolve {}", out.display()))?;
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("rendered").join(&plan.experiment));
+    let out =
+        std::path::absolute(&out).with_context(|| format!("cannot resolve {}", out.display()))?;
     let info = AttemptInfo {
         run_id: format!("{}-render", plan.experiment),
         attempt: 1,
@@ -66,7 +83,10 @@ pub fn profiles(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(code::OK);
     }
-    println!("{:<10} {:<26} {:>9} {:>5}  {:<22} {:>7}  DESCRIPTION", "PROFILE", "GPU", "GPU GiB", "GPUS", "GRES", "MEM");
+    println!(
+        "{:<10} {:<26} {:>9} {:>5}  {:<22} {:>7}  DESCRIPTION",
+        "PROFILE", "GPU", "GPU GiB", "GPUS", "GRES", "MEM"
+    );
     for (name, p, _) in rows {
         println!(
             "{:<10} {:<26} {:>9} {:>5}  {:<22} {:>6}G  {}",
@@ -96,21 +116,32 @@ pub fn experiments(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
 
 pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
     let experiment = one_experiment(catalog, &args.experiment)?;
-    let (setup, base) = Setup::load(catalog, experiment, args.config.profile.as_deref(), &args.config.sets)?;
+    let (setup, base) = Setup::load(
+        catalog,
+        experiment,
+        args.config.profile.as_deref(),
+        &args.config.sets,
+    )?;
     println!(
         "ladder {} ({}) for {} on {}: {}",
         base.ladder, setup.ladder_origin, base.experiment, base.profile, setup.ladder.description
     );
-    println!("Steps are taken in this order, each only for the failures it answers; `--step N` renders the first N.");
+    println!(
+        "Steps are taken in this order, each only for the failures it answers; `--step N` renders the first N."
+    );
     let path = linear_path(&setup, &base)?;
     for (i, (step, plan, changes)) in path.iter().enumerate() {
-        let answers: Vec<&str> = step.answers.iter().map(|c| crate::outcome::class_name(*c)).collect();
+        let answers: Vec<&str> = step.answers.iter().map(|c| c.as_str()).collect();
         println!(
             "\n{:>2}. {}  [answers: {}]{}",
             i + 1,
             step.name,
             answers.join(", "),
-            if step.changes_semantics { "  [changes training semantics]" } else { "" }
+            if step.changes_semantics {
+                "  [changes training semantics]"
+            } else {
+                ""
+            }
         );
         if !step.why.is_empty() {
             println!("    {}", step.why);
@@ -122,7 +153,10 @@ pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
             println!("    {c}");
         }
         if let Err(e) = plan.check(&setup) {
-            println!("    ! the trainer would refuse this configuration; orch passes over it:\n    {}", e.to_string().replace('\n', "\n    "));
+            println!(
+                "    ! the trainer would refuse this configuration; orch passes over it:\n    {}",
+                e.to_string().replace('\n', "\n    ")
+            );
         }
     }
     Ok(code::OK)

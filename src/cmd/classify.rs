@@ -1,9 +1,8 @@
 //! `orch classify LOG...`.
 
-use crate::cli::ClassifyArgs;
 use crate::classify::{classify_path, grep_patterns};
+use crate::cli::ClassifyArgs;
 use crate::error::code;
-use crate::outcome::class_name;
 
 pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
     if args.dump_patterns {
@@ -14,7 +13,8 @@ pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
     }
     let mut results = Vec::new();
     for path in &args.logs {
-        let verdict = classify_path(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let verdict = classify_path(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         results.push((path, verdict));
     }
     if args.json {
@@ -23,7 +23,7 @@ pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
             .map(|(path, v)| {
                 serde_json::json!({
                     "file": path.display().to_string(),
-                    "class": class_name(v.class),
+                    "class": v.class.as_str(),
                     "line": v.evidence.as_ref().map(|e| e.line),
                     "evidence": v.evidence.as_ref().map(|e| e.text.clone()),
                 })
@@ -33,8 +33,14 @@ pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
     } else {
         for (path, v) in &results {
             match &v.evidence {
-                Some(e) => println!("{}: {} (line {}): {}", path.display(), class_name(v.class), e.line, e.text),
-                None => println!("{}: {}", path.display(), class_name(v.class)),
+                Some(e) => println!(
+                    "{}: {} (line {}): {}",
+                    path.display(),
+                    v.class.as_str(),
+                    e.line,
+                    e.text
+                ),
+                None => println!("{}: {}", path.display(), v.class.as_str()),
             }
         }
     }

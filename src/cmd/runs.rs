@@ -28,7 +28,10 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
         eprintln!("no runs in {}", ledger.root().display());
         return Ok(code::OK);
     }
-    println!("{:<44} {:<10} {:>8}  {:<22} {:<14} OUTCOME", "RUN", "STATE", "ATTEMPTS", "STEP", "JOB");
+    println!(
+        "{:<44} {:<10} {:>8}  {:<22} {:<14} OUTCOME",
+        "RUN", "STATE", "ATTEMPTS", "STEP", "JOB"
+    );
     for r in &records {
         let last = r.attempts.last();
         println!(
@@ -69,8 +72,18 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string(&r.to_json())?);
         return Ok(code::OK);
     }
-    println!("run {} · {} on {} · {} · ladder {}", r.run, r.experiment, r.profile, r.backend, r.ladder);
-    println!("state: {}{}", r.state.as_str(), r.summary.as_ref().map(|s| format!(" — {s}")).unwrap_or_default());
+    println!(
+        "run {} · {} on {} · {} · ladder {}",
+        r.run, r.experiment, r.profile, r.backend, r.ladder
+    );
+    println!(
+        "state: {}{}",
+        r.state.as_str(),
+        r.summary
+            .as_ref()
+            .map(|s| format!(" — {s}"))
+            .unwrap_or_default()
+    );
     println!("record: {}", run.path.display());
     for a in &r.attempts {
         println!(
@@ -78,7 +91,11 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
             a.attempt,
             a.step,
             if a.resume { " (resumed)" } else { "" },
-            if a.changes_semantics { " (changes training semantics)" } else { "" },
+            if a.changes_semantics {
+                " (changes training semantics)"
+            } else {
+                ""
+            },
             a.job_id.as_deref().unwrap_or("not submitted"),
             a.outcome.as_deref().unwrap_or("running"),
         );
@@ -111,18 +128,30 @@ pub async fn logs(ledger: &Ledger, args: LogsArgs) -> anyhow::Result<u8> {
             .attempts
             .iter()
             .find(|a| a.attempt == n)
-            .ok_or_else(|| UsageError(format!("run {} has attempts 1 to {}", record.run, record.attempts.len())))?,
+            .ok_or_else(|| {
+                UsageError(format!(
+                    "run {} has attempts 1 to {}",
+                    record.run,
+                    record.attempts.len()
+                ))
+            })?,
         None => record
             .attempts
             .last()
             .ok_or_else(|| UsageError(format!("run {} has no attempts yet", record.run)))?,
     };
     let n = attempt.attempt;
-    let path = attempt.dir.join(if args.stderr { "stderr.log" } else { "stdout.log" });
+    let path = attempt.dir.join(if args.stderr {
+        "stderr.log"
+    } else {
+        "stdout.log"
+    });
     let mut tail = Tail::new(path.clone());
     let mut out = std::io::stdout().lock();
     loop {
-        let bytes = tail.read_new().with_context(|| format!("cannot read {}", path.display()))?;
+        let bytes = tail
+            .read_new()
+            .with_context(|| format!("cannot read {}", path.display()))?;
         out.write_all(&bytes)?;
         out.flush()?;
         if !args.follow {
@@ -146,18 +175,34 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
     let run = ledger.open(&args.run)?;
     let record = run.record()?;
     if record.state != RunState::Running {
-        eprintln!("run {} already ended: {}", record.run, record.state.as_str());
+        eprintln!(
+            "run {} already ended: {}",
+            record.run,
+            record.state.as_str()
+        );
         return Ok(code::OK);
     }
     run.append(&Event::CancelRequested { ts: now() })?;
     let Some(backend) = Backend::by_name(&record.backend, Duration::from_millis(250)) else {
-        return Err(UsageError(format!("run {} uses backend {}, which this orch cannot reach", record.run, record.backend)).into());
+        return Err(UsageError(format!(
+            "run {} uses backend {}, which this orch cannot reach",
+            record.run, record.backend
+        ))
+        .into());
     };
     if let Some(a) = record.live_attempt()
         && let Some(id) = &a.job_id
     {
-        backend.cancel(&JobRef { id: id.clone(), dir: a.dir.clone() }).await?;
-        eprintln!("cancelled attempt {} (job {id}) of run {}", a.attempt, record.run);
+        backend
+            .cancel(&JobRef {
+                id: id.clone(),
+                dir: a.dir.clone(),
+            })
+            .await?;
+        eprintln!(
+            "cancelled attempt {} (job {id}) of run {}",
+            a.attempt, record.run
+        );
     }
     // The orch watching the run records the end; if none is, record it here.
     for _ in 0..40 {
@@ -178,7 +223,11 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
                 evidence: None,
             })?;
         }
-        run.append(&Event::Ended { ts: now(), state: RunState::Cancelled, summary: "cancelled by orch cancel".into() })?;
+        run.append(&Event::Ended {
+            ts: now(),
+            state: RunState::Cancelled,
+            summary: "cancelled by orch cancel".into(),
+        })?;
     }
     Ok(code::OK)
 }

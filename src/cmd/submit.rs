@@ -17,13 +17,23 @@ use crate::watch::{Ctx, RunDriver, drive};
 /// Attempts per run when neither the experiment nor `--max-attempts` says.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 
-pub async fn submit(catalog: &Catalog, ledger: &Ledger, args: SubmitArgs, quiet: bool) -> anyhow::Result<u8> {
+pub async fn submit(
+    catalog: &Catalog,
+    ledger: &Ledger,
+    args: SubmitArgs,
+    quiet: bool,
+) -> anyhow::Result<u8> {
     let progress = Progress::new(quiet, !args.json);
     // Resolve and check every experiment before anything is created or submitted.
     let mut prepared: Vec<(Setup, Plan)> = Vec::new();
     for name in &args.experiments {
         for experiment in Experiment::find(catalog, name)? {
-            let (setup, plan) = Setup::load(catalog, experiment, args.config.profile.as_deref(), &args.config.sets)?;
+            let (setup, plan) = Setup::load(
+                catalog,
+                experiment,
+                args.config.profile.as_deref(),
+                &args.config.sets,
+            )?;
             plan.check(&setup)?;
             // A template error must stop us now, not after the first job has run.
             crate::render::render_to_strings(catalog, &setup, &plan, &dry_run_info(&plan))?;
@@ -45,7 +55,11 @@ pub async fn submit(catalog: &Catalog, ledger: &Ledger, args: SubmitArgs, quiet:
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();
     for (setup, plan) in prepared {
-        let max_attempts = args.max_attempts.or(setup.max_attempts).unwrap_or(DEFAULT_MAX_ATTEMPTS).max(1);
+        let max_attempts = args
+            .max_attempts
+            .or(setup.max_attempts)
+            .unwrap_or(DEFAULT_MAX_ATTEMPTS)
+            .max(1);
         let run = ledger.create(
             &plan.experiment,
             Event::Created {
@@ -85,7 +99,12 @@ pub async fn submit(catalog: &Catalog, ledger: &Ledger, args: SubmitArgs, quiet:
 }
 
 /// `orch resume`: reattach to runs in any state and drive them to their end.
-pub async fn resume(catalog: &Catalog, ledger: &Ledger, args: ResumeArgs, quiet: bool) -> anyhow::Result<u8> {
+pub async fn resume(
+    catalog: &Catalog,
+    ledger: &Ledger,
+    args: ResumeArgs,
+    quiet: bool,
+) -> anyhow::Result<u8> {
     let progress = Progress::new(quiet, !args.json);
     let mut runs = Vec::new();
     if args.all {
@@ -118,17 +137,31 @@ pub async fn resume(catalog: &Catalog, ledger: &Ledger, args: ResumeArgs, quiet:
             .into());
         }
         simulate |= record.simulate;
-        progress.say(format!("[{}] resuming run {} ({})", record.experiment, record.run, record.state.as_str()));
+        progress.say(format!(
+            "[{}] resuming run {} ({})",
+            record.experiment,
+            record.run,
+            record.state.as_str()
+        ));
         drivers.push(RunDriver::reattach(catalog, run, &backend, &progress).await?);
     }
-    let ctx = Ctx { catalog, backend: &backend, progress: &progress, simulate };
+    let ctx = Ctx {
+        catalog,
+        backend: &backend,
+        progress: &progress,
+        simulate,
+    };
     finish(drivers, &ctx, args.json).await
 }
 
 fn backend_for(name: &str, poll: Option<f64>) -> anyhow::Result<Backend> {
     Ok(match name {
-        "local" => Backend::Local(Local { tick: Duration::from_secs_f64(poll.unwrap_or(0.25).max(0.01)) }),
-        "slurm" => Backend::Slurm(Slurm::new(Duration::from_secs_f64(poll.unwrap_or(30.0).max(0.1)))),
+        "local" => Backend::Local(Local {
+            tick: Duration::from_secs_f64(poll.unwrap_or(0.25).max(0.01)),
+        }),
+        "slurm" => Backend::Slurm(Slurm::new(Duration::from_secs_f64(
+            poll.unwrap_or(30.0).max(0.1),
+        ))),
         other => return Err(UsageError(format!("unknown backend {other}")).into()),
     })
 }
@@ -143,7 +176,10 @@ async fn finish(drivers: Vec<RunDriver>, ctx: &Ctx<'_>, json: bool) -> anyhow::R
     }
     Ok(if interrupted {
         code::INTERRUPTED
-    } else if records.iter().any(|r| r.state == RunState::Failed || r.state == RunState::Running) {
+    } else if records
+        .iter()
+        .any(|r| r.state == RunState::Failed || r.state == RunState::Running)
+    {
         code::RUN_FAILED
     } else if records.iter().any(|r| r.state == RunState::Cancelled) {
         code::CANCELLED
@@ -198,5 +234,6 @@ pub fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

@@ -71,7 +71,12 @@ impl Sweep {
     pub fn members(&self, base: &str) -> Vec<(String, serde_yaml::Value)> {
         self.values
             .iter()
-            .map(|v| (format!("{base}-{}{}", self.label(), scalar_text(v)), v.clone()))
+            .map(|v| {
+                (
+                    format!("{base}-{}{}", self.label(), scalar_text(v)),
+                    v.clone(),
+                )
+            })
             .collect()
     }
 }
@@ -115,7 +120,8 @@ impl Experiment {
         }
         let mut members = names.clone();
         for base in &names {
-            if let Ok((file, _)) = catalog.load::<ExperimentFile>(Kind::Experiments, "experiment", base)
+            if let Ok((file, _)) =
+                catalog.load::<ExperimentFile>(Kind::Experiments, "experiment", base)
                 && let Some(sweep) = &file.sweep
             {
                 members.extend(sweep.members(base).into_iter().map(|m| m.0));

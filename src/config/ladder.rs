@@ -200,7 +200,10 @@ impl Ladder {
                 )));
             }
             if !seen.insert(step.name.as_str()) {
-                return Err(err(format!("steps[{i}]: step `{}` is defined twice", step.name)));
+                return Err(err(format!(
+                    "steps[{i}]: step `{}` is defined twice",
+                    step.name
+                )));
             }
             if step.answers.is_empty() {
                 return Err(err(format!(
@@ -209,7 +212,10 @@ impl Ladder {
                 )));
             }
             if step.overrides.is_empty() && step.env.is_empty() && step.resources.is_empty() {
-                return Err(err(format!("steps[{i}] ({}): the step changes nothing", step.name)));
+                return Err(err(format!(
+                    "steps[{i}] ({}): the step changes nothing",
+                    step.name
+                )));
             }
             for key in step.resources.keys() {
                 if !super::profile::Resources::KEYS.contains(&key.as_str()) {
@@ -231,7 +237,7 @@ impl Ladder {
                              for {} failures, move it up",
                             step.name,
                             earlier.name,
-                            crate::outcome::class_name(*class)
+                            class.as_str()
                         )));
                     }
                 }

@@ -109,7 +109,12 @@ impl Resources {
             "time" => self.time = text(value)?,
             "exclude" => self.exclude = list(value)?,
             "extra" => self.extra = list(value)?,
-            _ => return Err(format!("unknown resource `{key}`; known: {}", Self::KEYS.join(", "))),
+            _ => {
+                return Err(format!(
+                    "unknown resource `{key}`; known: {}",
+                    Self::KEYS.join(", ")
+                ));
+            }
         }
         Ok(())
     }

@@ -128,7 +128,10 @@ impl Template {
     pub fn owned_keys(&self) -> Vec<(&str, &'static str)> {
         let mut out = Vec::new();
         if let Some(k) = &self.spec.gpu_count_key {
-            out.push((k.as_str(), "set resources.gpus instead: it drives --gres and this key together"));
+            out.push((
+                k.as_str(),
+                "set resources.gpus instead: it drives --gres and this key together",
+            ));
         }
         if let Some(k) = &self.spec.node_count_key {
             out.push((k.as_str(), "set resources.nodes instead"));

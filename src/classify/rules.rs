@@ -1,0 +1,493 @@
+//! The signature table: every failure line the classifier recognises, the literal
+//! needles that find it cheaply, the precise regex that confirms it, and a POSIX ERE
+//! approximation for `grep -E` comparisons.
+//!
+//! Sources for every pattern are in `shared/reference/failure-signatures.md` (sections
+//! a–e, candidate regexes in g); traps (section f) are handled by `unless` regexes, by
+//! `claims`, and by the segment-level skips in [`super::scan`].
+
+use super::FailureClass;
+
+/// Precedence slot of a hit. Order of the variants IS the precedence (highest first);
+/// each [`FailureClass`] occupies one or two adjacent slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Slot {
+    /// Slurm `*** JOB .. CANCELLED AT .. DUE TO TIME LIMIT ***`.
+    Timeout,
+    /// Slurm `DUE TO PREEMPTION` / `DUE TO JOB REQUEUE`.
+    Preempted,
+    /// Slurm `DUE TO NODE FAILURE`, `UNCORRECTABLE MEMORY ERROR`.
+    NodeFail,
+    /// vLLM / SGLang KV-cache sizing failures.
+    KvCache,
+    /// Confirmed host-RAM OOM: cgroup oom_kill, Ray memory monitor, kernel OOM killer.
+    HostOom,
+    /// Device-memory OOM (torch/CUDA/HIP/cuBLAS/NCCL, vLLM startup over-subscription).
+    GpuOom,
+    /// Bare SIGKILL evidence (`Signal 9 (SIGKILL)`, `exitcode: -9`, exit code 137):
+    /// host_oom only when nothing stronger than an NCCL timeout / error was seen.
+    HostOomWeak,
+    /// NCCL watchdog collective timeout.
+    NcclTimeout,
+    /// Specific fatal errors: import errors, illegal memory access, config
+    /// validation, CUDA-graph capture, user `scancel` banner.
+    Error,
+    /// Generic fatal wrappers (Ray actor death, Hydra, engine-init wrappers) and the
+    /// final exception line of a Python traceback.
+    ErrorWeak,
+}
+
+/// Number of [`Slot`] variants.
+pub(crate) const SLOTS: usize = 10;
+
+impl Slot {
+    /// All slots, precedence order.
+    pub(crate) const ALL: [Slot; SLOTS] = [
+        Slot::Timeout,
+        Slot::Preempted,
+        Slot::NodeFail,
+        Slot::KvCache,
+        Slot::HostOom,
+        Slot::GpuOom,
+        Slot::HostOomWeak,
+        Slot::NcclTimeout,
+        Slot::Error,
+        Slot::ErrorWeak,
+    ];
+
+    /// The class this slot reports as.
+    pub(crate) fn class(self) -> FailureClass {
+        match self {
+            Slot::Timeout => FailureClass::Timeout,
+            Slot::Preempted => FailureClass::Preempted,
+            Slot::NodeFail => FailureClass::NodeFail,
+            Slot::KvCache => FailureClass::KvCache,
+            Slot::HostOom | Slot::HostOomWeak => FailureClass::HostOom,
+            Slot::GpuOom => FailureClass::GpuOom,
+            Slot::NcclTimeout => FailureClass::NcclTimeout,
+            Slot::Error | Slot::ErrorWeak => FailureClass::Error,
+        }
+    }
+}
+
+/// What a confirmed rule does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Record a hit in this slot.
+    Hit(Slot),
+    /// A Python `Traceback (most recent call last):` header: start following the
+    /// traceback to its final exception line, which is recorded as [`Slot::ErrorWeak`].
+    TracebackStart,
+}
+
+/// One recognised signature.
+#[derive(Debug)]
+pub(crate) struct Rule {
+    /// Short identifier (tests, debugging).
+    pub name: &'static str,
+    pub action: Action,
+    /// Case-sensitive literals; every match of `pattern` contains at least one of them.
+    pub needles: &'static [&'static str],
+    /// Precise Rust regex, run on the `\r`-segment that contains a needle.
+    pub pattern: &'static str,
+    /// If this also matches the segment, the rule does not fire (trap exclusion).
+    pub unless: Option<&'static str>,
+    /// A match suppresses every other rule on the same segment (wrapper lines that
+    /// quote arbitrary text: Hydra overrides, CUDA-graph capture advice).
+    pub claims: bool,
+    /// POSIX ERE approximation of `pattern` (for `grep -E`).
+    pub ere: &'static str,
+}
+
+const fn hit(
+    name: &'static str,
+    slot: Slot,
+    needles: &'static [&'static str],
+    pattern: &'static str,
+    ere: &'static str,
+) -> Rule {
+    Rule {
+        name,
+        action: Action::Hit(slot),
+        needles,
+        pattern,
+        unless: None,
+        claims: false,
+        ere,
+    }
+}
+
+// Slurm banner prefix shared by the banner rules (new format `*** JOB 1 ON n CANCELLED AT t
+// DUE TO ...`, old format without `ON n`, srun `*** STEP 1.0 ...`).
+macro_rules! banner {
+    ($tail:literal) => {
+        concat!(r"\*\*\* (?:JOB|STEP) \S+ (?:ON \S+ )?", $tail)
+    };
+}
+macro_rules! banner_ere {
+    ($tail:literal) => {
+        concat!(r"\*\*\* (JOB|STEP) [^ ]+ (ON [^ ]+ )?", $tail)
+    };
+}
+
+/// The signature table. Order within a slot does not matter (the earliest line wins).
+pub(crate) static RULES: &[Rule] = &[
+    // ---------------------------------------------------------------- Slurm banners
+    hit(
+        "slurm-time-limit",
+        Slot::Timeout,
+        &["CANCELLED AT"],
+        banner!(r"CANCELLED AT \S+ DUE TO TIME LIMIT"),
+        banner_ere!("CANCELLED AT [^ ]+ DUE TO TIME LIMIT"),
+    ),
+    hit(
+        "slurm-preemption",
+        Slot::Preempted,
+        &["CANCELLED AT"],
+        banner!(r"CANCELLED AT \S+ DUE TO (?:PREEMPTION|JOB REQUEUE)"),
+        banner_ere!("CANCELLED AT [^ ]+ DUE TO (PREEMPTION|JOB REQUEUE)"),
+    ),
+    hit(
+        "slurm-node-failure",
+        Slot::NodeFail,
+        &["CANCELLED AT"],
+        banner!(r"CANCELLED AT \S+ DUE TO NODE FAILURE"),
+        banner_ere!("CANCELLED AT [^ ]+ DUE TO NODE FAILURE"),
+    ),
+    hit(
+        "slurm-uncorrectable-memory",
+        Slot::NodeFail,
+        &["UNCORRECTABLE MEMORY ERROR"],
+        banner!(r"UNCORRECTABLE MEMORY ERROR AT"),
+        banner_ere!("UNCORRECTABLE MEMORY ERROR AT"),
+    ),
+    // A plain `CANCELLED AT <time> ***` is a user/admin scancel. The watcher knows
+    // whether it asked for the cancel; from the log alone it is a fatal `error`.
+    hit(
+        "slurm-cancelled",
+        Slot::Error,
+        &["CANCELLED AT"],
+        banner!(r"CANCELLED AT \S+ \*\*\*"),
+        banner_ere!(r"CANCELLED AT [^ ]+ \*\*\*"),
+    ),
+    // ------------------------------------------------------------------- KV cache
+    hit(
+        "vllm-no-cache-blocks",
+        Slot::KvCache,
+        &["No available memory for the cache blocks"],
+        r"No available memory for the cache blocks",
+        r"No available memory for the cache blocks",
+    ),
+    hit(
+        "vllm-v0-max-seq-len",
+        Slot::KvCache,
+        &["tokens that can be stored in KV cache"],
+        r"larger than the maximum number of tokens that can be stored in KV cache",
+        r"larger than the maximum number of tokens that can be stored in KV cache",
+    ),
+    hit(
+        "vllm-v1-max-seq-len",
+        Slot::KvCache,
+        &["KV cache is needed, which is larger"],
+        r"KV cache is needed, which is larger than the available KV cache memory",
+        r"KV cache is needed, which is larger than the available KV cache memory",
+    ),
+    hit(
+        "sglang-mem-fraction-static",
+        Slot::KvCache,
+        &["Not enough memory. Please try"],
+        r"Not enough memory\. Please try to increase --mem-fraction-static",
+        r"Not enough memory\. Please try to increase --mem-fraction-static",
+    ),
+    hit(
+        "sglang-token-pool",
+        Slot::KvCache,
+        &["Prefill out of memory", "Decode out of memory"],
+        r"(?:Prefill|Decode) out of memory\. Try to lower your batch size",
+        r"(Prefill|Decode) out of memory\. Try to lower your batch size",
+    ),
+    // ------------------------------------------------------------ host OOM (strong)
+    hit(
+        "slurm-oom-kill-event",
+        Slot::HostOom,
+        &["oom_kill event", "oom-kill event"],
+        r"Detected \d+ oom[-_]kill event",
+        r"Detected [0-9]+ oom[-_]kill event",
+    ),
+    hit(
+        "slurm-oom-killed",
+        Slot::HostOom,
+        &["have been OOM Killed"],
+        r"Some of the step tasks have been OOM Killed",
+        r"Some of the step tasks have been OOM Killed",
+    ),
+    hit(
+        "slurm-cgroup-oom-handler",
+        Slot::HostOom,
+        &["cgroup out-of-memory handler"],
+        r"cgroup out-of-memory handler",
+        r"cgroup out-of-memory handler",
+    ),
+    hit(
+        "slurm-jobacct-limit",
+        Slot::HostOom,
+        &["exceeded memory limit ("],
+        r"exceeded memory limit \(\d+ > \d+\), being killed",
+        r"exceeded memory limit \([0-9]+ > [0-9]+\), being killed",
+    ),
+    Rule {
+        name: "slurm-exceeded-limit",
+        action: Action::Hit(Slot::HostOom),
+        needles: &["Exceeded job memory limit", "Exceeded step memory limit"],
+        pattern: r"(?:srun|slurmstepd[-\w]*): (?:error: )?Exceeded (?:job|step) memory limit",
+        // Trap f4: printed on jobs that completed fine.
+        unless: Some(r"memory limit at some point"),
+        claims: false,
+        ere: r"(srun|slurmstepd[-[:alnum:]_]*): (error: )?Exceeded (job|step) memory limit",
+    },
+    hit(
+        "srun-task-out-of-memory",
+        Slot::HostOom,
+        &[": Out Of Memory"],
+        r": tasks? [\d,\-\[\]]+: Out Of Memory",
+        r": tasks? [][0-9,-]+: Out Of Memory",
+    ),
+    hit(
+        "ray-memory-monitor",
+        Slot::HostOom,
+        &["node running low on memory"],
+        r"Task was killed due to the node running low on memory",
+        r"Task was killed due to the node running low on memory",
+    ),
+    // The raylet summary also prints `0 Workers ... killed due to memory pressure (OOM),
+    // 2 Workers crashed due to other reasons`, so the count must be non-zero.
+    hit(
+        "raylet-memory-pressure",
+        Slot::HostOom,
+        &["killed due to memory pressure"],
+        r"\b[1-9]\d* Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
+        r"[1-9][0-9]* Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
+    ),
+    hit(
+        "kernel-oom-killer",
+        Slot::HostOom,
+        &["of memory: Kill"],
+        r"[Oo]ut of memory: Kill(?:ed)? process \d+",
+        r"[Oo]ut of memory: Kill(ed)? process [0-9]+",
+    ),
+    // -------------------------------------------------------------------- GPU OOM
+    hit(
+        "torch-oom",
+        Slot::GpuOom,
+        &["CUDA out of memory", "HIP out of memory"],
+        r"(?:CUDA|HIP) out of memory",
+        r"(CUDA|HIP) out of memory",
+    ),
+    hit(
+        "cuda-error-oom",
+        Slot::GpuOom,
+        &[
+            "CUDA error: out of memory",
+            "CUDA Error: out of memory",
+            "HIP error: out of memory",
+        ],
+        r"(?:CUDA|HIP) [Ee]rror: out of memory",
+        r"(CUDA|HIP) [Ee]rror: out of memory",
+    ),
+    hit(
+        "cuda-error-enum-oom",
+        Slot::GpuOom,
+        &[
+            "cudaErrorMemoryAllocation",
+            "hipErrorOutOfMemory",
+            "HIP_ERROR_OutOfMemory",
+            "CUDA_ERROR_OUT_OF_MEMORY",
+        ],
+        r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
+        r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
+    ),
+    hit(
+        "cublas-alloc-failed",
+        Slot::GpuOom,
+        &["CUBLAS_STATUS_ALLOC_FAILED"],
+        r"CUBLAS_STATUS_ALLOC_FAILED",
+        r"CUBLAS_STATUS_ALLOC_FAILED",
+    ),
+    hit(
+        "nccl-cuda-oom",
+        Slot::GpuOom,
+        &["'out of memory'"],
+        r"Cuda failure (?:2 )?'out of memory'",
+        r"Cuda failure (2 )?'out of memory'",
+    ),
+    // DEVIATION from the reference (which files these under kv_cache): the GPU is
+    // over-subscribed by someone else, the remedy is to LOWER utilisation.
+    hit(
+        "vllm-startup-free-memory",
+        Slot::GpuOom,
+        &["less than desired GPU memory utilization"],
+        r"on startup is less than desired GPU memory utilization",
+        r"on startup is less than desired GPU memory utilization",
+    ),
+    hit(
+        "vllm-memory-profiling",
+        Slot::GpuOom,
+        &["Error in memory profiling"],
+        r"Error in memory profiling",
+        r"Error in memory profiling",
+    ),
+    // ------------------------------------------------------------- host OOM (weak)
+    hit(
+        "torchrun-sigkill",
+        Slot::HostOomWeak,
+        &["Signal 9 (SIGKILL)"],
+        r"Signal 9 \(SIGKILL\) received by PID",
+        r"Signal 9 \(SIGKILL\) received by PID",
+    ),
+    hit(
+        "torchrun-exitcode-9",
+        Slot::HostOomWeak,
+        &["exitcode"],
+        r"exitcode\s*:?\s*-9\b",
+        r"exitcode[[:space:]]*:?[[:space:]]*-9([^0-9]|$)",
+    ),
+    hit(
+        "exit-code-137",
+        Slot::HostOomWeak,
+        &["exit code 137", "exit status 137"],
+        r"exit (?:code|status) 137\b",
+        r"exit (code|status) 137([^0-9]|$)",
+    ),
+    // ---------------------------------------------------------------- NCCL timeout
+    hit(
+        "nccl-watchdog-timeout",
+        Slot::NcclTimeout,
+        &["Watchdog caught collective operation timeout"],
+        r"Watchdog caught collective operation timeout",
+        r"Watchdog caught collective operation timeout",
+    ),
+    hit(
+        "nccl-work-timed-out",
+        Slot::NcclTimeout,
+        &["milliseconds before timing out"],
+        r"WorkNCCL\(SeqNum=\d+.*ran for \d+ milliseconds before timing out",
+        r"WorkNCCL\(SeqNum=[0-9]+.*ran for [0-9]+ milliseconds before timing out",
+    ),
+    hit(
+        "nccl-ops-failed",
+        Slot::NcclTimeout,
+        &["Some NCCL operations have failed or timed out"],
+        r"Some NCCL operations have failed or timed out",
+        r"Some NCCL operations have failed or timed out",
+    ),
+    // --------------------------------------------------------------- error (specific)
+    hit(
+        "python-import-error",
+        Slot::Error,
+        &["ModuleNotFoundError: ", "ImportError: "],
+        r#"(?:^|[\s:>\]\)('"])(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError): "#,
+        r"(ModuleNotFoundError|ImportError): ",
+    ),
+    hit(
+        "cuda-illegal-memory-access",
+        Slot::Error,
+        &["illegal memory access"],
+        r"an illegal memory access was encountered",
+        r"an illegal memory access was encountered",
+    ),
+    hit(
+        "cuda-device-assert",
+        Slot::Error,
+        &["device-side assert triggered"],
+        r"device-side assert triggered",
+        r"device-side assert triggered",
+    ),
+    hit(
+        "config-divisible",
+        Slot::Error,
+        &["be divisible by"],
+        r"(?:must|should) be divisible by",
+        r"(must|should) be divisible by",
+    ),
+    hit(
+        "verl-max-token-len",
+        Slot::Error,
+        &["must be greater than the sequence length"],
+        r"must be greater than the sequence length",
+        r"must be greater than the sequence length",
+    ),
+    // Its advice text mentions --mem-fraction-static and `{e}` may quote a CUDA OOM:
+    // the line itself is an `error`, nothing else on it counts.
+    Rule {
+        name: "sglang-capture-cuda-graph",
+        action: Action::Hit(Slot::Error),
+        needles: &["Capture cuda graph failed"],
+        pattern: r"Capture cuda graph failed",
+        unless: None,
+        claims: true,
+        ere: r"Capture cuda graph failed",
+    },
+    // ---------------------------------------------------------------- error (weak)
+    hit(
+        "ray-actor-died",
+        Slot::ErrorWeak,
+        &["ActorDiedError", "RayActorError"],
+        r"\b(?:ActorDiedError|RayActorError)\b",
+        r"(ActorDiedError|RayActorError)",
+    ),
+    hit(
+        "vllm-engine-core-init",
+        Slot::ErrorWeak,
+        &["Engine core initialization failed"],
+        r"Engine core initialization failed",
+        r"Engine core initialization failed",
+    ),
+    hit(
+        "sglang-scheduler-exception",
+        Slot::ErrorWeak,
+        &["Scheduler hit an exception"],
+        r"Scheduler hit an exception",
+        r"Scheduler hit an exception",
+    ),
+    hit(
+        "sglang-sigquit",
+        Slot::ErrorWeak,
+        &["Received sigquit from a child"],
+        r"Received sigquit from a child process",
+        r"Received sigquit from a child process",
+    ),
+    hit(
+        "torchrun-child-failed",
+        Slot::ErrorWeak,
+        &["ChildFailedError"],
+        r"\bChildFailedError\b",
+        r"ChildFailedError",
+    ),
+    hit(
+        "slurm-failed-banner",
+        Slot::ErrorWeak,
+        &["FAILED (non-zero exit code"],
+        r"FAILED \(non-zero exit code",
+        r"FAILED \(non-zero exit code",
+    ),
+    // Hydra's last words for any verl failure; its override list may contain anything
+    // (experiment names with "oom", memory knobs), so it claims the line.
+    Rule {
+        name: "hydra-error-executing-job",
+        action: Action::Hit(Slot::ErrorWeak),
+        needles: &["Error executing job with overrides"],
+        pattern: r"Error executing job with overrides",
+        unless: None,
+        claims: true,
+        ere: r"Error executing job with overrides",
+    },
+    Rule {
+        name: "python-traceback",
+        action: Action::TracebackStart,
+        needles: &["(most recent call last)"],
+        pattern: r"Traceback \(most recent call last\)",
+        unless: None,
+        claims: false,
+        ere: r"Traceback \(most recent call last\)",
+    },
+];

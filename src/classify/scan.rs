@@ -1,0 +1,550 @@
+//! The scanning engine: candidate search over whole regions, per-line confirmation,
+//! traceback following, and the bounded carry for partial / over-long lines.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use memchr::memmem::Finder;
+use memchr::{memchr, memchr_iter, memrchr};
+use regex::bytes::Regex;
+
+use super::rules::{Action, RULES, Rule, SLOTS, Slot};
+use super::text::evidence;
+use super::{Evidence, FailureClass, Verdict};
+
+/// Longest partial line kept between `feed` calls; longer lines are scanned in pieces.
+pub const LINE_CAP: usize = 64 * 1024;
+/// Bytes of an over-long line kept (and re-scanned) across a piece boundary, so that a
+/// signature straddling the boundary is still seen whole.
+const OVERLAP: usize = 4 * 1024;
+/// A traceback is followed for at most this many lines looking for its exception line.
+const TB_MAX_LINES: u32 = 2000;
+/// Until its first `File "..."` frame, a traceback header is followed this many lines.
+const TB_MAX_LINES_BEFORE_FRAME: u32 = 64;
+/// Longest line prefix (Ray `(Actor pid=..)`, vLLM logger header) remembered for a traceback.
+const TB_MAX_PREFIX: usize = 512;
+
+struct CompiledRule {
+    rule: &'static Rule,
+    re: Regex,
+    unless: Option<Regex>,
+}
+
+/// Everything compiled once per process.
+pub(crate) struct Engine {
+    /// Alternation of every needle of every rule. With this many literals the regex crate
+    /// keeps only 3-byte prefixes for its Teddy prefilter and confirms with a lazy DFA
+    /// (a pure Aho-Corasick/Teddy search would need the `aho-corasick` crate directly).
+    candidates: Regex,
+    /// Needle bytes -> bitmask of rules (indexes into `rules`) that need that needle.
+    needle_rules: HashMap<&'static [u8], u64>,
+    rules: Vec<CompiledRule>,
+    /// Per slot: the rules that can only produce a hit in that slot (once the slot holds
+    /// its earliest hit, they need not run again).
+    slot_rules: [u64; SLOTS],
+    /// SGLang `server_args=ServerArgs(...)` dump.
+    server_args: Finder<'static>,
+    /// A traceback frame line, `  File "..."`.
+    frame: Finder<'static>,
+    /// verl `pprint` of its config (`{'actor_rollout_ref': {...`, `  'experiment_name': ..`),
+    /// optionally behind a Ray `(TaskRunner pid=..)` prefix and ANSI colour.
+    config_dump: Regex,
+    /// The final line of a Python traceback: `pkg.ExcName(Inner): message` or `ExcName`.
+    exception_line: Regex,
+}
+
+pub(crate) fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(Engine::build)
+}
+
+impl Engine {
+    fn build() -> Engine {
+        assert!(RULES.len() <= 64, "rule masks are u64");
+        let mut needle_rules: HashMap<&'static [u8], u64> = HashMap::new();
+        let mut order: Vec<&'static str> = Vec::new();
+        for (i, rule) in RULES.iter().enumerate() {
+            assert!(!rule.needles.is_empty(), "rule {} has no needle", rule.name);
+            for n in rule.needles {
+                assert!(!n.contains(['\n', '\r']), "needle {n:?} spans lines");
+                let e = needle_rules.entry(n.as_bytes()).or_insert_with(|| {
+                    order.push(n);
+                    0
+                });
+                *e |= 1 << i;
+            }
+        }
+        let alternation: Vec<String> = order.iter().map(|n| regex::escape(n)).collect();
+        let candidates = Regex::new(&alternation.join("|")).expect("candidate regex");
+        let mut slot_rules = [0u64; SLOTS];
+        for (i, rule) in RULES.iter().enumerate() {
+            let slot = match rule.action {
+                Action::Hit(slot) => slot,
+                Action::TracebackStart => Slot::ErrorWeak,
+            };
+            slot_rules[slot as usize] |= 1 << i;
+        }
+        let rules = RULES
+            .iter()
+            .map(|rule| CompiledRule {
+                rule,
+                re: Regex::new(rule.pattern).unwrap_or_else(|e| panic!("{}: {e}", rule.name)),
+                unless: rule.unless.map(|u| Regex::new(u).expect("unless regex")),
+            })
+            .collect();
+        Engine {
+            candidates,
+            needle_rules,
+            rules,
+            slot_rules,
+            server_args: Finder::new(b"ServerArgs("),
+            frame: Finder::new(b"File \""),
+            config_dump: Regex::new(
+                r"^(?:\x1b\[[0-9;]*m)*(?:\([^)]*\)(?:\x1b\[[0-9;]*m)*\s*)?\s*\{*'[\w.\-]+': ",
+            )
+            .expect("config dump regex"),
+            exception_line: Regex::new(r"^[A-Za-z_][\w.]*(?:\([\w.]*\))?(?::(?:\s|$)|$)")
+                .expect("exception regex"),
+        }
+    }
+}
+
+/// A traceback being followed to its final exception line.
+#[derive(Debug, Clone)]
+struct Traceback {
+    /// What preceded `Traceback` on the header segment.
+    header_prefix: Vec<u8>,
+    /// The per-line prefix of this traceback's frames, once the first frame is seen.
+    prefix: Option<Vec<u8>>,
+    /// Lines looked at so far.
+    seen: u32,
+}
+
+/// Everything the scanner remembers about complete lines: bounded and cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct State {
+    /// Number of `\n` consumed so far; the next line is `lines + 1`.
+    lines: u64,
+    /// First hit per precedence slot.
+    hits: [Option<Evidence>; SLOTS],
+    /// Rules whose slot already holds its earliest hit (bitmask over `RULES`).
+    done: u64,
+    tb: Option<Traceback>,
+}
+
+/// `set -x` echo: one or more `+` then a space at the very start of the line.
+pub(crate) fn is_set_x_echo(line: &[u8]) -> bool {
+    let n = line.iter().take_while(|&&b| b == b'+').count();
+    n > 0 && line.get(n) == Some(&b' ')
+}
+
+/// A `#` comment line (yaml / shell / python source dumped into the log).
+fn is_comment(seg: &[u8]) -> bool {
+    seg.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'#')
+}
+
+fn strip_cr(mut l: &[u8]) -> &[u8] {
+    while let [rest @ .., b'\r'] = l {
+        l = rest;
+    }
+    l
+}
+
+fn count_newlines(b: &[u8]) -> u64 {
+    memchr_iter(b'\n', b).count() as u64
+}
+
+impl State {
+    /// The verdict by precedence over the recorded hits.
+    pub(crate) fn verdict(&self) -> Verdict {
+        for slot in Slot::ALL {
+            if let Some(ev) = &self.hits[slot as usize] {
+                return Verdict {
+                    class: slot.class(),
+                    evidence: Some(ev.clone()),
+                };
+            }
+        }
+        Verdict {
+            class: FailureClass::None,
+            evidence: None,
+        }
+    }
+
+    /// Scan `buf`, which holds only complete lines (it ends with `\n`), starting at
+    /// line `self.lines + 1`.
+    pub(crate) fn scan_region(&mut self, eng: &Engine, buf: &[u8]) {
+        debug_assert_eq!(buf.last(), Some(&b'\n'));
+        let mut pos = 0;
+        let mut line = self.lines + 1;
+        // Span of the next candidate needle at or after `pos` (cached across lines).
+        let mut next: Option<(usize, usize)> = None;
+        while pos < buf.len() {
+            if next.is_none_or(|(s, _)| s < pos) {
+                next = eng
+                    .candidates
+                    .find_at(buf, pos)
+                    .map(|m| (m.start(), m.end()));
+            }
+            if self.tb.is_some() {
+                // Following a traceback: walk line by line (tracebacks are short).
+                let end = pos + memchr(b'\n', &buf[pos..]).expect("region ends with \\n");
+                let l = &buf[pos..end];
+                self.tb_step(eng, l, line);
+                if let Some((s, e)) = next
+                    && s < end
+                {
+                    self.scan_line(eng, l, Some((s - pos, e - pos)), line, true, false, false);
+                }
+                pos = end + 1;
+                line += 1;
+                continue;
+            }
+            let Some((s, e)) = next else {
+                break;
+            };
+            let start = memrchr(b'\n', &buf[pos..s]).map_or(pos, |i| pos + i + 1);
+            line += count_newlines(&buf[pos..start]);
+            let end = s + memchr(b'\n', &buf[s..]).expect("region ends with \\n");
+            let first = Some((s - start, e - start));
+            self.scan_line(eng, &buf[start..end], first, line, true, false, false);
+            pos = end + 1;
+            line += 1;
+        }
+        if pos < buf.len() {
+            line += count_newlines(&buf[pos..]);
+        }
+        self.lines = line - 1;
+    }
+
+    /// Confirm the candidates in one line (or one piece of an over-long line).
+    ///
+    /// `first`: the first needle's span in `l`, when the caller already found it.
+    /// `at_start`: `l[0]` is the true start of the line. `truncated`: bytes before `l[0]`
+    /// were dropped. `set_x`: the (dropped) start of this line was a `set -x` echo.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn scan_line(
+        &mut self,
+        eng: &Engine,
+        l: &[u8],
+        first: Option<(usize, usize)>,
+        line: u64,
+        at_start: bool,
+        truncated: bool,
+        set_x: bool,
+    ) {
+        let skip = if at_start { is_set_x_echo(l) } else { set_x };
+        if skip {
+            return;
+        }
+        // Group needles by the `\r`-segment they fall in; confirm each segment once.
+        let mut seg: Option<(usize, usize)> = None;
+        let mut mask = 0u64;
+        let mut from = 0;
+        let mut pending = first;
+        while let Some((ms, me)) = pending.take().or_else(|| {
+            eng.candidates
+                .find_at(l, from)
+                .map(|m| (m.start(), m.end()))
+        }) {
+            from = ms + 1;
+            let a = memrchr(b'\r', &l[..ms]).map_or(0, |i| i + 1);
+            if seg.is_none_or(|(sa, _)| sa != a) {
+                if let Some((sa, sb)) = seg {
+                    self.confirm(
+                        eng,
+                        &l[sa..sb],
+                        mask,
+                        line,
+                        sa > 0 || at_start,
+                        truncated && sa == 0,
+                    );
+                }
+                let b = memchr(b'\r', &l[me..]).map_or(l.len(), |i| me + i);
+                seg = Some((a, b));
+                mask = 0;
+            }
+            mask |= eng.needle_rules.get(&l[ms..me]).copied().unwrap_or(0);
+        }
+        if let Some((sa, sb)) = seg {
+            self.confirm(
+                eng,
+                &l[sa..sb],
+                mask,
+                line,
+                sa > 0 || at_start,
+                truncated && sa == 0,
+            );
+        }
+    }
+
+    /// Run the precise rules selected by `mask` on one segment and record hits.
+    fn confirm(
+        &mut self,
+        eng: &Engine,
+        seg: &[u8],
+        mask: u64,
+        line: u64,
+        seg_start_known: bool,
+        truncated: bool,
+    ) {
+        let todo = mask & !self.done;
+        if todo == 0 {
+            return; // every rule this segment could fire already has its earliest hit
+        }
+        // Traps: config dumps and (yaml / shell) comment lines quote knob names,
+        // experiment names and advice, never failures.
+        if eng.server_args.find(seg).is_some()
+            || (seg_start_known && (is_comment(seg) || eng.config_dump.is_match(seg)))
+        {
+            return;
+        }
+        let selected = |m: u64| {
+            eng.rules
+                .iter()
+                .enumerate()
+                .filter(move |(i, _)| m & (1u64 << i) != 0)
+                .map(|(_, cr)| cr)
+        };
+        // A claiming rule that matches is the only thing this segment says (even when its
+        // own slot is already filled).
+        for cr in selected(mask).filter(|cr| cr.rule.claims) {
+            if let Some(m) = cr.re.find(seg) {
+                self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
+                return;
+            }
+        }
+        for cr in selected(todo) {
+            let Some(m) = cr.re.find(seg) else {
+                continue;
+            };
+            if cr.unless.as_ref().is_some_and(|u| u.is_match(seg)) {
+                continue;
+            }
+            self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
+        }
+    }
+
+    fn record(
+        &mut self,
+        eng: &Engine,
+        action: Action,
+        seg: &[u8],
+        at: usize,
+        line: u64,
+        truncated: bool,
+    ) {
+        match action {
+            Action::Hit(slot) => {
+                let h = &mut self.hits[slot as usize];
+                if h.is_none() {
+                    *h = Some(evidence(seg, at, line, truncated));
+                    self.done |= eng.slot_rules[slot as usize];
+                    if slot == Slot::ErrorWeak {
+                        // The follower can only produce another (later) ErrorWeak hit.
+                        self.tb = None;
+                    }
+                }
+            }
+            Action::TracebackStart => {
+                self.tb = Some(Traceback {
+                    header_prefix: seg[..at.min(TB_MAX_PREFIX)].to_vec(),
+                    prefix: None,
+                    seen: 0,
+                });
+            }
+        }
+    }
+
+    /// Feed one complete line (after a traceback header) to the traceback follower.
+    pub(crate) fn tb_step(&mut self, eng: &Engine, l: &[u8], line: u64) {
+        let Some(tb) = self.tb.as_mut() else {
+            return;
+        };
+        tb.seen += 1;
+        if tb.seen > TB_MAX_LINES {
+            self.tb = None;
+            return;
+        }
+        let l = strip_cr(l);
+        let Some(prefix) = &tb.prefix else {
+            // Learn the frame prefix from the first `<prefix>  File "` line whose prefix
+            // is consistent with the header's (same Ray actor / logger, or none at all).
+            if let Some(i) = eng.frame.find(l)
+                && i >= 2
+                && &l[i - 2..i] == b"  "
+                && tb.header_prefix.starts_with(&l[..i - 2])
+            {
+                tb.prefix = Some(l[..i - 2].to_vec());
+            } else if tb.seen > TB_MAX_LINES_BEFORE_FRAME {
+                self.tb = None;
+            }
+            return;
+        };
+        let Some(rest) = l.strip_prefix(prefix.as_slice()) else {
+            return; // interleaved output of another process
+        };
+        match rest.first() {
+            None | Some(b' ' | b'\t') => {} // frame, source line, caret markers
+            Some(_) => {
+                if eng.exception_line.is_match(rest) {
+                    let at = prefix.len();
+                    self.tb = None;
+                    self.record(eng, Action::Hit(Slot::ErrorWeak), l, at, line, false);
+                } else {
+                    // "During handling of the above exception..." or something we do not
+                    // understand: stop; a chained traceback restarts at its own header.
+                    self.tb = None;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn tb_active(&self) -> bool {
+        self.tb.is_some()
+    }
+
+    pub(crate) fn next_line(&self) -> u64 {
+        self.lines + 1
+    }
+
+    pub(crate) fn end_line(&mut self) {
+        self.lines += 1;
+    }
+}
+
+/// The incremental scanner behind [`super::Scanner`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Core {
+    state: State,
+    /// The current partial line: from its start, or (when `overflowed`) a tail window.
+    carry: Vec<u8>,
+    /// The current line outgrew [`LINE_CAP`]; its start has been scanned and dropped.
+    overflowed: bool,
+    /// The current (overflowed) line started as a `set -x` echo.
+    set_x: bool,
+}
+
+impl Core {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
+        let eng = engine();
+        let mut rest = chunk;
+        if !self.carry.is_empty() || self.overflowed {
+            match memchr(b'\n', rest) {
+                None => {
+                    self.push_partial(eng, rest);
+                    return;
+                }
+                Some(i) => {
+                    self.push_partial(eng, &rest[..i]);
+                    Self::finish_line(
+                        &mut self.state,
+                        eng,
+                        &self.carry,
+                        self.overflowed,
+                        self.set_x,
+                    );
+                    self.carry.clear();
+                    self.overflowed = false;
+                    rest = &rest[i + 1..];
+                }
+            }
+        }
+        match memrchr(b'\n', rest) {
+            None => self.push_partial(eng, rest),
+            Some(j) => {
+                self.state.scan_region(eng, &rest[..=j]);
+                self.push_partial(eng, &rest[j + 1..]);
+            }
+        }
+    }
+
+    /// Verdict, counting the trailing partial line as complete.
+    pub(crate) fn verdict(&self) -> Verdict {
+        if self.carry.is_empty() && !self.overflowed {
+            return self.state.verdict();
+        }
+        let mut st = self.state.clone();
+        Self::finish_line(&mut st, engine(), &self.carry, self.overflowed, self.set_x);
+        st.verdict()
+    }
+
+    /// Process the (now complete) current line held in `carry`.
+    fn finish_line(st: &mut State, eng: &Engine, carry: &[u8], overflowed: bool, set_x: bool) {
+        let line = st.next_line();
+        if overflowed {
+            st.scan_line(eng, carry, None, line, false, true, set_x);
+        } else {
+            if st.tb_active() {
+                st.tb_step(eng, carry, line);
+            }
+            st.scan_line(eng, carry, None, line, true, false, false);
+        }
+        st.end_line();
+    }
+
+    /// Append bytes of the current (unterminated) line, scanning and dropping its older
+    /// part if it would outgrow [`LINE_CAP`].
+    fn push_partial(&mut self, eng: &Engine, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if self.carry.len() + bytes.len() <= LINE_CAP {
+            self.carry.extend_from_slice(bytes);
+            return;
+        }
+        let line = self.state.next_line();
+        let carry_at_start = !self.overflowed;
+        let bytes_at_start = carry_at_start && self.carry.is_empty();
+        if !self.overflowed {
+            // The line's start is in hand now and will be dropped: settle what needs it.
+            let head: &[u8] = if self.carry.is_empty() {
+                bytes
+            } else {
+                &self.carry
+            };
+            self.set_x = is_set_x_echo(head);
+            if self.state.tb_active() {
+                let n = head.len().min(LINE_CAP);
+                self.state.tb_step(eng, &head[..n], line);
+            }
+        }
+        let set_x = self.set_x;
+        if !self.carry.is_empty() {
+            self.state.scan_line(
+                eng,
+                &self.carry,
+                None,
+                line,
+                carry_at_start,
+                !carry_at_start,
+                set_x,
+            );
+            // The seam: a signature may straddle carry | bytes.
+            let a = &self.carry[self.carry.len().saturating_sub(OVERLAP)..];
+            let b = &bytes[..bytes.len().min(OVERLAP)];
+            let mut seam = Vec::with_capacity(a.len() + b.len());
+            seam.extend_from_slice(a);
+            seam.extend_from_slice(b);
+            self.state
+                .scan_line(eng, &seam, None, line, false, true, set_x);
+        }
+        self.state.scan_line(
+            eng,
+            bytes,
+            None,
+            line,
+            bytes_at_start,
+            !bytes_at_start,
+            set_x,
+        );
+        // Keep the tail (it is re-scanned with whatever follows; duplicate hits are no-ops).
+        let keep_from_bytes = bytes.len().min(OVERLAP);
+        let keep_from_carry = (OVERLAP - keep_from_bytes).min(self.carry.len());
+        let carry_tail_start = self.carry.len() - keep_from_carry;
+        self.carry.drain(..carry_tail_start);
+        self.carry
+            .extend_from_slice(&bytes[bytes.len() - keep_from_bytes..]);
+        self.overflowed = true;
+    }
+}
