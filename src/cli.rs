@@ -26,7 +26,13 @@ pub struct GlobalArgs {
     pub config_dir: Option<PathBuf>,
 
     /// Where run records are kept
-    #[arg(long, global = true, env = "ORCH_RUNS_DIR", value_name = "DIR", default_value = ".orch/runs")]
+    #[arg(
+        long,
+        global = true,
+        env = "ORCH_RUNS_DIR",
+        value_name = "DIR",
+        default_value = ".orch/runs"
+    )]
     pub runs_dir: PathBuf,
 
     /// Print only results and errors: no progress lines or events
@@ -122,7 +128,11 @@ pub struct SubmitArgs {
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
     /// Run ids (or unique prefixes)
-    #[arg(value_name = "RUN", required_unless_present = "all", conflicts_with = "all")]
+    #[arg(
+        value_name = "RUN",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
     pub runs: Vec<String>,
 
     /// Every run that has not ended

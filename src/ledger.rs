@@ -370,7 +370,9 @@ impl Ledger {
                     return Ok(run);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e).with_context(|| format!("cannot create {}", path.display())),
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot create {}", path.display()));
+                }
             }
         }
         bail!("could not find a free run id under {}", self.root.display())
@@ -397,13 +399,24 @@ impl Ledger {
                 if ids.is_empty() {
                     String::new()
                 } else {
-                    format!("; recent runs: {}", ids.iter().rev().take(5).cloned().collect::<Vec<_>>().join(", "))
+                    format!(
+                        "; recent runs: {}",
+                        ids.iter()
+                            .rev()
+                            .take(5)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
                 }
             ))
             .into()),
             many => Err(crate::error::UsageError(format!(
                 "`{id}` matches several runs: {}",
-                many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                many.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))
             .into()),
         }
@@ -418,10 +431,13 @@ impl Ledger {
             .filter(|e| e.path().join("events.jsonl").is_file())
             .map(|e| {
                 let id = e.file_name().to_string_lossy().into_owned();
-                let created = RunDir { id: id.clone(), path: e.path() }
-                    .record()
-                    .map(|r| r.created)
-                    .unwrap_or_default();
+                let created = RunDir {
+                    id: id.clone(),
+                    path: e.path(),
+                }
+                .record()
+                .map(|r| r.created)
+                .unwrap_or_default();
                 (created, id)
             })
             .collect();
@@ -464,7 +480,8 @@ impl RunDir {
     /// Every event, in order. A torn last line (orch killed mid-write) is ignored.
     pub fn events(&self) -> anyhow::Result<Vec<Event>> {
         let path = self.path.join("events.jsonl");
-        let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
         let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let mut events = Vec::with_capacity(lines.len());
         for (i, line) in lines.iter().enumerate() {
@@ -568,7 +585,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp{}",
-        path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(),
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default(),
         std::process::id()
     ));
     {
@@ -589,7 +608,11 @@ pub fn now() -> String {
 }
 
 fn new_run_id(experiment: &str) -> String {
-    let stamp: String = now().chars().filter(|c| c.is_ascii_digit()).take(14).collect();
+    let stamp: String = now()
+        .chars()
+        .filter(|c| c.is_ascii_digit())
+        .take(14)
+        .collect();
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())

@@ -151,7 +151,10 @@ impl Setup {
                 "val_files" => experiment.file.val_files = Some(text),
                 "seed" => {
                     experiment.file.seed = Some(set.value.as_i64().ok_or_else(|| {
-                        invalid(&experiment.name, format!("--set seed={text}: not an integer"))
+                        invalid(
+                            &experiment.name,
+                            format!("--set seed={text}: not an integer"),
+                        )
                     })?)
                 }
                 "max_attempts" => {
@@ -173,16 +176,28 @@ impl Setup {
             .ladder
             .clone()
             .unwrap_or_else(|| template.name.clone());
-        let (ladder, ladder_origin) = catalog.load::<Ladder>(Kind::Ladders, "ladder", &ladder_name)?;
+        let (ladder, ladder_origin) =
+            catalog.load::<Ladder>(Kind::Ladders, "ladder", &ladder_name)?;
         ladder.check(&ladder_origin)?;
 
         let file = &experiment.file;
         let mut overrides = BTreeMap::new();
         let put = |map: &mut BTreeMap<String, Setting>, k: &str, v: &Value, s: Source| {
-            map.insert(k.to_string(), Setting { value: v.clone(), source: s });
+            map.insert(
+                k.to_string(),
+                Setting {
+                    value: v.clone(),
+                    source: s,
+                },
+            );
         };
         for (k, v) in &template.spec.defaults {
-            put(&mut overrides, k, v, Source::Template(template.name.clone()));
+            put(
+                &mut overrides,
+                k,
+                v,
+                Source::Template(template.name.clone()),
+            );
         }
         if let Some(card) = profile.overrides.get(&template.name) {
             for (k, v) in card {
@@ -198,7 +213,12 @@ impl Setup {
         ];
         for (field, value) in fields {
             if let (Some(key), Some(value)) = (template.spec.experiment_keys.get(field), value) {
-                put(&mut overrides, key, &value, Source::Experiment(origin.clone()));
+                put(
+                    &mut overrides,
+                    key,
+                    &value,
+                    Source::Experiment(origin.clone()),
+                );
             }
         }
         for (k, v) in &file.overrides {
@@ -206,10 +226,20 @@ impl Setup {
         }
         let mut env = BTreeMap::new();
         for (k, v) in &profile.env {
-            put(&mut env, k, &Value::from(v.clone()), Source::Profile(profile_name.clone()));
+            put(
+                &mut env,
+                k,
+                &Value::from(v.clone()),
+                Source::Profile(profile_name.clone()),
+            );
         }
         for (k, v) in &file.env {
-            put(&mut env, k, &Value::from(v.clone()), Source::Experiment(origin.clone()));
+            put(
+                &mut env,
+                k,
+                &Value::from(v.clone()),
+                Source::Experiment(origin.clone()),
+            );
         }
         let mut resources = profile.slurm.clone();
         for (k, v) in &file.resources {
@@ -225,7 +255,12 @@ impl Setup {
                     .set(k, &set.value)
                     .map_err(|e| invalid(&experiment.name, format!("--set resources.{k}: {e}")))?;
             } else if let Some(k) = set.key.strip_prefix("env.") {
-                put(&mut env, k, &Value::from(scalar_text(&set.value)), Source::Set);
+                put(
+                    &mut env,
+                    k,
+                    &Value::from(scalar_text(&set.value)),
+                    Source::Set,
+                );
             } else if let Some(k) = set.key.strip_prefix("vars.") {
                 vars.insert(k.to_string(), set.value.clone());
             } else {
@@ -301,7 +336,10 @@ impl Plan {
         let template = &setup.template;
         for (key, setting) in &self.overrides {
             if let Some((_, hint)) = template.owned_keys().into_iter().find(|(k, _)| k == key) {
-                problems.push(format!("{key} (from {}): orch sets this key; {hint}", setting.source));
+                problems.push(format!(
+                    "{key} (from {}): orch sets this key; {hint}",
+                    setting.source
+                ));
             } else if !template.knows(key) {
                 let hint = template
                     .suggest(key)
@@ -398,7 +436,12 @@ impl Plan {
                     Some(s) => format!("{k} = {} (from {})", scalar_text(&s.value), s.source),
                     None => format!(
                         "{k} = {} (trainer default)",
-                        setup.template.keys.get(k).map(scalar_text).unwrap_or("unset".into())
+                        setup
+                            .template
+                            .keys
+                            .get(k)
+                            .map(scalar_text)
+                            .unwrap_or("unset".into())
                     ),
                 })
                 .collect();
@@ -415,7 +458,11 @@ impl Plan {
     }
 
     /// This plan with `step` applied, and what changed; `None` when it changes nothing.
-    pub fn apply(&self, step: &Step, setup: &Setup) -> Result<Option<(Plan, Vec<ChangeRecord>)>, UsageError> {
+    pub fn apply(
+        &self,
+        step: &Step,
+        setup: &Setup,
+    ) -> Result<Option<(Plan, Vec<ChangeRecord>)>, UsageError> {
         let mut next = self.clone();
         let mut changes = Vec::new();
         let source = Source::Step(step.name.clone());
@@ -434,7 +481,13 @@ impl Plan {
                     from: current.as_ref().map(scalar_text),
                     to: scalar_text(&new),
                 });
-                next.overrides.insert(key.clone(), Setting { value: new, source: source.clone() });
+                next.overrides.insert(
+                    key.clone(),
+                    Setting {
+                        value: new,
+                        source: source.clone(),
+                    },
+                );
             }
         }
         for (name, change) in &step.env {
@@ -447,12 +500,20 @@ impl Plan {
                     from: current.as_ref().map(scalar_text),
                     to: scalar_text(&new),
                 });
-                next.env.insert(name.clone(), Setting { value: Value::from(scalar_text(&new)), source: source.clone() });
+                next.env.insert(
+                    name.clone(),
+                    Setting {
+                        value: Value::from(scalar_text(&new)),
+                        source: source.clone(),
+                    },
+                );
             }
         }
         for (field, change) in &step.resources {
             let current = self.resources.get(field);
-            let Some(mut new) = change.apply(current.as_ref()) else { continue };
+            let Some(mut new) = change.apply(current.as_ref()) else {
+                continue;
+            };
             // Never ask for more than the hardware has.
             let ceiling = match field.as_str() {
                 "gpus" => Some(f64::from(setup.profile.gpu.per_node)),
@@ -487,7 +548,13 @@ impl Plan {
     pub fn resumed(&self, setup: &Setup) -> Plan {
         let mut next = self.clone();
         for (k, v) in &setup.template.spec.resume {
-            next.overrides.insert(k.clone(), Setting { value: v.clone(), source: Source::Resume });
+            next.overrides.insert(
+                k.clone(),
+                Setting {
+                    value: v.clone(),
+                    source: Source::Resume,
+                },
+            );
         }
         next.resume = true;
         next
@@ -504,7 +571,11 @@ pub fn trainer_value(value: &Value) -> String {
     match value {
         Value::Sequence(items) => format!(
             "[{}]",
-            items.iter().map(trainer_value).collect::<Vec<_>>().join(",")
+            items
+                .iter()
+                .map(trainer_value)
+                .collect::<Vec<_>>()
+                .join(",")
         ),
         Value::Mapping(_) => serde_json::to_string(value).unwrap_or_default(),
         other => scalar_text(other),
@@ -534,7 +605,9 @@ fn insert_dotted(tree: &mut serde_json::Value, key: &str, value: serde_json::Val
     let mut node = tree;
     let mut parts = key.split('.').peekable();
     while let Some(part) = parts.next() {
-        let serde_json::Value::Object(map) = node else { return };
+        let serde_json::Value::Object(map) = node else {
+            return;
+        };
         if parts.peek().is_none() {
             map.insert(part.to_string(), value);
             return;
@@ -550,7 +623,10 @@ fn insert_dotted(tree: &mut serde_json::Value, key: &str, value: serde_json::Val
 
 /// The ladder steps in file order applied one after another (for `--step N` and `orch ladder`):
 /// each entry is the step, the plan after it, and what it changed (empty when it was a no-op).
-pub fn linear_path(setup: &Setup, base: &Plan) -> Result<Vec<(Step, Plan, Vec<ChangeRecord>)>, UsageError> {
+pub fn linear_path(
+    setup: &Setup,
+    base: &Plan,
+) -> Result<Vec<(Step, Plan, Vec<ChangeRecord>)>, UsageError> {
     let mut out = Vec::new();
     let mut plan = base.clone();
     for step in &setup.ladder.steps {

@@ -18,7 +18,8 @@ pub struct Progress {
 impl Progress {
     /// `quiet` hides everything; `lines` allows the run lines (off for `--json`).
     pub fn new(quiet: bool, lines: bool) -> Self {
-        let bars = lines && !quiet && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        let bars =
+            lines && !quiet && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
         let multi = MultiProgress::with_draw_target(if bars {
             ProgressDrawTarget::stderr()
         } else {

@@ -26,7 +26,10 @@ pub struct RenderError {
 
 impl RenderError {
     fn from_minijinja(name: &str, err: &minijinja::Error) -> Self {
-        let mut message = err.detail().map(str::to_string).unwrap_or_else(|| err.kind().to_string());
+        let mut message = err
+            .detail()
+            .map(str::to_string)
+            .unwrap_or_else(|| err.kind().to_string());
         if let Some(source) = std::error::Error::source(err) {
             message.push_str(&format!(": {source}"));
         }
@@ -55,7 +58,10 @@ pub fn environment() -> Environment<'static> {
 
 fn text_of(value: &Value) -> Result<String, minijinja::Error> {
     if value.is_undefined() {
-        return Err(minijinja::Error::new(ErrorKind::UndefinedError, "undefined value"));
+        return Err(minijinja::Error::new(
+            ErrorKind::UndefinedError,
+            "undefined value",
+        ));
     }
     Ok(match value.as_str() {
         Some(s) => s.to_string(),
@@ -68,7 +74,12 @@ pub fn shq(value: Value) -> Result<String, minijinja::Error> {
     let text = text_of(&value)?;
     shlex::try_quote(&text)
         .map(|q| q.into_owned())
-        .map_err(|e| minijinja::Error::new(ErrorKind::InvalidOperation, format!("cannot quote {text:?}: {e}")))
+        .map_err(|e| {
+            minijinja::Error::new(
+                ErrorKind::InvalidOperation,
+                format!("cannot quote {text:?}: {e}"),
+            )
+        })
 }
 
 /// Allow only characters that cannot end or extend an `#SBATCH` directive.
@@ -83,7 +94,9 @@ pub fn directive(value: Value) -> Result<String, minijinja::Error> {
     } else {
         Err(minijinja::Error::new(
             ErrorKind::InvalidOperation,
-            format!("{text:?} cannot go on an #SBATCH line (letters, digits and ._:,=/@%+-[] only)"),
+            format!(
+                "{text:?} cannot go on an #SBATCH line (letters, digits and ._:,=/@%+-[] only)"
+            ),
         ))
     }
 }
@@ -134,7 +147,12 @@ struct Context<'a> {
 
 /// Render every file of the plan's template into `info.dir`; returns the paths written, the job
 /// script first. Nothing is written unless every template renders.
-pub fn render(catalog: &Catalog, setup: &Setup, plan: &Plan, info: &AttemptInfo) -> anyhow::Result<Vec<PathBuf>> {
+pub fn render(
+    catalog: &Catalog,
+    setup: &Setup,
+    plan: &Plan,
+    info: &AttemptInfo,
+) -> anyhow::Result<Vec<PathBuf>> {
     let outputs = render_to_strings(catalog, setup, plan, info)?;
     std::fs::create_dir_all(&info.dir)?;
     let mut paths = Vec::new();
@@ -165,11 +183,12 @@ pub fn render_to_strings(
     let mut env = environment();
     let mut names = Vec::new();
     for file in &template.spec.files {
-        let doc = Template::file(catalog, &template.name, &file.source).map_err(|e| RenderError {
-            name: format!("templates/{}/{}", template.name, file.source),
-            line: None,
-            message: e.to_string(),
-        })?;
+        let doc =
+            Template::file(catalog, &template.name, &file.source).map_err(|e| RenderError {
+                name: format!("templates/{}/{}", template.name, file.source),
+                line: None,
+                message: e.to_string(),
+            })?;
         let name = match &doc.origin {
             crate::config::Origin::Builtin(rel) => rel.clone(),
             crate::config::Origin::File(p) => p.display().to_string(),
@@ -181,8 +200,12 @@ pub fn render_to_strings(
     let ctx = context(setup, plan, info);
     let mut out = Vec::new();
     for (name, output) in names {
-        let tmpl = env.get_template(&name).map_err(|e| RenderError::from_minijinja(&name, &e))?;
-        let text = tmpl.render(to_value(&ctx)).map_err(|e| RenderError::from_minijinja(&name, &e))?;
+        let tmpl = env
+            .get_template(&name)
+            .map_err(|e| RenderError::from_minijinja(&name, &e))?;
+        let text = tmpl
+            .render(to_value(&ctx))
+            .map_err(|e| RenderError::from_minijinja(&name, &e))?;
         out.push((output, text));
     }
     Ok(out)
@@ -193,7 +216,10 @@ fn context<'a>(setup: &'a Setup, plan: &'a Plan, info: &AttemptInfo) -> Context<
     if let Some(key) = &setup.template.spec.checkpoint_key
         && !plan.overrides.contains_key(key)
     {
-        overrides.insert(key.clone(), info.checkpoint_dir.display().to_string().into());
+        overrides.insert(
+            key.clone(),
+            info.checkpoint_dir.display().to_string().into(),
+        );
     }
     let mut tree = serde_yaml::Mapping::new();
     for (k, v) in &overrides {
@@ -213,15 +239,27 @@ fn context<'a>(setup: &'a Setup, plan: &'a Plan, info: &AttemptInfo) -> Context<
     ]);
     let profile = BTreeMap::from([
         ("name", Value::from(plan.profile.clone())),
-        ("description", Value::from(setup.profile.description.clone())),
+        (
+            "description",
+            Value::from(setup.profile.description.clone()),
+        ),
         ("gpu", to_value(&setup.profile.gpu)),
         ("host", to_value(&setup.profile.host)),
     ]);
     let sim_env = BTreeMap::from([
-        ("ORCH_SIM_GPU_NAME".to_string(), setup.profile.gpu.model.clone()),
-        ("ORCH_SIM_GPU_MEM_GIB".to_string(), setup.profile.gpu.memory_gib.to_string()),
+        (
+            "ORCH_SIM_GPU_NAME".to_string(),
+            setup.profile.gpu.model.clone(),
+        ),
+        (
+            "ORCH_SIM_GPU_MEM_GIB".to_string(),
+            setup.profile.gpu.memory_gib.to_string(),
+        ),
         ("ORCH_SIM_GPUS".to_string(), plan.resources.gpus.to_string()),
-        ("ORCH_SIM_HOST_MEM_GIB".to_string(), plan.resources.mem_gb.to_string()),
+        (
+            "ORCH_SIM_HOST_MEM_GIB".to_string(),
+            plan.resources.mem_gb.to_string(),
+        ),
     ]);
     let run = BTreeMap::from([
         ("id", Value::from(info.run_id.clone())),
@@ -238,7 +276,10 @@ fn context<'a>(setup: &'a Setup, plan: &'a Plan, info: &AttemptInfo) -> Context<
         resources: &plan.resources,
         overrides: overrides
             .iter()
-            .map(|(k, v)| Override { key: k.clone(), value: trainer_value(v) })
+            .map(|(k, v)| Override {
+                key: k.clone(),
+                value: trainer_value(v),
+            })
             .collect(),
         config_yaml,
         env: plan

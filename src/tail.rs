@@ -36,7 +36,8 @@ impl Tail {
         }
         file.seek(SeekFrom::Start(self.offset))?;
         let mut buf = Vec::new();
-        file.take(MAX_READ.min(len - self.offset)).read_to_end(&mut buf)?;
+        file.take(MAX_READ.min(len - self.offset))
+            .read_to_end(&mut buf)?;
         self.offset += buf.len() as u64;
         Ok(buf)
     }
@@ -73,7 +74,10 @@ mod tests {
 
     #[test]
     fn last_line_skips_blank_and_carriage_returns() {
-        assert_eq!(last_line(b"a\nb 10%\rb 20%\r\n\n").as_deref(), Some("b 20%"));
+        assert_eq!(
+            last_line(b"a\nb 10%\rb 20%\r\n\n").as_deref(),
+            Some("b 20%")
+        );
         assert_eq!(last_line(b"\n\n"), None);
     }
 }

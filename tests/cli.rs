@@ -12,7 +12,10 @@ fn no_runs(orch: &Orch) {
 fn unknown_experiment_lists_the_known_ones() {
     let orch = Orch::new();
     let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed9"], 2);
-    assert!(run.stderr.contains("unknown experiment `diamonds-seed9`"), "{run:?}");
+    assert!(
+        run.stderr.contains("unknown experiment `diamonds-seed9`"),
+        "{run:?}"
+    );
     assert!(run.stderr.contains("diamonds-seed0"), "{run:?}");
     assert!(run.stderr.contains("gsm8k-areal"), "{run:?}");
     assert!(run.stderr.contains("pretrain-512m"), "{run:?}");
@@ -22,9 +25,21 @@ fn unknown_experiment_lists_the_known_ones() {
 #[test]
 fn unknown_profile_lists_the_profiles_and_suggests() {
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--profile", "h100"], 2);
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--profile",
+            "h100",
+        ],
+        2,
+    );
     assert!(run.stderr.contains("unknown profile `h100`"), "{run:?}");
-    for p in ["a40", "a100-40g", "a100-80g", "h100-80g", "h200", "rtx4090", "l40s"] {
+    for p in [
+        "a40", "a100-40g", "a100-80g", "h100-80g", "h200", "rtx4090", "l40s",
+    ] {
         assert!(run.stderr.contains(p), "missing {p}: {run:?}");
     }
     assert!(run.stderr.contains("did you mean `h100-80g`"), "{run:?}");
@@ -37,7 +52,17 @@ fn malformed_yaml_names_file_line_and_key() {
         "profiles/mycard.yaml",
         "description: my card\ngpu:\n  model: X\n  memory_gib: lots\n  per_node: 8\n",
     );
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--profile", "mycard"], 2);
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--profile",
+            "mycard",
+        ],
+        2,
+    );
     assert!(run.stderr.contains("profiles/mycard.yaml:4:"), "{run:?}");
     assert!(run.stderr.contains("gpu.memory_gib"), "{run:?}");
     no_runs(&orch);
@@ -58,10 +83,20 @@ fn unknown_yaml_key_is_an_error_with_its_line() {
 fn unknown_trainer_key_is_refused_with_a_suggestion() {
     let orch = Orch::new();
     let run = orch.expect(
-        &["submit", "--backend", "local", "diamonds-seed0", "--set", "actor_rollout_ref.rollout.gpu_memory_utilisation=0.5"],
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--set",
+            "actor_rollout_ref.rollout.gpu_memory_utilisation=0.5",
+        ],
         2,
     );
-    assert!(run.stderr.contains("not a key the verl trainer accepts"), "{run:?}");
+    assert!(
+        run.stderr.contains("not a key the verl trainer accepts"),
+        "{run:?}"
+    );
     assert!(run.stderr.contains("gpu_memory_utilization"), "{run:?}");
     no_runs(&orch);
 }
@@ -69,15 +104,71 @@ fn unknown_trainer_key_is_refused_with_a_suggestion() {
 #[test]
 fn out_of_range_and_divisibility_rules_name_the_key_rule_and_source() {
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--set", "actor_rollout_ref.rollout.gpu_memory_utilization=1.5"], 2);
-    assert!(run.stderr.contains("gpu-memory-utilization-range"), "{run:?}");
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--set",
+            "actor_rollout_ref.rollout.gpu_memory_utilization=1.5",
+        ],
+        2,
+    );
+    assert!(
+        run.stderr.contains("gpu-memory-utilization-range"),
+        "{run:?}"
+    );
     assert!(run.stderr.contains("= 1.5 (from --set)"), "{run:?}");
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--set", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=24"], 2);
-    assert!(run.stderr.contains("normalized-mini-batch-divisible-by-micro"), "{run:?}");
-    assert!(run.stderr.contains("should be divisible by ppo_micro_batch_size_per_gpu 24"), "{run:?}");
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--set", "data.train_batch_size=1023", "--set", "resources.gpus=2"], 2);
-    assert!(run.stderr.contains("train-batch-divisible-by-gpus"), "{run:?}");
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--set", "data.train_batch_size=0"], 2);
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--set",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=24",
+        ],
+        2,
+    );
+    assert!(
+        run.stderr
+            .contains("normalized-mini-batch-divisible-by-micro"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("should be divisible by ppo_micro_batch_size_per_gpu 24"),
+        "{run:?}"
+    );
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--set",
+            "data.train_batch_size=1023",
+            "--set",
+            "resources.gpus=2",
+        ],
+        2,
+    );
+    assert!(
+        run.stderr.contains("train-batch-divisible-by-gpus"),
+        "{run:?}"
+    );
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--set",
+            "data.train_batch_size=0",
+        ],
+        2,
+    );
     assert!(run.stderr.contains("positive-batch-sizes"), "{run:?}");
     no_runs(&orch);
 }
@@ -85,7 +176,17 @@ fn out_of_range_and_divisibility_rules_name_the_key_rule_and_source() {
 #[test]
 fn orch_owned_keys_point_at_resources() {
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--set", "trainer.n_gpus_per_node=8"], 2);
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--set",
+            "trainer.n_gpus_per_node=8",
+        ],
+        2,
+    );
     assert!(run.stderr.contains("set resources.gpus instead"), "{run:?}");
 }
 
@@ -97,7 +198,11 @@ fn a_ladder_that_changes_semantics_before_keeping_them_is_refused() {
     );
     let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0"], 2);
     assert!(run.stderr.contains("ladders/verl-grpo.yaml"), "{run:?}");
-    assert!(run.stderr.contains("keeps training semantics but comes after `halve-batches`"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("keeps training semantics but comes after `halve-batches`"),
+        "{run:?}"
+    );
     no_runs(&orch);
 }
 
@@ -116,9 +221,17 @@ fn template_errors_name_the_template_and_line_and_submit_nothing() {
 fn a_hostile_set_value_arrives_literally_and_runs_nothing() {
     let orch = Orch::new();
     let marker = orch.path().join("pwned");
-    let hostile = format!("x$(touch {})`touch {}`;touch {}", marker.display(), marker.display(), marker.display());
+    let hostile = format!(
+        "x$(touch {})`touch {}`;touch {}",
+        marker.display(),
+        marker.display(),
+        marker.display()
+    );
     let set = format!("trainer.experiment_name={hostile}");
-    let run = orch.expect(&["render", "diamonds-seed0", "--set", &set, "--out", "out"], 0);
+    let run = orch.expect(
+        &["render", "diamonds-seed0", "--set", &set, "--out", "out"],
+        0,
+    );
     assert!(run.stdout.contains("run_grpo.sh"), "{run:?}");
     // Run the rendered script with a fake python3 that records its arguments.
     let bin = orch.path().join("bin");
@@ -126,27 +239,47 @@ fn a_hostile_set_value_arrives_literally_and_runs_nothing() {
     let args_file = orch.path().join("args");
     std::fs::write(
         bin.join("python3"),
-        format!("#!/bin/bash\nprintf '%s\\n' \"$@\" > {}\n", args_file.display()),
+        format!(
+            "#!/bin/bash\nprintf '%s\\n' \"$@\" > {}\n",
+            args_file.display()
+        ),
     )
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(bin.join("python3"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let status = std::process::Command::new("bash")
         .arg(orch.path().join("out/run_grpo.sh"))
-        .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()))
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
         .status()
         .unwrap();
     assert!(status.success());
     let args = std::fs::read_to_string(&args_file).unwrap();
-    assert!(args.lines().any(|l| l == set), "argument not literal:\n{args}");
+    assert!(
+        args.lines().any(|l| l == set),
+        "argument not literal:\n{args}"
+    );
     assert!(!marker.exists(), "the hostile value was executed");
 }
 
 #[test]
 fn hostile_values_cannot_break_out_of_sbatch_directives() {
     let orch = Orch::new();
-    let run = orch.expect(&["render", "diamonds-seed0", "--set", "resources.partition=gpu\n#SBATCH --uid=0"], 2);
-    assert!(run.stderr.contains("cannot go on an #SBATCH line"), "{run:?}");
+    let run = orch.expect(
+        &[
+            "render",
+            "diamonds-seed0",
+            "--set",
+            "resources.partition=gpu\n#SBATCH --uid=0",
+        ],
+        2,
+    );
+    assert!(
+        run.stderr.contains("cannot go on an #SBATCH line"),
+        "{run:?}"
+    );
     assert!(run.stderr.contains("job.sbatch.j2 line"), "{run:?}");
 }
 
@@ -154,7 +287,10 @@ fn hostile_values_cannot_break_out_of_sbatch_directives() {
 fn sweep_names_expand_and_render_needs_one_member() {
     let orch = Orch::new();
     let run = orch.expect(&["render", "diamonds"], 2);
-    assert!(run.stderr.contains("diamonds-seed0, diamonds-seed1"), "{run:?}");
+    assert!(
+        run.stderr.contains("diamonds-seed0, diamonds-seed1"),
+        "{run:?}"
+    );
     let run = orch.expect(&["render", "diamonds-seed3", "--out", "s3"], 0);
     assert!(run.stdout.contains("run_grpo.sh"));
     let script = std::fs::read_to_string(orch.path().join("s3/run_grpo.sh")).unwrap();
@@ -164,10 +300,19 @@ fn sweep_names_expand_and_render_needs_one_member() {
 #[test]
 fn render_step_applies_the_first_n_steps() {
     let orch = Orch::new();
-    orch.expect(&["render", "diamonds-seed0", "--step", "2", "--out", "s2"], 0);
+    orch.expect(
+        &["render", "diamonds-seed0", "--step", "2", "--out", "s2"],
+        0,
+    );
     let script = std::fs::read_to_string(orch.path().join("s2/run_grpo.sh")).unwrap();
-    assert!(script.contains("export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), "{script}");
-    assert!(script.contains("'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16'"), "{script}");
+    assert!(
+        script.contains("export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+        "{script}"
+    );
+    assert!(
+        script.contains("'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16'"),
+        "{script}"
+    );
     let run = orch.expect(&["render", "diamonds-seed0", "--step", "99"], 2);
     assert!(run.stderr.contains("has 18 steps"), "{run:?}");
 }
@@ -183,5 +328,8 @@ fn profiles_and_ladder_list_what_users_can_edit() {
     assert!(run.stdout.contains("gpu:mine:2"), "{run:?}");
     let run = orch.expect(&["ladder", "diamonds-seed0", "--profile", "a40"], 0);
     assert!(run.stdout.contains("halve-micro-batch"), "{run:?}");
-    assert!(run.stdout.contains("[changes training semantics]"), "{run:?}");
+    assert!(
+        run.stdout.contains("[changes training semantics]"),
+        "{run:?}"
+    );
 }

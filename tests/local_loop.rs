@@ -14,7 +14,10 @@ fn attempts(json: &Value) -> &Vec<Value> {
 #[test]
 fn diamonds_seed0_fails_with_gpu_oom_steps_down_and_succeeds() {
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--json"], 0);
+    let run = orch.expect(
+        &["submit", "--backend", "local", "diamonds-seed0", "--json"],
+        0,
+    );
     let json = run.json();
     assert_eq!(json["state"], "succeeded", "{run:?}");
     let list = attempts(&json);
@@ -27,11 +30,20 @@ fn diamonds_seed0_fails_with_gpu_oom_steps_down_and_succeeds() {
         assert!(a["overrides"]["data.train_batch_size"].is_number(), "{a}");
     }
     // Each attempt ran a different configuration.
-    let configs: std::collections::HashSet<String> = list.iter().map(|a| a["overrides"].to_string() + &a["step"].to_string()).collect();
+    let configs: std::collections::HashSet<String> = list
+        .iter()
+        .map(|a| a["overrides"].to_string() + &a["step"].to_string())
+        .collect();
     assert_eq!(configs.len(), list.len());
     // The evidence is the torch OOM line from the simulated trainer's log.
     let evidence = &list[0]["evidence"];
-    assert!(evidence["text"].as_str().unwrap().contains("CUDA out of memory"), "{evidence}");
+    assert!(
+        evidence["text"]
+            .as_str()
+            .unwrap()
+            .contains("CUDA out of memory"),
+        "{evidence}"
+    );
     assert!(evidence["line"].as_u64().unwrap() > 0);
     // Progress and decisions go to stderr, and say it is a simulation.
     assert!(run.stderr.contains("SIMULATED"), "{run:?}");
@@ -44,7 +56,15 @@ fn diamonds_seed0_fails_with_gpu_oom_steps_down_and_succeeds() {
     assert_eq!(history["attempts"], json["attempts"]);
     assert_eq!(history["state"], "succeeded");
     let dir = orch.path().join(".orch/runs").join(id);
-    for f in ["events.jsonl", "run.yaml", "attempts/1/run_grpo.sh", "attempts/1/job.sbatch", "attempts/1/plan.yaml", "attempts/1/attempt.yaml", "attempts/1/stderr.log"] {
+    for f in [
+        "events.jsonl",
+        "run.yaml",
+        "attempts/1/run_grpo.sh",
+        "attempts/1/job.sbatch",
+        "attempts/1/plan.yaml",
+        "attempts/1/attempt.yaml",
+        "attempts/1/stderr.log",
+    ] {
         assert!(dir.join(f).is_file(), "missing {f}");
     }
     let attempt_yaml = std::fs::read_to_string(dir.join("attempts/1/attempt.yaml")).unwrap();
@@ -68,20 +88,42 @@ fn an_exhausted_ladder_fails_with_a_summary_of_what_was_tried() {
         "ladders/verl-grpo.yaml",
         "steps:\n  - name: expandable-segments\n    answers: [gpu_oom]\n    env:\n      PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True\n",
     );
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--json"], 1);
+    let run = orch.expect(
+        &["submit", "--backend", "local", "diamonds-seed0", "--json"],
+        1,
+    );
     let json = run.json();
     assert_eq!(json["state"], "failed");
     let list = attempts(&json);
     assert_eq!(list.len(), 2, "{run:?}");
     assert_eq!(list[1]["step"], "expandable-segments");
-    assert!(run.stderr.contains("ladder verl-grpo is exhausted for gpu_oom"), "{run:?}");
-    assert!(run.stderr.contains("attempt 1 (base) → gpu_oom; attempt 2 (expandable-segments) → gpu_oom"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("ladder verl-grpo is exhausted for gpu_oom"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("attempt 1 (base) → gpu_oom; attempt 2 (expandable-segments) → gpu_oom"),
+        "{run:?}"
+    );
 }
 
 #[test]
 fn max_attempts_bounds_the_loop() {
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--json", "--max-attempts", "1"], 1);
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--json",
+            "--max-attempts",
+            "1",
+        ],
+        1,
+    );
     let json = run.json();
     assert_eq!(attempts(&json).len(), 1);
     assert_eq!(json["state"], "failed");
@@ -92,12 +134,28 @@ fn max_attempts_bounds_the_loop() {
 fn an_error_that_is_not_about_memory_is_not_answered_by_shrinking() {
     // The real trainer: this machine has python3 but no verl, so the job dies of an import error.
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0", "--json", "--no-simulate"], 1);
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--json",
+            "--no-simulate",
+        ],
+        1,
+    );
     let json = run.json();
     let list = attempts(&json);
     assert_eq!(list.len(), 1, "{run:?}");
     assert_eq!(list[0]["outcome"], "error");
-    assert!(list[0]["evidence"]["text"].as_str().unwrap().contains("No module named"), "{run:?}");
+    assert!(
+        list[0]["evidence"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("No module named"),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -105,7 +163,15 @@ fn cancel_stops_a_running_attempt_and_the_watcher_records_it() {
     let orch = Orch::new().env("ORCH_SIM_HANG_AT_STEP", "1");
     // On an H200 the base configuration fits, so the job runs (and hangs) until cancelled.
     let child = orch
-        .command(&["submit", "--backend", "local", "diamonds-seed0", "--profile", "h200", "--json"])
+        .command(&[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--profile",
+            "h200",
+            "--json",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -124,7 +190,12 @@ fn cancel_stops_a_running_attempt_and_the_watcher_records_it() {
     std::thread::sleep(Duration::from_millis(500));
     orch.expect(&["cancel", &id], 0);
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["state"], "cancelled");
     assert_eq!(attempts(&json)[0]["outcome"], "cancelled");
@@ -136,7 +207,12 @@ fn cancel_stops_a_running_attempt_and_the_watcher_records_it() {
         .flatten()
         .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
         .filter(|stat| {
-            let rest: Vec<&str> = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("").split_whitespace().collect();
+            let rest: Vec<&str> = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r)
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
             rest.len() > 2 && rest[2] == pgid && rest[0] != "Z"
         })
         .collect();
@@ -146,8 +222,23 @@ fn cancel_stops_a_running_attempt_and_the_watcher_records_it() {
 #[test]
 fn a_sweep_runs_every_member_in_one_process() {
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds", "--json", "--profile", "h200"], 0);
-    let lines: Vec<Value> = run.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds",
+            "--json",
+            "--profile",
+            "h200",
+        ],
+        0,
+    );
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 5, "{run:?}");
     for (i, r) in lines.iter().enumerate() {
         assert_eq!(r["experiment"], format!("diamonds-seed{i}"));

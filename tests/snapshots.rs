@@ -27,13 +27,18 @@ fn every_template_on_every_profile() {
     let profiles = catalog.names(Kind::Profiles);
     assert!(profiles.len() >= 7, "{profiles:?}");
     let templates = catalog.names(Kind::Templates);
-    assert_eq!(templates.len(), EXPERIMENTS.len(), "a template without a snapshot: {templates:?}");
+    assert_eq!(
+        templates.len(),
+        EXPERIMENTS.len(),
+        "a template without a snapshot: {templates:?}"
+    );
     for (template, experiment) in EXPERIMENTS {
         assert!(templates.iter().any(|t| t == template));
         for profile in &profiles {
             let found = Experiment::find(&catalog, experiment).unwrap().remove(0);
             let (setup, plan) = Setup::load(&catalog, found, Some(profile), &[]).unwrap();
-            plan.check(&setup).unwrap_or_else(|e| panic!("{experiment} on {profile}: {e}"));
+            plan.check(&setup)
+                .unwrap_or_else(|e| panic!("{experiment} on {profile}: {e}"));
             let info = AttemptInfo {
                 run_id: "RUN".into(),
                 attempt: 1,

@@ -20,14 +20,22 @@ pub struct Run {
 impl Run {
     /// Parse stdout as one JSON value.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
     }
 }
 
 impl std::fmt::Debug for Run {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
     }
 }
 
@@ -41,7 +49,10 @@ impl Orch {
         // Keep simulated jobs short; the simulator's pace is not what these tests check.
         env.insert("ORCH_SIM_STEP_SECONDS".into(), "0.02".into());
         env.insert("ORCH_SIM_STEPS".into(), "3".into());
-        Orch { dir: tempfile::tempdir().expect("tempdir"), env }
+        Orch {
+            dir: tempfile::tempdir().expect("tempdir"),
+            env,
+        }
     }
 
     pub fn env(mut self, key: &str, value: &str) -> Self {
@@ -74,7 +85,11 @@ impl Orch {
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
-        let Output { status, stdout, stderr } = self.command(args).output().expect("orch runs");
+        let Output {
+            status,
+            stdout,
+            stderr,
+        } = self.command(args).output().expect("orch runs");
         Run {
             code: status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&stdout).into_owned(),

@@ -63,7 +63,9 @@ impl Local {
             .process_group(0)
             .spawn()
             .with_context(|| format!("cannot start bash for {}", spec.script.display()))?;
-        let pid = child.id().context("the job exited before it could be recorded")?;
+        let pid = child
+            .id()
+            .context("the job exited before it could be recorded")?;
         // Reap the wrapper when it exits so it does not linger as a zombie; its state is read
         // from the files it leaves.
         tokio::spawn(async move {
@@ -79,7 +81,10 @@ impl Local {
     pub fn find(&self, dir: &Path) -> Option<JobRef> {
         let pid = std::fs::read_to_string(dir.join("pid")).ok()?;
         let pid = pid.trim();
-        (!pid.is_empty()).then(|| JobRef { id: pid.to_string(), dir: dir.to_path_buf() })
+        (!pid.is_empty()).then(|| JobRef {
+            id: pid.to_string(),
+            dir: dir.to_path_buf(),
+        })
     }
 
     /// State of every job from its files and the process table.
@@ -120,7 +125,13 @@ fn state(job: &JobRef) -> JobState {
         JobState::Running
     } else if let Some(code) = read_exit_code(&job.dir) {
         // It finished between the two looks.
-        JobState::Finished(if code == 0 { JobEnd::Completed } else { JobEnd::Failed { exit_code: Some(code) } })
+        JobState::Finished(if code == 0 {
+            JobEnd::Completed
+        } else {
+            JobEnd::Failed {
+                exit_code: Some(code),
+            }
+        })
     } else if cancelled {
         JobState::Finished(JobEnd::Cancelled)
     } else {
@@ -129,7 +140,11 @@ fn state(job: &JobRef) -> JobState {
 }
 
 fn read_exit_code(dir: &Path) -> Option<i32> {
-    std::fs::read_to_string(dir.join("exit_code")).ok()?.trim().parse().ok()
+    std::fs::read_to_string(dir.join("exit_code"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Whether any process of the group is still alive (zombies excepted).
@@ -138,11 +153,17 @@ fn group_alive(pgid: Pid) -> bool {
         return false;
     }
     // killpg succeeds for a group of zombies; look for a live member.
-    let Ok(entries) = std::fs::read_dir("/proc") else { return true };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
     entries.flatten().any(|e| {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else { return false };
+        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+            return false;
+        };
         // Fields after the command (which may contain spaces) start after the last ')'.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else { return false };
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            return false;
+        };
         let fields: Vec<&str> = rest.split_whitespace().collect();
         // state is field 3, pgrp field 5 of /proc/PID/stat.
         fields.len() > 2 && fields[2] == pgid.as_raw().to_string() && fields[0] != "Z"

@@ -36,11 +36,15 @@ pub struct JobRef {
 #[serde(rename_all = "snake_case")]
 pub enum JobEnd {
     Completed,
-    Failed { exit_code: Option<i32> },
+    Failed {
+        exit_code: Option<i32>,
+    },
     Cancelled,
     Timeout,
     OutOfMemory,
-    NodeFail { node: Option<String> },
+    NodeFail {
+        node: Option<String>,
+    },
     Preempted,
     /// The job vanished without a trace of how it ended.
     Lost,
@@ -133,7 +137,10 @@ impl Backend {
     pub async fn find(&self, dir: &std::path::Path, name: &str) -> Option<JobRef> {
         match self {
             Backend::Local(b) => b.find(dir),
-            Backend::Slurm(b) => b.find_by_name(name).await.map(|id| JobRef { id, dir: dir.to_path_buf() }),
+            Backend::Slurm(b) => b.find_by_name(name).await.map(|id| JobRef {
+                id,
+                dir: dir.to_path_buf(),
+            }),
         }
     }
 

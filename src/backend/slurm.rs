@@ -37,7 +37,9 @@ const TRANSIENT: &[&str] = &[
 
 /// Whether a command's stderr says the controller, not the job, is the problem.
 pub fn is_transient(stderr: &str) -> bool {
-    TRANSIENT.iter().any(|t| stderr.to_lowercase().contains(&t.to_lowercase()))
+    TRANSIENT
+        .iter()
+        .any(|t| stderr.to_lowercase().contains(&t.to_lowercase()))
 }
 
 /// A command that ran.
@@ -67,16 +69,24 @@ pub struct Slurm {
 
 impl Slurm {
     pub fn new(tick: Duration) -> Self {
-        Slurm { tick, retries: 8, accounting: AtomicU8::new(0) }
+        Slurm {
+            tick,
+            retries: 8,
+            accounting: AtomicU8::new(0),
+        }
     }
 
     async fn run(&self, program: &str, args: &[&str]) -> anyhow::Result<Output> {
         let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args).stdin(std::process::Stdio::null()).kill_on_drop(true);
+        cmd.args(args)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
         let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
             .await
             .with_context(|| format!("`{program}` did not answer in 120 s"))?
-            .with_context(|| format!("cannot run `{program}`; is Slurm's client installed and on PATH?"))?;
+            .with_context(|| {
+                format!("cannot run `{program}`; is Slurm's client installed and on PATH?")
+            })?;
         Ok(Output {
             code: out.status.code(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -121,16 +131,23 @@ impl Slurm {
         for attempt in 1..=self.retries {
             let out = self.run("sbatch", &args).await?;
             if out.ok() {
-                let id = parse_parsable(&out.stdout)
-                    .with_context(|| format!("sbatch printed no job id: {:?}", out.stdout.trim()))?;
-                return Ok(JobRef { id, dir: spec.dir.clone() });
+                let id = parse_parsable(&out.stdout).with_context(|| {
+                    format!("sbatch printed no job id: {:?}", out.stdout.trim())
+                })?;
+                return Ok(JobRef {
+                    id,
+                    dir: spec.dir.clone(),
+                });
             }
             if !is_transient(&out.stderr) {
                 bail!("sbatch refused the job: {}", out.stderr.trim());
             }
             // The controller may have created the job before the reply was lost.
             if let Some(id) = self.find_by_name(name).await {
-                return Ok(JobRef { id, dir: spec.dir.clone() });
+                return Ok(JobRef {
+                    id,
+                    dir: spec.dir.clone(),
+                });
             }
             if attempt == self.retries {
                 bail!("sbatch failed {attempt} times: {}", out.stderr.trim());
@@ -145,14 +162,19 @@ impl Slurm {
     /// The id of a job with this name, if the controller (or accounting) knows one.
     pub async fn find_by_name(&self, name: &str) -> Option<String> {
         for _ in 0..self.retries {
-            match self.run("squeue", &["-h", "--name", name, "-o", "%i"]).await {
+            match self
+                .run("squeue", &["-h", "--name", name, "-o", "%i"])
+                .await
+            {
                 Ok(out) if out.ok() => {
                     if let Some(id) = out.stdout.lines().map(str::trim).find(|l| !l.is_empty()) {
                         return Some(id.to_string());
                     }
                     break;
                 }
-                Ok(out) if is_transient(&out.stderr) => tokio::time::sleep(jitter(Duration::from_secs(2))).await,
+                Ok(out) if is_transient(&out.stderr) => {
+                    tokio::time::sleep(jitter(Duration::from_secs(2))).await
+                }
                 _ => break,
             }
         }
@@ -172,7 +194,9 @@ impl Slurm {
         }
         let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
         let list = ids.join(",");
-        let out = self.run("squeue", &["-h", "-j", &list, "-o", "%i|%T|%r|%N"]).await?;
+        let out = self
+            .run("squeue", &["-h", "-j", &list, "-o", "%i|%T|%r|%N"])
+            .await?;
         if is_transient(&out.stderr) {
             bail!("squeue: {}", out.stderr.trim());
         }
@@ -185,10 +209,16 @@ impl Slurm {
             if let Some(state) = map_state(fields[1], None, fields.get(3).copied()) {
                 states.insert(fields[0].to_string(), state);
             } else {
-                eprintln!("orch: job {} is in Slurm state {}, which orch does not know; still watching", fields[0], fields[1]);
+                eprintln!(
+                    "orch: job {} is in Slurm state {}, which orch does not know; still watching",
+                    fields[0], fields[1]
+                );
             }
         }
-        let gone: Vec<&JobRef> = jobs.iter().filter(|j| !states.contains_key(&j.id)).collect();
+        let gone: Vec<&JobRef> = jobs
+            .iter()
+            .filter(|j| !states.contains_key(&j.id))
+            .collect();
         if gone.is_empty() {
             return Ok(states);
         }
@@ -196,7 +226,18 @@ impl Slurm {
         let mut finished: HashMap<String, JobState> = HashMap::new();
         if self.accounting.load(Ordering::Relaxed) != 2 {
             let out = self
-                .run("sacct", &["-X", "-n", "-P", "-j", &gone_ids.join(","), "-o", "JobIDRaw,State,ExitCode,Reason,NodeList"])
+                .run(
+                    "sacct",
+                    &[
+                        "-X",
+                        "-n",
+                        "-P",
+                        "-j",
+                        &gone_ids.join(","),
+                        "-o",
+                        "JobIDRaw,State,ExitCode,Reason,NodeList",
+                    ],
+                )
                 .await?;
             if out.ok() {
                 self.accounting.store(1, Ordering::Relaxed);
@@ -230,7 +271,9 @@ impl Slurm {
             }
         }
         for job in gone {
-            let state = finished.remove(&job.id).unwrap_or_else(|| from_marker(&job.dir));
+            let state = finished
+                .remove(&job.id)
+                .unwrap_or_else(|| from_marker(&job.dir));
             states.insert(job.id.clone(), state);
         }
         Ok(states)
@@ -248,9 +291,14 @@ impl Slurm {
 /// A job that left the queue and whose record is gone too: the exit marker the job script
 /// writes, else lost.
 fn from_marker(dir: &Path) -> JobState {
-    match std::fs::read_to_string(dir.join("exit_code")).ok().and_then(|s| s.trim().parse::<i32>().ok()) {
+    match std::fs::read_to_string(dir.join("exit_code"))
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+    {
         Some(0) => JobState::Finished(JobEnd::Completed),
-        Some(code) => JobState::Finished(JobEnd::Failed { exit_code: Some(code) }),
+        Some(code) => JobState::Finished(JobEnd::Failed {
+            exit_code: Some(code),
+        }),
         None => JobState::Finished(JobEnd::Lost),
     }
 }
@@ -273,13 +321,19 @@ fn parse_exit(text: &str) -> Option<i32> {
 /// Map a Slurm job state to orch's; `None` for a state orch does not know (keep polling).
 pub fn map_state(state: &str, exit_code: Option<i32>, node: Option<&str>) -> Option<JobState> {
     // `CANCELLED by 1000`, `OUT_OF_ME+` (truncated), `RUNNING` ...
-    let word = state.split_whitespace().next().unwrap_or("").trim_end_matches('+');
-    let node = node.map(str::trim).filter(|n| !n.is_empty() && *n != "None" && *n != "(null)").map(str::to_string);
+    let word = state
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('+');
+    let node = node
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && *n != "None" && *n != "(null)")
+        .map(str::to_string);
     Some(match word {
-        "PENDING" | "PD" | "CONFIGURING" | "CF" | "REQUEUED" | "RQ" | "REQUEUE_FED" | "REQUEUE_HOLD"
-        | "RESV_DEL_HOLD" | "SUSPENDED" | "S" | "STOPPED" | "ST" | "RESIZING" | "SIGNALING" | "STAGE_OUT" => {
-            JobState::Pending
-        }
+        "PENDING" | "PD" | "CONFIGURING" | "CF" | "REQUEUED" | "RQ" | "REQUEUE_FED"
+        | "REQUEUE_HOLD" | "RESV_DEL_HOLD" | "SUSPENDED" | "S" | "STOPPED" | "ST" | "RESIZING"
+        | "SIGNALING" | "STAGE_OUT" => JobState::Pending,
         "RUNNING" | "R" | "COMPLETING" | "CG" => JobState::Running,
         "COMPLETED" | "CD" => JobState::Finished(match exit_code {
             Some(c) if c != 0 => JobEnd::Failed { exit_code: Some(c) },
@@ -367,15 +421,31 @@ mod tests {
         assert_eq!(f("SUSPENDED"), Some(JobState::Pending));
         assert_eq!(f("RUNNING"), Some(JobState::Running));
         assert_eq!(f("COMPLETING"), Some(JobState::Running));
-        assert_eq!(map_state("COMPLETED", Some(0), None), Some(JobState::Finished(Completed)));
-        assert_eq!(f("FAILED"), Some(JobState::Finished(Failed { exit_code: Some(1) })));
+        assert_eq!(
+            map_state("COMPLETED", Some(0), None),
+            Some(JobState::Finished(Completed))
+        );
+        assert_eq!(
+            f("FAILED"),
+            Some(JobState::Finished(Failed { exit_code: Some(1) }))
+        );
         assert_eq!(f("OUT_OF_MEMORY"), Some(JobState::Finished(OutOfMemory)));
         assert_eq!(f("OUT_OF_ME+"), Some(JobState::Finished(OutOfMemory)));
         assert_eq!(f("TIMEOUT"), Some(JobState::Finished(Timeout)));
         assert_eq!(f("DEADLINE"), Some(JobState::Finished(Timeout)));
         assert_eq!(f("CANCELLED by 1000"), Some(JobState::Finished(Cancelled)));
-        assert_eq!(f("NODE_FAIL"), Some(JobState::Finished(NodeFail { node: Some("node7".into()) })));
-        assert_eq!(f("BOOT_FAIL"), Some(JobState::Finished(NodeFail { node: Some("node7".into()) })));
+        assert_eq!(
+            f("NODE_FAIL"),
+            Some(JobState::Finished(NodeFail {
+                node: Some("node7".into())
+            }))
+        );
+        assert_eq!(
+            f("BOOT_FAIL"),
+            Some(JobState::Finished(NodeFail {
+                node: Some("node7".into())
+            }))
+        );
         assert_eq!(f("PREEMPTED"), Some(JobState::Finished(Preempted)));
         assert_eq!(f("SOMETHING_NEW"), None);
     }
@@ -401,8 +471,14 @@ mod tests {
 
     #[test]
     fn transient_errors_are_recognised() {
-        assert!(is_transient("squeue: error: slurm_receive_msg: Socket timed out on send/recv operation"));
-        assert!(is_transient("sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"));
-        assert!(!is_transient("sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification"));
+        assert!(is_transient(
+            "squeue: error: slurm_receive_msg: Socket timed out on send/recv operation"
+        ));
+        assert!(is_transient(
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"
+        ));
+        assert!(!is_transient(
+            "sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification"
+        ));
     }
 }
