@@ -5,4 +5,5 @@ mod support;
 mod classify;
 mod cli;
 mod local_loop;
+mod slurm;
 mod snapshots;

@@ -59,7 +59,7 @@ impl Output {
 /// How orch talks to Slurm.
 #[derive(Debug)]
 pub struct Slurm {
-    /// Poll interval when nothing changes (backoff stretches it up to 4×).
+    /// Poll interval; while nothing changes it stretches to twice this.
     pub tick: Duration,
     /// Tries for `sbatch` and `scancel` when the controller is unreachable.
     pub retries: u32,

@@ -1,0 +1,427 @@
+//! The trainers' own command lines, parsed the way the real trainers would see them:
+//! Hydra `key=value` overrides (verl, AReaL), YAML config files flattened to dotted keys
+//! (AReaL `--config`, torchrun `--config`), and torchrun-script flags.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// A flat `dotted.key -> raw value` map with typed getters.
+///
+/// Values are kept as the text the trainer would parse (quotes removed); `${other.key}`
+/// interpolations are resolved on read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    map: BTreeMap<String, String>,
+    /// Hydra overrides in command-line order, as given (for Hydra's failure banner).
+    pub given: Vec<String>,
+}
+
+/// Python/YAML/Hydra truthiness: `True`, `true`, `1`, `yes`, `on` (and the opposites).
+pub fn parse_bool(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" | "y" => Some(true),
+        "false" | "0" | "no" | "off" | "n" => Some(false),
+        _ => None,
+    }
+}
+
+/// `null`, `None`, `~` and the empty string mean "not set".
+fn is_null(s: &str) -> bool {
+    matches!(
+        s.trim(),
+        "" | "null" | "None" | "none" | "~" | "Null" | "NULL"
+    )
+}
+
+/// Strip one level of matching single or double quotes.
+pub fn unquote(s: &str) -> &str {
+    let t = s.trim();
+    if t.len() >= 2
+        && ((t.starts_with('\'') && t.ends_with('\'')) || (t.starts_with('"') && t.ends_with('"')))
+    {
+        &t[1..t.len() - 1]
+    } else {
+        t
+    }
+}
+
+impl Overrides {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Apply Hydra-style overrides: `key=value`, `+key=value` (add), `++key=value` (force add),
+    /// `~key` / `~key=value` (delete). Arguments that are not overrides (flags, script paths)
+    /// are returned for the caller.
+    pub fn apply_hydra(&mut self, args: &[String]) -> Vec<String> {
+        let mut rest = Vec::new();
+        for arg in args {
+            let a = arg.trim();
+            if let Some(del) = a.strip_prefix('~') {
+                let key = del.split('=').next().unwrap_or(del);
+                self.map.remove(key.trim());
+                self.given.push(a.to_string());
+                continue;
+            }
+            if a.starts_with('-') {
+                rest.push(arg.clone());
+                continue;
+            }
+            match a.split_once('=') {
+                Some((k, v)) if !k.is_empty() && !k.contains(' ') => {
+                    let key = k.trim_start_matches('+').trim();
+                    self.map.insert(key.to_string(), unquote(v).to_string());
+                    self.given.push(a.to_string());
+                }
+                _ => rest.push(arg.clone()),
+            }
+        }
+        rest
+    }
+
+    /// Set one key (raw value).
+    pub fn set(&mut self, key: &str, value: &str) {
+        self.map.insert(key.to_string(), value.to_string());
+    }
+
+    /// Merge a YAML document, flattened to dotted keys. Existing keys are overwritten.
+    pub fn merge_yaml(&mut self, doc: &serde_yaml::Value) {
+        flatten("", doc, &mut self.map);
+    }
+
+    /// Load and merge a YAML file.
+    pub fn merge_yaml_file(&mut self, path: &Path) -> Result<()> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let doc: serde_yaml::Value =
+            serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        self.merge_yaml(&doc);
+        Ok(())
+    }
+
+    /// Raw value of a key, interpolations resolved; `None` when absent or null.
+    pub fn get(&self, key: &str) -> Option<String> {
+        let raw = self.map.get(key)?;
+        let v = self.interpolate(raw, 0);
+        (!is_null(&v)).then_some(v)
+    }
+
+    /// Like [`get`](Self::get), but also accepts a unique key ending in `.key`
+    /// (e.g. `training.micro_batch_size` for `micro_batch_size`).
+    pub fn get_suffix(&self, key: &str) -> Option<String> {
+        if let Some(v) = self.get(key) {
+            return Some(v);
+        }
+        let suffix = format!(".{key}");
+        let mut hits = self.map.keys().filter(|k| k.ends_with(&suffix));
+        let first = hits.next()?;
+        if hits.next().is_some() {
+            return None;
+        }
+        self.get(first)
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.map.contains_key(key)
+    }
+
+    pub fn str_or(&self, key: &str, default: &str) -> String {
+        self.get(key)
+            .unwrap_or_else(|| self.interpolate(default, 0))
+    }
+
+    pub fn bool_or(&self, key: &str, default: bool) -> bool {
+        self.get(key)
+            .and_then(|v| parse_bool(&v))
+            .unwrap_or(default)
+    }
+
+    pub fn f64_or(&self, key: &str, default: f64) -> f64 {
+        self.f64_opt(key).unwrap_or(default)
+    }
+
+    pub fn f64_opt(&self, key: &str) -> Option<f64> {
+        self.get(key).and_then(|v| v.trim().parse::<f64>().ok())
+    }
+
+    pub fn u64_or(&self, key: &str, default: u64) -> u64 {
+        self.u64_opt(key).unwrap_or(default)
+    }
+
+    /// Integer value; accepts `1024`, `1024.0`, `1e3`, `1_024`.
+    pub fn u64_opt(&self, key: &str) -> Option<u64> {
+        self.get(key).and_then(|v| parse_u64(&v))
+    }
+
+    /// Resolve `${a.b}` and `${oc.select:a.b,default}` references (Hydra / OmegaConf).
+    fn interpolate(&self, raw: &str, depth: usize) -> String {
+        if depth > 8 || !raw.contains("${") {
+            return raw.to_string();
+        }
+        let mut out = String::new();
+        let mut rest = raw;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let Some(end) = matching_brace(after) else {
+                out.push_str(&rest[start..]);
+                return out;
+            };
+            let inner = &after[..end];
+            let (key, default) = match inner.strip_prefix("oc.select:") {
+                Some(sel) => match sel.split_once(',') {
+                    Some((k, d)) => (k.trim(), Some(d.trim())),
+                    None => (sel.trim(), None),
+                },
+                None => (inner.trim(), None),
+            };
+            let value = match self.map.get(key) {
+                Some(v) => self.interpolate(v, depth + 1),
+                None => default.map(|d| unquote(d).to_string()).unwrap_or_default(),
+            };
+            out.push_str(&value);
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+}
+
+fn matching_brace(s: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => return Some(i),
+            '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Integer from text as Python/YAML would write it.
+pub fn parse_u64(v: &str) -> Option<u64> {
+    let t = v.trim().replace('_', "");
+    if let Ok(n) = t.parse::<u64>() {
+        return Some(n);
+    }
+    let f: f64 = t.parse().ok()?;
+    (f.is_finite() && f >= 0.0 && f.fract() == 0.0).then_some(f as u64)
+}
+
+fn flatten(prefix: &str, v: &serde_yaml::Value, out: &mut BTreeMap<String, String>) {
+    use serde_yaml::Value;
+    match v {
+        Value::Mapping(m) => {
+            for (k, val) in m {
+                let k = match k {
+                    Value::String(s) => s.clone(),
+                    Value::Number(n) => n.to_string(),
+                    Value::Bool(b) => b.to_string(),
+                    _ => continue,
+                };
+                let key = if prefix.is_empty() {
+                    k
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, val, out);
+            }
+        }
+        Value::Null => {
+            out.insert(prefix.to_string(), "null".into());
+        }
+        Value::Bool(b) => {
+            out.insert(prefix.to_string(), b.to_string());
+        }
+        Value::Number(n) => {
+            out.insert(prefix.to_string(), n.to_string());
+        }
+        Value::String(s) => {
+            out.insert(prefix.to_string(), s.clone());
+        }
+        other => {
+            let text = serde_json::to_string(other).unwrap_or_default();
+            out.insert(prefix.to_string(), text);
+        }
+    }
+}
+
+/// Take `--name VALUE` or `--name=VALUE` (also `-name`, and `_`/`-` spelled either way)
+/// out of `args`.
+pub fn take_flag(args: &mut Vec<String>, name: &str) -> Option<String> {
+    let norm = |s: &str| s.trim_start_matches('-').replace('-', "_");
+    let want = norm(name);
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].clone();
+        if a.starts_with('-') {
+            if let Some((k, v)) = a.split_once('=') {
+                if norm(k) == want {
+                    args.remove(i);
+                    return Some(v.to_string());
+                }
+            } else if norm(&a) == want && i + 1 < args.len() {
+                let v = args.remove(i + 1);
+                args.remove(i);
+                return Some(v);
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Parsed torchrun-script command line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TorchrunArgs {
+    pub config: Option<PathBuf>,
+    pub output_dir: Option<String>,
+    pub resume_from: Option<String>,
+    /// `--nproc_per_node` if the caller passed torchrun's own flag through.
+    pub nproc_per_node: Option<u32>,
+    /// `key=value` overrides after the flags (some scripts accept them).
+    pub overrides: Vec<String>,
+}
+
+pub fn parse_torchrun(args: &[String]) -> TorchrunArgs {
+    let mut a: Vec<String> = args.to_vec();
+    let config = take_flag(&mut a, "config").map(PathBuf::from);
+    let output_dir = take_flag(&mut a, "output_dir");
+    let resume_from = take_flag(&mut a, "resume_from");
+    let nproc_per_node = take_flag(&mut a, "nproc_per_node").and_then(|v| v.parse().ok());
+    let overrides = a
+        .into_iter()
+        .filter(|s| !s.starts_with('-') && s.contains('='))
+        .collect();
+    TorchrunArgs {
+        config,
+        output_dir,
+        resume_from,
+        nproc_per_node,
+        overrides,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn hydra_overrides_parse() {
+        let mut o = Overrides::new();
+        let rest = o.apply_hydra(&strings(&[
+            "data.train_batch_size=1024",
+            "actor_rollout_ref.actor.fsdp_config.param_offload=False",
+            "actor_rollout_ref.model.enable_gradient_checkpointing=True",
+            "actor_rollout_ref.rollout.free_cache_engine=true",
+            "+actor_rollout_ref.actor.fsdp_config.model_dtype=bf16",
+            "++trainer.val_before_train=false",
+            "actor_rollout_ref.model.path='Qwen/Qwen2.5-7B-Instruct'",
+            "trainer.experiment_name=\"my run\"",
+            "trainer.logger=[\"console\"]",
+            "data.seed=null",
+            "--config-path=x",
+            "train.py",
+        ]));
+        assert_eq!(rest, strings(&["--config-path=x", "train.py"]));
+        assert_eq!(o.u64_opt("data.train_batch_size"), Some(1024));
+        assert!(!o.bool_or("actor_rollout_ref.actor.fsdp_config.param_offload", true));
+        assert!(o.bool_or(
+            "actor_rollout_ref.model.enable_gradient_checkpointing",
+            false
+        ));
+        assert!(o.bool_or("actor_rollout_ref.rollout.free_cache_engine", false));
+        assert_eq!(
+            o.get("actor_rollout_ref.actor.fsdp_config.model_dtype")
+                .as_deref(),
+            Some("bf16")
+        );
+        assert!(!o.bool_or("trainer.val_before_train", true));
+        assert_eq!(
+            o.get("actor_rollout_ref.model.path").as_deref(),
+            Some("Qwen/Qwen2.5-7B-Instruct")
+        );
+        assert_eq!(o.get("trainer.experiment_name").as_deref(), Some("my run"));
+        assert_eq!(o.get("trainer.logger").as_deref(), Some("[\"console\"]"));
+        assert_eq!(o.get("data.seed"), None);
+        assert_eq!(o.given.len(), 10);
+    }
+
+    #[test]
+    fn hydra_delete_and_value_with_equals() {
+        let mut o = Overrides::new();
+        o.apply_hydra(&strings(&["a.b=1", "c=x=y", "~a.b"]));
+        assert_eq!(o.get("a.b"), None);
+        assert_eq!(o.get("c").as_deref(), Some("x=y"));
+    }
+
+    #[test]
+    fn booleans_and_numbers() {
+        for t in ["True", "true", "TRUE", "1", "yes"] {
+            assert_eq!(parse_bool(t), Some(true), "{t}");
+        }
+        for f in ["False", "false", "0", "no"] {
+            assert_eq!(parse_bool(f), Some(false), "{f}");
+        }
+        assert_eq!(parse_bool("maybe"), None);
+        assert_eq!(parse_u64("1024"), Some(1024));
+        assert_eq!(parse_u64("1024.0"), Some(1024));
+        assert_eq!(parse_u64("1e3"), Some(1000));
+        assert_eq!(parse_u64("1_024"), Some(1024));
+        assert_eq!(parse_u64("0.5"), None);
+    }
+
+    #[test]
+    fn interpolation_resolves() {
+        let mut o = Overrides::new();
+        o.set("trainer.project_name", "orch");
+        o.set("trainer.experiment_name", "diamonds-seed0");
+        assert_eq!(
+            o.str_or(
+                "trainer.default_local_dir",
+                "checkpoints/${trainer.project_name}/${trainer.experiment_name}"
+            ),
+            "checkpoints/orch/diamonds-seed0"
+        );
+        o.set("x", "${oc.select:missing.key,7}");
+        assert_eq!(o.get("x").as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn yaml_flattens_and_suffix_lookup() {
+        let doc: serde_yaml::Value = serde_yaml::from_str(
+            "model:\n  params_m: 512\n  n_layers: 8\ntraining:\n  micro_batch_size: 2\ngradient_checkpointing: true\nprecision: bf16\nempty: null\n",
+        )
+        .unwrap();
+        let mut o = Overrides::new();
+        o.merge_yaml(&doc);
+        assert_eq!(o.u64_opt("model.params_m"), Some(512));
+        assert_eq!(o.get_suffix("micro_batch_size").as_deref(), Some("2"));
+        assert!(o.bool_or("gradient_checkpointing", false));
+        assert_eq!(o.get("empty"), None);
+    }
+
+    #[test]
+    fn torchrun_flags() {
+        let t = parse_torchrun(&strings(&[
+            "--config",
+            "cfg.yaml",
+            "--output_dir=out",
+            "--resume-from",
+            "out/step_5",
+            "--nproc_per_node=4",
+        ]));
+        assert_eq!(t.config, Some(PathBuf::from("cfg.yaml")));
+        assert_eq!(t.output_dir.as_deref(), Some("out"));
+        assert_eq!(t.resume_from.as_deref(), Some("out/step_5"));
+        assert_eq!(t.nproc_per_node, Some(4));
+    }
+}

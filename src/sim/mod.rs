@@ -1,0 +1,522 @@
+//! orch's honest simulated trainer (`orch sim-train <trainer> ARGS...`).
+//!
+//! There is no GPU, verl, vLLM, SGLang or torch on the machines orch is developed and demoed
+//! on, so the rendered launch scripts call this instead of the real trainer. It reads the
+//! trainer's own arguments exactly as the real trainer would, estimates per-GPU memory with a
+//! documented model ([`model`], `docs/SIMULATOR.md`), and then behaves like the real job:
+//! progress lines and checkpoints when the configuration fits, or — after a short, realistic
+//! delay — the real trainer's failure output (torch OOM, vLLM KV-cache errors, SGLang, Ray's
+//! host-memory monitor) and exit code 1 when it does not. Every run says up front, on stdout
+//! and stderr, that it is simulated.
+//!
+//! Layout: [`arch`] (model shapes), [`args`] (Hydra / YAML / flags), [`model`] (the memory
+//! model, pure), [`report`] (real-format messages), and one runner per trainer.
+
+pub mod arch;
+pub mod args;
+pub mod model;
+pub mod report;
+
+mod areal;
+mod torchrun;
+mod verl;
+
+use std::io::Write;
+use std::path::Path;
+
+pub use model::{
+    Estimate, FailAt, FailKind, Failure, Hardware, OomDetail, SimConfig, Trainer, Workload,
+    estimate,
+};
+
+use report::Ids;
+
+/// Entry point of the hidden `orch sim-train` subcommand. `trainer` is "verl", "areal" or
+/// "torchrun"; `args` are the trainer's own arguments as the real trainer would receive them.
+/// Returns the process exit code.
+pub fn main(trainer: &str, args: &[String]) -> i32 {
+    let env = SimEnv::from_vars(|k| std::env::var(k).ok());
+    let mut sink = StdSink;
+    run(trainer, args, &env, &mut sink)
+}
+
+/// [`main`] with the environment and the output streams made explicit (for tests).
+pub fn run(trainer: &str, args: &[String], env: &SimEnv, sink: &mut dyn Sink) -> i32 {
+    let Some(t) = Trainer::parse(trainer) else {
+        sink.err(&format!(
+            "orch sim-train: unknown trainer {trainer:?} (expected verl, areal or torchrun)"
+        ));
+        return 2;
+    };
+    let mut ctx = Ctx {
+        sink,
+        env,
+        ids: Ids::new(trainer, args),
+    };
+    match t {
+        Trainer::Verl => verl::run(&mut ctx, args),
+        Trainer::Areal => areal::run(&mut ctx, args),
+        Trainer::Torchrun => torchrun::run(&mut ctx, args),
+    }
+}
+
+/// Where the simulator writes, and how it waits.
+pub trait Sink {
+    /// One line to stdout.
+    fn out(&mut self, line: &str);
+    /// One line to stderr.
+    fn err(&mut self, line: &str);
+    /// Wait (simulated work).
+    fn sleep(&mut self, secs: f64);
+    /// Stop making progress for good (`ORCH_SIM_HANG_AT_STEP`); the real sink never returns.
+    fn hang(&mut self);
+}
+
+/// The process's stdout / stderr, flushed per line.
+pub struct StdSink;
+
+impl Sink for StdSink {
+    fn out(&mut self, line: &str) {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{line}");
+        let _ = o.flush();
+    }
+    fn err(&mut self, line: &str) {
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "{line}");
+        let _ = e.flush();
+    }
+    fn sleep(&mut self, secs: f64) {
+        if secs > 0.0 && secs.is_finite() {
+            std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+        }
+    }
+    fn hang(&mut self) {
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
+}
+
+/// Settings from the environment (orch sets them from the hardware profile).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimEnv {
+    pub hw: Hardware,
+    /// What was assumed because the environment did not say.
+    pub hw_notes: Vec<String>,
+    /// `ORCH_SIM_STEPS`: training steps before success (default 4).
+    pub steps: u64,
+    /// `ORCH_SIM_STEP_SECONDS`: wall time per step (default 0.5).
+    pub step_seconds: f64,
+    /// `ORCH_SIM_HANG_AT_STEP`: stop making progress when this step starts.
+    pub hang_at_step: Option<u64>,
+    /// `USER` (AReaL puts it in its paths).
+    pub user: String,
+}
+
+/// Capacity torch reports for a GPU model name, when `ORCH_SIM_GPU_MEM_GIB` is missing.
+fn capacity_from_name(name: &str) -> Option<f64> {
+    let n = name.to_ascii_uppercase();
+    let table: &[(&[&str], f64)] = &[
+        (&["H200"], 139.8),
+        (&["H100"], 79.18),
+        (&["A100", "80G"], 79.15),
+        (&["A100"], 39.39),
+        (&["L40S"], 44.39),
+        (&["A40"], 44.42),
+        (&["4090"], 23.65),
+    ];
+    table
+        .iter()
+        .find(|(keys, _)| keys.iter().all(|k| n.contains(k)))
+        .map(|(_, g)| *g)
+}
+
+impl SimEnv {
+    /// Read the settings through `get` (e.g. `std::env::var`).
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Self {
+        let get = |k: &str| {
+            get(k)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        let mut notes = Vec::new();
+        let default = Hardware::h100_default();
+        let gpu_name = get("ORCH_SIM_GPU_NAME").unwrap_or_else(|| {
+            notes.push(format!(
+                "ORCH_SIM_GPU_NAME not set; assuming {}",
+                default.gpu_name
+            ));
+            default.gpu_name.clone()
+        });
+        let gpu_mem_gib = match get("ORCH_SIM_GPU_MEM_GIB").and_then(|v| v.parse::<f64>().ok()) {
+            Some(g) if g > 0.0 => g,
+            _ => {
+                let g = capacity_from_name(&gpu_name).unwrap_or(default.gpu_mem_gib);
+                notes.push(format!("ORCH_SIM_GPU_MEM_GIB not set; assuming {g} GiB"));
+                g
+            }
+        };
+        let gpus_per_node = match get("ORCH_SIM_GPUS").and_then(|v| v.parse::<u32>().ok()) {
+            Some(n) if n > 0 => n,
+            _ => {
+                notes.push(format!(
+                    "ORCH_SIM_GPUS not set; assuming {} GPUs",
+                    default.gpus_per_node
+                ));
+                default.gpus_per_node
+            }
+        };
+        let host_mem_gib = match get("ORCH_SIM_HOST_MEM_GIB").and_then(|v| v.parse::<f64>().ok()) {
+            Some(g) if g > 0.0 => g,
+            _ => {
+                notes.push(format!(
+                    "ORCH_SIM_HOST_MEM_GIB not set; assuming {} GiB of host RAM",
+                    default.host_mem_gib
+                ));
+                default.host_mem_gib
+            }
+        };
+        let expandable_segments = get("PYTORCH_CUDA_ALLOC_CONF").is_some_and(|conf| {
+            conf.split(',').any(|opt| {
+                let mut kv = opt.splitn(2, ':');
+                kv.next().map(str::trim) == Some("expandable_segments")
+                    && kv.next().and_then(args::parse_bool) == Some(true)
+            })
+        });
+        Self {
+            hw: Hardware {
+                gpu_name,
+                gpu_mem_gib,
+                gpus_per_node,
+                host_mem_gib,
+                expandable_segments,
+            },
+            hw_notes: notes,
+            steps: get("ORCH_SIM_STEPS")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(4),
+            step_seconds: get("ORCH_SIM_STEP_SECONDS")
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .unwrap_or(0.5),
+            hang_at_step: get("ORCH_SIM_HANG_AT_STEP").and_then(|v| v.parse().ok()),
+            user: get("USER").unwrap_or_else(|| "root".into()),
+        }
+    }
+}
+
+/// What a runner works with.
+pub(crate) struct Ctx<'a> {
+    pub sink: &'a mut dyn Sink,
+    pub env: &'a SimEnv,
+    pub ids: Ids,
+}
+
+pub(crate) const TAG: &str = "[orch simulator]";
+
+impl Ctx<'_> {
+    pub fn out(&mut self, line: impl AsRef<str>) {
+        self.sink.out(line.as_ref());
+    }
+    pub fn err(&mut self, line: impl AsRef<str>) {
+        self.sink.err(line.as_ref());
+    }
+    pub fn both(&mut self, line: impl AsRef<str>) {
+        self.sink.out(line.as_ref());
+        self.sink.err(line.as_ref());
+    }
+    pub fn sleep(&mut self, secs: f64) {
+        self.sink.sleep(secs);
+    }
+
+    /// Banner and estimate summary, on stdout and stderr.
+    pub fn banner(&mut self, what: &str, est: &Estimate, model_line: Option<String>) {
+        let trainer = est.trainer.name();
+        self.both(format!(
+            "{TAG} SIMULATED {trainer} trainer — no GPU, no {what}; memory estimated by orch's model (docs/SIMULATOR.md)"
+        ));
+        let hw = &self.env.hw;
+        self.both(format!(
+            "{TAG} hardware: {} × {}, {:.2} GiB each as torch reports it; host RAM {} GiB; expandable_segments {}",
+            hw.gpus_per_node,
+            hw.gpu_name,
+            hw.gpu_mem_gib,
+            hw.host_mem_gib,
+            if hw.expandable_segments { "on" } else { "off" }
+        ));
+        for n in self.env.hw_notes.clone() {
+            self.both(format!("{TAG} note: {n}"));
+        }
+        if let Some(m) = model_line {
+            self.both(format!("{TAG} model: {m}"));
+        }
+        let cap = est.capacity_gib;
+        if !est.rollout_items.is_empty() {
+            self.both(format!("{TAG} generation phase, per GPU:"));
+            for it in est.rollout_items.clone() {
+                if it.gib > 0.0 {
+                    self.both(format!("{TAG}   {:>7.2} GiB  {}", it.gib, it.label));
+                }
+            }
+            self.both(format!(
+                "{TAG}   {:>7.2} GiB  total on the GPU (capacity {cap:.2} GiB)",
+                est.rollout_peak_gib
+            ));
+        }
+        self.both(format!(
+            "{TAG} training phase, per GPU ({:.0} tokens per micro-batch):",
+            est.tokens_per_micro
+        ));
+        for it in est.train_items.clone() {
+            if it.gib > 0.0 {
+                self.both(format!("{TAG}   {:>7.2} GiB  {}", it.gib, it.label));
+            }
+        }
+        self.both(format!(
+            "{TAG}   {:>7.2} GiB  peak on the GPU (capacity {cap:.2} GiB); max allocated {:.2}, reserved {:.2}",
+            est.train_peak_gib, est.train_allocated_gib, est.train_reserved_gib
+        ));
+        self.both(format!(
+            "{TAG} host RAM: {:.1} GiB of {} GiB",
+            est.host_peak_gib, est.host_limit_gib
+        ));
+        for n in est.notes.clone() {
+            self.both(format!("{TAG} note: {n}"));
+        }
+        let verdict = match &est.failure {
+            None => "fits; the run will complete".to_string(),
+            Some(f) => format!("does not fit: {}", describe(f)),
+        };
+        self.both(format!("{TAG} prediction: {verdict}"));
+    }
+
+    /// The last line of a run.
+    pub fn finish(&mut self, code: i32, what: &str) -> i32 {
+        self.both(format!("{TAG} {what}; exit {code}"));
+        code
+    }
+
+    /// `ORCH_SIM_HANG_AT_STEP`: stop here for good.
+    pub fn maybe_hang(&mut self, step: u64) -> bool {
+        if self.env.hang_at_step == Some(step) {
+            self.sink.hang();
+            return true;
+        }
+        false
+    }
+}
+
+/// A short description of a failure for the prediction line (deliberately not in the wording
+/// of the real messages, so log classifiers never take it for the failure itself).
+pub fn describe(f: &Failure) -> String {
+    let when = match f.at {
+        FailAt::Init => "at start-up".to_string(),
+        FailAt::Rollout { step } => format!("in the generation phase of step {step}"),
+        FailAt::Train { step } => format!("in the training phase of step {step}"),
+        FailAt::AfterUpdate { step } => format!("after the update of step {step}"),
+    };
+    let what = match &f.kind {
+        FailKind::GpuOom(d) => format!(
+            "a {} allocation ({}) exceeds the GPU",
+            report::gib(d.tried_gib),
+            d.label
+        ),
+        FailKind::VllmFreeMemory {
+            requested_gib,
+            free_gib,
+            ..
+        } => format!("vLLM wants {requested_gib:.2} GiB but only {free_gib:.2} GiB are free"),
+        FailKind::VllmNoCacheBlocks { available_gib } => {
+            format!("vLLM has {available_gib:.2} GiB left for KV cache")
+        }
+        FailKind::VllmMaxLen {
+            needed_gib,
+            available_gib,
+            ..
+        } => format!(
+            "vLLM's KV cache ({available_gib:.2} GiB) is below one max-length sequence ({needed_gib:.2} GiB)"
+        ),
+        FailKind::VllmWakeUp {
+            needed_gib,
+            free_gib,
+        } => format!("vLLM wake-up needs {needed_gib:.2} GiB with {free_gib:.2} GiB free"),
+        FailKind::SglangNotEnough { mem_fraction } => {
+            format!("SGLang's mem_fraction_static {mem_fraction} leaves no KV pool")
+        }
+        FailKind::HostOom {
+            used_gib,
+            total_gib,
+            ..
+        } => format!("host RAM {used_gib:.1} of {total_gib} GiB crosses Ray's 95% threshold"),
+        FailKind::NotEnoughGpus {
+            available,
+            required,
+        } => {
+            format!("{required} GPUs requested, {available} available")
+        }
+    };
+    format!("{what} ({when})")
+}
+
+/// `step_(\d+)` / `global_step_(\d+)` at the end of a checkpoint path.
+pub(crate) fn step_from_path(p: &str) -> Option<u64> {
+    let name = Path::new(p.trim_end_matches('/'))
+        .file_name()?
+        .to_str()?
+        .to_string();
+    let digits = name.rsplit('_').next()?;
+    (name.starts_with("step_") || name.starts_with("global_step_"))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// Write a small file, creating its directory.
+pub(crate) fn write_file(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(path, text)
+}
+
+/// A deterministic, slowly improving metric for progress lines.
+pub(crate) fn metric(ids: &Ids, name: &str, step: u64, start: f64, end: f64) -> f64 {
+    let t = (step as f64 / 50.0).min(1.0);
+    let jitter = (ids.unit(&format!("{name}{step}")) - 0.5) * 0.1 * (start - end).abs().max(0.01);
+    start + (end - start) * t + jitter
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// Captures output in order; never sleeps.
+    #[derive(Debug, Default)]
+    pub struct Capture {
+        pub lines: Vec<(bool, String)>,
+        pub slept: f64,
+        pub hung: bool,
+    }
+
+    impl Capture {
+        pub fn stdout(&self) -> String {
+            self.lines
+                .iter()
+                .filter(|(e, _)| !e)
+                .map(|(_, l)| format!("{l}\n"))
+                .collect()
+        }
+        pub fn stderr(&self) -> String {
+            self.lines
+                .iter()
+                .filter(|(e, _)| *e)
+                .map(|(_, l)| format!("{l}\n"))
+                .collect()
+        }
+        pub fn all(&self) -> String {
+            self.lines.iter().map(|(_, l)| format!("{l}\n")).collect()
+        }
+    }
+
+    impl Sink for Capture {
+        fn out(&mut self, line: &str) {
+            self.lines.push((false, line.to_string()));
+        }
+        fn err(&mut self, line: &str) {
+            self.lines.push((true, line.to_string()));
+        }
+        fn sleep(&mut self, secs: f64) {
+            self.slept += secs;
+        }
+        fn hang(&mut self) {
+            self.hung = true;
+        }
+    }
+
+    pub fn env(vars: &[(&str, &str)]) -> SimEnv {
+        let map: std::collections::HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        SimEnv::from_vars(|k| map.get(k).cloned())
+    }
+
+    pub fn h100_env(extra: &[(&str, &str)]) -> SimEnv {
+        let mut v = vec![
+            ("ORCH_SIM_GPU_NAME", "NVIDIA H100 80GB HBM3"),
+            ("ORCH_SIM_GPU_MEM_GIB", "79.18"),
+            ("ORCH_SIM_GPUS", "4"),
+            ("ORCH_SIM_HOST_MEM_GIB", "512"),
+        ];
+        v.extend_from_slice(extra);
+        env(&v)
+    }
+
+    pub fn a40_env(gpus: &str, extra: &[(&str, &str)]) -> SimEnv {
+        let mut v = vec![
+            ("ORCH_SIM_GPU_NAME", "NVIDIA A40"),
+            ("ORCH_SIM_GPU_MEM_GIB", "44.42"),
+            ("ORCH_SIM_GPUS", gpus),
+            ("ORCH_SIM_HOST_MEM_GIB", "240"),
+        ];
+        v.extend_from_slice(extra);
+        env(&v)
+    }
+
+    pub fn run_capture(trainer: &str, args: &[String], env: &SimEnv) -> (i32, Capture) {
+        let mut cap = Capture::default();
+        let code = run(trainer, args, env, &mut cap);
+        (code, cap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::*;
+    use super::*;
+
+    #[test]
+    fn env_defaults_and_notes() {
+        let e = env(&[]);
+        assert_eq!(e.hw, Hardware::h100_default());
+        assert_eq!(e.hw_notes.len(), 4);
+        assert_eq!(e.steps, 4);
+        assert_eq!(e.step_seconds, 0.5);
+        assert_eq!(e.hang_at_step, None);
+        let e = env(&[
+            ("ORCH_SIM_GPU_NAME", "NVIDIA A40"),
+            ("ORCH_SIM_GPUS", "1"),
+            ("ORCH_SIM_HOST_MEM_GIB", "240"),
+            (
+                "PYTORCH_CUDA_ALLOC_CONF",
+                "max_split_size_mb:512,expandable_segments:True",
+            ),
+            ("ORCH_SIM_STEPS", "7"),
+            ("ORCH_SIM_STEP_SECONDS", "0.01"),
+            ("ORCH_SIM_HANG_AT_STEP", "3"),
+        ]);
+        assert_eq!(e.hw.gpu_mem_gib, 44.42);
+        assert!(e.hw.expandable_segments);
+        assert_eq!(
+            (e.steps, e.step_seconds, e.hang_at_step),
+            (7, 0.01, Some(3))
+        );
+        assert_eq!(e.hw_notes.len(), 1);
+        let e = env(&[("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")]);
+        assert!(!e.hw.expandable_segments);
+    }
+
+    #[test]
+    fn unknown_trainer_is_a_usage_error() {
+        let (code, cap) = run_capture("deepspeed", &[], &env(&[]));
+        assert_eq!(code, 2);
+        assert!(cap.stderr().contains("unknown trainer"));
+    }
+
+    #[test]
+    fn checkpoint_steps_parse() {
+        assert_eq!(step_from_path("outputs/gsa-512m/step_5000"), Some(5000));
+        assert_eq!(step_from_path("ckpt/global_step_3/"), Some(3));
+        assert_eq!(step_from_path("outputs/latest"), None);
+    }
+}

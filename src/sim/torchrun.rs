@@ -1,0 +1,328 @@
+//! Simulated `torchrun --nproc_per_node=N train.py --config FILE [--output_dir D]
+//! [--resume_from D/step_N]` (a plain DDP training script with a YAML config, seed 003).
+
+use std::path::{Path, PathBuf};
+
+use super::args::{Overrides, parse_torchrun};
+use super::model::{self, FailKind, Failure, SimConfig, TorchrunConfig, Workload};
+use super::report::{self, OwnProcess};
+use super::{Ctx, TAG, metric, step_from_path, write_file};
+
+const SCRIPT: &str = "training/train.py";
+
+pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
+    let targs = parse_torchrun(args);
+    let mut o = Overrides::new();
+    let mut notes = Vec::new();
+    match &targs.config {
+        Some(path) => {
+            if let Err(e) = o.merge_yaml_file(path) {
+                ctx.err("Traceback (most recent call last):");
+                for l in report::frame(&format!("/workspace/{SCRIPT}"), 388, "<module>", "main()") {
+                    ctx.err(l);
+                }
+                for l in report::frame(
+                    &format!("/workspace/{SCRIPT}"),
+                    41,
+                    "load_config",
+                    "with open(path) as f:",
+                ) {
+                    ctx.err(l);
+                }
+                ctx.err(format!(
+                    "FileNotFoundError: [Errno 2] No such file or directory: '{}' ({e:#})",
+                    path.display()
+                ));
+                return ctx.finish(1, "simulated torchrun: config file unreadable");
+            }
+        }
+        None => notes.push("no --config given; using the script's defaults".to_string()),
+    }
+    o.apply_hydra(&targs.overrides);
+    let nproc = targs
+        .nproc_per_node
+        .unwrap_or(ctx.env.hw.gpus_per_node)
+        .max(1);
+    let mut t = TorchrunConfig::from_overrides(&o, nproc);
+    t.notes.extend(notes);
+    let output_dir = PathBuf::from(
+        targs
+            .output_dir
+            .clone()
+            .or_else(|| o.get("output_dir"))
+            .unwrap_or_else(|| "outputs".into()),
+    );
+    let mut start = 0;
+    let mut resume_note = None;
+    if let Some(p) = &targs.resume_from {
+        match step_from_path(p).filter(|_| Path::new(p).is_dir()) {
+            Some(n) => start = n,
+            None => resume_note = Some(format!("checkpoint {p} not found; starting from scratch")),
+        }
+    }
+    let total = ctx.env.steps;
+    let est = model::estimate(&SimConfig {
+        hw: ctx.env.hw.clone(),
+        workload: Workload::Torchrun(t.clone()),
+        resumed: start > 0,
+    });
+    ctx.banner(
+        "torch",
+        &est,
+        Some(format!(
+            "{} M parameters, {} layers, micro_batch_size {} × max_seq_len {}, gradient_checkpointing {}, precision {}",
+            t.params_m, t.n_layers, t.micro_batch_size, t.max_seq_len, t.gradient_checkpointing, t.precision.name()
+        )),
+    );
+    let step_s = ctx.env.step_seconds;
+    let st = report::Stamp::now();
+    let agent = ctx.ids.pid("torchrun-agent");
+    let rank0 = ctx.ids.pid("rank0");
+    ctx.err(format!(
+        "W{} {agent} torch/distributed/run.py:792] ",
+        st.glog()
+    ));
+    ctx.err(format!(
+        "W{} {agent} torch/distributed/run.py:792] *****************************************",
+        st.glog()
+    ));
+    ctx.err(format!("W{} {agent} torch/distributed/run.py:792] Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal performance in your application as needed. ", st.glog()));
+    ctx.err(format!(
+        "W{} {agent} torch/distributed/run.py:792] *****************************************",
+        st.glog()
+    ));
+    ctx.out(format!(
+        "[rank0] config: micro_batch_size={} gradient_accumulation_steps={} max_seq_len={} gradient_checkpointing={} precision={} world_size={nproc} global_batch={}",
+        t.micro_batch_size,
+        t.gradient_accumulation_steps,
+        t.max_seq_len,
+        t.gradient_checkpointing,
+        t.precision.name(),
+        t.micro_batch_size * t.gradient_accumulation_steps * nproc as u64
+    ));
+    ctx.out(format!("[rank0] model parameters: {:.1}M", t.params_m));
+    if let Some(n) = resume_note {
+        ctx.out(format!("[rank0] warning: {n}"));
+    }
+    if start > 0 {
+        let p = targs.resume_from.clone().unwrap_or_default();
+        ctx.out(format!(
+            "[rank0] Resuming from checkpoint {p} (step {start})"
+        ));
+    }
+    ctx.sleep(step_s);
+    if let Some(f) = &est.failure
+        && f.at == model::FailAt::Init
+    {
+        return fail_exit(ctx, f, agent, rank0);
+    }
+    if start >= total {
+        ctx.out(format!(
+            "[rank0] already at step {start} of {total}; nothing to do"
+        ));
+        return ctx.finish(
+            0,
+            &format!("simulated torchrun: nothing left to do (step {start} of {total})"),
+        );
+    }
+    for step in start + 1..=total {
+        if ctx.maybe_hang(step) {
+            return 124;
+        }
+        ctx.sleep(step_s * 0.5);
+        if let Some(f) = est.failure.as_ref().filter(|f| f.at.step() == step - start) {
+            return fail_exit(ctx, f, agent, rank0);
+        }
+        ctx.sleep(step_s * 0.5);
+        let tokens =
+            (t.micro_batch_size * t.max_seq_len * t.gradient_accumulation_steps * nproc as u64)
+                as f64;
+        ctx.out(format!(
+            "step {step} | loss {:.4} | lr {:.2e} | mem {:.1}GB | tok/s {:.0}",
+            metric(&ctx.ids, "loss", step, 3.2, 2.3),
+            3.0e-4_f64.min(3.0e-4 * step as f64 / 1000.0 + 3.0e-7),
+            est.train_peak_gib,
+            if step_s > 0.0 {
+                tokens / step_s
+            } else {
+                tokens
+            }
+        ));
+        let dir = output_dir.join(format!("step_{step}"));
+        let body =
+            format!("{{\"simulated\": true, \"trainer\": \"torchrun\", \"step\": {step}}}\n");
+        match write_file(&dir.join("orch_sim_checkpoint.json"), &body) {
+            Ok(()) => ctx.out(format!("[rank0] saved checkpoint to {}", dir.display())),
+            Err(e) => ctx.err(format!(
+                "{TAG} warning: could not write checkpoint {}: {e}",
+                dir.display()
+            )),
+        }
+    }
+    ctx.out("[rank0] training complete");
+    ctx.finish(
+        0,
+        &format!(
+            "simulated torchrun finished: steps {}..{total} completed",
+            start + 1
+        ),
+    )
+}
+
+fn fail_exit(ctx: &mut Ctx, f: &Failure, agent: u32, rank0: u32) -> i32 {
+    let st = report::Stamp::now();
+    let host = report::hostname();
+    match &f.kind {
+        FailKind::GpuOom(d) => {
+            let msg = report::torch_oom_message(d, &[], OwnProcess::ThisProcess);
+            let script = format!("/workspace/{SCRIPT}");
+            let model_py = "/workspace/training/model.py";
+            let mut lines = vec!["Traceback (most recent call last):".to_string()];
+            let mut fr: Vec<(&str, u32, &str, &str)> = vec![
+                (&script, 388, "<module>", "main()"),
+                (
+                    &script,
+                    341,
+                    "main",
+                    "loss = train_step(model, batch, scaler, cfg)",
+                ),
+            ];
+            match d.site {
+                model::Site::Attention | model::Site::Activations => fr.extend([
+                    (script.as_str(), 212, "train_step", "logits = model(input_ids)"),
+                    ("torch/nn/modules/module.py", 1751, "_wrapped_call_impl", "return self._call_impl(*args, **kwargs)"),
+                    ("torch/nn/modules/module.py", 1762, "_call_impl", "return forward_call(*args, **kwargs)"),
+                    ("torch/nn/parallel/distributed.py", 1637, "forward", "else self._run_ddp_forward(*inputs, **kwargs)"),
+                    (model_py, 211, "forward", "x = block(x)"),
+                    (model_py, 143, "forward", if d.site == model::Site::Attention {
+                        "scores = torch.matmul(q, k.transpose(-2, -1)) * self.scale"
+                    } else {
+                        "return self.w2(F.silu(self.w1(x)) * self.w3(x))"
+                    }),
+                ]),
+                model::Site::Optim => fr.extend([
+                    (script.as_str(), 231, "train_step", "optimizer.step()"),
+                    ("torch/optim/optimizer.py", 485, "wrapper", "out = func(*args, **kwargs)"),
+                    ("torch/optim/adamw.py", 152, "_init_group", "state[\"exp_avg_sq\"] = torch.zeros_like("),
+                ]),
+                _ => fr.extend([
+                    (script.as_str(), 226, "train_step", "loss.backward()"),
+                    ("torch/_tensor.py", 648, "backward", "torch.autograd.backward("),
+                    ("torch/autograd/graph.py", 824, "_engine_run_backward", "return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass"),
+                ]),
+            }
+            for (file, l, func, src) in fr {
+                lines.extend(report::frame(file, l, func, src));
+            }
+            lines.push(format!("torch.OutOfMemoryError: {msg}"));
+            for l in lines {
+                ctx.err(format!("[rank0]: {l}"));
+            }
+            ctx.err(format!(
+                "W{} {agent} torch/distributed/elastic/multiprocessing/api.py:897] Sending process {} closing signal SIGTERM",
+                st.glog(),
+                rank0 + 1
+            ));
+            ctx.err(format!(
+                "E{} {agent} torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: {rank0}) of binary: /usr/bin/python3",
+                st.glog()
+            ));
+            for l in report::torchrun_child_failed(SCRIPT, &st, &host, rank0, 1) {
+                ctx.err(l);
+            }
+        }
+        FailKind::HostOom { .. } => {
+            ctx.err(format!(
+                "E{} {agent} torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) local_rank: 0 (pid: {rank0}) of binary: /usr/bin/python3",
+                st.glog()
+            ));
+            for l in report::torchrun_child_failed(SCRIPT, &st, &host, rank0, -9) {
+                ctx.err(l);
+            }
+        }
+        other => unreachable!("not a torchrun failure: {other:?}"),
+    }
+    ctx.finish(
+        1,
+        &format!("simulated torchrun failure: {}", super::describe(f)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use regex::Regex;
+
+    use super::super::testing::*;
+
+    fn config(dir: &std::path::Path, micro: u32, seq: u32) -> std::path::PathBuf {
+        let p = dir.join(format!("train_{micro}_{seq}.yaml"));
+        std::fs::write(
+            &p,
+            format!(
+                "model:\n  params_m: 512\n  n_layers: 8\n  d_ffn: 1536\nmicro_batch_size: {micro}\ngradient_accumulation_steps: 8\nmax_seq_len: {seq}\ngradient_checkpointing: true\nprecision: bf16\n"
+            ),
+        )
+        .unwrap();
+        p
+    }
+
+    #[test]
+    fn aggressive_settings_fail_like_seed_003() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = config(tmp.path(), 8, 2048);
+        let out = tmp.path().join("out");
+        let a = vec![
+            "--config".to_string(),
+            cfg.display().to_string(),
+            "--output_dir".into(),
+            out.display().to_string(),
+        ];
+        let (code, cap) = run_capture("torchrun", &a, &a40_env("4", &[]));
+        assert_eq!(code, 1);
+        let re = Regex::new(r"(?m)^\[rank0\]: torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate (\d+\.\d\d) GiB\. GPU 0 has a total capacity of 44\.42 GiB").unwrap();
+        let tried: f64 = re.captures(&cap.stderr()).expect("OOM")[1].parse().unwrap();
+        assert!(tried >= 51.0, "{tried}");
+        assert!(cap.stderr().contains("training/train.py FAILED"));
+        assert!(cap.stderr().contains("  exitcode  : 1 (pid: "));
+    }
+
+    #[test]
+    fn micro_2_completes_and_resumes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = config(tmp.path(), 2, 1024);
+        let out = tmp.path().join("out");
+        let a = vec![
+            "--config".to_string(),
+            cfg.display().to_string(),
+            "--output_dir".into(),
+            out.display().to_string(),
+        ];
+        let (code, cap) = run_capture("torchrun", &a, &a40_env("4", &[]));
+        assert_eq!(code, 0, "{}", cap.all());
+        let re =
+            Regex::new(r"(?m)^step (\d+) \| loss \d+\.\d+ \| lr \S+ \| mem (\d+\.\d)GB").unwrap();
+        let got: Vec<(u64, f64)> = re
+            .captures_iter(&cap.stdout())
+            .map(|c| (c[1].parse().unwrap(), c[2].parse().unwrap()))
+            .collect();
+        assert_eq!(
+            got.iter().map(|g| g.0).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4]
+        );
+        assert!((38.0..=40.0).contains(&got[0].1), "{got:?}");
+        assert!(out.join("step_4").is_dir());
+        let mut b = a.clone();
+        b.extend([
+            "--resume_from".to_string(),
+            out.join("step_4").display().to_string(),
+        ]);
+        let (code, cap) = run_capture("torchrun", &b, &a40_env("4", &[("ORCH_SIM_STEPS", "6")]));
+        assert_eq!(code, 0);
+        assert!(cap.stdout().contains("Resuming from checkpoint"));
+        let steps: Vec<u64> = re
+            .captures_iter(&cap.stdout())
+            .map(|c| c[1].parse().unwrap())
+            .collect();
+        assert_eq!(steps, vec![5, 6]);
+    }
+}

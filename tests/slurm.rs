@@ -1,0 +1,446 @@
+//! End-to-end tests on a real single-node Slurm cluster (munge + slurmctld + slurmd), started
+//! by `scripts/test.sh` through `scripts/slurm-up.sh`. Nothing about Slurm is mocked: wrappers
+//! on PATH only count calls or inject the one fault a real cluster cannot show on demand.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::RwLock;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::Orch;
+
+/// Tests share the cluster; the one that stops the controller runs alone.
+static CLUSTER: RwLock<()> = RwLock::new(());
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Fail loudly unless the test cluster answers.
+fn require_cluster() {
+    let out = Command::new("scontrol").arg("ping").output();
+    let ok = out
+        .as_ref()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("is UP"));
+    assert!(
+        ok,
+        "the Slurm test cluster is not up ({out:?}); scripts/test.sh starts it with scripts/slurm-up.sh"
+    );
+}
+
+fn slurm_orch() -> Orch {
+    require_cluster();
+    Orch::new()
+        .env("ORCH_SIMULATE", "1")
+        .env("ORCH_SIM_STEP_SECONDS", "0.05")
+}
+
+/// Slurm's own record of a job: `scontrol show job -o ID`.
+fn scontrol_job(id: &str) -> String {
+    let out = Command::new("scontrol")
+        .args(["show", "job", "-o", id])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Every job Slurm knows (in memory) whose name starts with `prefix`.
+fn jobs_named(prefix: &str) -> Vec<String> {
+    let out = Command::new("scontrol")
+        .args(["show", "job", "-o"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| {
+            l.split_whitespace().any(|t| {
+                t.strip_prefix("JobName=")
+                    .is_some_and(|n| n.starts_with(prefix))
+            })
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// A directory of wrappers that log each call of the Slurm tools to `calls.log`, then run them.
+fn counting_path(dir: &Path) -> (String, PathBuf) {
+    let bin = dir.join("wrappers");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = dir.join("calls.log");
+    for tool in ["sbatch", "squeue", "sacct", "scontrol", "scancel"] {
+        let real = which(tool);
+        let script = format!(
+            "#!/bin/sh\nprintf '%s %s\\n' \"$(basename \"$0\")\" \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            real.display()
+        );
+        write_exe(&bin.join(tool), &script);
+    }
+    (
+        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        log,
+    )
+}
+
+fn which(tool: &str) -> PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap())
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{tool} is not on PATH; is Slurm installed?"))
+}
+
+fn write_exe(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn attempts(json: &Value) -> &Vec<Value> {
+    json["attempts"].as_array().unwrap()
+}
+
+/// Stop slurmctld (only it) through the pid file slurm-up.sh wrote, and wait until it is gone.
+fn stop_controller() {
+    let dir = std::env::var("ORCH_SLURM_DIR").unwrap_or_else(|_| "/var/lib/orch-slurm".into());
+    let pidfile = Path::new(&dir).join("run/slurmctld.pid");
+    let pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", pidfile.display()))
+        .trim()
+        .parse()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(pid);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("slurmctld is running");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while nix::sys::signal::kill(pid, None).is_ok() {
+        assert!(Instant::now() < deadline, "slurmctld did not stop");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn diamonds_loop_on_slurm_steps_down_and_the_jobs_are_slurms() {
+    let _shared = CLUSTER.read().unwrap();
+    let orch = slurm_orch();
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "slurm",
+            "--poll-interval",
+            "0.5",
+            "--json",
+        ],
+        0,
+    );
+    let json = run.json();
+    assert_eq!(json["state"], "succeeded", "{run:?}");
+    let list = attempts(&json);
+    assert!(list.len() >= 2, "{run:?}");
+    assert_eq!(list[0]["outcome"], "gpu_oom");
+    let run_id = json["run"].as_str().unwrap();
+    for (i, a) in list.iter().enumerate() {
+        let id = a["job_id"].as_str().unwrap();
+        let record = scontrol_job(id);
+        assert!(
+            record.contains(&format!("JobName=orch-{run_id}-a{}", i + 1)),
+            "job {id}: {record}"
+        );
+        let want = if a["outcome"] == "succeeded" {
+            "JobState=COMPLETED"
+        } else {
+            "JobState=FAILED"
+        };
+        assert!(record.contains(want), "job {id}: {record}");
+    }
+    // The sbatch script in the run directory is what Slurm ran.
+    let first = list[0]["job_id"].as_str().unwrap();
+    let record = scontrol_job(first);
+    let dir = orch
+        .path()
+        .join(".orch/runs")
+        .join(run_id)
+        .join("attempts/1");
+    let dir = std::fs::canonicalize(dir).unwrap();
+    assert!(
+        record.contains(&format!("Command={}/job.sbatch", dir.display())),
+        "{record}"
+    );
+}
+
+#[test]
+fn a_job_that_hits_its_time_limit_is_resubmitted_with_resume() {
+    let _shared = CLUSTER.read().unwrap();
+    // 60 s limit; 70 steps of 1.2 s do not fit in one go, but do with a resume.
+    let orch = slurm_orch()
+        .env("ORCH_SIM_STEPS", "70")
+        .env("ORCH_SIM_STEP_SECONDS", "1.2");
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "slurm",
+            "--profile",
+            "h200",
+            "--set",
+            "resources.time=1",
+            "--poll-interval",
+            "1",
+            "--json",
+        ],
+        0,
+    );
+    let json = run.json();
+    let list = attempts(&json);
+    assert_eq!(list[0]["outcome"], "timeout", "{run:?}");
+    assert_eq!(
+        list[1]["step"], list[0]["step"],
+        "a timeout must not move down the ladder"
+    );
+    assert_eq!(list[1]["resume"], true);
+    assert_eq!(list[1]["overrides"]["trainer.resume_mode"], "auto");
+    assert_eq!(json["state"], "succeeded");
+    assert!(scontrol_job(list[0]["job_id"].as_str().unwrap()).contains("JobState=TIMEOUT"));
+    let run_id = json["run"].as_str().unwrap();
+    let log = std::fs::read_to_string(
+        orch.path()
+            .join(".orch/runs")
+            .join(run_id)
+            .join("attempts/2/stdout.log"),
+    )
+    .unwrap();
+    assert!(
+        log.to_lowercase().contains("resum"),
+        "attempt 2 did not resume:\n{log}"
+    );
+}
+
+#[test]
+fn cancel_scancels_the_running_job() {
+    let _shared = CLUSTER.read().unwrap();
+    let orch = slurm_orch().env("ORCH_SIM_HANG_AT_STEP", "1");
+    let child = orch
+        .command(&[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "slurm",
+            "--profile",
+            "h200",
+            "--poll-interval",
+            "0.5",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let (run_id, job) = loop {
+        let status = orch.run(&["status", "--json"]).json();
+        if let Some(r) = status.as_array().and_then(|a| a.first()).cloned()
+            && let Some(job) = r["job_id"].as_str()
+            && scontrol_job(job).contains("JobState=RUNNING")
+        {
+            break (r["run"].as_str().unwrap().to_string(), job.to_string());
+        }
+        assert!(Instant::now() < deadline, "the job never ran");
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    orch.expect(&["cancel", &run_id], 0);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["state"], "cancelled");
+    assert!(
+        scontrol_job(&job).contains("JobState=CANCELLED"),
+        "{}",
+        scontrol_job(&job)
+    );
+}
+
+#[test]
+fn a_sweep_is_watched_with_one_squeue_per_tick() {
+    let _shared = CLUSTER.read().unwrap();
+    let orch = slurm_orch();
+    let (path, log) = counting_path(orch.path());
+    let orch = orch.env("PATH", &path);
+    let started = Instant::now();
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds",
+            "--backend",
+            "slurm",
+            "--poll-interval",
+            "0.5",
+            "--json",
+        ],
+        0,
+    );
+    let elapsed = started.elapsed();
+    let runs: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 5);
+    assert!(runs.iter().all(|r| r["state"] == "succeeded"), "{run:?}");
+    let jobs: usize = runs.iter().map(|r| attempts(r).len()).sum();
+
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let polls: Vec<&str> = calls
+        .lines()
+        .filter(|l| l.starts_with("squeue -h -j "))
+        .collect();
+    let sbatches = calls.lines().filter(|l| l.starts_with("sbatch ")).count();
+    let lookups = calls
+        .lines()
+        .filter(|l| l.starts_with("sacct ") || l.starts_with("scontrol show job"))
+        .count();
+    assert_eq!(sbatches, jobs, "one sbatch per attempt:\n{calls}");
+    // Ticks are at least 0.5 s apart, so there can be at most this many; one squeue each.
+    let max_ticks = (elapsed.as_secs_f64() / 0.5).ceil() as usize + 1;
+    assert!(
+        polls.len() <= max_ticks,
+        "{} squeue polls in {} ticks",
+        polls.len(),
+        max_ticks
+    );
+    // Every poll asks about all live jobs at once: the first one about all five runs.
+    let first_ids = polls[0]
+        .trim_start_matches("squeue -h -j ")
+        .split_whitespace()
+        .next()
+        .unwrap();
+    assert_eq!(first_ids.split(',').count(), 5, "{}", polls[0]);
+    // At most one sacct/scontrol per tick, and only on ticks that also polled squeue.
+    assert!(
+        lookups <= polls.len(),
+        "{lookups} lookups for {} polls:\n{calls}",
+        polls.len()
+    );
+}
+
+#[test]
+fn the_watch_survives_the_controller_going_away_for_20_seconds() {
+    let _alone = CLUSTER.write().unwrap();
+    let orch = slurm_orch()
+        .env("ORCH_SIM_STEPS", "40")
+        .env("ORCH_SIM_STEP_SECONDS", "1");
+    let child = orch
+        .command(&[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "slurm",
+            "--profile",
+            "h200",
+            "--poll-interval",
+            "0.5",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = orch.run(&["status", "--json"]).json();
+        if status
+            .as_array()
+            .and_then(|a| a.first())
+            .is_some_and(|r| r["job_id"].is_string())
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no job was submitted");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    stop_controller();
+    assert!(
+        !Command::new("scontrol")
+            .arg("ping")
+            .output()
+            .unwrap()
+            .stdout
+            .windows(5)
+            .any(|w| w == b"is UP")
+    );
+    std::thread::sleep(Duration::from_secs(20));
+    let up = Command::new(repo().join("scripts/slurm-up.sh"))
+        .status()
+        .unwrap();
+    assert!(up.success(), "could not restart the cluster");
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["state"], "succeeded", "{stderr}");
+    assert_eq!(
+        attempts(&json).len(),
+        1,
+        "the outage must not cost an attempt: {stderr}"
+    );
+    assert!(
+        stderr.contains("could not poll"),
+        "the outage was not noticed: {stderr}"
+    );
+}
+
+#[test]
+fn an_sbatch_that_times_out_after_creating_the_job_does_not_duplicate_it() {
+    let _shared = CLUSTER.read().unwrap();
+    let orch = slurm_orch();
+    let bin = orch.path().join("faulty");
+    std::fs::create_dir_all(&bin).unwrap();
+    let marker = orch.path().join("fault-injected");
+    // The first sbatch really submits, then reports the time-out a busy controller gives.
+    write_exe(
+        &bin.join("sbatch"),
+        &format!(
+            "#!/bin/sh\nif [ ! -e '{m}' ]; then\n  touch '{m}'\n  '{real}' \"$@\" > /dev/null || exit $?\n  echo 'sbatch: error: Batch job submission failed: Socket timed out on send/recv operation' >&2\n  exit 1\nfi\nexec '{real}' \"$@\"\n",
+            m = marker.display(),
+            real = which("sbatch").display()
+        ),
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let orch = orch.env("PATH", &path);
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "slurm",
+            "--profile",
+            "h200",
+            "--poll-interval",
+            "0.5",
+            "--json",
+        ],
+        0,
+    );
+    assert!(marker.exists(), "the fault was not injected");
+    let json = run.json();
+    let run_id = json["run"].as_str().unwrap();
+    let named = jobs_named(&format!("orch-{run_id}-a1"));
+    assert_eq!(named.len(), 1, "duplicate jobs for attempt 1: {named:#?}");
+    assert_eq!(
+        attempts(&json)[0]["job_id"].as_str().unwrap(),
+        named[0]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .trim_start_matches("JobId=")
+    );
+    assert!(run.stderr.contains("Socket timed out"), "{run:?}");
+}
