@@ -546,6 +546,19 @@ fn absolute(path: &std::path::Path) -> anyhow::Result<PathBuf> {
     std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))
 }
 
+/// For benchmarks: with `ORCH_TRACE_TICKS=FILE`, append `<unix time> tick <live jobs>` per tick.
+fn trace_tick(live: usize) {
+    if let Some(path) = std::env::var_os("ORCH_TRACE_TICKS") {
+        use std::io::Write;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(f, "{}.{:09} tick {live}", now.as_secs(), now.subsec_nanos());
+        }
+    }
+}
+
 /// Drive every run to its end; returns their records in the same order.
 pub async fn drive(
     mut drivers: Vec<RunDriver>,
@@ -604,6 +617,7 @@ pub async fn drive(
             .iter()
             .filter_map(|d| d.live.as_ref().map(|l| l.job.clone()))
             .collect();
+        trace_tick(live.len());
         let states = match ctx.backend.poll(&live).await {
             Ok(states) => states,
             Err(e) => {

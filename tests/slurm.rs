@@ -299,7 +299,7 @@ fn a_sweep_is_watched_with_one_squeue_per_tick() {
     let calls = std::fs::read_to_string(&log).unwrap();
     let polls: Vec<&str> = calls
         .lines()
-        .filter(|l| l.starts_with("squeue -h -j "))
+        .filter(|l| l.starts_with("squeue -h -t all -j "))
         .collect();
     let sbatches = calls.lines().filter(|l| l.starts_with("sbatch ")).count();
     let lookups = calls
@@ -317,7 +317,7 @@ fn a_sweep_is_watched_with_one_squeue_per_tick() {
     );
     // Every poll asks about all live jobs at once: the first one about all five runs.
     let first_ids = polls[0]
-        .trim_start_matches("squeue -h -j ")
+        .trim_start_matches("squeue -h -t all -j ")
         .split_whitespace()
         .next()
         .unwrap();

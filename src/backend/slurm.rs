@@ -144,6 +144,10 @@ impl Slurm {
             }
             // The controller may have created the job before the reply was lost.
             if let Some(id) = self.find_by_name(name).await {
+                eprintln!(
+                    "orch: sbatch said `{}`, but the job exists as {id}; not submitting it again",
+                    out.stderr.trim().lines().last().unwrap_or("")
+                );
                 return Ok(JobRef {
                     id,
                     dir: spec.dir.clone(),
@@ -195,12 +199,12 @@ impl Slurm {
         let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
         let list = ids.join(",");
         let out = self
-            .run("squeue", &["-h", "-j", &list, "-o", "%i|%T|%r|%N"])
+            .run("squeue", &["-h", "-t", "all", "-j", &list, "-o", "%i|%T|%r|%N"])
             .await?;
         if is_transient(&out.stderr) {
             bail!("squeue: {}", out.stderr.trim());
         }
-        // squeue exits non-zero with "Invalid job id specified" when none of the ids is queued.
+        // `-t all` keeps finished jobs the controller still holds (MinJobAge) in the answer.
         for line in out.stdout.lines() {
             let fields: Vec<&str> = line.trim().split('|').collect();
             if fields.len() < 2 {
@@ -223,58 +227,60 @@ impl Slurm {
             return Ok(states);
         }
         let gone_ids: Vec<&str> = gone.iter().map(|j| j.id.as_str()).collect();
+        // One more call at most: sacct when accounting works, else scontrol. A job neither
+        // knows is settled by its exit marker; when the call itself fails the jobs simply stay
+        // unsettled until the next tick.
         let mut finished: HashMap<String, JobState> = HashMap::new();
-        if self.accounting.load(Ordering::Relaxed) != 2 {
+        let settled = if self.accounting.load(Ordering::Relaxed) != 2 {
             let out = self
-                .run(
-                    "sacct",
-                    &[
-                        "-X",
-                        "-n",
-                        "-P",
-                        "-j",
-                        &gone_ids.join(","),
-                        "-o",
-                        "JobIDRaw,State,ExitCode,Reason,NodeList",
-                    ],
-                )
+                .run("sacct", &["-X", "-n", "-P", "-j", &gone_ids.join(","), "-o", "JobIDRaw,State,ExitCode,Reason,NodeList"])
                 .await?;
             if out.ok() {
                 self.accounting.store(1, Ordering::Relaxed);
                 for line in out.stdout.lines() {
                     let f: Vec<&str> = line.trim().split('|').collect();
                     if f.len() >= 3
-                        && let Some(state) = map_state(f[1], parse_exit(f[2]), f.get(4).copied())
+                        && let Some(state @ JobState::Finished(_)) = map_state(f[1], parse_exit(f[2]), f.get(4).copied())
                     {
                         finished.insert(f[0].to_string(), state);
                     }
                 }
-            } else if is_transient(&out.stderr) && self.accounting.load(Ordering::Relaxed) == 1 {
-                bail!("sacct: {}", out.stderr.trim());
+                true
             } else {
-                // No slurmdbd (or accounting disabled): say so once, then use scontrol.
+                if is_transient(&out.stderr) {
+                    bail!("sacct: {}", out.stderr.trim());
+                }
+                // No slurmdbd: from the next tick on, ask scontrol.
                 self.accounting.store(2, Ordering::Relaxed);
+                false
             }
-        }
-        if gone.iter().any(|j| !finished.contains_key(&j.id)) {
+        } else {
             let out = self.run("scontrol", &["show", "job", "-o"]).await?;
             if !out.ok() && is_transient(&out.stderr) {
                 bail!("scontrol: {}", out.stderr.trim());
             }
             for job in parse_scontrol(&out.stdout) {
                 if gone_ids.contains(&job.id.as_str())
-                    && !finished.contains_key(&job.id)
-                    && let Some(state) = map_state(&job.state, job.exit_code, job.node.as_deref())
+                    && let Some(state @ JobState::Finished(_)) = map_state(&job.state, job.exit_code, job.node.as_deref())
                 {
                     finished.insert(job.id, state);
                 }
             }
-        }
+            true
+        };
         for job in gone {
-            let state = finished
-                .remove(&job.id)
-                .unwrap_or_else(|| from_marker(&job.dir));
-            states.insert(job.id.clone(), state);
+            if let Some(state) = finished.remove(&job.id) {
+                states.insert(job.id.clone(), state);
+            } else if settled {
+                // Accounting may lag the queue by a tick; only the marker or its absence after
+                // scontrol forgot the job settles it.
+                match from_marker(&job.dir) {
+                    JobState::Finished(JobEnd::Lost) if self.accounting.load(Ordering::Relaxed) == 1 => {}
+                    state => {
+                        states.insert(job.id.clone(), state);
+                    }
+                }
+            }
         }
         Ok(states)
     }
