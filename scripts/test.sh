@@ -1,6 +1,18 @@
 #!/usr/bin/env bash
-# The whole test suite, with its set-up: run from anywhere, on a fresh machine.
+# The whole test suite with its set-up, from any directory, on a fresh machine: installs and
+# starts the single-node Slurm cluster (scripts/slurm-up.sh) and the loopback sshd
+# (scripts/sshd-up.sh) the end-to-end tests use, then builds and runs every test.
+# Needs root (it installs Debian packages and starts daemons).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --quiet --all-targets
-cargo test --all-targets -- --test-threads="${ORCH_TEST_THREADS:-4}"
+if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/test.sh needs root: it installs and starts the test Slurm cluster and sshd (try sudo)" >&2
+    exit 1
+fi
+scripts/slurm-up.sh --defaults
+if [ -x scripts/sshd-up.sh ]; then
+    scripts/sshd-up.sh
+fi
+cargo build --locked --all-targets
+# Most tests wait on simulated jobs, not the CPU: run several at a time.
+cargo test --locked --all-targets -- --test-threads="${ORCH_TEST_THREADS:-6}"

@@ -135,6 +135,8 @@ struct Context<'a> {
     profile: BTreeMap<&'static str, minijinja::Value>,
     resources: &'a crate::config::profile::Resources,
     overrides: Vec<Override>,
+    /// Trainer keys (defaults and overrides) as nested values: `config.data.train_batch_size`.
+    config: serde_json::Value,
     config_yaml: String,
     env: BTreeMap<String, String>,
     sim_env: BTreeMap<String, String>,
@@ -281,6 +283,7 @@ fn context<'a>(setup: &'a Setup, plan: &'a Plan, info: &AttemptInfo) -> Context<
                 value: trainer_value(v),
             })
             .collect(),
+        config: plan.config_tree(setup),
         config_yaml,
         env: plan
             .env

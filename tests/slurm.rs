@@ -444,3 +444,40 @@ fn an_sbatch_that_times_out_after_creating_the_job_does_not_duplicate_it() {
     );
     assert!(run.stderr.contains("Socket timed out"), "{run:?}");
 }
+
+/// A user-written template whose job really allocates host memory, and a one-step ladder.
+fn memory_hog_project(orch: Orch) -> Orch {
+    orch.file(
+        "templates/memhog/template.yaml",
+        "description: allocates host memory\nsimulator: verl\nfiles:\n  - {source: job.sbatch.j2, output: job.sbatch}\nkeys: keys.yaml\n",
+    )
+    .file("templates/memhog/keys.yaml", "alloc_mb: 64\n")
+    .file(
+        "templates/memhog/job.sbatch.j2",
+        "#!/bin/bash\n#SBATCH --job-name={{ run.job_name | directive }}\n#SBATCH --mem={{ resources.mem_gb }}G\n#SBATCH --time={{ resources.time | directive }}\n#SBATCH --cpus-per-task=1\nset -euo pipefail\npython3 -c {{ (\"import time; x = bytearray(\" ~ config.alloc_mb ~ \" * 2**20); x[::4096] = b'1' * len(x[::4096]); time.sleep(2); print('done')\") | shq }}\n",
+    )
+    .file(
+        "ladders/hog.yaml",
+        "steps:\n  - name: more-host-memory\n    answers: [host_oom]\n    why: the cgroup killed it\n    resources:\n      mem_gb: {multiply: 2}\n",
+    )
+    .file(
+        "experiments/hog.yaml",
+        "template: memhog\nprofile: a40\nladder: hog\nresources: {mem_gb: 1, time: '00:05:00'}\noverrides:\n  alloc_mb: 1536\n",
+    )
+}
+
+#[test]
+fn a_real_cgroup_oom_kill_is_host_oom_and_gets_more_memory() {
+    let _shared = CLUSTER.read().unwrap();
+    let orch = memory_hog_project(slurm_orch());
+    let run = orch.expect(&["submit", "hog", "--backend", "slurm", "--poll-interval", "0.5", "--json"], 0);
+    let json = run.json();
+    let list = attempts(&json);
+    assert_eq!(list[0]["outcome"], "host_oom", "{run:?}");
+    let first = scontrol_job(list[0]["job_id"].as_str().unwrap());
+    assert!(first.contains("JobState=OUT_OF_MEMORY"), "{first}");
+    assert_eq!(list[1]["step"], "more-host-memory");
+    assert_eq!(list[1]["outcome"], "succeeded", "{run:?}");
+    let second = scontrol_job(list[1]["job_id"].as_str().unwrap());
+    assert!(second.contains("MinMemoryNode=2G"), "{second}");
+}
