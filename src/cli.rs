@@ -123,6 +123,19 @@ pub struct SubmitArgs {
     /// Print the result as one JSON object per run on stdout
     #[arg(long)]
     pub json: bool,
+
+    /// Cancel and resubmit (same step, resuming) a running job whose logs stop growing for this long
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "30m",
+        env = "ORCH_HANG_TIMEOUT"
+    )]
+    pub hang_timeout: humantime::Duration,
+
+    /// Shell command told (JSON on stdin and in $1) when a run steps down, resumes, fails or ends
+    #[arg(long, value_name = "CMD", env = "ORCH_ON_EVENT")]
+    pub on_event: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -146,6 +159,15 @@ pub struct ResumeArgs {
     /// Print the result as one JSON object per run on stdout
     #[arg(long)]
     pub json: bool,
+
+    /// Cancel and resubmit (same step, resuming) a running job whose logs stop growing for this long
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "30m",
+        env = "ORCH_HANG_TIMEOUT"
+    )]
+    pub hang_timeout: humantime::Duration,
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,6 @@
 //! Walking a ladder: after a failed attempt, the next configuration to try.
 //!
-//! Failures the scheduler imposes (time limit, preemption, node failure) resubmit the same
+//! Failures the scheduler imposes (time limit, preemption, node failure) and hangs resubmit the same
 //! configuration set to resume from its checkpoint. For other classes orch takes the first
 //! step, in ladder order, that answers the class, is not used up, changes something, passes the
 //! template's rules and gives a configuration not tried before in this run. Classes no step
@@ -38,7 +38,10 @@ pub fn next(
 ) -> Next {
     if matches!(
         class,
-        FailureClass::Timeout | FailureClass::Preempted | FailureClass::NodeFail
+        FailureClass::Timeout
+            | FailureClass::Preempted
+            | FailureClass::NodeFail
+            | FailureClass::Hang
     ) {
         return Next::Resume {
             plan: current.resumed(setup),

@@ -72,6 +72,9 @@ pub enum Event {
         host: Option<String>,
         max_attempts: u32,
         simulate: bool,
+        /// The notification hook (argv), if any.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        on_event: Vec<String>,
     },
     /// The intent to submit an attempt, written before the scheduler is called.
     Rendered {
@@ -84,6 +87,9 @@ pub enum Event {
         why: String,
         changes_semantics: bool,
         resume: bool,
+        /// Why the trainer's checkpoint may not load into this configuration, if it may not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checkpoint_warning: Option<String>,
         job_name: String,
         dir: PathBuf,
         files: Vec<PathBuf>,
@@ -133,6 +139,7 @@ pub struct AttemptRecord {
     pub why: String,
     pub changes_semantics: bool,
     pub resume: bool,
+    pub checkpoint_warning: Option<String>,
     pub job_name: String,
     pub job_id: Option<String>,
     pub dir: PathBuf,
@@ -160,6 +167,8 @@ pub struct RunRecord {
     pub backend: String,
     pub host: Option<String>,
     pub simulate: bool,
+    pub on_event: Vec<String>,
+    pub checkpoint_dir: PathBuf,
     pub created: String,
     pub max_attempts: u32,
     pub state: RunState,
@@ -181,6 +190,7 @@ impl RunRecord {
             host,
             max_attempts,
             simulate,
+            on_event,
             ..
         }) = events.first()
         else {
@@ -195,6 +205,8 @@ impl RunRecord {
             backend: backend.clone(),
             host: host.clone(),
             simulate: *simulate,
+            on_event: on_event.clone(),
+            checkpoint_dir: PathBuf::new(),
             created: ts.clone(),
             max_attempts: *max_attempts,
             state: RunState::Running,
@@ -214,6 +226,7 @@ impl RunRecord {
                     why,
                     changes_semantics,
                     resume,
+                    checkpoint_warning,
                     job_name,
                     dir,
                     overrides,
@@ -226,6 +239,7 @@ impl RunRecord {
                     why,
                     changes_semantics,
                     resume,
+                    checkpoint_warning,
                     job_name,
                     job_id: None,
                     dir,
@@ -302,12 +316,14 @@ impl RunRecord {
             "run": self.run,
             "experiment": self.experiment,
             "state": self.state.as_str(),
+            "checkpoint_dir": self.checkpoint_dir,
             "attempts": self.attempts.iter().map(|a| serde_json::json!({
                 "attempt": a.attempt,
                 "step": a.step,
                 "steps": a.steps,
                 "changes_semantics": a.changes_semantics,
                 "resume": a.resume,
+                "checkpoint_warning": a.checkpoint_warning,
                 "job_id": a.job_id,
                 "outcome": a.outcome,
                 "evidence": a.evidence,
@@ -350,6 +366,7 @@ impl Ledger {
                             host,
                             max_attempts,
                             simulate,
+                            on_event,
                             ..
                         } => Event::Created {
                             ts,
@@ -363,6 +380,7 @@ impl Ledger {
                             host,
                             max_attempts,
                             simulate,
+                            on_event,
                         },
                         other => other,
                     };
@@ -496,7 +514,11 @@ impl RunDir {
 
     /// The run as its events tell it.
     pub fn record(&self) -> anyhow::Result<RunRecord> {
-        RunRecord::replay(&self.events()?).with_context(|| format!("run {}", self.id))
+        let mut record =
+            RunRecord::replay(&self.events()?).with_context(|| format!("run {}", self.id))?;
+        record.checkpoint_dir =
+            std::path::absolute(self.checkpoint_dir()).unwrap_or_else(|_| self.checkpoint_dir());
+        Ok(record)
     }
 
     /// Take the run's lock: one orch drives a run at a time. The lock is an `flock` on

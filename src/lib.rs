@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 pub mod ladder;
 pub mod ledger;
+pub mod notify;
 pub mod outcome;
 pub mod plan;
 pub mod progress;

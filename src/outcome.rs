@@ -18,8 +18,9 @@ pub fn rank(class: FailureClass) -> u8 {
         FailureClass::HostOom => 4,
         FailureClass::GpuOom => 5,
         FailureClass::NcclTimeout => 6,
-        FailureClass::Error => 7,
-        FailureClass::None => 8,
+        FailureClass::Hang => 7,
+        FailureClass::Error => 8,
+        FailureClass::None => 9,
     }
 }
 
@@ -75,6 +76,16 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
         JobEnd::OutOfMemory => scheduler(FailureClass::HostOom, "OUT_OF_MEMORY"),
         JobEnd::NodeFail { .. } => scheduler(FailureClass::NodeFail, "NODE_FAIL"),
         JobEnd::Preempted => scheduler(FailureClass::Preempted, "PREEMPTED"),
+        JobEnd::Hung { silent_secs } => (
+            Outcome::Failed(FailureClass::Hang),
+            Some(EvidenceRecord {
+                file: "watcher".into(),
+                line: 0,
+                text: format!(
+                    "the job was running but its logs did not grow for {silent_secs} s; cancelled"
+                ),
+            }),
+        ),
         JobEnd::Failed { exit_code } => match best {
             Some((_, v)) => (Outcome::Failed(v.class), evidence_for(v.class)),
             None => (

@@ -34,6 +34,8 @@ pub struct Ctx<'a> {
     pub backend: &'a Backend,
     pub progress: &'a Progress,
     pub simulate: bool,
+    /// A running job whose logs do not grow for this long is declared hung.
+    pub hang_timeout: std::time::Duration,
 }
 
 struct LogFile {
@@ -46,6 +48,8 @@ struct Live {
     job: JobRef,
     logs: Vec<LogFile>,
     state: &'static str,
+    /// When the logs last grew (or the job started running).
+    last_growth: Instant,
 }
 
 /// Where a driver picks its run up.
@@ -234,6 +238,7 @@ impl RunDriver {
             .map(|(k, v)| (k.clone(), crate::plan::yaml_to_json(v)))
             .collect();
         let (why, changes, changes_semantics) = std::mem::take(&mut self.pending);
+        let changes_for_warning = changes.clone();
         self.run.append(&Event::Rendered {
             ts: now(),
             attempt: n,
@@ -243,6 +248,7 @@ impl RunDriver {
             why,
             changes_semantics,
             resume: self.plan.resume,
+            checkpoint_warning: self.checkpoint_warning(&changes_for_warning),
             job_name: job_name.clone(),
             dir: info.dir.clone(),
             files: files.clone(),
@@ -316,6 +322,7 @@ impl RunDriver {
             logs: vec![log("stdout.log"), log("stderr.log")],
             job,
             state: "pending",
+            last_growth: Instant::now(),
         });
         self.redraw();
     }
@@ -326,6 +333,7 @@ impl RunDriver {
         for log in &mut live.logs {
             match log.tail.read_new() {
                 Ok(bytes) if !bytes.is_empty() => {
+                    live.last_growth = Instant::now();
                     log.scanner.feed(&bytes);
                     if let Some(line) = last_line(&bytes) {
                         self.last_line = line;
@@ -475,6 +483,37 @@ impl RunDriver {
         }
     }
 
+    /// Why the checkpoint may not load after these changes, if a checkpoint-sensitive key changed.
+    fn checkpoint_warning(&self, changes: &[ChangeRecord]) -> Option<String> {
+        let sensitive = &self.setup.template.spec.checkpoint_sensitive;
+        let hits: Vec<&str> = changes
+            .iter()
+            .filter(|c| sensitive.iter().any(|k| k == &c.key))
+            .map(|c| c.key.as_str())
+            .collect();
+        (!hits.is_empty()).then(|| {
+            format!(
+                "changes {}: the last checkpoint in {} may not load into this configuration",
+                hits.join(", "),
+                self.run.checkpoint_dir().display()
+            )
+        })
+    }
+
+    /// Tell the user's hook, if there is one.
+    fn notify(&self, event: &Event) {
+        let hook = self.run.record().map(|r| r.on_event).unwrap_or_default();
+        if hook.is_empty() {
+            return;
+        }
+        let mut json = serde_json::to_value(event).unwrap_or_default();
+        if let serde_json::Value::Object(map) = &mut json {
+            map.insert("run".into(), self.run.id.clone().into());
+            map.insert("experiment".into(), self.plan.experiment.clone().into());
+        }
+        crate::notify::notify(&hook, &json);
+    }
+
     fn decided(&self, attempt: u32, decision: &str, reason: &str) -> anyhow::Result<()> {
         // After a restart the same decision is made again; record it once.
         let already = self
@@ -486,12 +525,15 @@ impl RunDriver {
         if already {
             return Ok(());
         }
-        self.run.append(&Event::Decided {
+        let event = Event::Decided {
             ts: now(),
             attempt,
             decision: decision.to_string(),
             reason: reason.to_string(),
-        })
+        };
+        self.run.append(&event)?;
+        self.notify(&event);
+        Ok(())
     }
 
     fn give_up(&mut self, ctx: &Ctx<'_>, reason: &str) -> anyhow::Result<()> {
@@ -514,11 +556,13 @@ impl RunDriver {
     }
 
     fn end(&mut self, state: RunState, summary: String) -> anyhow::Result<()> {
-        self.run.append(&Event::Ended {
+        let event = Event::Ended {
             ts: now(),
             state,
             summary,
-        })?;
+        };
+        self.run.append(&event)?;
+        self.notify(&event);
         self.done = Some(state);
         self.bar.finish_and_clear();
         Ok(())
@@ -553,7 +597,11 @@ fn trace_tick(live: usize) {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
             let _ = writeln!(f, "{}.{:09} tick {live}", now.as_secs(), now.subsec_nanos());
         }
     }
@@ -644,7 +692,40 @@ pub async fn drive(
                         d.end(RunState::Failed, format!("failed: {msg}"))?;
                     }
                 }
-                Some(JobState::Running) => d.live.as_mut().expect("live").state = "running",
+                Some(JobState::Running) => {
+                    let live = d.live.as_mut().expect("live");
+                    if live.state != "running" {
+                        // The clock starts when the job starts, not while it queues.
+                        live.last_growth = Instant::now();
+                    }
+                    live.state = "running";
+                    let silent = live.last_growth.elapsed();
+                    if silent > ctx.hang_timeout {
+                        let job = live.job.clone();
+                        ctx.progress.say(format!(
+                            "[{}] job {} has written nothing for {}; cancelling it as hung",
+                            d.name(),
+                            job.id,
+                            elapsed(silent)
+                        ));
+                        let result = match ctx.backend.cancel(&job).await {
+                            Ok(()) => {
+                                d.on_end(
+                                    JobEnd::Hung {
+                                        silent_secs: silent.as_secs(),
+                                    },
+                                    ctx,
+                                )
+                                .await
+                            }
+                            Err(e) => Err(e),
+                        };
+                        if let Err(e) = result {
+                            ctx.progress.say(format!("[{}] {e:#}", d.name()));
+                        }
+                        changed = true;
+                    }
+                }
                 Some(JobState::Pending) => d.live.as_mut().expect("live").state = "pending",
                 None => {}
             }

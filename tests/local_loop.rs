@@ -246,3 +246,113 @@ fn a_sweep_runs_every_member_in_one_process() {
         assert_eq!(attempts(r)[0]["overrides"]["data.seed"], i as u64);
     }
 }
+
+#[test]
+fn a_hung_job_is_cancelled_and_resubmitted_on_the_same_step() {
+    // On an H200 the base configuration fits; the simulated trainer then stops writing at step 2.
+    let orch = Orch::new().env("ORCH_SIM_HANG_AT_STEP", "2");
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--profile",
+            "h200",
+            "--hang-timeout",
+            "2s",
+            "--max-attempts",
+            "2",
+            "--json",
+        ],
+        1,
+    );
+    let json = run.json();
+    let list = attempts(&json);
+    assert_eq!(list.len(), 2, "{run:?}");
+    assert_eq!(list[0]["outcome"], "hang", "{run:?}");
+    assert_eq!(list[1]["step"], list[0]["step"]);
+    assert_eq!(list[1]["resume"], true);
+    assert!(run.stderr.contains("has written nothing for"), "{run:?}");
+    // The resubmission continued from the checkpoint the first attempt left.
+    let id = json["run"].as_str().unwrap();
+    let log = std::fs::read_to_string(
+        orch.path()
+            .join(".orch/runs")
+            .join(id)
+            .join("attempts/2/stdout.log"),
+    )
+    .unwrap();
+    assert!(log.to_lowercase().contains("resum"), "{log}");
+}
+
+#[test]
+fn the_on_event_hook_hears_steps_and_the_end() {
+    let orch = Orch::new();
+    let events = orch.path().join("events.jsonl");
+    let hook = format!("cat >> {}; echo >> {}", events.display(), events.display());
+    orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--on-event",
+            &hook,
+            "--json",
+        ],
+        0,
+    );
+    // The hook runs in the background; give it a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let text = std::fs::read_to_string(&events).unwrap_or_default();
+        let lines: Vec<Value> = text
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if lines.iter().any(|e| e["event"] == "ended") || Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        lines.iter().any(
+            |e| e["event"] == "decided" && e["decision"].as_str().unwrap().starts_with("step ")
+        ),
+        "{lines:?}"
+    );
+    let ended = lines
+        .iter()
+        .find(|e| e["event"] == "ended")
+        .expect("an ended event");
+    assert_eq!(ended["state"], "succeeded");
+    assert_eq!(ended["experiment"], "diamonds-seed0");
+}
+
+#[test]
+fn a_step_that_changes_the_sharding_is_flagged_for_the_checkpoint() {
+    // A ladder whose only step doubles the GPUs: verl's sharded checkpoint may not load after it.
+    let orch = Orch::new().file(
+        "ladders/verl-grpo.yaml",
+        "steps:\n  - name: more-gpus\n    answers: [gpu_oom]\n    resources:\n      gpus: {multiply: 2}\n",
+    );
+    let run = orch.expect(
+        &["submit", "--backend", "local", "diamonds-seed0", "--json"],
+        0,
+    );
+    let json = run.json();
+    let list = attempts(&json);
+    assert_eq!(list[1]["step"], "more-gpus", "{run:?}");
+    assert!(list[0]["checkpoint_warning"].is_null());
+    let warning = list[1]["checkpoint_warning"].as_str().unwrap();
+    assert!(warning.contains("resources.gpus"), "{warning}");
+    assert_eq!(list[1]["overrides"]["trainer.n_gpus_per_node"], 8);
+    assert!(
+        json["checkpoint_dir"]
+            .as_str()
+            .unwrap()
+            .ends_with("checkpoints")
+    );
+}

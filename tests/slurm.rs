@@ -30,6 +30,21 @@ fn require_cluster() {
     );
 }
 
+/// A configuration that fits on one simulated H200 (0.5B model), so tests that only need a job
+/// to run take one of the test cluster's eight H200 GRES and do not queue behind each other.
+const SMALL: &[&str] = &[
+    "--profile",
+    "h200",
+    "--set",
+    "model=Qwen/Qwen2.5-0.5B-Instruct",
+    "--set",
+    "resources.gpus=1",
+];
+
+fn args<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    base.iter().chain(extra).copied().collect()
+}
+
 fn slurm_orch() -> Orch {
     require_cluster();
     Orch::new()
@@ -121,7 +136,7 @@ fn stop_controller() {
 
 #[test]
 fn diamonds_loop_on_slurm_steps_down_and_the_jobs_are_slurms() {
-    let _shared = CLUSTER.read().unwrap();
+    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
     let orch = slurm_orch();
     let run = orch.expect(
         &[
@@ -172,25 +187,26 @@ fn diamonds_loop_on_slurm_steps_down_and_the_jobs_are_slurms() {
 
 #[test]
 fn a_job_that_hits_its_time_limit_is_resubmitted_with_resume() {
-    let _shared = CLUSTER.read().unwrap();
+    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
     // 60 s limit; 70 steps of 1.2 s do not fit in one go, but do with a resume.
     let orch = slurm_orch()
         .env("ORCH_SIM_STEPS", "70")
         .env("ORCH_SIM_STEP_SECONDS", "1.2");
     let run = orch.expect(
-        &[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "slurm",
-            "--profile",
-            "h200",
-            "--set",
-            "resources.time=1",
-            "--poll-interval",
-            "1",
-            "--json",
-        ],
+        &args(
+            &[
+                "submit",
+                "diamonds-seed0",
+                "--backend",
+                "slurm",
+                "--set",
+                "resources.time=1",
+                "--poll-interval",
+                "1",
+                "--json",
+            ],
+            SMALL,
+        ),
         0,
     );
     let json = run.json();
@@ -220,25 +236,26 @@ fn a_job_that_hits_its_time_limit_is_resubmitted_with_resume() {
 
 #[test]
 fn cancel_scancels_the_running_job() {
-    let _shared = CLUSTER.read().unwrap();
+    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
     let orch = slurm_orch().env("ORCH_SIM_HANG_AT_STEP", "1");
     let child = orch
-        .command(&[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "slurm",
-            "--profile",
-            "h200",
-            "--poll-interval",
-            "0.5",
-            "--json",
-        ])
+        .command(&args(
+            &[
+                "submit",
+                "diamonds-seed0",
+                "--backend",
+                "slurm",
+                "--poll-interval",
+                "0.5",
+                "--json",
+            ],
+            SMALL,
+        ))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(120);
     let (run_id, job) = loop {
         let status = orch.run(&["status", "--json"]).json();
         if let Some(r) = status.as_array().and_then(|a| a.first()).cloned()
@@ -269,7 +286,7 @@ fn cancel_scancels_the_running_job() {
 
 #[test]
 fn a_sweep_is_watched_with_one_squeue_per_tick() {
-    let _shared = CLUSTER.read().unwrap();
+    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
     let orch = slurm_orch();
     let (path, log) = counting_path(orch.path());
     let orch = orch.env("PATH", &path);
@@ -282,6 +299,8 @@ fn a_sweep_is_watched_with_one_squeue_per_tick() {
             "slurm",
             "--poll-interval",
             "0.5",
+            "--set",
+            "resources.cpus_per_task=1",
             "--json",
         ],
         0,
@@ -332,22 +351,23 @@ fn a_sweep_is_watched_with_one_squeue_per_tick() {
 
 #[test]
 fn the_watch_survives_the_controller_going_away_for_20_seconds() {
-    let _alone = CLUSTER.write().unwrap();
+    let _alone = CLUSTER.write().unwrap_or_else(|e| e.into_inner());
     let orch = slurm_orch()
         .env("ORCH_SIM_STEPS", "40")
         .env("ORCH_SIM_STEP_SECONDS", "1");
     let child = orch
-        .command(&[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "slurm",
-            "--profile",
-            "h200",
-            "--poll-interval",
-            "0.5",
-            "--json",
-        ])
+        .command(&args(
+            &[
+                "submit",
+                "diamonds-seed0",
+                "--backend",
+                "slurm",
+                "--poll-interval",
+                "0.5",
+                "--json",
+            ],
+            SMALL,
+        ))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -399,7 +419,7 @@ fn the_watch_survives_the_controller_going_away_for_20_seconds() {
 
 #[test]
 fn an_sbatch_that_times_out_after_creating_the_job_does_not_duplicate_it() {
-    let _shared = CLUSTER.read().unwrap();
+    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
     let orch = slurm_orch();
     let bin = orch.path().join("faulty");
     std::fs::create_dir_all(&bin).unwrap();
@@ -416,17 +436,18 @@ fn an_sbatch_that_times_out_after_creating_the_job_does_not_duplicate_it() {
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let orch = orch.env("PATH", &path);
     let run = orch.expect(
-        &[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "slurm",
-            "--profile",
-            "h200",
-            "--poll-interval",
-            "0.5",
-            "--json",
-        ],
+        &args(
+            &[
+                "submit",
+                "diamonds-seed0",
+                "--backend",
+                "slurm",
+                "--poll-interval",
+                "0.5",
+                "--json",
+            ],
+            SMALL,
+        ),
         0,
     );
     assert!(marker.exists(), "the fault was not injected");
@@ -468,9 +489,20 @@ fn memory_hog_project(orch: Orch) -> Orch {
 
 #[test]
 fn a_real_cgroup_oom_kill_is_host_oom_and_gets_more_memory() {
-    let _shared = CLUSTER.read().unwrap();
+    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
     let orch = memory_hog_project(slurm_orch());
-    let run = orch.expect(&["submit", "hog", "--backend", "slurm", "--poll-interval", "0.5", "--json"], 0);
+    let run = orch.expect(
+        &[
+            "submit",
+            "hog",
+            "--backend",
+            "slurm",
+            "--poll-interval",
+            "0.5",
+            "--json",
+        ],
+        0,
+    );
     let json = run.json();
     let list = attempts(&json);
     assert_eq!(list[0]["outcome"], "host_oom", "{run:?}");

@@ -48,6 +48,10 @@ pub enum JobEnd {
     Preempted,
     /// The job vanished without a trace of how it ended.
     Lost,
+    /// orch cancelled it: running, but its logs had not grown for this long.
+    Hung {
+        silent_secs: u64,
+    },
 }
 
 impl JobEnd {
@@ -64,6 +68,7 @@ impl JobEnd {
             JobEnd::NodeFail { node: None } => "node_fail".into(),
             JobEnd::Preempted => "preempted".into(),
             JobEnd::Lost => "lost".into(),
+            JobEnd::Hung { silent_secs } => format!("hung (no log output for {silent_secs} s)"),
         }
     }
 

@@ -199,7 +199,10 @@ impl Slurm {
         let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
         let list = ids.join(",");
         let out = self
-            .run("squeue", &["-h", "-t", "all", "-j", &list, "-o", "%i|%T|%r|%N"])
+            .run(
+                "squeue",
+                &["-h", "-t", "all", "-j", &list, "-o", "%i|%T|%r|%N"],
+            )
             .await?;
         if is_transient(&out.stderr) {
             bail!("squeue: {}", out.stderr.trim());
@@ -233,14 +236,26 @@ impl Slurm {
         let mut finished: HashMap<String, JobState> = HashMap::new();
         let settled = if self.accounting.load(Ordering::Relaxed) != 2 {
             let out = self
-                .run("sacct", &["-X", "-n", "-P", "-j", &gone_ids.join(","), "-o", "JobIDRaw,State,ExitCode,Reason,NodeList"])
+                .run(
+                    "sacct",
+                    &[
+                        "-X",
+                        "-n",
+                        "-P",
+                        "-j",
+                        &gone_ids.join(","),
+                        "-o",
+                        "JobIDRaw,State,ExitCode,Reason,NodeList",
+                    ],
+                )
                 .await?;
             if out.ok() {
                 self.accounting.store(1, Ordering::Relaxed);
                 for line in out.stdout.lines() {
                     let f: Vec<&str> = line.trim().split('|').collect();
                     if f.len() >= 3
-                        && let Some(state @ JobState::Finished(_)) = map_state(f[1], parse_exit(f[2]), f.get(4).copied())
+                        && let Some(state @ JobState::Finished(_)) =
+                            map_state(f[1], parse_exit(f[2]), f.get(4).copied())
                     {
                         finished.insert(f[0].to_string(), state);
                     }
@@ -261,7 +276,8 @@ impl Slurm {
             }
             for job in parse_scontrol(&out.stdout) {
                 if gone_ids.contains(&job.id.as_str())
-                    && let Some(state @ JobState::Finished(_)) = map_state(&job.state, job.exit_code, job.node.as_deref())
+                    && let Some(state @ JobState::Finished(_)) =
+                        map_state(&job.state, job.exit_code, job.node.as_deref())
                 {
                     finished.insert(job.id, state);
                 }
@@ -275,7 +291,8 @@ impl Slurm {
                 // Accounting may lag the queue by a tick; only the marker or its absence after
                 // scontrol forgot the job settles it.
                 match from_marker(&job.dir) {
-                    JobState::Finished(JobEnd::Lost) if self.accounting.load(Ordering::Relaxed) == 1 => {}
+                    JobState::Finished(JobEnd::Lost)
+                        if self.accounting.load(Ordering::Relaxed) == 1 => {}
                     state => {
                         states.insert(job.id.clone(), state);
                     }

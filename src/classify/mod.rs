@@ -93,6 +93,9 @@ pub enum FailureClass {
     Preempted,
     NodeFail,
     NcclTimeout,
+    /// The job was RUNNING but its logs stopped growing for the hang timeout. Never produced
+    /// by the scanner; the watcher decides it.
+    Hang,
     Error,
     None,
 }
@@ -108,6 +111,7 @@ impl FailureClass {
             FailureClass::Preempted => "preempted",
             FailureClass::NodeFail => "node_fail",
             FailureClass::NcclTimeout => "nccl_timeout",
+            FailureClass::Hang => "hang",
             FailureClass::Error => "error",
             FailureClass::None => "none",
         }

@@ -112,6 +112,9 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
                 println!("  evidence: {}: {}", e.file, e.text);
             }
         }
+        if let Some(w) = &a.checkpoint_warning {
+            println!("  checkpoint: {w}");
+        }
         if let Some(d) = &a.decision {
             println!("  then: {d}");
         }

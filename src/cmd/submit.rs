@@ -74,6 +74,10 @@ pub async fn submit(
                 host: None,
                 max_attempts,
                 simulate,
+                on_event: match &args.on_event {
+                    Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone(), "orch-hook".into()],
+                    None => setup.experiment.file.on_event.clone(),
+                },
             },
         )?;
         progress.say(format!(
@@ -94,6 +98,7 @@ pub async fn submit(
         backend: &backend,
         progress: &progress,
         simulate,
+        hang_timeout: args.hang_timeout.into(),
     };
     finish(drivers, &ctx, args.json).await
 }
@@ -150,6 +155,7 @@ pub async fn resume(
         backend: &backend,
         progress: &progress,
         simulate,
+        hang_timeout: args.hang_timeout.into(),
     };
     finish(drivers, &ctx, args.json).await
 }

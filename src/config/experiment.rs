@@ -46,6 +46,10 @@ pub struct ExperimentFile {
     /// Attempts before giving up (`--max-attempts` overrides it).
     #[serde(default)]
     pub max_attempts: Option<u32>,
+    /// A command (argv) told about steps, resumes, failures and the end, with the event as
+    /// JSON on stdin and as its last argument.
+    #[serde(default)]
+    pub on_event: Vec<String>,
 }
 
 /// A family of experiments that differ in one value.

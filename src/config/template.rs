@@ -41,6 +41,10 @@ pub struct TemplateSpec {
     pub defaults: BTreeMap<String, serde_yaml::Value>,
     #[serde(default)]
     pub rules: Vec<Rule>,
+    /// Keys (and `resources.*` fields) whose change may make the last checkpoint unloadable
+    /// (sharding layout, data-loader position); a step changing one is flagged in the history.
+    #[serde(default)]
+    pub checkpoint_sensitive: Vec<String>,
 }
 
 /// One rendered file.
