@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::support::Orch;
 
 /// Tests share the cluster; the one that stops the controller runs alone.
-static CLUSTER: RwLock<()> = RwLock::new(());
+pub(crate) static CLUSTER: RwLock<()> = RwLock::new(());
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
