@@ -4,6 +4,7 @@ mod support;
 
 mod classify;
 mod cli;
+mod crash;
 mod local_loop;
 mod slurm;
 mod snapshots;
