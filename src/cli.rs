@@ -136,6 +136,11 @@ pub struct SubmitArgs {
     /// Shell command told (JSON on stdin and in $1) when a run steps down, resumes, fails or ends
     #[arg(long, value_name = "CMD", env = "ORCH_ON_EVENT")]
     pub on_event: Option<String>,
+
+    /// Return at once and leave no orch on this machine: on Slurm each attempt is followed by a
+    /// small job that runs `orch resume`; elsewhere a background watcher carries the run on
+    #[arg(long)]
+    pub detach: bool,
 }
 
 #[derive(Debug, Args)]
@@ -168,6 +173,11 @@ pub struct ResumeArgs {
         env = "ORCH_HANG_TIMEOUT"
     )]
     pub hang_timeout: humantime::Duration,
+
+    /// Return at once and leave no orch on this machine: on Slurm each attempt is followed by a
+    /// small job that runs `orch resume`; elsewhere a background watcher carries the run on
+    #[arg(long)]
+    pub detach: bool,
 }
 
 #[derive(Debug, Args)]

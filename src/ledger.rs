@@ -119,6 +119,12 @@ pub enum Event {
         decision: String,
         reason: String,
     },
+    /// A Slurm job that will run `orch resume` when the attempt's job ends (`--detach`).
+    FollowUp {
+        ts: String,
+        attempt: u32,
+        job_id: String,
+    },
     CancelRequested {
         ts: String,
     },
@@ -174,6 +180,8 @@ pub struct RunRecord {
     pub state: RunState,
     pub summary: Option<String>,
     pub cancel_requested: bool,
+    /// Follow-up jobs (`--detach` on Slurm), oldest first.
+    pub follow_ups: Vec<String>,
     pub attempts: Vec<AttemptRecord>,
 }
 
@@ -212,6 +220,7 @@ impl RunRecord {
             state: RunState::Running,
             summary: None,
             cancel_requested: false,
+            follow_ups: Vec::new(),
             attempts: Vec::new(),
         };
         for event in &events[1..] {
@@ -286,6 +295,7 @@ impl RunRecord {
                 Event::Decided {
                     attempt, decision, ..
                 } => rec.attempt_mut(attempt)?.decision = Some(decision),
+                Event::FollowUp { job_id, .. } => rec.follow_ups.push(job_id),
                 Event::CancelRequested { .. } => rec.cancel_requested = true,
                 Event::Ended { state, summary, .. } => {
                     rec.state = state;

@@ -36,6 +36,17 @@ pub struct Ctx<'a> {
     pub simulate: bool,
     /// A running job whose logs do not grow for this long is declared hung.
     pub hang_timeout: std::time::Duration,
+    /// Hand each submitted attempt to a Slurm follow-up job instead of watching it.
+    pub follow_up: Option<FollowUp>,
+}
+
+/// How a follow-up job runs `orch resume` on the cluster (`submit --detach` on Slurm).
+#[derive(Debug, Clone)]
+pub struct FollowUp {
+    /// Arguments before `resume`: the orch binary and its global options.
+    pub orch: Vec<String>,
+    /// Working directory of the follow-up (the project directory).
+    pub cwd: std::path::PathBuf,
 }
 
 struct LogFile {
@@ -78,6 +89,8 @@ pub struct RunDriver {
     tried: HashSet<String>,
     live: Option<Live>,
     done: Option<RunState>,
+    /// The live attempt was handed to a follow-up job; this process is finished with the run.
+    handed_off: bool,
     bar: ProgressBar,
     started: Instant,
     last_line: String,
@@ -107,6 +120,7 @@ impl RunDriver {
             tried: HashSet::new(),
             live: None,
             done: None,
+            handed_off: false,
             bar,
             started: Instant::now(),
             last_line: String::new(),
@@ -131,7 +145,11 @@ impl RunDriver {
             .with_context(|| format!("experiment {} is no longer defined", record.experiment))?;
         let (setup, base) = Setup::load(catalog, experiment, Some(&record.profile), &[])?;
         let mut tried = HashSet::new();
-        let mut plan = base;
+        // Before attempt 1 the run's own plan.yaml holds the first plan, --set values included.
+        let mut plan = match std::fs::read_to_string(run.path.join("plan.yaml")) {
+            Ok(text) => serde_yaml::from_str(&text).context("cannot parse the run's plan.yaml")?,
+            Err(_) => base,
+        };
         for a in &record.attempts {
             let path = a.dir.join("plan.yaml");
             let text = std::fs::read_to_string(&path)
@@ -154,6 +172,7 @@ impl RunDriver {
             tried,
             live: None,
             done: None,
+            handed_off: false,
             bar,
             started: Instant::now(),
             last_line: String::new(),
@@ -284,6 +303,9 @@ impl RunDriver {
         self.record_submitted(n, &job, &dir)?;
         crate::ledger::crash_point("recorded");
         self.tried.insert(self.plan.canonical(&self.setup));
+        if let (Some(follow), Backend::Slurm(slurm)) = (&ctx.follow_up, ctx.backend) {
+            return self.hand_off(slurm, follow, &job, ctx).await;
+        }
         ctx.progress.say(format!(
             "[{}] attempt {n}/{} ({}) submitted: {} job {}",
             self.name(),
@@ -293,6 +315,52 @@ impl RunDriver {
             job.id
         ));
         self.watch(job);
+        Ok(())
+    }
+
+    /// Submit the job that carries the run on once `job` ends, and stop watching here.
+    async fn hand_off(
+        &mut self,
+        slurm: &crate::backend::slurm::Slurm,
+        follow: &FollowUp,
+        job: &JobRef,
+        ctx: &Ctx<'_>,
+    ) -> anyhow::Result<()> {
+        let n = self.attempt;
+        let mut command: Vec<String> = follow.orch.clone();
+        command.extend([
+            "resume".into(),
+            self.run.id.clone(),
+            "--detach".into(),
+            "--quiet".into(),
+        ]);
+        let log = std::path::absolute(self.run.path.join(format!("follow-up-{n}.log")))?;
+        let name = format!("orch-{}-f{n}", self.run.id);
+        let id = slurm
+            .submit_follow_up(
+                &name,
+                &job.id,
+                &self.plan.resources.partition,
+                &follow.cwd,
+                &log,
+                &command,
+            )
+            .await
+            .with_context(|| format!("submitting the follow-up of attempt {n}"))?;
+        self.run.append(&Event::FollowUp {
+            ts: now(),
+            attempt: n,
+            job_id: id.clone(),
+        })?;
+        ctx.progress.say(format!(
+            "[{}] attempt {n} is job {}; follow-up job {id} carries the run on when it ends (log: {})",
+            self.name(),
+            job.id,
+            log.display()
+        ));
+        self.live = None;
+        self.handed_off = true;
+        self.bar.finish_and_clear();
         Ok(())
     }
 
@@ -639,8 +707,9 @@ pub async fn drive(
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     let tick = ctx.backend.tick();
-    let mut interval = tick;
-    while drivers.iter().any(|d| d.done.is_none()) {
+    // Look at once (a resumed run's job may have ended long ago), then every tick.
+    let mut interval = std::time::Duration::ZERO;
+    while drivers.iter().any(|d| d.done.is_none() && !d.handed_off) {
         tokio::select! {
             _ = tokio::time::sleep(interval) => {}
             _ = &mut ctrl_c => {
@@ -677,7 +746,10 @@ pub async fn drive(
             }
         };
         let mut changed = false;
-        for d in drivers.iter_mut().filter(|d| d.done.is_none()) {
+        for d in drivers
+            .iter_mut()
+            .filter(|d| d.done.is_none() && !d.handed_off)
+        {
             d.read_logs();
             let Some(id) = d.live.as_ref().map(|l| l.job.id.clone()) else {
                 continue;
@@ -691,6 +763,18 @@ pub async fn drive(
                         ctx.progress.say(format!("[{}] {msg}", d.name()));
                         d.end(RunState::Failed, format!("failed: {msg}"))?;
                     }
+                }
+                Some(JobState::Running | JobState::Pending)
+                    if ctx.follow_up.is_some() && matches!(ctx.backend, Backend::Slurm(_)) =>
+                {
+                    // A follow-up woke while its attempt still runs (requeued, say): pass it on.
+                    let job = d.live.as_ref().expect("live").job.clone();
+                    if let (Some(follow), Backend::Slurm(slurm)) = (&ctx.follow_up, ctx.backend)
+                        && let Err(e) = d.hand_off(slurm, follow, &job, ctx).await
+                    {
+                        ctx.progress.say(format!("[{}] {e:#}", d.name()));
+                    }
+                    changed = true;
                 }
                 Some(JobState::Running) => {
                     let live = d.live.as_mut().expect("live");
@@ -736,7 +820,7 @@ pub async fn drive(
         interval = if changed {
             tick
         } else {
-            (interval * 2).min(tick * 4)
+            (interval * 2).clamp(tick, tick * 2)
         };
     }
     let records = drivers

@@ -356,3 +356,43 @@ fn a_step_that_changes_the_sharding_is_flagged_for_the_checkpoint() {
             .ends_with("checkpoints")
     );
 }
+
+#[test]
+fn detach_returns_at_once_and_a_background_watcher_finishes_the_run() {
+    let orch = Orch::new();
+    let started = Instant::now();
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--detach",
+            "--json",
+        ],
+        0,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "--detach did not return at once"
+    );
+    let id = run.json()["run"].as_str().unwrap().to_string();
+    assert!(run.stderr.contains("detached"), "{run:?}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let history = loop {
+        let history = orch.expect(&["history", &id, "--json"], 0).json();
+        if history["state"] != "running" {
+            break history;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the detached run did not finish: {history}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(history["state"], "succeeded", "{history}");
+    assert_eq!(attempts(&history)[0]["outcome"], "gpu_oom");
+    let log = std::fs::read_to_string(orch.path().join(".orch/runs").join(&id).join("watcher.log"))
+        .unwrap();
+    assert!(!log.contains("error"), "{log}");
+}

@@ -513,3 +513,93 @@ fn a_real_cgroup_oom_kill_is_host_oom_and_gets_more_memory() {
     let second = scontrol_job(list[1]["job_id"].as_str().unwrap());
     assert!(second.contains("MinMemoryNode=2G"), "{second}");
 }
+
+/// Processes running our orch binary outside any Slurm job (a job's processes carry
+/// SLURM_JOB_ID in their environment), other than the simulated trainer.
+fn orch_processes_outside_slurm(project: &Path) -> Vec<String> {
+    let bin = std::fs::canonicalize(crate::support::orch_bin()).unwrap();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter(|e| std::fs::read_link(e.path().join("exe")).is_ok_and(|exe| exe == bin))
+        .filter(|e| {
+            let environ = std::fs::read(e.path().join("environ")).unwrap_or_default();
+            !environ
+                .split(|&b| b == 0)
+                .any(|v| v.starts_with(b"SLURM_JOB_ID="))
+        })
+        // Only this test's (by working directory or arguments): other tests run orch too.
+        .filter(|e| {
+            let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            cwd.starts_with(project)
+                || String::from_utf8_lossy(&cmd).contains(&project.display().to_string())
+        })
+        .map(|e| {
+            String::from_utf8_lossy(&std::fs::read(e.path().join("cmdline")).unwrap_or_default())
+                .replace('\0', " ")
+        })
+        .filter(|cmd| !cmd.contains(" sim-train "))
+        .collect()
+}
+
+#[test]
+fn detach_leaves_no_orch_behind_and_follow_up_jobs_finish_the_run() {
+    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
+    let orch = slurm_orch();
+    let started = Instant::now();
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "slurm",
+            "--detach",
+            "--poll-interval",
+            "1",
+            "--set",
+            "resources.cpus_per_task=1",
+            "--json",
+        ],
+        0,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "--detach did not return at once"
+    );
+    let json = run.json();
+    assert_eq!(json["state"], "running");
+    let run_id = json["run"].as_str().unwrap().to_string();
+    let left = orch_processes_outside_slurm(orch.path());
+    assert!(
+        left.is_empty(),
+        "orch processes left on the machine: {left:?}"
+    );
+    assert!(run.stderr.contains("follow-up job"), "{run:?}");
+
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let history = loop {
+        let history = orch.expect(&["history", &run_id, "--json"], 0).json();
+        if history["state"] != "running" {
+            break history;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the detached run did not finish: {history}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    assert_eq!(history["state"], "succeeded", "{history}");
+    let list = attempts(&history);
+    assert!(list.len() >= 2);
+    assert_eq!(list[0]["outcome"], "gpu_oom");
+    // Every attempt but the last was followed by a follow-up job that Slurm ran.
+    let follow_ups = jobs_named(&format!("orch-{run_id}-f"));
+    assert!(follow_ups.len() >= list.len() - 1, "{follow_ups:#?}");
+}

@@ -163,6 +163,52 @@ impl Slurm {
         unreachable!("the loop returns on its last try")
     }
 
+    /// Submit a small job that runs `command` once job `after` has ended, however it ended.
+    pub async fn submit_follow_up(
+        &self,
+        name: &str,
+        after: &str,
+        partition: &str,
+        cwd: &Path,
+        log: &Path,
+        command: &[String],
+    ) -> anyhow::Result<String> {
+        let wrap = command
+            .iter()
+            .map(|a| shlex::try_quote(a).map(|q| q.into_owned()))
+            .collect::<Result<Vec<_>, _>>()
+            .context("a follow-up argument cannot be quoted")?
+            .join(" ");
+        let dependency = format!("--dependency=afterany:{after}");
+        let partition = format!("--partition={partition}");
+        let chdir = format!("--chdir={}", cwd.display());
+        let output = format!("--output={}", log.display());
+        let args = [
+            "--parsable",
+            "--job-name",
+            name,
+            &dependency,
+            "--kill-on-invalid-dep=yes",
+            &partition,
+            "--cpus-per-task=1",
+            "--mem=1G",
+            "--time=00:15:00",
+            &chdir,
+            &output,
+            "--wrap",
+            &wrap,
+        ];
+        let out = self.run_retrying("sbatch", &args).await?;
+        if !out.ok() {
+            if let Some(id) = self.find_by_name(name).await {
+                return Ok(id);
+            }
+            bail!("sbatch refused the follow-up job: {}", out.stderr.trim());
+        }
+        parse_parsable(&out.stdout)
+            .with_context(|| format!("sbatch printed no job id: {:?}", out.stdout.trim()))
+    }
+
     /// The id of a job with this name, if the controller (or accounting) knows one.
     pub async fn find_by_name(&self, name: &str) -> Option<String> {
         for _ in 0..self.retries {

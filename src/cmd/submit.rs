@@ -1,6 +1,8 @@
 //! `orch submit`: check everything, then create runs and drive them to their end.
 
 use std::path::Path;
+
+use anyhow::Context;
 use std::time::Duration;
 
 use crate::backend::{Backend, local::Local, slurm::Slurm};
@@ -12,7 +14,7 @@ use crate::ledger::{Event, FORMAT, Ledger, RunState, now};
 use crate::plan::{Plan, Setup};
 use crate::progress::Progress;
 use crate::render::AttemptInfo;
-use crate::watch::{Ctx, RunDriver, drive};
+use crate::watch::{Ctx, FollowUp, RunDriver, drive};
 
 /// Attempts per run when neither the experiment nor `--max-attempts` says.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
@@ -54,6 +56,7 @@ pub async fn submit(
     )?;
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();
+    let mut detached = Vec::new();
     for (setup, plan) in prepared {
         let max_attempts = args
             .max_attempts
@@ -90,8 +93,34 @@ pub async fn submit(
             setup.profile.gpu.model,
             plan.ladder
         ));
+        // The first plan, with every --set, for an orch that resumes the run before attempt 1.
+        crate::ledger::write_atomic(
+            &run.path.join("plan.yaml"),
+            serde_yaml::to_string(&plan)?.as_bytes(),
+        )?;
+        if args.detach && kind == BackendKind::Local {
+            detached.push(run.id.clone());
+            continue;
+        }
         drivers.push(RunDriver::new(setup, plan, run, max_attempts, &progress)?);
         crate::ledger::crash_point("created");
+    }
+    if !detached.is_empty() {
+        let log = spawn_watcher(catalog, ledger, &detached, args.hang_timeout)?;
+        progress.say(format!(
+            "detached: a background `orch resume` drives {} (its log: {}); `orch status` to check, `orch resume RUN` to watch",
+            detached.join(", "),
+            log.display()
+        ));
+        if args.json {
+            for id in &detached {
+                println!(
+                    "{}",
+                    serde_json::to_string(&ledger.open(id)?.record()?.to_json())?
+                );
+            }
+        }
+        return Ok(code::OK);
     }
     let ctx = Ctx {
         catalog,
@@ -99,8 +128,62 @@ pub async fn submit(
         progress: &progress,
         simulate,
         hang_timeout: args.hang_timeout.into(),
+        follow_up: (args.detach && kind == BackendKind::Slurm)
+            .then(|| follow_up(catalog, ledger))
+            .transpose()?,
     };
-    finish(drivers, &ctx, args.json).await
+    finish(drivers, &ctx, args.json, args.detach).await
+}
+
+/// How a Slurm follow-up job calls this orch: same binary, same project and runs directories.
+fn follow_up(catalog: &Catalog, ledger: &Ledger) -> anyhow::Result<FollowUp> {
+    let exe = std::env::current_exe().context("cannot find the orch binary for follow-up jobs")?;
+    let runs = std::path::absolute(ledger.root())?;
+    let project = std::path::absolute(catalog.project_dir())?;
+    Ok(FollowUp {
+        orch: vec![
+            exe.display().to_string(),
+            "--runs-dir".into(),
+            runs.display().to_string(),
+            "--config-dir".into(),
+            project.display().to_string(),
+        ],
+        cwd: std::env::current_dir()?,
+    })
+}
+
+/// Start `orch resume RUN...` in its own session, detached from this terminal; returns its log.
+fn spawn_watcher(
+    catalog: &Catalog,
+    ledger: &Ledger,
+    runs: &[String],
+    hang_timeout: humantime::Duration,
+) -> anyhow::Result<std::path::PathBuf> {
+    let follow = follow_up(catalog, ledger)?;
+    let log = std::path::absolute(ledger.root().join(&runs[0]).join("watcher.log"))?;
+    let out =
+        std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    let mut cmd = std::process::Command::new(&follow.orch[0]);
+    cmd.args(&follow.orch[1..])
+        .arg("resume")
+        .args(runs)
+        .arg("--quiet")
+        .arg("--hang-timeout")
+        .arg(hang_timeout.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out);
+    // A new session: no controlling terminal, so closing it (SIGHUP) does not reach the watcher.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd.spawn().context("cannot start the background watcher")?;
+    Ok(log)
 }
 
 /// `orch resume`: reattach to runs in any state and drive them to their end.
@@ -130,6 +213,16 @@ pub async fn resume(
     };
     let first = first.record()?;
     let backend = backend_for(&first.backend, args.poll_interval)?;
+    if args.detach && first.backend != "slurm" {
+        let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
+        let log = spawn_watcher(catalog, ledger, &ids, args.hang_timeout)?;
+        progress.say(format!(
+            "detached: a background `orch resume` drives {} (log: {})",
+            ids.join(", "),
+            log.display()
+        ));
+        return Ok(code::OK);
+    }
     let mut drivers = Vec::new();
     let mut simulate = first.simulate;
     for run in runs {
@@ -156,8 +249,11 @@ pub async fn resume(
         progress: &progress,
         simulate,
         hang_timeout: args.hang_timeout.into(),
+        follow_up: (args.detach && first.backend == "slurm")
+            .then(|| follow_up(catalog, ledger))
+            .transpose()?,
     };
-    finish(drivers, &ctx, args.json).await
+    finish(drivers, &ctx, args.json, args.detach).await
 }
 
 fn backend_for(name: &str, poll: Option<f64>) -> anyhow::Result<Backend> {
@@ -173,7 +269,12 @@ fn backend_for(name: &str, poll: Option<f64>) -> anyhow::Result<Backend> {
 }
 
 /// Drive, print `--json`, and turn the runs' states into an exit code.
-async fn finish(drivers: Vec<RunDriver>, ctx: &Ctx<'_>, json: bool) -> anyhow::Result<u8> {
+async fn finish(
+    drivers: Vec<RunDriver>,
+    ctx: &Ctx<'_>,
+    json: bool,
+    detached: bool,
+) -> anyhow::Result<u8> {
     let (records, interrupted) = drive(drivers, ctx).await?;
     if json {
         for record in &records {
@@ -184,7 +285,7 @@ async fn finish(drivers: Vec<RunDriver>, ctx: &Ctx<'_>, json: bool) -> anyhow::R
         code::INTERRUPTED
     } else if records
         .iter()
-        .any(|r| r.state == RunState::Failed || r.state == RunState::Running)
+        .any(|r| r.state == RunState::Failed || (r.state == RunState::Running && !detached))
     {
         code::RUN_FAILED
     } else if records.iter().any(|r| r.state == RunState::Cancelled) {
