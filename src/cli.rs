@@ -87,8 +87,27 @@ pub struct ConfigArgs {
 pub enum BackendKind {
     /// Local processes (the default when no `sbatch` is on PATH)
     Local,
-    /// Slurm: sbatch, squeue/sacct/scontrol, scancel (the default when `sbatch` is on PATH)
+    /// Slurm: sbatch, squeue/sacct/scontrol, scancel (the default when `sbatch` is on PATH or --host is given)
     Slurm,
+    /// A machine with no scheduler, over SSH (`--host`): orch starts the job itself
+    Ssh,
+}
+
+/// Where a remote backend works.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Remote host")]
+pub struct HostArgs {
+    /// Run on this host over SSH: a Host from ~/.ssh/config, or user@host:port
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+
+    /// Trust a host key not yet in ~/.ssh/known_hosts (added there); a changed key is always refused
+    #[arg(long)]
+    pub accept_new_host_key: bool,
+
+    /// Runs directory on the host (relative to its home)
+    #[arg(long, value_name = "DIR", default_value = ".orch/runs")]
+    pub remote_dir: String,
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +122,9 @@ pub struct SubmitArgs {
     /// Where jobs run
     #[arg(long, value_enum)]
     pub backend: Option<BackendKind>,
+
+    #[command(flatten)]
+    pub host: HostArgs,
 
     /// Most attempts per run, first one included [default: the experiment's, else 5]
     #[arg(long, value_name = "N")]

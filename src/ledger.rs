@@ -70,6 +70,9 @@ pub enum Event {
         backend: String,
         #[serde(default)]
         host: Option<String>,
+        /// The runs directory on the host (absolute), when there is one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        remote_dir: Option<String>,
         max_attempts: u32,
         simulate: bool,
         /// The notification hook (argv), if any.
@@ -172,6 +175,7 @@ pub struct RunRecord {
     pub ladder: String,
     pub backend: String,
     pub host: Option<String>,
+    pub remote_dir: Option<String>,
     pub simulate: bool,
     pub on_event: Vec<String>,
     pub checkpoint_dir: PathBuf,
@@ -196,6 +200,7 @@ impl RunRecord {
             ladder,
             backend,
             host,
+            remote_dir,
             max_attempts,
             simulate,
             on_event,
@@ -212,6 +217,7 @@ impl RunRecord {
             ladder: ladder.clone(),
             backend: backend.clone(),
             host: host.clone(),
+            remote_dir: remote_dir.clone(),
             simulate: *simulate,
             on_event: on_event.clone(),
             checkpoint_dir: PathBuf::new(),
@@ -374,6 +380,7 @@ impl Ledger {
                             ladder,
                             backend,
                             host,
+                            remote_dir,
                             max_attempts,
                             simulate,
                             on_event,
@@ -388,6 +395,7 @@ impl Ledger {
                             ladder,
                             backend,
                             host,
+                            remote_dir,
                             max_attempts,
                             simulate,
                             on_event,

@@ -15,8 +15,10 @@ pub mod notify;
 pub mod outcome;
 pub mod plan;
 pub mod progress;
+pub mod remote;
 pub mod render;
 pub mod sim;
+pub mod ssh;
 pub mod tail;
 pub mod watch;
 

@@ -111,8 +111,10 @@ pub fn to_value<T: Serialize>(value: T) -> Value {
 pub struct AttemptInfo {
     pub run_id: String,
     pub attempt: u32,
-    /// Where the attempt's files go (absolute).
+    /// The attempt directory as the job sees it (absolute; on a remote host, its path there).
     pub dir: PathBuf,
+    /// Where the rendered files are written here (absolute).
+    pub write_dir: PathBuf,
     /// The run's directory (absolute).
     pub run_dir: PathBuf,
     /// The scheduler job name (`orch-<run>-a<N>`).
@@ -156,10 +158,10 @@ pub fn render(
     info: &AttemptInfo,
 ) -> anyhow::Result<Vec<PathBuf>> {
     let outputs = render_to_strings(catalog, setup, plan, info)?;
-    std::fs::create_dir_all(&info.dir)?;
+    std::fs::create_dir_all(&info.write_dir)?;
     let mut paths = Vec::new();
     for (name, text) in outputs {
-        let path = info.dir.join(&name);
+        let path = info.write_dir.join(&name);
         crate::ledger::write_atomic(&path, text.as_bytes())?;
         if name.ends_with(".sh") || name.ends_with(".sbatch") {
             set_executable(&path)?;
@@ -292,9 +294,14 @@ fn context<'a>(setup: &'a Setup, plan: &'a Plan, info: &AttemptInfo) -> Context<
             .collect(),
         sim_env,
         simulate: info.simulate,
-        orch_bin: std::env::current_exe()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| "orch".into()),
+        // On a remote host the simulator is whatever `orch` ORCH_REMOTE_ORCH names (or PATH has).
+        orch_bin: match std::env::var("ORCH_REMOTE_ORCH") {
+            Ok(bin) if info.dir != info.write_dir => bin,
+            _ if info.dir != info.write_dir => "orch".into(),
+            _ => std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| "orch".into()),
+        },
         resume: plan.resume,
         checkpoint_dir: info.checkpoint_dir.display().to_string(),
         run,

@@ -3,20 +3,60 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::remote::Remote;
 
 /// Most bytes taken from one file per call, so one huge burst cannot stall a tick.
 const MAX_READ: u64 = 16 << 20;
+
+/// Where a followed file is.
+#[derive(Debug, Clone)]
+pub enum Source {
+    Local(PathBuf),
+    /// On a remote host, read over SFTP by offset.
+    Remote(Arc<Remote>, String),
+}
 
 /// A file being followed from a byte offset.
 #[derive(Debug, Clone)]
 pub struct Tail {
     pub path: PathBuf,
     pub offset: u64,
+    remote: Option<(Arc<Remote>, String)>,
 }
 
 impl Tail {
     pub fn new(path: PathBuf) -> Self {
-        Self { path, offset: 0 }
+        Self {
+            path,
+            offset: 0,
+            remote: None,
+        }
+    }
+
+    /// Follow a file wherever it is.
+    pub fn at(source: Source) -> Self {
+        match source {
+            Source::Local(path) => Self::new(path),
+            Source::Remote(host, path) => Self {
+                path: PathBuf::from(&path),
+                offset: 0,
+                remote: Some((host, path)),
+            },
+        }
+    }
+
+    /// Like [`Tail::read_new`], for local and remote files alike.
+    pub async fn read_new_any(&mut self) -> anyhow::Result<Vec<u8>> {
+        match &self.remote {
+            None => Ok(self.read_new()?),
+            Some((host, path)) => {
+                let bytes = host.read_from(path, self.offset, MAX_READ).await?;
+                self.offset += bytes.len() as u64;
+                Ok(bytes)
+            }
+        }
     }
 
     /// The bytes appended since the last call (empty if none, or the file does not exist yet).

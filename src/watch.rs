@@ -236,14 +236,17 @@ impl RunDriver {
         let n = self.attempt;
         let dir = self.run.attempt_dir(n);
         let job_name = format!("orch-{}-a{n}", self.run.id);
+        // The job sees the run directory where the backend puts it (on a remote host, its copy).
+        let seen = |p: &std::path::Path| absolute(p).map(|a| ctx.backend.job_path(&a));
         let info = AttemptInfo {
             run_id: self.run.id.clone(),
             attempt: n,
-            dir: absolute(&dir)?,
-            run_dir: absolute(&self.run.path)?,
+            dir: seen(&dir)?,
+            write_dir: absolute(&dir)?,
+            run_dir: seen(&self.run.path)?,
             job_name: job_name.clone(),
             simulate: ctx.simulate,
-            checkpoint_dir: absolute(&self.run.checkpoint_dir())?,
+            checkpoint_dir: seen(&self.run.checkpoint_dir())?,
         };
         let files = crate::render::render(ctx.catalog, &self.setup, &self.plan, &info)?;
         crate::ledger::write_atomic(
@@ -269,7 +272,7 @@ impl RunDriver {
             resume: self.plan.resume,
             checkpoint_warning: self.checkpoint_warning(&changes_for_warning),
             job_name: job_name.clone(),
-            dir: info.dir.clone(),
+            dir: info.write_dir.clone(),
             files: files.clone(),
             overrides,
         })?;
@@ -314,7 +317,7 @@ impl RunDriver {
             ctx.backend.name(),
             job.id
         ));
-        self.watch(job);
+        self.watch(job, ctx.backend);
         Ok(())
     }
 
@@ -380,10 +383,10 @@ impl RunDriver {
     }
 
     /// Follow a submitted job's logs from their start.
-    fn watch(&mut self, job: JobRef) {
+    fn watch(&mut self, job: JobRef, backend: &Backend) {
         let log = |label: &str| LogFile {
             label: label.into(),
-            tail: Tail::new(job.dir.join(label)),
+            tail: Tail::at(backend.log_source(&job, label)),
             scanner: Scanner::new(),
         };
         self.live = Some(Live {
@@ -396,10 +399,10 @@ impl RunDriver {
     }
 
     /// Read what the logs gained since the last tick.
-    fn read_logs(&mut self) {
+    async fn read_logs(&mut self) {
         let Some(live) = &mut self.live else { return };
         for log in &mut live.logs {
-            match log.tail.read_new() {
+            match log.tail.read_new_any().await {
                 Ok(bytes) if !bytes.is_empty() => {
                     live.last_growth = Instant::now();
                     log.scanner.feed(&bytes);
@@ -429,7 +432,7 @@ impl RunDriver {
 
     /// The job ended: decide, record, and submit the next attempt or finish the run.
     async fn on_end(&mut self, end: JobEnd, ctx: &Ctx<'_>) -> anyhow::Result<()> {
-        self.read_logs();
+        self.read_logs().await;
         let live = self.live.take().expect("a live attempt");
         let verdicts: Vec<(String, crate::classify::Verdict)> = live
             .logs
@@ -685,7 +688,7 @@ pub async fn drive(
             Start::Submit => d.submit(ctx).await,
             Start::Launch => d.launch(ctx).await,
             Start::Watch(job) => {
-                d.watch(job);
+                d.watch(job, ctx.backend);
                 Ok(())
             }
             Start::Decide(outcome, evidence) => {
@@ -750,7 +753,7 @@ pub async fn drive(
             .iter_mut()
             .filter(|d| d.done.is_none() && !d.handed_off)
         {
-            d.read_logs();
+            d.read_logs().await;
             let Some(id) = d.live.as_ref().map(|l| l.job.id.clone()) else {
                 continue;
             };

@@ -6,5 +6,7 @@ mod classify;
 mod cli;
 mod crash;
 mod local_loop;
+mod remote;
 mod slurm;
 mod snapshots;
+mod ssh;

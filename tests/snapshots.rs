@@ -43,6 +43,7 @@ fn every_template_on_every_profile() {
                 run_id: "RUN".into(),
                 attempt: 1,
                 dir: PathBuf::from("/runs/RUN/attempts/1"),
+                write_dir: PathBuf::from("/runs/RUN/attempts/1"),
                 run_dir: PathBuf::from("/runs/RUN"),
                 job_name: "orch-RUN-a1".into(),
                 simulate: false,

@@ -20,7 +20,7 @@ use super::{JobEnd, JobRef, JobSpec, JobState};
 /// the same attempt exits at once and touches nothing), then run the job and record its exit
 /// code even when it is killed by a signal. A TERM sent to the group is handled, not ignored
 /// (ignored signals would be inherited by the job).
-const WRAPPER: &str = r#"set -C
+pub const WRAPPER: &str = r#"set -C
 if ! { echo "$$" > pid; } 2>/dev/null; then exit 97; fi
 set +C
 trap 'true' TERM INT HUP

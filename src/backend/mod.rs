@@ -2,6 +2,7 @@
 //! jobs in one call, cancel — so that the watcher can drive any number of runs with one query
 //! per tick whatever the backend.
 
+pub mod cloud;
 pub mod local;
 pub mod slurm;
 
@@ -94,22 +95,16 @@ pub enum JobState {
 pub enum Backend {
     Local(local::Local),
     Slurm(slurm::Slurm),
+    /// A machine reached over SSH, no scheduler.
+    Cloud(cloud::Cloud),
 }
 
 impl Backend {
-    /// A backend by its ledger name, for commands acting on an existing run.
-    pub fn by_name(name: &str, tick: Duration) -> Option<Backend> {
-        match name {
-            "local" => Some(Backend::Local(local::Local { tick })),
-            "slurm" => Some(Backend::Slurm(slurm::Slurm::new(tick))),
-            _ => None,
-        }
-    }
-
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Local(_) => "local",
             Backend::Slurm(_) => "slurm",
+            Backend::Cloud(_) => "ssh",
         }
     }
 
@@ -118,6 +113,7 @@ impl Backend {
         match self {
             Backend::Local(b) => b.tick,
             Backend::Slurm(b) => b.tick,
+            Backend::Cloud(b) => b.tick,
         }
     }
 
@@ -126,6 +122,7 @@ impl Backend {
         match self {
             Backend::Local(b) => b.submit(spec).await,
             Backend::Slurm(b) => b.submit(spec).await,
+            Backend::Cloud(b) => b.submit(spec).await,
         }
     }
 
@@ -134,6 +131,7 @@ impl Backend {
         match self {
             Backend::Local(b) => Ok(b.poll(jobs)),
             Backend::Slurm(b) => b.poll(jobs).await,
+            Backend::Cloud(b) => b.poll(jobs).await,
         }
     }
 
@@ -146,6 +144,40 @@ impl Backend {
                 id,
                 dir: dir.to_path_buf(),
             }),
+            Backend::Cloud(b) => b.find(dir).await,
+        }
+    }
+
+    /// Where a job's log is: the attempt directory here, or its copy on the remote host.
+    pub fn log_source(&self, job: &JobRef, name: &str) -> crate::tail::Source {
+        let local = job.dir.join(name);
+        match self {
+            Backend::Slurm(b) if b.host().is_some() => crate::tail::Source::Remote(
+                b.host().expect("remote").clone(),
+                b.cluster_path(&local),
+            ),
+            Backend::Cloud(b) => {
+                crate::tail::Source::Remote(b.remote.clone(), b.remote_dir(&local))
+            }
+            _ => crate::tail::Source::Local(local),
+        }
+    }
+
+    /// How a job sees a local path under the runs directory (the remote copy's path).
+    pub fn job_path(&self, local: &std::path::Path) -> PathBuf {
+        match self {
+            Backend::Slurm(b) => PathBuf::from(b.cluster_path(local)),
+            Backend::Cloud(b) => PathBuf::from(b.remote_dir(local)),
+            Backend::Local(_) => local.to_path_buf(),
+        }
+    }
+
+    /// The remote host's name and runs directory, if the backend works on one.
+    pub fn remote(&self) -> Option<&std::sync::Arc<crate::remote::Remote>> {
+        match self {
+            Backend::Slurm(b) => b.host(),
+            Backend::Cloud(b) => Some(&b.remote),
+            Backend::Local(_) => None,
         }
     }
 
@@ -154,6 +186,7 @@ impl Backend {
         match self {
             Backend::Local(b) => b.cancel(job).await,
             Backend::Slurm(b) => b.cancel(job).await,
+            Backend::Cloud(b) => b.cancel(job).await,
         }
     }
 }

@@ -13,13 +13,15 @@
 //! again orch looks the job up by name.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 
 use super::{JobEnd, JobRef, JobSpec, JobState};
+use crate::remote::Remote;
 
 /// Errors from the controller that say nothing about the job; retry later.
 const TRANSIENT: &[&str] = &[
@@ -65,6 +67,8 @@ pub struct Slurm {
     pub retries: u32,
     /// 0 = unknown, 1 = `sacct` works, 2 = it does not (no slurmdbd).
     accounting: AtomicU8,
+    /// The login node, when orch runs elsewhere (`--host`); `None` on the login node itself.
+    remote: Option<(Arc<Remote>, PathBuf)>,
 }
 
 impl Slurm {
@@ -73,10 +77,41 @@ impl Slurm {
             tick,
             retries: 8,
             accounting: AtomicU8::new(0),
+            remote: None,
         }
     }
 
+    /// Slurm on a login node reached over SSH; `local_root` (the local runs directory) is
+    /// mirrored under the remote host's runs directory.
+    pub fn remote(tick: Duration, host: Arc<Remote>, local_root: PathBuf) -> Self {
+        Slurm {
+            remote: Some((host, local_root)),
+            ..Slurm::new(tick)
+        }
+    }
+
+    /// Where a local path is for the cluster.
+    pub fn cluster_path(&self, local: &Path) -> String {
+        match &self.remote {
+            Some((host, root)) => host.path_for(root, local),
+            None => local.display().to_string(),
+        }
+    }
+
+    /// The remote host, if any.
+    pub fn host(&self) -> Option<&Arc<Remote>> {
+        self.remote.as_ref().map(|(h, _)| h)
+    }
+
     async fn run(&self, program: &str, args: &[&str]) -> anyhow::Result<Output> {
+        if let Some((host, _)) = &self.remote {
+            let out = host.run(program, args).await?;
+            return Ok(Output {
+                code: Some(out.code),
+                stdout: out.stdout_text(),
+                stderr: out.stderr_text(),
+            });
+        }
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args)
             .stdin(std::process::Stdio::null())
@@ -111,10 +146,16 @@ impl Slurm {
 
     pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
         let name = spec.name.as_str();
-        let stdout = spec.stdout.display().to_string();
-        let stderr = spec.stderr.display().to_string();
-        let dir = spec.dir.display().to_string();
-        let script = spec.script.display().to_string();
+        if let Some((host, _)) = &self.remote {
+            let dir = self.cluster_path(&spec.dir);
+            host.upload_dir(&spec.dir, &dir).await.with_context(|| {
+                format!("uploading {} to {}:{dir}", spec.dir.display(), host.name)
+            })?;
+        }
+        let stdout = self.cluster_path(&spec.stdout);
+        let stderr = self.cluster_path(&spec.stderr);
+        let dir = self.cluster_path(&spec.dir);
+        let script = self.cluster_path(&spec.script);
         let args = [
             "--parsable",
             "--job-name",
@@ -181,8 +222,8 @@ impl Slurm {
             .join(" ");
         let dependency = format!("--dependency=afterany:{after}");
         let partition = format!("--partition={partition}");
-        let chdir = format!("--chdir={}", cwd.display());
-        let output = format!("--output={}", log.display());
+        let chdir = format!("--chdir={}", self.cluster_path(cwd));
+        let output = format!("--output={}", self.cluster_path(log));
         let args = [
             "--parsable",
             "--job-name",
@@ -333,6 +374,9 @@ impl Slurm {
         for job in gone {
             if let Some(state) = finished.remove(&job.id) {
                 states.insert(job.id.clone(), state);
+            } else if settled && self.remote.is_some() {
+                // The marker is on the login node's file system; Slurm forgot the job.
+                states.insert(job.id.clone(), JobState::Finished(JobEnd::Lost));
             } else if settled {
                 // Accounting may lag the queue by a tick; only the marker or its absence after
                 // scontrol forgot the job settles it.

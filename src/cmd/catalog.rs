@@ -58,6 +58,7 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
         run_id: format!("{}-render", plan.experiment),
         attempt: 1,
         dir: out.clone(),
+        write_dir: out.clone(),
         run_dir: out.clone(),
         job_name: format!("orch-{}-render", plan.experiment),
         simulate: args.simulate,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::backend::{Backend, JobRef};
+use crate::backend::JobRef;
 use crate::cli::{CancelArgs, HistoryArgs, LogsArgs, StatusArgs};
 use crate::error::{UsageError, code};
 use crate::ledger::{Event, Ledger, RunRecord, RunState, now};
@@ -149,7 +149,23 @@ pub async fn logs(ledger: &Ledger, args: LogsArgs) -> anyhow::Result<u8> {
     } else {
         "stdout.log"
     });
-    let mut tail = Tail::new(path.clone());
+    let mut tail = if record.host.is_some() {
+        let backend = super::submit::backend_for_record(&record, None, ledger).await?;
+        let job = crate::backend::JobRef {
+            id: String::new(),
+            dir: attempt.dir.clone(),
+        };
+        Tail::at(backend.log_source(
+            &job,
+            if args.stderr {
+                "stderr.log"
+            } else {
+                "stdout.log"
+            },
+        ))
+    } else {
+        Tail::new(path.clone())
+    };
     let mut out = std::io::stdout().lock();
     loop {
         let bytes = tail
@@ -186,13 +202,7 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
         return Ok(code::OK);
     }
     run.append(&Event::CancelRequested { ts: now() })?;
-    let Some(backend) = Backend::by_name(&record.backend, Duration::from_millis(250)) else {
-        return Err(UsageError(format!(
-            "run {} uses backend {}, which this orch cannot reach",
-            record.run, record.backend
-        ))
-        .into());
-    };
+    let backend = super::submit::backend_for_record(&record, Some(0.25), ledger).await?;
     if let Some(a) = record.live_attempt()
         && let Some(id) = &a.job_id
     {

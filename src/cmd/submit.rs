@@ -5,14 +5,20 @@ use std::path::Path;
 use anyhow::Context;
 use std::time::Duration;
 
-use crate::backend::{Backend, local::Local, slurm::Slurm};
+use std::sync::Arc;
+
+use crate::backend::{Backend, cloud::Cloud, local::Local, slurm::Slurm};
 use crate::cli::{BackendKind, ResumeArgs, SubmitArgs};
 use crate::config::Catalog;
+use crate::config::Kind;
 use crate::config::experiment::Experiment;
+use crate::config::profile::Profile;
 use crate::error::{UsageError, code};
+use crate::ledger::RunRecord;
 use crate::ledger::{Event, FORMAT, Ledger, RunState, now};
 use crate::plan::{Plan, Setup};
 use crate::progress::Progress;
+use crate::remote::Remote;
 use crate::render::AttemptInfo;
 use crate::watch::{Ctx, FollowUp, RunDriver, drive};
 
@@ -26,6 +32,45 @@ pub async fn submit(
     quiet: bool,
 ) -> anyhow::Result<u8> {
     let progress = Progress::new(quiet, !args.json);
+    let kind = args.backend.unwrap_or(
+        if args.host.host.is_some() || find_on_path("sbatch").is_some() {
+            BackendKind::Slurm
+        } else {
+            BackendKind::Local
+        },
+    );
+    match (kind, &args.host.host) {
+        (BackendKind::Ssh, None) => {
+            return Err(UsageError(
+                "--backend ssh needs --host (a Host from ~/.ssh/config or user@host:port)".into(),
+            )
+            .into());
+        }
+        (BackendKind::Local, Some(_)) => {
+            return Err(UsageError("--host runs on another machine: use --backend slurm (a login node) or --backend ssh (a machine without a scheduler)".into()).into());
+        }
+        _ => {}
+    }
+    let mut args = args;
+    // A cloud machine tells which GPUs it has; pick the matching profile unless one was given.
+    let mut remote = None;
+    if kind == BackendKind::Ssh && args.config.profile.is_none() {
+        let host = args.host.host.clone().expect("checked above");
+        let r =
+            Remote::connect(&host, args.host.accept_new_host_key, &args.host.remote_dir).await?;
+        let (profile, gpus) = detect_profile(catalog, &r).await?;
+        progress.say(format!(
+            "[{host}] {gpus} GPU(s) detected with nvidia-smi: profile {profile}"
+        ));
+        args.config.profile = Some(profile);
+        if !args.config.sets.iter().any(|s| s.key == "resources.gpus") {
+            args.config.sets.push(crate::plan::SetArg {
+                key: "resources.gpus".into(),
+                value: gpus.into(),
+            });
+        }
+        remote = Some(r);
+    }
     // Resolve and check every experiment before anything is created or submitted.
     let mut prepared: Vec<(Setup, Plan)> = Vec::new();
     for name in &args.experiments {
@@ -42,18 +87,14 @@ pub async fn submit(
             prepared.push((setup, plan));
         }
     }
-    let kind = args.backend.unwrap_or(if find_on_path("sbatch").is_some() {
-        BackendKind::Slurm
-    } else {
-        BackendKind::Local
-    });
-    let backend = backend_for(
-        match kind {
-            BackendKind::Local => "local",
-            BackendKind::Slurm => "slurm",
-        },
-        args.poll_interval,
-    )?;
+    if remote.is_none()
+        && let Some(host) = &args.host.host
+    {
+        remote = Some(
+            Remote::connect(host, args.host.accept_new_host_key, &args.host.remote_dir).await?,
+        );
+    }
+    let backend = make_backend(kind, remote.clone(), args.poll_interval, ledger)?;
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();
     let mut detached = Vec::new();
@@ -74,7 +115,8 @@ pub async fn submit(
                 template: plan.template.clone(),
                 ladder: plan.ladder.clone(),
                 backend: backend.name().to_string(),
-                host: None,
+                host: args.host.host.clone(),
+                remote_dir: remote.as_ref().map(|r| r.root.clone()),
                 max_attempts,
                 simulate,
                 on_event: match &args.on_event {
@@ -212,7 +254,7 @@ pub async fn resume(
         return Ok(code::OK);
     };
     let first = first.record()?;
-    let backend = backend_for(&first.backend, args.poll_interval)?;
+    let backend = backend_for_record(&first, args.poll_interval, ledger).await?;
     if args.detach && first.backend != "slurm" {
         let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
         let log = spawn_watcher(catalog, ledger, &ids, args.hang_timeout)?;
@@ -256,16 +298,100 @@ pub async fn resume(
     finish(drivers, &ctx, args.json, args.detach).await
 }
 
-fn backend_for(name: &str, poll: Option<f64>) -> anyhow::Result<Backend> {
-    Ok(match name {
-        "local" => Backend::Local(Local {
-            tick: Duration::from_secs_f64(poll.unwrap_or(0.25).max(0.01)),
+/// The backend of a kind, on `remote` when there is one.
+fn make_backend(
+    kind: BackendKind,
+    remote: Option<Arc<Remote>>,
+    poll: Option<f64>,
+    ledger: &Ledger,
+) -> anyhow::Result<Backend> {
+    let tick = |default: f64| Duration::from_secs_f64(poll.unwrap_or(default).max(0.01));
+    let local_root = std::path::absolute(ledger.root())?;
+    Ok(match (kind, remote) {
+        (BackendKind::Local, _) => Backend::Local(Local { tick: tick(0.25) }),
+        (BackendKind::Slurm, None) => Backend::Slurm(Slurm::new(tick(30.0))),
+        (BackendKind::Slurm, Some(r)) => Backend::Slurm(Slurm::remote(tick(30.0), r, local_root)),
+        (BackendKind::Ssh, Some(r)) => Backend::Cloud(Cloud {
+            remote: r,
+            local_root,
+            tick: tick(2.0),
         }),
-        "slurm" => Backend::Slurm(Slurm::new(Duration::from_secs_f64(
-            poll.unwrap_or(30.0).max(0.1),
-        ))),
-        other => return Err(UsageError(format!("unknown backend {other}")).into()),
+        (BackendKind::Ssh, None) => {
+            return Err(UsageError("--backend ssh needs --host".into()).into());
+        }
     })
+}
+
+/// The backend a recorded run used, reconnecting to its host if it has one.
+pub async fn backend_for_record(
+    record: &RunRecord,
+    poll: Option<f64>,
+    ledger: &Ledger,
+) -> anyhow::Result<Backend> {
+    let kind = match record.backend.as_str() {
+        "local" => BackendKind::Local,
+        "slurm" => BackendKind::Slurm,
+        "ssh" => BackendKind::Ssh,
+        other => {
+            return Err(UsageError(format!(
+                "run {} uses backend {other}, which this orch does not know",
+                record.run
+            ))
+            .into());
+        }
+    };
+    let remote = match (&record.host, &record.remote_dir) {
+        (Some(host), Some(dir)) => Some(Remote::connect(host, false, dir).await?),
+        _ => None,
+    };
+    make_backend(kind, remote, poll, ledger)
+}
+
+/// The profile whose card `nvidia-smi` on the host reports, and how many of them there are.
+async fn detect_profile(catalog: &Catalog, remote: &Arc<Remote>) -> anyhow::Result<(String, u32)> {
+    let Some(gpus) = remote.gpus().await? else {
+        return Err(UsageError(format!(
+            "{} has no nvidia-smi, so orch cannot tell its GPUs: pass --profile (see `orch profiles`)",
+            remote.name
+        ))
+        .into());
+    };
+    let Some((name, mib)) = gpus.first() else {
+        return Err(UsageError(format!(
+            "nvidia-smi on {} lists no GPUs: pass --profile",
+            remote.name
+        ))
+        .into());
+    };
+    let mut best: Option<(f64, String)> = None;
+    for candidate in catalog.names(Kind::Profiles) {
+        let (profile, _) = catalog.load::<Profile>(Kind::Profiles, "profile", &candidate)?;
+        let same_card = profile.gpu.model.eq_ignore_ascii_case(name)
+            || profile
+                .gpu
+                .model
+                .to_lowercase()
+                .contains(&name.to_lowercase())
+            || name
+                .to_lowercase()
+                .contains(&profile.gpu.model.to_lowercase());
+        if !same_card {
+            continue;
+        }
+        // nvidia-smi reports the whole card; torch reports a little less as usable.
+        let distance = (mib / 1024.0 - profile.gpu.memory_gib).abs();
+        if best.as_ref().is_none_or(|(d, _)| distance < *d) {
+            best = Some((distance, candidate));
+        }
+    }
+    match best {
+        Some((_, profile)) => Ok((profile, gpus.len() as u32)),
+        None => Err(UsageError(format!(
+            "no profile for {name} ({mib} MiB) on {}: pass --profile, or add profiles/<name>.yaml with gpu.model: {name}",
+            remote.name
+        ))
+        .into()),
+    }
 }
 
 /// Drive, print `--json`, and turn the runs' states into an exit code.
@@ -302,6 +428,7 @@ pub fn dry_run_info(plan: &Plan) -> AttemptInfo {
         run_id: format!("{}-dry-run", plan.experiment),
         attempt: 1,
         dir: dir.join("attempts/1"),
+        write_dir: dir.join("attempts/1"),
         run_dir: dir.clone(),
         job_name: format!("orch-{}-dry-run-a1", plan.experiment),
         simulate: false,
