@@ -10,8 +10,11 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 scripts/slurm-up.sh --defaults
-if [ -x scripts/sshd-up.sh ]; then
-    scripts/sshd-up.sh
+# The SSH tests start their own sshd on loopback (scripts/sshd-up.sh); install it once here so
+# parallel tests do not race for apt's lock.
+if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-keygen >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client >/dev/null
 fi
 cargo build --locked --all-targets
 # Most tests wait on simulated jobs, not the CPU: run several at a time.
