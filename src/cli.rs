@@ -120,24 +120,41 @@ pub struct SubmitArgs {
     pub config: ConfigArgs,
 
     /// Where jobs run
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, help_heading = "Running")]
     pub backend: Option<BackendKind>,
 
     #[command(flatten)]
     pub host: HostArgs,
 
     /// Most attempts per run, first one included [default: the experiment's, else 5]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Running")]
     pub max_attempts: Option<u32>,
 
     /// Run orch's simulated trainer instead of the real one (default when there is no GPU here)
-    #[arg(long, overrides_with = "no_simulate")]
+    #[arg(long, overrides_with = "no_simulate", help_heading = "Running")]
     pub simulate: bool,
 
     /// Run the real trainer even when no GPU is visible
-    #[arg(long)]
+    #[arg(long, help_heading = "Running")]
     pub no_simulate: bool,
 
+    #[command(flatten)]
+    pub watch: WatchArgs,
+
+    /// Shell command told (JSON on stdin and in $1) when a run steps down, resumes, fails or ends
+    #[arg(
+        long,
+        value_name = "CMD",
+        env = "ORCH_ON_EVENT",
+        help_heading = "Running"
+    )]
+    pub on_event: Option<String>,
+}
+
+/// How `submit` and `resume` watch runs.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Watching")]
+pub struct WatchArgs {
     /// Seconds between state polls when nothing changes [default: 0.25 local, 30 slurm]
     #[arg(long, value_name = "SECONDS")]
     pub poll_interval: Option<f64>,
@@ -154,10 +171,6 @@ pub struct SubmitArgs {
         env = "ORCH_HANG_TIMEOUT"
     )]
     pub hang_timeout: humantime::Duration,
-
-    /// Shell command told (JSON on stdin and in $1) when a run steps down, resumes, fails or ends
-    #[arg(long, value_name = "CMD", env = "ORCH_ON_EVENT")]
-    pub on_event: Option<String>,
 
     /// Return at once and leave no orch on this machine: on Slurm each attempt is followed by a
     /// small job that runs `orch resume`; elsewhere a background watcher carries the run on
@@ -179,27 +192,8 @@ pub struct ResumeArgs {
     #[arg(long)]
     pub all: bool,
 
-    /// Seconds between state polls when nothing changes [default: 0.25 local, 30 slurm]
-    #[arg(long, value_name = "SECONDS")]
-    pub poll_interval: Option<f64>,
-
-    /// Print the result as one JSON object per run on stdout
-    #[arg(long)]
-    pub json: bool,
-
-    /// Cancel and resubmit (same step, resuming) a running job whose logs stop growing for this long
-    #[arg(
-        long,
-        value_name = "DURATION",
-        default_value = "30m",
-        env = "ORCH_HANG_TIMEOUT"
-    )]
-    pub hang_timeout: humantime::Duration,
-
-    /// Return at once and leave no orch on this machine: on Slurm each attempt is followed by a
-    /// small job that runs `orch resume`; elsewhere a background watcher carries the run on
-    #[arg(long)]
-    pub detach: bool,
+    #[command(flatten)]
+    pub watch: WatchArgs,
 }
 
 #[derive(Debug, Args)]

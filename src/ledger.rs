@@ -370,38 +370,10 @@ impl Ledger {
             match std::fs::create_dir(&path) {
                 Ok(()) => {
                     let run = RunDir { id, path };
-                    let created = match created {
-                        Event::Created {
-                            ts,
-                            format,
-                            experiment,
-                            profile,
-                            template,
-                            ladder,
-                            backend,
-                            host,
-                            remote_dir,
-                            max_attempts,
-                            simulate,
-                            on_event,
-                            ..
-                        } => Event::Created {
-                            ts,
-                            format,
-                            run: run.id.clone(),
-                            experiment,
-                            profile,
-                            template,
-                            ladder,
-                            backend,
-                            host,
-                            remote_dir,
-                            max_attempts,
-                            simulate,
-                            on_event,
-                        },
-                        other => other,
-                    };
+                    let mut created = created;
+                    if let Event::Created { run: field, .. } = &mut created {
+                        *field = run.id.clone();
+                    }
                     run.append(&created)?;
                     return Ok(run);
                 }

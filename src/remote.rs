@@ -28,6 +28,8 @@ pub struct Remote {
     target: Target,
     opts: ConnectOptions,
     conn: Mutex<Option<Connection>>,
+    /// Bytes read over connections since replaced (a reconnect starts a fresh counter).
+    earlier_bytes: std::sync::atomic::AtomicU64,
     /// Absolute path of the runs directory on the remote host.
     pub root: String,
 }
@@ -78,6 +80,7 @@ impl Remote {
             target,
             opts,
             conn: Mutex::new(Some(conn)),
+            earlier_bytes: std::sync::atomic::AtomicU64::new(0),
             root: String::new(),
         });
         let quoted = crate::ssh::shell_quote(runs_dir)?;
@@ -117,8 +120,13 @@ impl Remote {
                 let result = op(guard.as_ref().expect("connected"));
                 if let Err(e) = &result
                     && e.is_connection_lost()
+                    && let Some(old) = guard.take()
                 {
-                    *guard = None; // reconnect next time
+                    // Reconnect next time; keep the old connection's count.
+                    me.earlier_bytes.fetch_add(
+                        old.bytes_transferred(),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
                 }
                 result
             })
@@ -188,11 +196,16 @@ impl Remote {
 
     /// Payload bytes read from the host so far (log reads and command output).
     pub fn bytes_transferred(&self) -> u64 {
-        self.conn
+        let current = self
+            .conn
             .lock()
             .ok()
             .and_then(|g| g.as_ref().map(Connection::bytes_transferred))
-            .unwrap_or(0)
+            .unwrap_or(0);
+        current
+            + self
+                .earlier_bytes
+                .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The remote counterpart of a local path under the local runs directory.

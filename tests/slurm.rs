@@ -39,6 +39,10 @@ const SMALL: &[&str] = &[
     "model=Qwen/Qwen2.5-0.5B-Instruct",
     "--set",
     "resources.gpus=1",
+    "--set",
+    "resources.cpus_per_task=1",
+    "--set",
+    "resources.mem_gb=32",
 ];
 
 fn args<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
@@ -602,4 +606,63 @@ fn detach_leaves_no_orch_behind_and_follow_up_jobs_finish_the_run() {
     // Every attempt but the last was followed by a follow-up job that Slurm ran.
     let follow_ups = jobs_named(&format!("orch-{run_id}-f"));
     assert!(follow_ups.len() >= list.len() - 1, "{follow_ups:#?}");
+}
+
+#[test]
+fn cancel_of_a_detached_run_removes_its_follow_up_too() {
+    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
+    let orch = slurm_orch().env("ORCH_SIM_HANG_AT_STEP", "1");
+    let run = orch.expect(
+        &args(
+            &[
+                "submit",
+                "diamonds-seed0",
+                "--backend",
+                "slurm",
+                "--detach",
+                "--json",
+            ],
+            SMALL,
+        ),
+        0,
+    );
+    let json = run.json();
+    let run_id = json["run"].as_str().unwrap().to_string();
+    let job = attempts(&json)[0]["job_id"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !scontrol_job(&job).contains("JobState=RUNNING") {
+        assert!(Instant::now() < deadline, "the job never ran");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let follow_up = jobs_named(&format!("orch-{run_id}-f1"));
+    assert_eq!(follow_up.len(), 1, "{follow_up:?}");
+    let follow_up_id = follow_up[0]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .trim_start_matches("JobId=")
+        .to_string();
+    let started = Instant::now();
+    orch.expect(&["cancel", &run_id], 0);
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "cancel waited for a watcher that does not exist"
+    );
+    // scancel returns before the job has settled (COMPLETING); give Slurm a moment.
+    let settled = |id: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let record = scontrol_job(id);
+            if !record.contains("JobState=COMPLETING") || Instant::now() > deadline {
+                return record;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let record = settled(&follow_up_id);
+    assert!(record.contains("JobState=CANCELLED"), "{record}");
+    let record = settled(&job);
+    assert!(record.contains("JobState=CANCELLED"), "{record}");
+    let history = orch.expect(&["history", &run_id, "--json"], 0).json();
+    assert_eq!(history["state"], "cancelled");
 }

@@ -203,6 +203,15 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
     }
     run.append(&Event::CancelRequested { ts: now() })?;
     let backend = super::submit::backend_for_record(&record, Some(0.25), ledger).await?;
+    // Follow-up jobs (--detach) first: cancelling the attempt would set them off.
+    for id in &record.follow_ups {
+        let _ = backend
+            .cancel(&JobRef {
+                id: id.clone(),
+                dir: run.path.clone(),
+            })
+            .await;
+    }
     if let Some(a) = record.live_attempt()
         && let Some(id) = &a.job_id
     {
@@ -217,30 +226,38 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
             a.attempt, record.run
         );
     }
-    // The orch watching the run records the end; if none is, record it here.
+    // An orch driving the run (it holds the run's lock) records the end itself; otherwise
+    // (detached, or its orch died) record it here.
     for _ in 0..40 {
         if run.record()?.state != RunState::Running {
             return Ok(code::OK);
         }
+        if let Ok(_lock) = run.lock() {
+            let record = run.record()?;
+            if record.state == RunState::Running {
+                if let Some(a) = record.live_attempt() {
+                    run.append(&Event::Finished {
+                        ts: now(),
+                        attempt: a.attempt,
+                        outcome: "cancelled".into(),
+                        job_state: "cancelled".into(),
+                        exit_code: None,
+                        evidence: None,
+                    })?;
+                }
+                run.append(&Event::Ended {
+                    ts: now(),
+                    state: RunState::Cancelled,
+                    summary: "cancelled by orch cancel".into(),
+                })?;
+            }
+            return Ok(code::OK);
+        }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let record = run.record()?;
-    if record.state == RunState::Running {
-        if let Some(a) = record.live_attempt() {
-            run.append(&Event::Finished {
-                ts: now(),
-                attempt: a.attempt,
-                outcome: "cancelled".into(),
-                job_state: "cancelled".into(),
-                exit_code: None,
-                evidence: None,
-            })?;
-        }
-        run.append(&Event::Ended {
-            ts: now(),
-            state: RunState::Cancelled,
-            summary: "cancelled by orch cancel".into(),
-        })?;
-    }
+    eprintln!(
+        "warning: the orch driving run {} did not record the cancellation yet",
+        record.run
+    );
     Ok(code::OK)
 }

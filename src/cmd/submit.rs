@@ -31,7 +31,7 @@ pub async fn submit(
     args: SubmitArgs,
     quiet: bool,
 ) -> anyhow::Result<u8> {
-    let progress = Progress::new(quiet, !args.json);
+    let progress = Progress::new(quiet, !args.watch.json);
     let kind = args.backend.unwrap_or(
         if args.host.host.is_some() || find_on_path("sbatch").is_some() {
             BackendKind::Slurm
@@ -94,7 +94,7 @@ pub async fn submit(
             Remote::connect(host, args.host.accept_new_host_key, &args.host.remote_dir).await?,
         );
     }
-    let backend = make_backend(kind, remote.clone(), args.poll_interval, ledger)?;
+    let backend = make_backend(kind, remote.clone(), args.watch.poll_interval, ledger)?;
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();
     let mut detached = Vec::new();
@@ -140,7 +140,7 @@ pub async fn submit(
             &run.path.join("plan.yaml"),
             serde_yaml::to_string(&plan)?.as_bytes(),
         )?;
-        if args.detach && kind == BackendKind::Local {
+        if args.watch.detach && kind == BackendKind::Local {
             detached.push(run.id.clone());
             continue;
         }
@@ -148,13 +148,13 @@ pub async fn submit(
         crate::ledger::crash_point("created");
     }
     if !detached.is_empty() {
-        let log = spawn_watcher(catalog, ledger, &detached, args.hang_timeout)?;
+        let log = spawn_watcher(catalog, ledger, &detached, args.watch.hang_timeout)?;
         progress.say(format!(
             "detached: a background `orch resume` drives {} (its log: {}); `orch status` to check, `orch resume RUN` to watch",
             detached.join(", "),
             log.display()
         ));
-        if args.json {
+        if args.watch.json {
             for id in &detached {
                 println!(
                     "{}",
@@ -169,12 +169,12 @@ pub async fn submit(
         backend: &backend,
         progress: &progress,
         simulate,
-        hang_timeout: args.hang_timeout.into(),
-        follow_up: (args.detach && kind == BackendKind::Slurm)
+        hang_timeout: args.watch.hang_timeout.into(),
+        follow_up: (args.watch.detach && kind == BackendKind::Slurm)
             .then(|| follow_up(catalog, ledger))
             .transpose()?,
     };
-    finish(drivers, &ctx, args.json, args.detach).await
+    finish(drivers, &ctx, args.watch.json, args.watch.detach).await
 }
 
 /// How a Slurm follow-up job calls this orch: same binary, same project and runs directories.
@@ -235,7 +235,7 @@ pub async fn resume(
     args: ResumeArgs,
     quiet: bool,
 ) -> anyhow::Result<u8> {
-    let progress = Progress::new(quiet, !args.json);
+    let progress = Progress::new(quiet, !args.watch.json);
     let mut runs = Vec::new();
     if args.all {
         for id in ledger.ids() {
@@ -254,10 +254,10 @@ pub async fn resume(
         return Ok(code::OK);
     };
     let first = first.record()?;
-    let backend = backend_for_record(&first, args.poll_interval, ledger).await?;
-    if args.detach && first.backend != "slurm" {
+    let backend = backend_for_record(&first, args.watch.poll_interval, ledger).await?;
+    if args.watch.detach && first.backend != "slurm" {
         let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
-        let log = spawn_watcher(catalog, ledger, &ids, args.hang_timeout)?;
+        let log = spawn_watcher(catalog, ledger, &ids, args.watch.hang_timeout)?;
         progress.say(format!(
             "detached: a background `orch resume` drives {} (log: {})",
             ids.join(", "),
@@ -290,12 +290,12 @@ pub async fn resume(
         backend: &backend,
         progress: &progress,
         simulate,
-        hang_timeout: args.hang_timeout.into(),
-        follow_up: (args.detach && first.backend == "slurm")
+        hang_timeout: args.watch.hang_timeout.into(),
+        follow_up: (args.watch.detach && first.backend == "slurm")
             .then(|| follow_up(catalog, ledger))
             .transpose()?,
     };
-    finish(drivers, &ctx, args.json, args.detach).await
+    finish(drivers, &ctx, args.watch.json, args.watch.detach).await
 }
 
 /// The backend of a kind, on `remote` when there is one.
