@@ -1894,6 +1894,11 @@ mod table {
         o
     }
     fn show(name: &str, e: &Estimate) {
+        // Every row of the table is a real estimate, whatever it says.
+        assert!(
+            e.train_peak_gib.is_finite() && e.train_peak_gib > 0.0,
+            "{name}"
+        );
         let f = match &e.failure {
             None => "fits".to_string(),
             Some(f) => match &f.kind {
@@ -1922,8 +1927,8 @@ mod table {
             e.tokens_per_micro
         );
     }
+    /// Prints the calibration table of docs/SIMULATOR.md (`-- --nocapture` to see it).
     #[test]
-    #[ignore]
     fn print_table() {
         let d = diamonds();
         let w = |extra: &[(&'static str, &'static str)]| {
