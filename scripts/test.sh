@@ -11,7 +11,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 # The node declares more memory than the machine has (Slurm takes it on trust), so jobs that ask
 # for a profile's --mem (hundreds of GB) can run side by side.
-ORCH_SLURM_MEM_MB="${ORCH_SLURM_MEM_MB:-16777216}" scripts/slurm-up.sh --defaults
+export ORCH_SLURM_MEM_MB="${ORCH_SLURM_MEM_MB:-16777216}"
+scripts/slurm-up.sh --defaults
 # The SSH tests start their own sshd on loopback (scripts/sshd-up.sh); install it once here so
 # parallel tests do not race for apt's lock.
 if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-keygen >/dev/null; then

@@ -176,12 +176,7 @@ fn two_resumes_of_one_run_one_wins_the_other_says_why() {
         .as_str()
         .unwrap()
         .to_string();
-    let first = orch
-        .command(&["resume", &run_id, "--hang-timeout", "1h", "--json"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let first = orch.spawn(&["resume", &run_id, "--hang-timeout", "1h", "--json"]);
     // Wait until the first resume holds the lock.
     let lock = orch.path().join(".orch/runs").join(&run_id).join("lock");
     let deadline = Instant::now() + Duration::from_secs(20);

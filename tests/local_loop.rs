@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::Orch;
+use crate::support::{Orch, finished};
 
 fn attempts(json: &Value) -> &Vec<Value> {
     json["attempts"].as_array().expect("attempts array")
@@ -162,41 +162,20 @@ fn an_error_that_is_not_about_memory_is_not_answered_by_shrinking() {
 fn cancel_stops_a_running_attempt_and_the_watcher_records_it() {
     let orch = Orch::new().env("ORCH_SIM_HANG_AT_STEP", "1");
     // On an H200 the base configuration fits, so the job runs (and hangs) until cancelled.
-    let child = orch
-        .command(&[
-            "submit",
-            "--backend",
-            "local",
-            "diamonds-seed0",
-            "--profile",
-            "h200",
-            "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let id = loop {
-        let status = orch.run(&["status", "--json"]);
-        if let Some(r) = status.json().as_array().and_then(|a| a.first().cloned())
-            && r["job_id"].is_string()
-        {
-            break r["run"].as_str().unwrap().to_string();
-        }
-        assert!(Instant::now() < deadline, "no run appeared");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let child = orch.spawn(&[
+        "submit",
+        "--backend",
+        "local",
+        "diamonds-seed0",
+        "--profile",
+        "h200",
+        "--json",
+    ]);
+    let (id, _) = orch.wait_for_job(Duration::from_secs(30), |_| true);
     std::thread::sleep(Duration::from_millis(500));
     orch.expect(&["cancel", &id], 0);
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, json, stderr) = finished(child);
+    assert_eq!(code, Some(3), "{stderr}");
     assert_eq!(json["state"], "cancelled");
     assert_eq!(attempts(&json)[0]["outcome"], "cancelled");
     // No live process of the job's process group is left (zombies waiting for a reaper
@@ -378,18 +357,7 @@ fn detach_returns_at_once_and_a_background_watcher_finishes_the_run() {
     );
     let id = run.json()["run"].as_str().unwrap().to_string();
     assert!(run.stderr.contains("detached"), "{run:?}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let history = loop {
-        let history = orch.expect(&["history", &id, "--json"], 0).json();
-        if history["state"] != "running" {
-            break history;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the detached run did not finish: {history}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let history = orch.wait_for_end(&id, Duration::from_secs(60));
     assert_eq!(history["state"], "succeeded", "{history}");
     assert_eq!(attempts(&history)[0]["outcome"], "gpu_oom");
     let log = std::fs::read_to_string(orch.path().join(".orch/runs").join(&id).join("watcher.log"))

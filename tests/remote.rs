@@ -5,11 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Orch, orch_bin};
+use crate::support::{Orch, finished, orch_bin};
 
 /// Port of the sshd these tests share (not the one tests/ssh.rs starts): one per test process,
 /// so a server left over from an earlier run cannot answer in its place.
@@ -329,41 +329,26 @@ fn a_changed_host_key_is_refused() {
 #[test]
 fn the_watch_survives_sshd_being_killed_and_restarted() {
     let (orch, remote) = remote_orch();
-    let child = orch
-        .command(&[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "ssh",
-            "--host",
-            "orch-test",
-            "--profile",
-            "h200",
-            "--set",
-            "env.ORCH_SIM_STEPS=30",
-            "--set",
-            "env.ORCH_SIM_STEP_SECONDS=0.5",
-            "--remote-dir",
-            remote.to_str().unwrap(),
-            "--poll-interval",
-            "0.5",
-            "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !orch
-        .run(&["status", "--json"])
-        .json()
-        .as_array()
-        .and_then(|a| a.first())
-        .is_some_and(|r| r["job_id"].is_string())
-    {
-        assert!(Instant::now() < deadline, "the job never started");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let child = orch.spawn(&[
+        "submit",
+        "diamonds-seed0",
+        "--backend",
+        "ssh",
+        "--host",
+        "orch-test",
+        "--profile",
+        "h200",
+        "--set",
+        "env.ORCH_SIM_STEPS=30",
+        "--set",
+        "env.ORCH_SIM_STEP_SECONDS=0.5",
+        "--remote-dir",
+        remote.to_str().unwrap(),
+        "--poll-interval",
+        "0.5",
+        "--json",
+    ]);
+    orch.wait_for_job(Duration::from_secs(30), |_| true);
     std::thread::sleep(Duration::from_secs(2));
     // Kill the test server — its sessions (children of the listener) and the listener — so the
     // connection drops, then bring it back.
@@ -376,10 +361,8 @@ fn the_watch_survives_sshd_being_killed_and_restarted() {
     assert!(killed.success(), "no sshd to kill");
     std::thread::sleep(Duration::from_secs(4));
     start_sshd(sshd_dir());
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, json, stderr) = finished(child);
+    assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(json["state"], "succeeded", "{stderr}");
     assert_eq!(
         attempts(&json).len(),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::Orch;
+use crate::support::{Orch, finished};
 
 /// Tests share the cluster; the one that stops the controller runs alone.
 pub(crate) static CLUSTER: RwLock<()> = RwLock::new(());
@@ -242,44 +242,24 @@ fn a_job_that_hits_its_time_limit_is_resubmitted_with_resume() {
 fn cancel_scancels_the_running_job() {
     let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
     let orch = slurm_orch().env("ORCH_SIM_HANG_AT_STEP", "1");
-    let child = orch
-        .command(&args(
-            &[
-                "submit",
-                "diamonds-seed0",
-                "--backend",
-                "slurm",
-                "--poll-interval",
-                "0.5",
-                "--json",
-            ],
-            SMALL,
-        ))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let (run_id, job) = loop {
-        let status = orch.run(&["status", "--json"]).json();
-        if let Some(r) = status.as_array().and_then(|a| a.first()).cloned()
-            && let Some(job) = r["job_id"].as_str()
-            && scontrol_job(job).contains("JobState=RUNNING")
-        {
-            break (r["run"].as_str().unwrap().to_string(), job.to_string());
-        }
-        assert!(Instant::now() < deadline, "the job never ran");
-        std::thread::sleep(Duration::from_millis(250));
-    };
+    let child = orch.spawn(&args(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "slurm",
+            "--poll-interval",
+            "0.5",
+            "--json",
+        ],
+        SMALL,
+    ));
+    let (run_id, job) = orch.wait_for_job(Duration::from_secs(120), |job| {
+        scontrol_job(job).contains("JobState=RUNNING")
+    });
     orch.expect(&["cancel", &run_id], 0);
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, json, stderr) = finished(child);
+    assert_eq!(code, Some(3), "{stderr}");
     assert_eq!(json["state"], "cancelled");
     assert!(
         scontrol_job(&job).contains("JobState=CANCELLED"),
@@ -359,36 +339,19 @@ fn the_watch_survives_the_controller_going_away_for_20_seconds() {
     let orch = slurm_orch()
         .env("ORCH_SIM_STEPS", "40")
         .env("ORCH_SIM_STEP_SECONDS", "1");
-    let child = orch
-        .command(&args(
-            &[
-                "submit",
-                "diamonds-seed0",
-                "--backend",
-                "slurm",
-                "--poll-interval",
-                "0.5",
-                "--json",
-            ],
-            SMALL,
-        ))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let status = orch.run(&["status", "--json"]).json();
-        if status
-            .as_array()
-            .and_then(|a| a.first())
-            .is_some_and(|r| r["job_id"].is_string())
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "no job was submitted");
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    let child = orch.spawn(&args(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "slurm",
+            "--poll-interval",
+            "0.5",
+            "--json",
+        ],
+        SMALL,
+    ));
+    orch.wait_for_job(Duration::from_secs(60), |_| true);
     std::thread::sleep(Duration::from_secs(3));
     stop_controller();
     assert!(
@@ -405,10 +368,8 @@ fn the_watch_survives_the_controller_going_away_for_20_seconds() {
         .status()
         .unwrap();
     assert!(up.success(), "could not restart the cluster");
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, json, stderr) = finished(child);
+    assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(json["state"], "succeeded", "{stderr}");
     assert_eq!(
         attempts(&json).len(),
@@ -587,18 +548,7 @@ fn detach_leaves_no_orch_behind_and_follow_up_jobs_finish_the_run() {
     );
     assert!(run.stderr.contains("follow-up job"), "{run:?}");
 
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let history = loop {
-        let history = orch.expect(&["history", &run_id, "--json"], 0).json();
-        if history["state"] != "running" {
-            break history;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the detached run did not finish: {history}"
-        );
-        std::thread::sleep(Duration::from_secs(1));
-    };
+    let history = orch.wait_for_end(&run_id, Duration::from_secs(240));
     assert_eq!(history["state"], "succeeded", "{history}");
     let list = attempts(&history);
     assert!(list.len() >= 2);

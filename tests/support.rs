@@ -104,3 +104,69 @@ impl Orch {
         run
     }
 }
+
+impl Orch {
+    /// Start orch in the background with stdout and stderr captured.
+    pub fn spawn(&self, args: &[&str]) -> std::process::Child {
+        self.command(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("orch starts")
+    }
+
+    /// Wait until the first run listed by `orch status` has a job whose state satisfies `ready`
+    /// (given the job id); returns (run id, job id).
+    pub fn wait_for_job(
+        &self,
+        within: std::time::Duration,
+        ready: impl Fn(&str) -> bool,
+    ) -> (String, String) {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let status = self.run(&["status", "--json"]);
+            if let Some(r) = serde_json::from_str::<serde_json::Value>(&status.stdout)
+                .ok()
+                .and_then(|v| v.as_array().and_then(|a| a.first()).cloned())
+                && let Some(job) = r["job_id"].as_str()
+                && ready(job)
+            {
+                return (r["run"].as_str().unwrap().to_string(), job.to_string());
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no job became ready in {within:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
+    /// Wait until run `id` has ended; returns its `history --json`.
+    pub fn wait_for_end(&self, id: &str, within: std::time::Duration) -> serde_json::Value {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let history = self.expect(&["history", id, "--json"], 0).json();
+            if history["state"] != "running" {
+                return history;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run {id} did not end in {within:?}: {history}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+}
+
+/// What a backgrounded orch printed, once it has exited.
+pub fn finished(child: std::process::Child) -> (Option<i32>, serde_json::Value, String) {
+    let out = child.wait_with_output().expect("orch exits");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\n{stderr}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    (out.status.code(), json, stderr)
+}
