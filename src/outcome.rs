@@ -7,23 +7,6 @@ use crate::backend::JobEnd;
 use crate::classify::{FailureClass, Verdict};
 use crate::ledger::EvidenceRecord;
 
-/// Lower is more decisive. Slurm banners explain the noise after them; a memory failure on any
-/// rank explains a later NCCL watchdog; a generic error explains nothing else.
-pub fn rank(class: FailureClass) -> u8 {
-    match class {
-        FailureClass::Timeout => 0,
-        FailureClass::Preempted => 1,
-        FailureClass::NodeFail => 2,
-        FailureClass::KvCache => 3,
-        FailureClass::HostOom => 4,
-        FailureClass::GpuOom => 5,
-        FailureClass::NcclTimeout => 6,
-        FailureClass::Hang => 7,
-        FailureClass::Error => 8,
-        FailureClass::None => 9,
-    }
-}
-
 /// What became of an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -47,7 +30,7 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
     let best = logs
         .iter()
         .filter(|(_, v)| v.class != FailureClass::None)
-        .min_by_key(|(_, v)| rank(v.class));
+        .min_by_key(|(_, v)| v.rank);
     let evidence_for = |class: FailureClass| {
         logs.iter()
             .filter(|(_, v)| v.class == class)
@@ -58,6 +41,13 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
                     text: e.text.clone(),
                 })
             })
+    };
+    let evidence_of = |file: &String, v: &Verdict| {
+        v.evidence.as_ref().map(|e| EvidenceRecord {
+            file: file.clone(),
+            line: e.line,
+            text: e.text.clone(),
+        })
     };
     let scheduler = |class: FailureClass, what: &str| {
         let evidence = evidence_for(class).or_else(|| {
@@ -87,7 +77,7 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
             }),
         ),
         JobEnd::Failed { exit_code } => match best {
-            Some((_, v)) => (Outcome::Failed(v.class), evidence_for(v.class)),
+            Some((file, v)) => (Outcome::Failed(v.class), evidence_of(file, v)),
             None => (
                 Outcome::Failed(FailureClass::Error),
                 Some(EvidenceRecord {
@@ -101,7 +91,7 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
             ),
         },
         JobEnd::Lost => match best {
-            Some((_, v)) => (Outcome::Failed(v.class), evidence_for(v.class)),
+            Some((file, v)) => (Outcome::Failed(v.class), evidence_of(file, v)),
             None => (
                 Outcome::Failed(FailureClass::NodeFail),
                 Some(EvidenceRecord {
@@ -120,7 +110,15 @@ mod tests {
     use crate::classify::Evidence;
 
     fn verdict(class: FailureClass, line: u64) -> Verdict {
+        // The scanner's own ranks for these tests' classes.
+        let rank = match class {
+            FailureClass::Timeout => 0,
+            FailureClass::GpuOom => 5,
+            FailureClass::NcclTimeout => 7,
+            _ => 8,
+        };
         Verdict {
+            rank,
             class,
             evidence: Some(Evidence {
                 line,
@@ -145,6 +143,21 @@ mod tests {
         assert_eq!(outcome, Outcome::Failed(FailureClass::GpuOom));
         let evidence = evidence.unwrap();
         assert_eq!((evidence.file.as_str(), evidence.line), ("stderr.log", 12));
+    }
+
+    #[test]
+    fn a_bare_sigkill_in_one_log_does_not_outrank_a_gpu_oom_in_the_other() {
+        let stdout = crate::classify::classify_bytes(
+            b"  traceback : Signal 9 (SIGKILL) received by PID 14750\n",
+        );
+        let stderr = crate::classify::classify_bytes(
+            b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.18 GiB of which 1.00 GiB is free.\n",
+        );
+        assert_eq!(stdout.class, FailureClass::HostOom);
+        let logs = vec![("stdout.log".into(), stdout), ("stderr.log".into(), stderr)];
+        let (outcome, evidence) = decide(&JobEnd::Failed { exit_code: Some(1) }, &logs);
+        assert_eq!(outcome, Outcome::Failed(FailureClass::GpuOom));
+        assert_eq!(evidence.unwrap().file, "stderr.log");
     }
 
     #[test]

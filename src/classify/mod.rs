@@ -132,6 +132,15 @@ pub struct Evidence {
 pub struct Verdict {
     pub class: FailureClass,
     pub evidence: Option<Evidence>,
+    /// Precedence of the deciding signature (lower wins), so that verdicts of several logs
+    /// of one job can be compared the way the scanner ranks lines within one log (a bare
+    /// SIGKILL is weaker evidence of host OOM than a cgroup kill). `u8::MAX` for `none`.
+    #[serde(skip, default = "no_rank")]
+    pub rank: u8,
+}
+
+fn no_rank() -> u8 {
+    u8::MAX
 }
 
 /// Incremental scanner: feed it bytes as they arrive; it never needs them again.

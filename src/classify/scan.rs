@@ -162,12 +162,14 @@ impl State {
                 return Verdict {
                     class: slot.class(),
                     evidence: Some(ev.clone()),
+                    rank: slot as u8,
                 };
             }
         }
         Verdict {
             class: FailureClass::None,
             evidence: None,
+            rank: u8::MAX,
         }
     }
 
