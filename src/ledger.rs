@@ -476,6 +476,7 @@ impl RunDir {
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
+        drop_torn_tail(&path).with_context(|| format!("cannot repair {}", path.display()))?;
         file.write_all(&line)
             .and_then(|()| file.sync_data())
             .with_context(|| format!("cannot append to {}", path.display()))?;
@@ -573,6 +574,36 @@ impl RunDir {
     }
 }
 
+/// An orch killed mid-write can leave a last line without its newline; cut it off so the next
+/// event starts on a line of its own (the torn event was never acted on).
+fn drop_torn_tail(path: &Path) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::Start(len - 1))?;
+    file.read_exact(&mut last)?;
+    if last[0] == b'\n' {
+        return Ok(());
+    }
+    let mut text = Vec::new();
+    file.seek(SeekFrom::Start(0))?;
+    file.read_to_end(&mut text)?;
+    let keep = text
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    file.set_len(keep as u64)?;
+    file.sync_data()
+}
+
 /// Held while an orch drives a run.
 #[derive(Debug)]
 pub struct RunLock {
@@ -631,4 +662,49 @@ fn new_run_id(experiment: &str) -> String {
         .unwrap_or_default();
     let salt = (nanos ^ std::process::id().rotate_left(16)) & 0xffff;
     format!("{experiment}-{}-{}-{salt:04x}", &stamp[..8], &stamp[8..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_last_line_is_cut_before_the_next_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(dir.path());
+        let created = Event::Created {
+            ts: now(),
+            format: FORMAT,
+            run: String::new(),
+            experiment: "x".into(),
+            profile: "a40".into(),
+            template: "verl-grpo".into(),
+            ladder: "verl-grpo".into(),
+            backend: "local".into(),
+            host: None,
+            remote_dir: None,
+            max_attempts: 5,
+            simulate: true,
+            on_event: vec![],
+        };
+        let run = ledger.create("x", created).unwrap();
+        // orch killed in the middle of writing an event:
+        let path = run.path.join("events.jsonl");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"event\":\"cancel_req").unwrap();
+        drop(f);
+        assert_eq!(run.record().unwrap().state, RunState::Running);
+        run.append(&Event::Ended {
+            ts: now(),
+            state: RunState::Failed,
+            summary: "s".into(),
+        })
+        .unwrap();
+        let record = run.record().unwrap();
+        assert_eq!(record.state, RunState::Failed);
+        assert!(!record.cancel_requested);
+    }
 }

@@ -54,6 +54,19 @@ pub struct Setting {
 pub struct SetArg {
     pub key: String,
     pub value: Value,
+    /// What was typed after `=` (environment values are taken as typed).
+    pub raw: String,
+}
+
+impl SetArg {
+    /// `key=value`, the value a plain string.
+    pub fn text(key: &str, value: &str) -> SetArg {
+        SetArg {
+            key: key.to_string(),
+            value: Value::String(value.to_string()),
+            raw: value.to_string(),
+        }
+    }
 }
 
 impl std::str::FromStr for SetArg {
@@ -74,6 +87,7 @@ impl std::str::FromStr for SetArg {
         Ok(SetArg {
             key: key.to_string(),
             value,
+            raw: raw.to_string(),
         })
     }
 }
@@ -136,6 +150,15 @@ impl Setup {
     ) -> Result<(Setup, Plan), ConfigError> {
         let mut experiment = experiment;
         let origin = experiment.origin.to_string();
+        if !crate::config::valid_name(&experiment.name) {
+            return Err(ConfigError::Other {
+                origin,
+                message: format!(
+                    "experiment name `{}` may only use letters, digits, `-`, `_` and `.` (for a sweep, set `label:` and use simple values)",
+                    experiment.name
+                ),
+            });
+        }
         let mut profile_name = profile
             .map(str::to_string)
             .unwrap_or_else(|| experiment.file.profile.clone());
@@ -255,12 +278,7 @@ impl Setup {
                     .set(k, &set.value)
                     .map_err(|e| invalid(&experiment.name, format!("--set resources.{k}: {e}")))?;
             } else if let Some(k) = set.key.strip_prefix("env.") {
-                put(
-                    &mut env,
-                    k,
-                    &Value::from(scalar_text(&set.value)),
-                    Source::Set,
-                );
+                put(&mut env, k, &Value::from(set.raw.clone()), Source::Set);
             } else if let Some(k) = set.key.strip_prefix("vars.") {
                 vars.insert(k.to_string(), set.value.clone());
             } else {
@@ -644,4 +662,21 @@ pub fn linear_path(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_values_are_yaml_scalars_but_keep_what_was_typed() {
+        let s: SetArg = "data.train_batch_size=512".parse().unwrap();
+        assert_eq!(s.value, Value::from(512));
+        let s: SetArg = "env.MASK=0x1F".parse().unwrap();
+        assert_eq!(s.raw, "0x1F");
+        let s: SetArg = "trainer.experiment_name=x$(touch /tmp/p)".parse().unwrap();
+        assert_eq!(s.value, Value::from("x$(touch /tmp/p)"));
+        assert!("novalue".parse::<SetArg>().is_err());
+        assert!("=3".parse::<SetArg>().is_err());
+    }
 }

@@ -106,6 +106,17 @@ impl Remote {
         what: &str,
         f: impl Fn(&Connection) -> Result<T, SshError> + Send + Sync + 'static,
     ) -> anyhow::Result<T> {
+        self.with_conn_tries(what, true, f).await
+    }
+
+    /// [`Remote::with_conn`]; with `retry` false an operation that lost the connection is not
+    /// run again (it may have had its effect), but the next operation reconnects.
+    async fn with_conn_tries<T: Send + 'static>(
+        self: &Arc<Self>,
+        what: &str,
+        retry: bool,
+        f: impl Fn(&Connection) -> Result<T, SshError> + Send + Sync + 'static,
+    ) -> anyhow::Result<T> {
         let f = Arc::new(f);
         let started = std::time::Instant::now();
         let mut delay = Duration::from_millis(500);
@@ -133,7 +144,7 @@ impl Remote {
             .await?;
             match result {
                 Ok(v) => return Ok(v),
-                Err(e) if e.is_connection_lost() && started.elapsed() < RECONNECT_FOR => {
+                Err(e) if retry && e.is_connection_lost() && started.elapsed() < RECONNECT_FOR => {
                     eprintln!(
                         "orch: {}: {e}; reconnecting in {:.1}s",
                         self.name,
@@ -167,12 +178,18 @@ impl Remote {
 
     /// Run a program with arguments, each quoted for the remote shell.
     pub async fn run(self: &Arc<Self>, program: &str, args: &[&str]) -> anyhow::Result<ExecOutput> {
-        let mut line = crate::ssh::shell_quote(program)?;
-        for a in args {
-            line.push(' ');
-            line.push_str(&crate::ssh::shell_quote(a)?);
-        }
-        self.exec(line).await
+        self.exec(command_line(program, args)?).await
+    }
+
+    /// [`Remote::run`], not repeated when the connection drops while it runs.
+    pub async fn run_once(
+        self: &Arc<Self>,
+        program: &str,
+        args: &[&str],
+    ) -> anyhow::Result<ExecOutput> {
+        let command = with_remote_path(command_line(program, args)?)?;
+        self.with_conn_tries("running a command", false, move |c| c.exec(&command))
+            .await
     }
 
     /// Copy a local directory to `remote` (created with its parents).
@@ -232,6 +249,28 @@ impl Remote {
         }
         Ok(Some(parse_nvidia_smi(&out.stdout_text())))
     }
+}
+
+fn command_line(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let mut line = crate::ssh::shell_quote(program)?;
+    for a in args {
+        line.push(' ');
+        line.push_str(&crate::ssh::shell_quote(a)?);
+    }
+    Ok(line)
+}
+
+/// Put `ORCH_REMOTE_PATH` (set here) in front of the remote PATH.
+fn with_remote_path(command: String) -> anyhow::Result<String> {
+    Ok(match std::env::var("ORCH_REMOTE_PATH") {
+        Ok(extra) if !extra.is_empty() => {
+            format!(
+                "PATH={}:\"$PATH\"; export PATH; {command}",
+                crate::ssh::shell_quote(&extra)?
+            )
+        }
+        _ => command,
+    })
 }
 
 /// Lines of `name, memory_mib`.

@@ -33,7 +33,6 @@ pub struct Ctx<'a> {
     pub catalog: &'a Catalog,
     pub backend: &'a Backend,
     pub progress: &'a Progress,
-    pub simulate: bool,
     /// A running job whose logs do not grow for this long is declared hung.
     pub hang_timeout: std::time::Duration,
     /// Hand each submitted attempt to a Slurm follow-up job instead of watching it.
@@ -91,6 +90,8 @@ pub struct RunDriver {
     done: Option<RunState>,
     /// The live attempt was handed to a follow-up job; this process is finished with the run.
     handed_off: bool,
+    /// Scripts call the simulated trainer (decided when the run was created).
+    simulate: bool,
     bar: ProgressBar,
     started: Instant,
     last_line: String,
@@ -108,6 +109,7 @@ impl RunDriver {
         progress: &Progress,
     ) -> anyhow::Result<Self> {
         let lock = run.lock()?;
+        let simulate = run.record()?.simulate;
         let bar = progress.bar(&plan.experiment);
         Ok(RunDriver {
             start: Start::Submit,
@@ -121,6 +123,7 @@ impl RunDriver {
             live: None,
             done: None,
             handed_off: false,
+            simulate,
             bar,
             started: Instant::now(),
             last_line: String::new(),
@@ -139,11 +142,17 @@ impl RunDriver {
     ) -> anyhow::Result<Self> {
         let lock = run.lock()?;
         let record = run.record()?;
+        let simulate = record.simulate;
         let experiment = crate::config::experiment::Experiment::find(catalog, &record.experiment)?
             .into_iter()
             .find(|e| e.name == record.experiment)
             .with_context(|| format!("experiment {} is no longer defined", record.experiment))?;
-        let (setup, base) = Setup::load(catalog, experiment, Some(&record.profile), &[])?;
+        // The template and ladder the run was submitted with, even if --set chose them.
+        let chosen = [
+            crate::plan::SetArg::text("template", &record.template),
+            crate::plan::SetArg::text("ladder", &record.ladder),
+        ];
+        let (setup, base) = Setup::load(catalog, experiment, Some(&record.profile), &chosen)?;
         let mut tried = HashSet::new();
         // Before attempt 1 the run's own plan.yaml holds the first plan, --set values included.
         let mut plan = match std::fs::read_to_string(run.path.join("plan.yaml")) {
@@ -173,6 +182,7 @@ impl RunDriver {
             live: None,
             done: None,
             handed_off: false,
+            simulate,
             bar,
             started: Instant::now(),
             last_line: String::new(),
@@ -190,7 +200,9 @@ impl RunDriver {
                     id: id.clone(),
                     dir: a.dir.clone(),
                 }),
-                None => match backend.find(&a.dir, &a.job_name).await {
+                None => match backend.find(&a.dir, &a.job_name).await.with_context(|| {
+                    format!("attempt {} may or may not have been submitted", a.attempt)
+                })? {
                     Some(job) => {
                         progress.say(format!(
                             "[{}] attempt {} was submitted as job {} before orch stopped; recording it",
@@ -245,7 +257,7 @@ impl RunDriver {
             write_dir: absolute(&dir)?,
             run_dir: seen(&self.run.path)?,
             job_name: job_name.clone(),
-            simulate: ctx.simulate,
+            simulate: self.simulate,
             checkpoint_dir: seen(&self.run.checkpoint_dir())?,
         };
         let files = crate::render::render(ctx.catalog, &self.setup, &self.plan, &info)?;
@@ -307,7 +319,14 @@ impl RunDriver {
         crate::ledger::crash_point("recorded");
         self.tried.insert(self.plan.canonical(&self.setup));
         if let (Some(follow), Backend::Slurm(slurm)) = (&ctx.follow_up, ctx.backend) {
-            return self.hand_off(slurm, follow, &job, ctx).await;
+            match self.hand_off(slurm, follow, &job, ctx).await {
+                Ok(()) => return Ok(()),
+                Err(e) => ctx.progress.say(format!(
+                    "[{}] {e:#}; watching job {} from here instead",
+                    self.name(),
+                    job.id
+                )),
+            }
         }
         ctx.progress.say(format!(
             "[{}] attempt {n}/{} ({}) submitted: {} job {}",
@@ -549,6 +568,9 @@ impl RunDriver {
                     }
                 }
                 crate::ledger::crash_point("decided");
+                if self.run.record()?.cancel_requested {
+                    return self.end(RunState::Cancelled, format!("cancelled after attempt {n}"));
+                }
                 self.submit(ctx).await
             }
         }
@@ -745,6 +767,7 @@ pub async fn drive(
                     "warning: could not poll the {} backend: {e:#}",
                     ctx.backend.name()
                 ));
+                interval = (interval * 2).clamp(tick, tick * 2);
                 continue;
             }
         };
@@ -808,7 +831,11 @@ pub async fn drive(
                             Err(e) => Err(e),
                         };
                         if let Err(e) = result {
-                            ctx.progress.say(format!("[{}] {e:#}", d.name()));
+                            let msg = format!("{e:#}");
+                            ctx.progress.say(format!("[{}] {msg}", d.name()));
+                            if d.live.is_none() && d.done.is_none() && !d.handed_off {
+                                d.end(RunState::Failed, format!("failed: {msg}"))?;
+                            }
                         }
                         changed = true;
                     }

@@ -364,3 +364,33 @@ fn detach_returns_at_once_and_a_background_watcher_finishes_the_run() {
         .unwrap();
     assert!(!log.contains("error"), "{log}");
 }
+
+#[test]
+fn a_resumed_run_keeps_the_ladder_it_was_submitted_with() {
+    // --detach hands the run to `orch resume`, which must use --set ladder=mine, not the default.
+    let orch = Orch::new().file(
+        "ladders/mine.yaml",
+        "steps:\n  - name: only-step\n    answers: [gpu_oom]\n    env:\n      PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True\n",
+    );
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--set",
+            "ladder=mine",
+            "--detach",
+            "--json",
+        ],
+        0,
+    );
+    let id = run.json()["run"].as_str().unwrap().to_string();
+    let history = orch.wait_for_end(&id, Duration::from_secs(60));
+    assert_eq!(history["state"], "failed", "{history}");
+    let steps: Vec<&str> = attempts(&history)
+        .iter()
+        .map(|a| a["step"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["base", "only-step"], "{history}");
+}

@@ -73,17 +73,17 @@ impl Cloud {
     }
 
     /// The job already started for this attempt, from its `pid` file.
-    pub async fn find(&self, dir: &Path) -> Option<JobRef> {
+    pub async fn find(&self, dir: &Path) -> anyhow::Result<Option<JobRef>> {
         let line = format!(
-            "cat {}/pid 2>/dev/null",
-            shell_quote(&self.remote_dir(dir)).ok()?
+            "cat {}/pid 2>/dev/null || true",
+            shell_quote(&self.remote_dir(dir))?
         );
-        let out = self.remote.exec(line).await.ok()?;
+        let out = self.remote.exec(line).await?;
         let pid = out.stdout_text().trim().to_string();
-        (!pid.is_empty()).then(|| JobRef {
+        Ok((!pid.is_empty()).then(|| JobRef {
             id: pid,
             dir: dir.to_path_buf(),
-        })
+        }))
     }
 
     /// Every job's state in one remote command.

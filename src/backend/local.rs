@@ -66,6 +66,10 @@ impl Local {
         let pid = child
             .id()
             .context("the job exited before it could be recorded")?;
+        // A pid means nothing after a reboot; remember which boot it belongs to.
+        if let Some(boot) = boot_id() {
+            crate::ledger::write_atomic(&spec.dir.join("boot_id"), boot.as_bytes())?;
+        }
         // Reap the wrapper when it exits so it does not linger as a zombie; its state is read
         // from the files it leaves.
         tokio::spawn(async move {
@@ -95,6 +99,10 @@ impl Local {
     pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
         let pgid = Pid::from_raw(job.id.parse().context("a local job id is a process id")?);
         crate::ledger::write_atomic(&job.dir.join("cancelled"), b"")?;
+        let recorded_boot = std::fs::read_to_string(job.dir.join("boot_id")).ok();
+        if recorded_boot.is_some() && recorded_boot != boot_id() {
+            return Ok(()); // died with the last boot; that pid is someone else's now
+        }
         if killpg(pgid, Signal::SIGTERM).is_err() {
             return Ok(()); // already gone
         }
@@ -121,6 +129,15 @@ fn state(job: &JobRef) -> JobState {
     let Ok(raw) = job.id.parse::<i32>() else {
         return JobState::Finished(JobEnd::Lost);
     };
+    let recorded_boot = std::fs::read_to_string(job.dir.join("boot_id")).ok();
+    if recorded_boot.is_some() && recorded_boot != boot_id() {
+        // The machine rebooted since: the job died with it, whatever has that pid now.
+        return JobState::Finished(if cancelled {
+            JobEnd::Cancelled
+        } else {
+            JobEnd::Lost
+        });
+    }
     if group_alive(Pid::from_raw(raw)) {
         JobState::Running
     } else if let Some(code) = read_exit_code(&job.dir) {
@@ -137,6 +154,10 @@ fn state(job: &JobRef) -> JobState {
     } else {
         JobState::Finished(JobEnd::Lost)
     }
+}
+
+fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()
 }
 
 fn read_exit_code(dir: &Path) -> Option<i32> {

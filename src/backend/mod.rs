@@ -137,15 +137,16 @@ impl Backend {
 
     /// A job already submitted for this attempt (orch died before recording its id): by the
     /// attempt directory's pid file locally, by job name on Slurm.
-    pub async fn find(&self, dir: &std::path::Path, name: &str) -> Option<JobRef> {
-        match self {
+    /// An error means orch cannot tell (and so must not submit the attempt again).
+    pub async fn find(&self, dir: &std::path::Path, name: &str) -> anyhow::Result<Option<JobRef>> {
+        Ok(match self {
             Backend::Local(b) => b.find(dir),
-            Backend::Slurm(b) => b.find_by_name(name).await.map(|id| JobRef {
+            Backend::Slurm(b) => b.find_by_name(name).await?.map(|id| JobRef {
                 id,
                 dir: dir.to_path_buf(),
             }),
-            Backend::Cloud(b) => b.find(dir).await,
-        }
+            Backend::Cloud(b) => b.find(dir).await?,
+        })
     }
 
     /// Where a job's log is: the attempt directory here, or its copy on the remote host.

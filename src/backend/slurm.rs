@@ -35,6 +35,7 @@ const TRANSIENT: &[&str] = &[
     "Connection refused",
     "Transport endpoint is not connected",
     "Slurmctld is not responding",
+    "ssh connection lost",
 ];
 
 /// Whether a command's stderr says the controller, not the job, is the problem.
@@ -105,7 +106,22 @@ impl Slurm {
 
     async fn run(&self, program: &str, args: &[&str]) -> anyhow::Result<Output> {
         if let Some((host, _)) = &self.remote {
-            let out = host.run(program, args).await?;
+            // An sbatch whose connection dropped may have submitted the job: never re-run it
+            // blindly; report it like a controller time-out so the caller looks it up first.
+            let out = if program == "sbatch" {
+                match host.run_once(program, args).await {
+                    Ok(out) => out,
+                    Err(e) => {
+                        return Ok(Output {
+                            code: None,
+                            stdout: String::new(),
+                            stderr: format!("ssh connection lost while running sbatch: {e:#}"),
+                        });
+                    }
+                }
+            } else {
+                host.run(program, args).await?
+            };
             return Ok(Output {
                 code: Some(out.code),
                 stdout: out.stdout_text(),
@@ -183,8 +199,12 @@ impl Slurm {
             if !is_transient(&out.stderr) {
                 bail!("sbatch refused the job: {}", out.stderr.trim());
             }
-            // The controller may have created the job before the reply was lost.
-            if let Some(id) = self.find_by_name(name).await {
+            // The controller may have created the job before the reply was lost. If it cannot
+            // be asked, stop: a second sbatch could run the attempt twice.
+            let found = self.find_by_name(name).await.with_context(|| {
+                format!("sbatch said `{}` and orch cannot tell whether the job exists; not submitting again (`orch resume` looks again later)", out.stderr.trim())
+            })?;
+            if let Some(id) = found {
                 eprintln!(
                     "orch: sbatch said `{}`, but the job exists as {id}; not submitting it again",
                     out.stderr.trim().lines().last().unwrap_or("")
@@ -241,7 +261,7 @@ impl Slurm {
         ];
         let out = self.run_retrying("sbatch", &args).await?;
         if !out.ok() {
-            if let Some(id) = self.find_by_name(name).await {
+            if let Some(id) = self.find_by_name(name).await? {
                 return Ok(id);
             }
             bail!("sbatch refused the follow-up job: {}", out.stderr.trim());
@@ -251,30 +271,54 @@ impl Slurm {
     }
 
     /// The id of a job with this name, if the controller (or accounting) knows one.
-    pub async fn find_by_name(&self, name: &str) -> Option<String> {
-        for _ in 0..self.retries {
-            match self
-                .run("squeue", &["-h", "--name", name, "-o", "%i"])
-                .await
-            {
-                Ok(out) if out.ok() => {
-                    if let Some(id) = out.stdout.lines().map(str::trim).find(|l| !l.is_empty()) {
-                        return Some(id.to_string());
-                    }
-                    break;
-                }
-                Ok(out) if is_transient(&out.stderr) => {
-                    tokio::time::sleep(jitter(Duration::from_secs(2))).await
-                }
-                _ => break,
+    pub async fn find_by_name(&self, name: &str) -> anyhow::Result<Option<String>> {
+        let first_id = |text: &str| {
+            text.lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .map(str::to_string)
+        };
+        let mut delay = Duration::from_secs(1);
+        // `-t all`: also the jobs that already ended but the controller still holds.
+        let queued = loop {
+            let out = self
+                .run("squeue", &["-h", "-t", "all", "--name", name, "-o", "%i"])
+                .await?;
+            if out.ok() {
+                break first_id(&out.stdout);
+            }
+            if !is_transient(&out.stderr) || delay > Duration::from_secs(30) {
+                bail!("cannot look job {name} up: squeue: {}", out.stderr.trim());
+            }
+            tokio::time::sleep(jitter(delay)).await;
+            delay *= 2;
+        };
+        if queued.is_some() {
+            return Ok(queued);
+        }
+        // Aged out of the controller: accounting remembers it, when there is accounting.
+        if self.accounting.load(Ordering::Relaxed) != 2 {
+            let out = self
+                .run(
+                    "sacct",
+                    &[
+                        "-X",
+                        "-n",
+                        "-P",
+                        "--name",
+                        name,
+                        "-S",
+                        "now-30days",
+                        "-o",
+                        "JobIDRaw",
+                    ],
+                )
+                .await?;
+            if out.ok() {
+                return Ok(first_id(&out.stdout));
             }
         }
-        // A job that already finished has left the queue.
-        let out = self.run("scontrol", &["show", "job", "-o"]).await.ok()?;
-        parse_scontrol(&out.stdout)
-            .into_iter()
-            .find(|j| j.name.as_deref() == Some(name))
-            .map(|j| j.id)
+        Ok(None)
     }
 
     /// The state of every job, in at most one `squeue` and one `sacct`/`scontrol` call.
@@ -291,15 +335,19 @@ impl Slurm {
                 &["-h", "-t", "all", "-j", &list, "-o", "%i|%T|%r|%N"],
             )
             .await?;
-        if is_transient(&out.stderr) {
+        // squeue says "Invalid job id specified" (exit 1) when one id it was asked about is
+        // unknown to it; any other failure says nothing about the jobs: skip this tick.
+        if !out.ok() && !out.stderr.contains("Invalid job id") {
             bail!("squeue: {}", out.stderr.trim());
         }
         // `-t all` keeps finished jobs the controller still holds (MinJobAge) in the answer.
+        let mut seen = std::collections::HashSet::new();
         for line in out.stdout.lines() {
             let fields: Vec<&str> = line.trim().split('|').collect();
             if fields.len() < 2 {
                 continue;
             }
+            seen.insert(fields[0].to_string());
             if let Some(state) = map_state(fields[1], None, fields.get(3).copied()) {
                 states.insert(fields[0].to_string(), state);
             } else {
@@ -309,10 +357,7 @@ impl Slurm {
                 );
             }
         }
-        let gone: Vec<&JobRef> = jobs
-            .iter()
-            .filter(|j| !states.contains_key(&j.id))
-            .collect();
+        let gone: Vec<&JobRef> = jobs.iter().filter(|j| !seen.contains(&j.id)).collect();
         if gone.is_empty() {
             return Ok(states);
         }
@@ -348,17 +393,20 @@ impl Slurm {
                     }
                 }
                 true
-            } else {
-                if is_transient(&out.stderr) {
-                    bail!("sacct: {}", out.stderr.trim());
-                }
+            } else if out
+                .stderr
+                .to_lowercase()
+                .contains("accounting storage is disabled")
+            {
                 // No slurmdbd: from the next tick on, ask scontrol.
                 self.accounting.store(2, Ordering::Relaxed);
                 false
+            } else {
+                bail!("sacct: {}", out.stderr.trim());
             }
         } else {
             let out = self.run("scontrol", &["show", "job", "-o"]).await?;
-            if !out.ok() && is_transient(&out.stderr) {
+            if !out.ok() && !out.stderr.contains("No jobs in the system") {
                 bail!("scontrol: {}", out.stderr.trim());
             }
             for job in parse_scontrol(&out.stdout) {
@@ -374,9 +422,18 @@ impl Slurm {
         for job in gone {
             if let Some(state) = finished.remove(&job.id) {
                 states.insert(job.id.clone(), state);
-            } else if settled && self.remote.is_some() {
-                // The marker is on the login node's file system; Slurm forgot the job.
-                states.insert(job.id.clone(), JobState::Finished(JobEnd::Lost));
+            } else if let (true, Some((host, _))) = (settled, &self.remote) {
+                // The marker is on the login node's file system.
+                let marker = self.cluster_path(&job.dir.join("exit_code"));
+                let text = host.read_from(&marker, 0, 64).await?;
+                let code = String::from_utf8_lossy(&text).trim().parse::<i32>().ok();
+                let state = match code {
+                    Some(0) => JobState::Finished(JobEnd::Completed),
+                    Some(c) => JobState::Finished(JobEnd::Failed { exit_code: Some(c) }),
+                    None if self.accounting.load(Ordering::Relaxed) == 1 => continue,
+                    None => JobState::Finished(JobEnd::Lost),
+                };
+                states.insert(job.id.clone(), state);
             } else if settled {
                 // Accounting may lag the queue by a tick; only the marker or its absence after
                 // scontrol forgot the job settles it.

@@ -166,13 +166,15 @@ pub async fn logs(ledger: &Ledger, args: LogsArgs) -> anyhow::Result<u8> {
     } else {
         Tail::new(path.clone())
     };
-    let mut out = std::io::stdout().lock();
     loop {
         let bytes = tail
-            .read_new()
+            .read_new_any()
+            .await
             .with_context(|| format!("cannot read {}", path.display()))?;
+        let mut out = std::io::stdout().lock();
         out.write_all(&bytes)?;
         out.flush()?;
+        drop(out);
         if !args.follow {
             break;
         }
@@ -235,6 +237,26 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
         if let Ok(_lock) = run.lock() {
             let record = run.record()?;
             if record.state == RunState::Running {
+                // The run may have moved on since (a follow-up submitted the next attempt):
+                // cancel what it has now.
+                for id in &record.follow_ups {
+                    let _ = backend
+                        .cancel(&JobRef {
+                            id: id.clone(),
+                            dir: run.path.clone(),
+                        })
+                        .await;
+                }
+                if let Some(a) = record.live_attempt()
+                    && let Some(id) = &a.job_id
+                {
+                    let _ = backend
+                        .cancel(&JobRef {
+                            id: id.clone(),
+                            dir: a.dir.clone(),
+                        })
+                        .await;
+                }
                 if let Some(a) = record.live_attempt() {
                     run.append(&Event::Finished {
                         ts: now(),

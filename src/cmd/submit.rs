@@ -67,6 +67,7 @@ pub async fn submit(
             args.config.sets.push(crate::plan::SetArg {
                 key: "resources.gpus".into(),
                 value: gpus.into(),
+                raw: gpus.to_string(),
             });
         }
         remote = Some(r);
@@ -140,7 +141,9 @@ pub async fn submit(
             &run.path.join("plan.yaml"),
             serde_yaml::to_string(&plan)?.as_bytes(),
         )?;
-        if args.watch.detach && kind == BackendKind::Local {
+        // Follow-up jobs need orch and the run directory on the cluster's file system, which
+        // holds only on the login node itself; anywhere else a background watcher here does it.
+        if args.watch.detach && !(kind == BackendKind::Slurm && args.host.host.is_none()) {
             detached.push(run.id.clone());
             continue;
         }
@@ -168,9 +171,8 @@ pub async fn submit(
         catalog,
         backend: &backend,
         progress: &progress,
-        simulate,
         hang_timeout: args.watch.hang_timeout.into(),
-        follow_up: (args.watch.detach && kind == BackendKind::Slurm)
+        follow_up: (args.watch.detach && kind == BackendKind::Slurm && args.host.host.is_none())
             .then(|| follow_up(catalog, ledger))
             .transpose()?,
     };
@@ -255,7 +257,7 @@ pub async fn resume(
     };
     let first = first.record()?;
     let backend = backend_for_record(&first, args.watch.poll_interval, ledger).await?;
-    if args.watch.detach && first.backend != "slurm" {
+    if args.watch.detach && (first.backend != "slurm" || first.host.is_some()) {
         let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
         let log = spawn_watcher(catalog, ledger, &ids, args.watch.hang_timeout)?;
         progress.say(format!(
@@ -266,7 +268,6 @@ pub async fn resume(
         return Ok(code::OK);
     }
     let mut drivers = Vec::new();
-    let mut simulate = first.simulate;
     for run in runs {
         let record = run.record()?;
         if record.backend != first.backend {
@@ -276,22 +277,27 @@ pub async fn resume(
             ))
             .into());
         }
-        simulate |= record.simulate;
         progress.say(format!(
             "[{}] resuming run {} ({})",
             record.experiment,
             record.run,
             record.state.as_str()
         ));
-        drivers.push(RunDriver::reattach(catalog, run, &backend, &progress).await?);
+        match RunDriver::reattach(catalog, run, &backend, &progress).await {
+            Ok(driver) => drivers.push(driver),
+            // With --all, a run another orch is driving is that orch's business.
+            Err(e) if args.all && e.downcast_ref::<UsageError>().is_some() => {
+                progress.say(format!("[{}] skipped: {e}", record.experiment));
+            }
+            Err(e) => return Err(e),
+        }
     }
     let ctx = Ctx {
         catalog,
         backend: &backend,
         progress: &progress,
-        simulate,
         hang_timeout: args.watch.hang_timeout.into(),
-        follow_up: (args.watch.detach && first.backend == "slurm")
+        follow_up: (args.watch.detach && first.backend == "slurm" && first.host.is_none())
             .then(|| follow_up(catalog, ledger))
             .transpose()?,
     };

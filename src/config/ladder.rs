@@ -129,7 +129,10 @@ impl Change {
                 max,
             } => {
                 let current = current?;
-                let is_int = current.as_i64().is_some() || current.as_u64().is_some();
+                // Integers stay integers (batch sizes, GPU counts), except when a fraction is
+                // added (a utilization written as `1`).
+                let is_int = (current.as_i64().is_some() || current.as_u64().is_some())
+                    && !(*op == Op::Add && operand.fract() != 0.0);
                 let x = current.as_f64()?;
                 let mut y = match op {
                     Op::Multiply => x * operand,
@@ -244,5 +247,35 @@ impl Ladder {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(yaml: &str) -> Change {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn integers_stay_integers_and_fractions_stay_fractions() {
+        let halve = change("{divide: 2, min: 1}");
+        assert_eq!(halve.apply(Some(&32.into())), Some(16.into()));
+        assert_eq!(halve.apply(Some(&1.into())), Some(1.into()));
+        let more = change("{multiply: 1.5}");
+        assert_eq!(more.apply(Some(&480.into())), Some(720.into()));
+        let lower = change("{add: -0.1, min: 0.3}");
+        assert_eq!(lower.apply(Some(&0.6.into())), Some(0.5.into()));
+        // A utilization written as the integer 1 is still lowered to 0.9, not floored to 0.
+        assert_eq!(lower.apply(Some(&1.into())), Some(0.9.into()));
+        assert_eq!(lower.apply(None), None);
+        assert_eq!(change("true").apply(None), Some(true.into()));
+    }
+
+    #[test]
+    fn unknown_change_words_are_refused() {
+        assert!(serde_yaml::from_str::<Change>("{halve: true}").is_err());
+        assert!(serde_yaml::from_str::<Change>("{divide: 0}").is_err());
     }
 }
