@@ -71,7 +71,7 @@ enum Start {
     /// Watch a job already in the backend's hands.
     Watch(JobRef),
     /// The attempt ended and was recorded; decide what follows.
-    Decide(Outcome, Option<EvidenceRecord>),
+    Decide(Outcome, Option<EvidenceRecord>, JobEnd),
     /// Nothing to do.
     Done,
 }
@@ -224,7 +224,20 @@ impl RunDriver {
                     ),
                     None => unreachable!("matched above"),
                 };
-                Start::Decide(outcome, a.evidence.clone())
+                // How the job ended, as far as the ledger says (the failed node, for --exclude).
+                let end = match a
+                    .job_state
+                    .as_deref()
+                    .and_then(|s| s.strip_prefix("node_fail ("))
+                {
+                    Some(node) => JobEnd::NodeFail {
+                        node: Some(node.trim_end_matches(')').to_string()),
+                    },
+                    None => JobEnd::Failed {
+                        exit_code: a.exit_code,
+                    },
+                };
+                Start::Decide(outcome, a.evidence.clone(), end)
             }
         };
         Ok(driver)
@@ -713,10 +726,7 @@ pub async fn drive(
                 d.watch(job, ctx.backend);
                 Ok(())
             }
-            Start::Decide(outcome, evidence) => {
-                d.after(outcome, evidence, JobEnd::Failed { exit_code: None }, ctx)
-                    .await
-            }
+            Start::Decide(outcome, evidence, end) => d.after(outcome, evidence, end, ctx).await,
             Start::Done => Ok(()),
         };
         if let Err(e) = result {

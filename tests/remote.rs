@@ -449,3 +449,45 @@ fn a_poll_tick_reads_only_the_new_bytes_of_a_1_gib_log() {
         );
     });
 }
+
+#[test]
+fn cancel_of_a_cloud_run_kills_the_remote_process_group() {
+    let (orch, remote) = remote_orch();
+    let child = orch.spawn(&[
+        "submit",
+        "diamonds-seed0",
+        "--backend",
+        "ssh",
+        "--host",
+        "orch-test",
+        "--profile",
+        "h200",
+        "--set",
+        "env.ORCH_SIM_HANG_AT_STEP=1",
+        "--remote-dir",
+        remote.to_str().unwrap(),
+        "--poll-interval",
+        "0.3",
+        "--json",
+    ]);
+    let (run_id, pgid) = orch.wait_for_job(Duration::from_secs(30), |_| true);
+    std::thread::sleep(Duration::from_secs(1));
+    orch.expect(&["cancel", &run_id], 0);
+    let (code, json, stderr) = finished(child);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert_eq!(json["state"], "cancelled", "{stderr}");
+    assert!(remote.join(&run_id).join("attempts/1/cancelled").exists());
+    // Nothing of the job's process group is left running on the "remote" (this machine).
+    let alive = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ps -eo pgid=,stat= | awk '$1 == {pgid} && $2 !~ /^Z/' | wc -l"
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&alive.stdout).trim(),
+        "0",
+        "the remote job still runs"
+    );
+}
