@@ -19,6 +19,11 @@ if [ ! -x /usr/sbin/sshd ] || ! command -v ssh-keygen >/dev/null; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server openssh-client >/dev/null
 fi
+# ssh2's libssh2 links OpenSSL.
+if ! dpkg -s libssl-dev pkg-config >/dev/null 2>&1; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null
+fi
 cargo build --locked --all-targets
 # Most tests wait on simulated jobs, not the CPU: run several at a time.
 cargo test --locked --all-targets -- --test-threads="${ORCH_TEST_THREADS:-6}"
