@@ -56,6 +56,34 @@ fn remote_orch() -> (Orch, PathBuf) {
     (orch, remote_runs)
 }
 
+/// `orch submit diamonds-seed0` on the test sshd's cloud backend, runs kept under `remote`,
+/// followed by `extra`.
+fn cloud_submit(remote: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "submit",
+        "diamonds-seed0",
+        "--backend",
+        "ssh",
+        "--host",
+        "orch-test",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend([
+        "--remote-dir".into(),
+        remote.display().to_string(),
+        "--poll-interval".into(),
+        "0.3".into(),
+        "--json".into(),
+    ]);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
 fn attempts(json: &Value) -> &Vec<Value> {
     json["attempts"].as_array().unwrap()
 }
@@ -329,25 +357,18 @@ fn a_changed_host_key_is_refused() {
 #[test]
 fn the_watch_survives_sshd_being_killed_and_restarted() {
     let (orch, remote) = remote_orch();
-    let child = orch.spawn(&[
-        "submit",
-        "diamonds-seed0",
-        "--backend",
-        "ssh",
-        "--host",
-        "orch-test",
-        "--profile",
-        "h200",
-        "--set",
-        "env.ORCH_SIM_STEPS=30",
-        "--set",
-        "env.ORCH_SIM_STEP_SECONDS=0.5",
-        "--remote-dir",
-        remote.to_str().unwrap(),
-        "--poll-interval",
-        "0.5",
-        "--json",
-    ]);
+    let args = cloud_submit(
+        &remote,
+        &[
+            "--profile",
+            "h200",
+            "--set",
+            "env.ORCH_SIM_STEPS=30",
+            "--set",
+            "env.ORCH_SIM_STEP_SECONDS=0.5",
+        ],
+    );
+    let child = orch.spawn(&strs(&args));
     orch.wait_for_job(Duration::from_secs(30), |_| true);
     std::thread::sleep(Duration::from_secs(2));
     // Kill the test server — its sessions (children of the listener) and the listener — so the
@@ -453,23 +474,11 @@ fn a_poll_tick_reads_only_the_new_bytes_of_a_1_gib_log() {
 #[test]
 fn cancel_of_a_cloud_run_kills_the_remote_process_group() {
     let (orch, remote) = remote_orch();
-    let child = orch.spawn(&[
-        "submit",
-        "diamonds-seed0",
-        "--backend",
-        "ssh",
-        "--host",
-        "orch-test",
-        "--profile",
-        "h200",
-        "--set",
-        "env.ORCH_SIM_HANG_AT_STEP=1",
-        "--remote-dir",
-        remote.to_str().unwrap(),
-        "--poll-interval",
-        "0.3",
-        "--json",
-    ]);
+    let args = cloud_submit(
+        &remote,
+        &["--profile", "h200", "--set", "env.ORCH_SIM_HANG_AT_STEP=1"],
+    );
+    let child = orch.spawn(&strs(&args));
     let (run_id, pgid) = orch.wait_for_job(Duration::from_secs(30), |_| true);
     std::thread::sleep(Duration::from_secs(1));
     orch.expect(&["cancel", &run_id], 0);
