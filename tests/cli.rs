@@ -249,6 +249,8 @@ fn a_hostile_set_value_arrives_literally_and_runs_nothing() {
     std::fs::set_permissions(bin.join("python3"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let status = std::process::Command::new("bash")
         .arg(orch.path().join("out/run_grpo.sh"))
+        // If quoting ever broke, whatever the script ran would land in the test's directory.
+        .current_dir(orch.path())
         .env(
             "PATH",
             format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
