@@ -24,6 +24,8 @@ if ! dpkg -s libssl-dev pkg-config >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null
 fi
-cargo build --locked --all-targets
+# Both tiers: plain `cargo test` is the first (unit tests, local backend, simulator); the
+# `services` features add the Slurm, SSH and crash suites that need the services started above.
+cargo build --locked --workspace --all-targets --all-features
 # Most tests wait on simulated jobs, not the CPU: run several at a time.
-cargo test --locked --all-targets -- --test-threads="${ORCH_TEST_THREADS:-6}"
+cargo test --locked --workspace --all-targets --all-features -- --test-threads="${ORCH_TEST_THREADS:-6}"

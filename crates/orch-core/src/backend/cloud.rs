@@ -1,0 +1,150 @@
+//! The cloud-machine backend (`--backend ssh --host X`): a GPU box or pod with no scheduler,
+//! where orch starts the job itself over SSH.
+//!
+//! The attempt directory is uploaded, then the job script is started detached from the SSH
+//! session (`setsid`, its own session and process group, stdio to files) under the same
+//! wrapper the local backend uses, which claims the directory with a `pid` file (so the same
+//! attempt never starts twice) and leaves the exit code in `exit_code`. One remote command per
+//! tick reports every watched job; cancelling kills the job's process group.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use super::{JobEnd, JobRef, JobSpec, JobState, local::WRAPPER};
+use orch_ssh::remote::Remote;
+use orch_ssh::shell_quote;
+
+/// Runs jobs as detached processes on a remote machine.
+#[derive(Debug)]
+pub struct Cloud {
+    pub remote: Arc<Remote>,
+    /// The local runs directory, mirrored under the remote one.
+    pub local_root: PathBuf,
+    pub tick: Duration,
+}
+
+impl Cloud {
+    /// Where a local attempt directory lives on the remote machine.
+    pub fn remote_dir(&self, local: &Path) -> String {
+        self.remote.path_for(&self.local_root, local)
+    }
+
+    pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
+        let dir = self.remote_dir(&spec.dir);
+        self.remote
+            .upload_dir(&spec.dir, &dir)
+            .await
+            .with_context(|| {
+                format!(
+                    "uploading {} to {}:{dir}",
+                    spec.dir.display(),
+                    self.remote.name
+                )
+            })?;
+        let script = spec
+            .script
+            .file_name()
+            .context("a job script has a file name")?;
+        let line = format!(
+            "cd {dir} && if [ -s pid ]; then cat pid; exit 0; fi; \
+             ORCH_JOB_NAME={name} setsid bash -c {wrapper} orch-job ./{script} >> stdout.log 2>> stderr.log < /dev/null & echo $!",
+            dir = shell_quote(&dir)?,
+            name = shell_quote(&spec.name)?,
+            wrapper = shell_quote(WRAPPER)?,
+            script = shell_quote(&script.to_string_lossy())?,
+        );
+        let out = self.remote.exec(line).await?;
+        let pid = out.stdout_text().trim().to_string();
+        if !out.success() || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            bail!(
+                "could not start the job on {}: {}",
+                self.remote.name,
+                out.stderr_text().trim()
+            );
+        }
+        Ok(JobRef {
+            id: pid,
+            dir: spec.dir.clone(),
+        })
+    }
+
+    /// The job already started for this attempt, from its `pid` file.
+    pub async fn find(&self, dir: &Path) -> anyhow::Result<Option<JobRef>> {
+        let line = format!(
+            "cat {}/pid 2>/dev/null || true",
+            shell_quote(&self.remote_dir(dir))?
+        );
+        let out = self.remote.exec(line).await?;
+        let pid = out.stdout_text().trim().to_string();
+        Ok((!pid.is_empty()).then(|| JobRef {
+            id: pid,
+            dir: dir.to_path_buf(),
+        }))
+    }
+
+    /// Every job's state in one remote command.
+    pub async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
+        if jobs.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let mut line = String::from("for spec in");
+        for job in jobs {
+            line.push(' ');
+            line.push_str(&shell_quote(&format!(
+                "{}:{}",
+                job.id,
+                self.remote_dir(&job.dir)
+            ))?);
+        }
+        line.push_str(
+            r#"; do id=${spec%%:*}; d=${spec#*:}
+if [ ! -f "$d/exit_code" ] && kill -0 -- "-$id" 2>/dev/null; then echo "$id running"
+elif [ -f "$d/cancelled" ]; then echo "$id cancelled"
+elif [ -f "$d/exit_code" ]; then echo "$id exit $(cat "$d/exit_code")"
+else echo "$id lost"; fi; done"#,
+        );
+        let out = self.remote.exec(line).await?;
+        let mut states = HashMap::new();
+        for l in out.stdout_text().lines() {
+            let mut f = l.split_whitespace();
+            let (Some(id), Some(what)) = (f.next(), f.next()) else {
+                continue;
+            };
+            let state = match what {
+                "running" => JobState::Running,
+                "cancelled" => JobState::Finished(JobEnd::Cancelled),
+                "lost" => JobState::Finished(JobEnd::Lost),
+                "exit" => match f.next().and_then(|c| c.parse::<i32>().ok()) {
+                    Some(0) => JobState::Finished(JobEnd::Completed),
+                    code => JobState::Finished(JobEnd::Failed { exit_code: code }),
+                },
+                _ => continue,
+            };
+            states.insert(id.to_string(), state);
+        }
+        Ok(states)
+    }
+
+    pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
+        let dir = shell_quote(&self.remote_dir(&job.dir))?;
+        let id = shell_quote(&job.id)?;
+        let line = format!(
+            "touch {dir}/cancelled; kill -TERM -- -{id} 2>/dev/null || exit 0; \
+             for i in $(seq 50); do kill -0 -- -{id} 2>/dev/null || exit 0; sleep 0.1; done; kill -KILL -- -{id}"
+        );
+        let out = self.remote.exec(line).await?;
+        if !out.success() {
+            bail!(
+                "cancelling job {} on {}: {}",
+                job.id,
+                self.remote.name,
+                out.stderr_text().trim()
+            );
+        }
+        Ok(())
+    }
+}

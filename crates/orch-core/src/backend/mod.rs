@@ -1,0 +1,193 @@
+//! Backends: where an attempt's job script runs. A small interface — submit, the state of many
+//! jobs in one call, cancel — so that the watcher can drive any number of runs with one query
+//! per tick whatever the backend.
+
+pub mod cloud;
+pub mod local;
+pub mod slurm;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// What a backend needs to start one attempt.
+#[derive(Debug, Clone)]
+pub struct JobSpec {
+    /// Scheduler job name (`orch-<run>-a<N>`).
+    pub name: String,
+    /// The rendered job script (first template file).
+    pub script: PathBuf,
+    /// The attempt directory; the job runs there.
+    pub dir: PathBuf,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+}
+
+/// A submitted job.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct JobRef {
+    pub id: String,
+    pub dir: PathBuf,
+}
+
+/// How a job ended, as the backend saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobEnd {
+    Completed,
+    Failed {
+        exit_code: Option<i32>,
+    },
+    Cancelled,
+    Timeout,
+    OutOfMemory,
+    NodeFail {
+        node: Option<String>,
+    },
+    Preempted,
+    /// The job vanished without a trace of how it ended.
+    Lost,
+    /// orch cancelled it: running, but its logs had not grown for this long.
+    Hung {
+        silent_secs: u64,
+    },
+}
+
+impl JobEnd {
+    /// Short text for the ledger.
+    pub fn describe(&self) -> String {
+        match self {
+            JobEnd::Completed => "completed".into(),
+            JobEnd::Failed { exit_code: Some(c) } => format!("failed (exit code {c})"),
+            JobEnd::Failed { exit_code: None } => "failed".into(),
+            JobEnd::Cancelled => "cancelled".into(),
+            JobEnd::Timeout => "timeout".into(),
+            JobEnd::OutOfMemory => "out_of_memory".into(),
+            JobEnd::NodeFail { node: Some(n) } => format!("node_fail ({n})"),
+            JobEnd::NodeFail { node: None } => "node_fail".into(),
+            JobEnd::Preempted => "preempted".into(),
+            JobEnd::Lost => "lost".into(),
+            JobEnd::Hung { silent_secs } => format!("hung (no log output for {silent_secs} s)"),
+        }
+    }
+
+    pub fn exit_code(&self) -> Option<i32> {
+        match self {
+            JobEnd::Completed => Some(0),
+            JobEnd::Failed { exit_code } => *exit_code,
+            _ => None,
+        }
+    }
+}
+
+/// A job's state at one poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobState {
+    Pending,
+    Running,
+    Finished(JobEnd),
+}
+
+/// The backends orch can use.
+#[derive(Debug)]
+pub enum Backend {
+    Local(local::Local),
+    Slurm(slurm::Slurm),
+    /// A machine reached over SSH, no scheduler.
+    Cloud(cloud::Cloud),
+}
+
+impl Backend {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Local(_) => "local",
+            Backend::Slurm(_) => "slurm",
+            Backend::Cloud(_) => "ssh",
+        }
+    }
+
+    /// How often to poll when nothing changes.
+    pub fn tick(&self) -> Duration {
+        match self {
+            Backend::Local(b) => b.tick,
+            Backend::Slurm(b) => b.tick,
+            Backend::Cloud(b) => b.tick,
+        }
+    }
+
+    /// Start a job.
+    pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
+        match self {
+            Backend::Local(b) => b.submit(spec).await,
+            Backend::Slurm(b) => b.submit(spec).await,
+            Backend::Cloud(b) => b.submit(spec).await,
+        }
+    }
+
+    /// The state of every job in one query.
+    pub async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
+        match self {
+            Backend::Local(b) => Ok(b.poll(jobs)),
+            Backend::Slurm(b) => b.poll(jobs).await,
+            Backend::Cloud(b) => b.poll(jobs).await,
+        }
+    }
+
+    /// A job already submitted for this attempt (orch died before recording its id): by the
+    /// attempt directory's pid file locally, by job name on Slurm.
+    /// An error means orch cannot tell (and so must not submit the attempt again).
+    pub async fn find(&self, dir: &std::path::Path, name: &str) -> anyhow::Result<Option<JobRef>> {
+        Ok(match self {
+            Backend::Local(b) => b.find(dir),
+            Backend::Slurm(b) => b.find_by_name(name).await?.map(|id| JobRef {
+                id,
+                dir: dir.to_path_buf(),
+            }),
+            Backend::Cloud(b) => b.find(dir).await?,
+        })
+    }
+
+    /// Where a job's log is: the attempt directory here, or its copy on the remote host.
+    pub fn log_source(&self, job: &JobRef, name: &str) -> orch_ssh::tail::Source {
+        let local = job.dir.join(name);
+        match self {
+            Backend::Slurm(b) if b.host().is_some() => orch_ssh::tail::Source::Remote(
+                b.host().expect("remote").clone(),
+                b.cluster_path(&local),
+            ),
+            Backend::Cloud(b) => {
+                orch_ssh::tail::Source::Remote(b.remote.clone(), b.remote_dir(&local))
+            }
+            _ => orch_ssh::tail::Source::Local(local),
+        }
+    }
+
+    /// How a job sees a local path under the runs directory (the remote copy's path).
+    pub fn job_path(&self, local: &std::path::Path) -> PathBuf {
+        match self {
+            Backend::Slurm(b) => PathBuf::from(b.cluster_path(local)),
+            Backend::Cloud(b) => PathBuf::from(b.remote_dir(local)),
+            Backend::Local(_) => local.to_path_buf(),
+        }
+    }
+
+    /// The remote host's name and runs directory, if the backend works on one.
+    pub fn remote(&self) -> Option<&std::sync::Arc<orch_ssh::remote::Remote>> {
+        match self {
+            Backend::Slurm(b) => b.host(),
+            Backend::Cloud(b) => Some(&b.remote),
+            Backend::Local(_) => None,
+        }
+    }
+
+    /// Stop a job.
+    pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
+        match self {
+            Backend::Local(b) => b.cancel(job).await,
+            Backend::Slurm(b) => b.cancel(job).await,
+            Backend::Cloud(b) => b.cancel(job).await,
+        }
+    }
+}

@@ -1,0 +1,654 @@
+//! The Slurm backend: `sbatch` on a login node, one batched state query per tick for every job
+//! the process watches, `scancel` to stop.
+//!
+//! # Theory of operation
+//! Jobs are submitted with `sbatch --parsable` under a name that ties them to their run and
+//! attempt (`orch-<run>-a<N>`), with stdout/stderr paths in the attempt directory. Each tick,
+//! [`Slurm::poll`] asks `squeue` about all watched jobs in one call; jobs that have left the
+//! queue are looked up in one `sacct` call when accounting works, else in one `scontrol show job`
+//! call (the controller keeps finished jobs for `MinJobAge`), else from the exit marker the job
+//! script leaves. Controller hiccups (`Socket timed out`, `Unable to contact slurm controller`,
+//! ...) never count against a job: the tick is skipped, or the command retried with jittered
+//! backoff. An `sbatch` that failed that way may still have created the job, so before submitting
+//! again orch looks the job up by name.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use super::{JobEnd, JobRef, JobSpec, JobState};
+use orch_ssh::remote::Remote;
+
+/// Errors from the controller that say nothing about the job; retry later.
+const TRANSIENT: &[&str] = &[
+    "Socket timed out on send/recv operation",
+    "Unable to contact slurm controller",
+    "Slurm temporarily unavailable",
+    "Zero Bytes were transmitted or received",
+    "Resource temporarily unavailable",
+    "Too many pending RPCs",
+    "rate limit",
+    "Connection refused",
+    "Transport endpoint is not connected",
+    "Slurmctld is not responding",
+    "ssh connection lost",
+];
+
+/// Whether a command's stderr says the controller, not the job, is the problem.
+pub fn is_transient(stderr: &str) -> bool {
+    TRANSIENT
+        .iter()
+        .any(|t| stderr.to_lowercase().contains(&t.to_lowercase()))
+}
+
+/// A command that ran.
+#[derive(Debug)]
+pub struct Output {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    fn ok(&self) -> bool {
+        self.code == Some(0)
+    }
+}
+
+/// How orch talks to Slurm.
+#[derive(Debug)]
+pub struct Slurm {
+    /// Poll interval; while nothing changes it stretches to twice this.
+    pub tick: Duration,
+    /// Tries for `sbatch` and `scancel` when the controller is unreachable.
+    pub retries: u32,
+    /// 0 = unknown, 1 = `sacct` works, 2 = it does not (no slurmdbd).
+    accounting: AtomicU8,
+    /// The login node, when orch runs elsewhere (`--host`); `None` on the login node itself.
+    remote: Option<(Arc<Remote>, PathBuf)>,
+}
+
+impl Slurm {
+    pub fn new(tick: Duration) -> Self {
+        Slurm {
+            tick,
+            retries: 8,
+            accounting: AtomicU8::new(0),
+            remote: None,
+        }
+    }
+
+    /// Slurm on a login node reached over SSH; `local_root` (the local runs directory) is
+    /// mirrored under the remote host's runs directory.
+    pub fn remote(tick: Duration, host: Arc<Remote>, local_root: PathBuf) -> Self {
+        Slurm {
+            remote: Some((host, local_root)),
+            ..Slurm::new(tick)
+        }
+    }
+
+    /// Where a local path is for the cluster.
+    pub fn cluster_path(&self, local: &Path) -> String {
+        match &self.remote {
+            Some((host, root)) => host.path_for(root, local),
+            None => local.display().to_string(),
+        }
+    }
+
+    /// The remote host, if any.
+    pub fn host(&self) -> Option<&Arc<Remote>> {
+        self.remote.as_ref().map(|(h, _)| h)
+    }
+
+    async fn run(&self, program: &str, args: &[&str]) -> anyhow::Result<Output> {
+        if let Some((host, _)) = &self.remote {
+            // An sbatch whose connection dropped may have submitted the job: never re-run it
+            // blindly; report it like a controller time-out so the caller looks it up first.
+            let out = if program == "sbatch" {
+                match host.run_once(program, args).await {
+                    Ok(out) => out,
+                    Err(e) => {
+                        return Ok(Output {
+                            code: None,
+                            stdout: String::new(),
+                            stderr: format!("ssh connection lost while running sbatch: {e:#}"),
+                        });
+                    }
+                }
+            } else {
+                host.run(program, args).await?
+            };
+            return Ok(Output {
+                code: Some(out.code),
+                stdout: out.stdout_text(),
+                stderr: out.stderr_text(),
+            });
+        }
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+            .await
+            .with_context(|| format!("`{program}` did not answer in 120 s"))?
+            .with_context(|| {
+                format!("cannot run `{program}`; is Slurm's client installed and on PATH?")
+            })?;
+        Ok(Output {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
+
+    /// Run a command, retrying with jittered backoff while the controller is unreachable.
+    async fn run_retrying(&self, program: &str, args: &[&str]) -> anyhow::Result<Output> {
+        let mut delay = Duration::from_secs(1);
+        for attempt in 1..=self.retries {
+            let out = self.run(program, args).await?;
+            if out.ok() || !is_transient(&out.stderr) || attempt == self.retries {
+                return Ok(out);
+            }
+            tracing_note(program, &out.stderr, delay);
+            tokio::time::sleep(jitter(delay)).await;
+            delay = (delay * 2).min(Duration::from_secs(30));
+        }
+        unreachable!("the loop returns on its last try")
+    }
+
+    pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
+        let name = spec.name.as_str();
+        if let Some((host, _)) = &self.remote {
+            let dir = self.cluster_path(&spec.dir);
+            host.upload_dir(&spec.dir, &dir).await.with_context(|| {
+                format!("uploading {} to {}:{dir}", spec.dir.display(), host.name)
+            })?;
+        }
+        let stdout = self.cluster_path(&spec.stdout);
+        let stderr = self.cluster_path(&spec.stderr);
+        let dir = self.cluster_path(&spec.dir);
+        let script = self.cluster_path(&spec.script);
+        let args = [
+            "--parsable",
+            "--job-name",
+            name,
+            "--output",
+            &stdout,
+            "--error",
+            &stderr,
+            "--chdir",
+            &dir,
+            &script,
+        ];
+        let mut delay = Duration::from_secs(1);
+        for attempt in 1..=self.retries {
+            let out = self.run("sbatch", &args).await?;
+            if out.ok() {
+                let id = parse_parsable(&out.stdout).with_context(|| {
+                    format!("sbatch printed no job id: {:?}", out.stdout.trim())
+                })?;
+                return Ok(JobRef {
+                    id,
+                    dir: spec.dir.clone(),
+                });
+            }
+            if !is_transient(&out.stderr) {
+                bail!("sbatch refused the job: {}", out.stderr.trim());
+            }
+            // The controller may have created the job before the reply was lost. If it cannot
+            // be asked, stop: a second sbatch could run the attempt twice.
+            let found = self.find_by_name(name).await.with_context(|| {
+                format!("sbatch said `{}` and orch cannot tell whether the job exists; not submitting again (`orch resume` looks again later)", out.stderr.trim())
+            })?;
+            if let Some(id) = found {
+                eprintln!(
+                    "orch: sbatch said `{}`, but the job exists as {id}; not submitting it again",
+                    out.stderr.trim().lines().last().unwrap_or("")
+                );
+                return Ok(JobRef {
+                    id,
+                    dir: spec.dir.clone(),
+                });
+            }
+            if attempt == self.retries {
+                bail!("sbatch failed {attempt} times: {}", out.stderr.trim());
+            }
+            tracing_note("sbatch", &out.stderr, delay);
+            tokio::time::sleep(jitter(delay)).await;
+            delay = (delay * 2).min(Duration::from_secs(30));
+        }
+        unreachable!("the loop returns on its last try")
+    }
+
+    /// Submit a small job that runs `command` once job `after` has ended, however it ended.
+    pub async fn submit_follow_up(
+        &self,
+        name: &str,
+        after: &str,
+        partition: &str,
+        cwd: &Path,
+        log: &Path,
+        command: &[String],
+    ) -> anyhow::Result<String> {
+        let wrap = command
+            .iter()
+            .map(|a| shlex::try_quote(a).map(|q| q.into_owned()))
+            .collect::<Result<Vec<_>, _>>()
+            .context("a follow-up argument cannot be quoted")?
+            .join(" ");
+        let dependency = format!("--dependency=afterany:{after}");
+        let partition = format!("--partition={partition}");
+        let chdir = format!("--chdir={}", self.cluster_path(cwd));
+        let output = format!("--output={}", self.cluster_path(log));
+        let args = [
+            "--parsable",
+            "--job-name",
+            name,
+            &dependency,
+            "--kill-on-invalid-dep=yes",
+            &partition,
+            "--cpus-per-task=1",
+            "--mem=1G",
+            "--time=00:15:00",
+            &chdir,
+            &output,
+            "--wrap",
+            &wrap,
+        ];
+        let out = self.run_retrying("sbatch", &args).await?;
+        if !out.ok() {
+            if let Some(id) = self.find_by_name(name).await? {
+                return Ok(id);
+            }
+            bail!("sbatch refused the follow-up job: {}", out.stderr.trim());
+        }
+        parse_parsable(&out.stdout)
+            .with_context(|| format!("sbatch printed no job id: {:?}", out.stdout.trim()))
+    }
+
+    /// The id of a job with this name, if the controller (or accounting) knows one.
+    pub async fn find_by_name(&self, name: &str) -> anyhow::Result<Option<String>> {
+        let first_id = |text: &str| {
+            text.lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .map(str::to_string)
+        };
+        let mut delay = Duration::from_secs(1);
+        // `-t all`: also the jobs that already ended but the controller still holds.
+        let queued = loop {
+            let out = self
+                .run("squeue", &["-h", "-t", "all", "--name", name, "-o", "%i"])
+                .await?;
+            if out.ok() {
+                break first_id(&out.stdout);
+            }
+            if !is_transient(&out.stderr) || delay > Duration::from_secs(30) {
+                bail!("cannot look job {name} up: squeue: {}", out.stderr.trim());
+            }
+            tokio::time::sleep(jitter(delay)).await;
+            delay *= 2;
+        };
+        if queued.is_some() {
+            return Ok(queued);
+        }
+        // Aged out of the controller: accounting remembers it, when there is accounting.
+        if self.accounting.load(Ordering::Relaxed) != 2 {
+            let out = self
+                .run(
+                    "sacct",
+                    &[
+                        "-X",
+                        "-n",
+                        "-P",
+                        "--name",
+                        name,
+                        "-S",
+                        "now-30days",
+                        "-o",
+                        "JobIDRaw",
+                    ],
+                )
+                .await?;
+            if out.ok() {
+                return Ok(first_id(&out.stdout));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The state of every job, in at most one `squeue` and one `sacct`/`scontrol` call.
+    pub async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
+        let mut states = HashMap::new();
+        if jobs.is_empty() {
+            return Ok(states);
+        }
+        let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+        let list = ids.join(",");
+        let out = self
+            .run(
+                "squeue",
+                &["-h", "-t", "all", "-j", &list, "-o", "%i|%T|%r|%N"],
+            )
+            .await?;
+        // squeue says "Invalid job id specified" (exit 1) when one id it was asked about is
+        // unknown to it; any other failure says nothing about the jobs: skip this tick.
+        if !out.ok() && !out.stderr.contains("Invalid job id") {
+            bail!("squeue: {}", out.stderr.trim());
+        }
+        // `-t all` keeps finished jobs the controller still holds (MinJobAge) in the answer.
+        let mut seen = std::collections::HashSet::new();
+        for line in out.stdout.lines() {
+            let fields: Vec<&str> = line.trim().split('|').collect();
+            if fields.len() < 2 {
+                continue;
+            }
+            seen.insert(fields[0].to_string());
+            if let Some(state) = map_state(fields[1], None, fields.get(3).copied()) {
+                states.insert(fields[0].to_string(), state);
+            } else {
+                eprintln!(
+                    "orch: job {} is in Slurm state {}, which orch does not know; still watching",
+                    fields[0], fields[1]
+                );
+            }
+        }
+        let gone: Vec<&JobRef> = jobs.iter().filter(|j| !seen.contains(&j.id)).collect();
+        if gone.is_empty() {
+            return Ok(states);
+        }
+        let gone_ids: Vec<&str> = gone.iter().map(|j| j.id.as_str()).collect();
+        // One more call at most: sacct when accounting works, else scontrol. A job neither
+        // knows is settled by its exit marker; when the call itself fails the jobs simply stay
+        // unsettled until the next tick.
+        let mut finished: HashMap<String, JobState> = HashMap::new();
+        let settled = if self.accounting.load(Ordering::Relaxed) != 2 {
+            let out = self
+                .run(
+                    "sacct",
+                    &[
+                        "-X",
+                        "-n",
+                        "-P",
+                        "-j",
+                        &gone_ids.join(","),
+                        "-o",
+                        "JobIDRaw,State,ExitCode,Reason,NodeList",
+                    ],
+                )
+                .await?;
+            if out.ok() {
+                self.accounting.store(1, Ordering::Relaxed);
+                for line in out.stdout.lines() {
+                    let f: Vec<&str> = line.trim().split('|').collect();
+                    if f.len() >= 3
+                        && let Some(state @ JobState::Finished(_)) =
+                            map_state(f[1], parse_exit(f[2]), f.get(4).copied())
+                    {
+                        finished.insert(f[0].to_string(), state);
+                    }
+                }
+                true
+            } else if out
+                .stderr
+                .to_lowercase()
+                .contains("accounting storage is disabled")
+            {
+                // No slurmdbd: from the next tick on, ask scontrol.
+                self.accounting.store(2, Ordering::Relaxed);
+                false
+            } else {
+                bail!("sacct: {}", out.stderr.trim());
+            }
+        } else {
+            let out = self.run("scontrol", &["show", "job", "-o"]).await?;
+            if !out.ok() && !out.stderr.contains("No jobs in the system") {
+                bail!("scontrol: {}", out.stderr.trim());
+            }
+            for job in parse_scontrol(&out.stdout) {
+                if gone_ids.contains(&job.id.as_str())
+                    && let Some(state @ JobState::Finished(_)) =
+                        map_state(&job.state, job.exit_code, job.node.as_deref())
+                {
+                    finished.insert(job.id, state);
+                }
+            }
+            true
+        };
+        for job in gone {
+            if let Some(state) = finished.remove(&job.id) {
+                states.insert(job.id.clone(), state);
+            } else if let (true, Some((host, _))) = (settled, &self.remote) {
+                // The marker is on the login node's file system.
+                let marker = self.cluster_path(&job.dir.join("exit_code"));
+                let text = host.read_from(&marker, 0, 64).await?;
+                let code = String::from_utf8_lossy(&text).trim().parse::<i32>().ok();
+                let state = match code {
+                    Some(0) => JobState::Finished(JobEnd::Completed),
+                    Some(c) => JobState::Finished(JobEnd::Failed { exit_code: Some(c) }),
+                    None if self.accounting.load(Ordering::Relaxed) == 1 => continue,
+                    None => JobState::Finished(JobEnd::Lost),
+                };
+                states.insert(job.id.clone(), state);
+            } else if settled {
+                // Accounting may lag the queue by a tick; only the marker or its absence after
+                // scontrol forgot the job settles it.
+                match from_marker(&job.dir) {
+                    JobState::Finished(JobEnd::Lost)
+                        if self.accounting.load(Ordering::Relaxed) == 1 => {}
+                    state => {
+                        states.insert(job.id.clone(), state);
+                    }
+                }
+            }
+        }
+        Ok(states)
+    }
+
+    pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
+        let out = self.run_retrying("scancel", &[&job.id]).await?;
+        if !out.ok() {
+            bail!("scancel {}: {}", job.id, out.stderr.trim());
+        }
+        Ok(())
+    }
+}
+
+/// A job that left the queue and whose record is gone too: the exit marker the job script
+/// writes, else lost.
+fn from_marker(dir: &Path) -> JobState {
+    match std::fs::read_to_string(dir.join("exit_code"))
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+    {
+        Some(0) => JobState::Finished(JobEnd::Completed),
+        Some(code) => JobState::Finished(JobEnd::Failed {
+            exit_code: Some(code),
+        }),
+        None => JobState::Finished(JobEnd::Lost),
+    }
+}
+
+/// `1234` or `1234;cluster`.
+pub fn parse_parsable(stdout: &str) -> Option<String> {
+    let line = stdout.lines().map(str::trim).rfind(|l| !l.is_empty())?;
+    let id = line.split(';').next()?.trim();
+    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit() || b == b'_')).then(|| id.to_string())
+}
+
+/// `exit:signal` as sacct and scontrol print it; a signal shows as 128 + signal.
+fn parse_exit(text: &str) -> Option<i32> {
+    let (code, signal) = text.trim().split_once(':')?;
+    let code: i32 = code.parse().ok()?;
+    let signal: i32 = signal.parse().unwrap_or(0);
+    Some(if signal > 0 { 128 + signal } else { code })
+}
+
+/// Map a Slurm job state to orch's; `None` for a state orch does not know (keep polling).
+pub fn map_state(state: &str, exit_code: Option<i32>, node: Option<&str>) -> Option<JobState> {
+    // `CANCELLED by 1000`, `OUT_OF_ME+` (truncated), `RUNNING` ...
+    let word = state
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_end_matches('+');
+    let node = node
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && *n != "None" && *n != "(null)")
+        .map(str::to_string);
+    Some(match word {
+        "PENDING" | "PD" | "CONFIGURING" | "CF" | "REQUEUED" | "RQ" | "REQUEUE_FED"
+        | "REQUEUE_HOLD" | "RESV_DEL_HOLD" | "SUSPENDED" | "S" | "STOPPED" | "ST" | "RESIZING"
+        | "SIGNALING" | "STAGE_OUT" => JobState::Pending,
+        "RUNNING" | "R" | "COMPLETING" | "CG" => JobState::Running,
+        "COMPLETED" | "CD" => JobState::Finished(match exit_code {
+            Some(c) if c != 0 => JobEnd::Failed { exit_code: Some(c) },
+            _ => JobEnd::Completed,
+        }),
+        "FAILED" | "F" => JobState::Finished(JobEnd::Failed { exit_code }),
+        "OUT_OF_MEMORY" | "OUT_OF_ME" | "OOM" => JobState::Finished(JobEnd::OutOfMemory),
+        "TIMEOUT" | "TO" | "DEADLINE" | "DL" => JobState::Finished(JobEnd::Timeout),
+        "CANCELLED" | "CA" => JobState::Finished(JobEnd::Cancelled),
+        "NODE_FAIL" | "NF" | "BOOT_FAIL" | "BF" => JobState::Finished(JobEnd::NodeFail { node }),
+        "PREEMPTED" | "PR" => JobState::Finished(JobEnd::Preempted),
+        "SPECIAL_EXIT" | "SE" => JobState::Finished(JobEnd::Failed { exit_code }),
+        "REVOKED" | "RV" => JobState::Finished(JobEnd::Cancelled),
+        _ => return None,
+    })
+}
+
+/// One job from `scontrol show job -o`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScontrolJob {
+    pub id: String,
+    pub name: Option<String>,
+    pub state: String,
+    pub exit_code: Option<i32>,
+    pub node: Option<String>,
+}
+
+/// Parse `scontrol show job -o`: one job per line, `Key=Value` pairs separated by spaces.
+pub fn parse_scontrol(text: &str) -> Vec<ScontrolJob> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = HashMap::new();
+            for token in line.split_whitespace() {
+                if let Some((k, v)) = token.split_once('=') {
+                    fields.entry(k).or_insert(v);
+                }
+            }
+            Some(ScontrolJob {
+                id: fields.get("JobId")?.to_string(),
+                name: fields.get("JobName").map(|s| s.to_string()),
+                state: fields.get("JobState")?.to_string(),
+                exit_code: fields.get("ExitCode").and_then(|e| parse_exit(e)),
+                node: fields.get("NodeList").map(|s| s.to_string()),
+            })
+        })
+        .collect()
+}
+
+fn jitter(d: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.subsec_nanos())
+        .unwrap_or(0);
+    // ±25 %
+    let factor = 0.75 + f64::from(nanos % 1000) / 2000.0;
+    d.mul_f64(factor)
+}
+
+fn tracing_note(program: &str, stderr: &str, delay: Duration) {
+    eprintln!(
+        "orch: {program}: {} — the controller is busy or down; retrying in ~{}s",
+        stderr.trim().lines().last().unwrap_or(""),
+        delay.as_secs()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parsable_accepts_cluster_suffix() {
+        assert_eq!(parse_parsable("1234\n").as_deref(), Some("1234"));
+        assert_eq!(parse_parsable("1234;cluster\n").as_deref(), Some("1234"));
+        assert_eq!(parse_parsable("Submitted batch job 12\n"), None);
+    }
+
+    #[test]
+    fn every_state_maps() {
+        use JobEnd::*;
+        let f = |s: &str| map_state(s, Some(1), Some("node7"));
+        assert_eq!(f("PENDING"), Some(JobState::Pending));
+        assert_eq!(f("CONFIGURING"), Some(JobState::Pending));
+        assert_eq!(f("REQUEUED"), Some(JobState::Pending));
+        assert_eq!(f("SUSPENDED"), Some(JobState::Pending));
+        assert_eq!(f("RUNNING"), Some(JobState::Running));
+        assert_eq!(f("COMPLETING"), Some(JobState::Running));
+        assert_eq!(
+            map_state("COMPLETED", Some(0), None),
+            Some(JobState::Finished(Completed))
+        );
+        assert_eq!(
+            f("FAILED"),
+            Some(JobState::Finished(Failed { exit_code: Some(1) }))
+        );
+        assert_eq!(f("OUT_OF_MEMORY"), Some(JobState::Finished(OutOfMemory)));
+        assert_eq!(f("OUT_OF_ME+"), Some(JobState::Finished(OutOfMemory)));
+        assert_eq!(f("TIMEOUT"), Some(JobState::Finished(Timeout)));
+        assert_eq!(f("DEADLINE"), Some(JobState::Finished(Timeout)));
+        assert_eq!(f("CANCELLED by 1000"), Some(JobState::Finished(Cancelled)));
+        assert_eq!(
+            f("NODE_FAIL"),
+            Some(JobState::Finished(NodeFail {
+                node: Some("node7".into())
+            }))
+        );
+        assert_eq!(
+            f("BOOT_FAIL"),
+            Some(JobState::Finished(NodeFail {
+                node: Some("node7".into())
+            }))
+        );
+        assert_eq!(f("PREEMPTED"), Some(JobState::Finished(Preempted)));
+        assert_eq!(f("SOMETHING_NEW"), None);
+    }
+
+    #[test]
+    fn exit_codes_and_signals() {
+        assert_eq!(parse_exit("0:0"), Some(0));
+        assert_eq!(parse_exit("1:0"), Some(1));
+        assert_eq!(parse_exit("0:9"), Some(137));
+        assert_eq!(parse_exit("0:125"), Some(253));
+    }
+
+    #[test]
+    fn scontrol_one_line_per_job() {
+        let text = "JobId=12 JobName=orch-x-a1 UserId=root(0) JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15 NodeList=n1\n\
+                    JobId=13 JobName=other JobState=COMPLETED ExitCode=0:0 NodeList=n1\n";
+        let jobs = parse_scontrol(text);
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs[0].name.as_deref(), Some("orch-x-a1"));
+        assert_eq!(jobs[0].state, "TIMEOUT");
+        assert_eq!(jobs[0].exit_code, Some(143));
+    }
+
+    #[test]
+    fn transient_errors_are_recognised() {
+        assert!(is_transient(
+            "squeue: error: slurm_receive_msg: Socket timed out on send/recv operation"
+        ));
+        assert!(is_transient(
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"
+        ));
+        assert!(!is_transient(
+            "sbatch: error: Batch job submission failed: Invalid generic resource (gres) specification"
+        ));
+    }
+}

@@ -1,0 +1,233 @@
+//! Configuration: experiments, hardware profiles, ladders and templates.
+//!
+//! # Theory of operation
+//! Every kind of configuration lives in a directory of its own (`experiments/`, `profiles/`,
+//! `ladders/`, `templates/`). The copies in this repository are compiled into the binary as
+//! built-in defaults; a file with the same relative path in the project directory (the current
+//! directory, or `--config-dir` / `ORCH_CONFIG_DIR`) replaces the built-in one, and new files add
+//! new names. [`Catalog`] is that layered view. Each YAML file is parsed strictly: unknown keys
+//! are errors, and every error names the file, line and key.
+
+pub mod experiment;
+pub mod ladder;
+pub mod profile;
+pub mod template;
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use include_dir::{Dir, include_dir};
+use serde::de::DeserializeOwned;
+
+use crate::error::ConfigError;
+
+static BUILTIN_EXPERIMENTS: Dir = include_dir!("$CARGO_MANIFEST_DIR/../../experiments");
+static BUILTIN_PROFILES: Dir = include_dir!("$CARGO_MANIFEST_DIR/../../profiles");
+static BUILTIN_LADDERS: Dir = include_dir!("$CARGO_MANIFEST_DIR/../../ladders");
+static BUILTIN_TEMPLATES: Dir = include_dir!("$CARGO_MANIFEST_DIR/../../templates");
+
+/// The kinds of configuration, each a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Experiments,
+    Profiles,
+    Ladders,
+    Templates,
+}
+
+impl Kind {
+    /// The directory name, in the repository and in a project.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Kind::Experiments => "experiments",
+            Kind::Profiles => "profiles",
+            Kind::Ladders => "ladders",
+            Kind::Templates => "templates",
+        }
+    }
+
+    fn builtin(self) -> &'static Dir<'static> {
+        match self {
+            Kind::Experiments => &BUILTIN_EXPERIMENTS,
+            Kind::Profiles => &BUILTIN_PROFILES,
+            Kind::Ladders => &BUILTIN_LADDERS,
+            Kind::Templates => &BUILTIN_TEMPLATES,
+        }
+    }
+}
+
+/// Where a configuration file came from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(untagged)]
+pub enum Origin {
+    /// Compiled into the binary; the path is relative to the repository root.
+    Builtin(String),
+    /// A file in the project directory.
+    File(PathBuf),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Builtin(rel) => write!(f, "{rel} (built-in)"),
+            Origin::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// One configuration file's text and where it came from.
+#[derive(Debug, Clone)]
+pub struct Doc {
+    pub origin: Origin,
+    pub text: String,
+}
+
+/// Built-in configuration layered under the project directory's files.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    project_dir: PathBuf,
+}
+
+impl Catalog {
+    /// A catalog whose user files live under `project_dir`.
+    pub fn new(project_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            project_dir: project_dir.into(),
+        }
+    }
+
+    /// The project directory that overrides the built-in files.
+    pub fn project_dir(&self) -> &Path {
+        &self.project_dir
+    }
+
+    /// Read `kind/rel`: the project's file if there is one, else the built-in one.
+    pub fn read(&self, kind: Kind, rel: &str) -> Result<Option<Doc>, ConfigError> {
+        let path = self.project_dir.join(kind.dir()).join(rel);
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                return Ok(Some(Doc {
+                    origin: Origin::File(path),
+                    text,
+                }));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {}
+            Err(source) => return Err(ConfigError::Io { path, source }),
+        }
+        Ok(kind.builtin().get_file(rel).map(|file| Doc {
+            origin: Origin::Builtin(format!("{}/{rel}", kind.dir())),
+            text: String::from_utf8_lossy(file.contents()).into_owned(),
+        }))
+    }
+
+    /// Names defined for `kind`: `*.yaml` file stems (or, for templates, directories holding a
+    /// `template.yaml`), built-in and project ones together, sorted.
+    pub fn names(&self, kind: Kind) -> Vec<String> {
+        let mut names = BTreeSet::new();
+        let builtin = kind.builtin();
+        if kind == Kind::Templates {
+            for dir in builtin.dirs() {
+                if dir.get_file(dir.path().join("template.yaml")).is_some() {
+                    names.insert(dir.path().display().to_string());
+                }
+            }
+        } else {
+            for file in builtin.files() {
+                if let Some(stem) = yaml_stem(file.path()) {
+                    names.insert(stem);
+                }
+            }
+        }
+        if let Ok(entries) = std::fs::read_dir(self.project_dir.join(kind.dir())) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if kind == Kind::Templates {
+                    if path.join("template.yaml").is_file() {
+                        names.insert(entry.file_name().to_string_lossy().into_owned());
+                    }
+                } else if let Some(stem) = yaml_stem(&path) {
+                    names.insert(stem);
+                }
+            }
+        }
+        names.into_iter().collect()
+    }
+
+    /// Read and parse `kind/<name>.yaml`, or fail with the known names.
+    pub fn load<T: DeserializeOwned>(
+        &self,
+        kind: Kind,
+        kind_name: &'static str,
+        name: &str,
+    ) -> Result<(T, Origin), ConfigError> {
+        let rel = if kind == Kind::Templates {
+            format!("{name}/template.yaml")
+        } else {
+            format!("{name}.yaml")
+        };
+        let doc = valid_name(name)
+            .then(|| self.read(kind, &rel))
+            .transpose()?
+            .flatten();
+        let Some(doc) = doc else {
+            let known = self.names(kind);
+            return Err(ConfigError::Unknown {
+                kind: kind_name,
+                name: name.to_string(),
+                suggestion: crate::error::suggest(name, known.iter().map(String::as_str)),
+                known,
+            });
+        };
+        let value = parse_yaml(&doc)?;
+        Ok((value, doc.origin))
+    }
+}
+
+fn yaml_stem(path: &Path) -> Option<String> {
+    (path.extension()? == "yaml")
+        .then(|| path.file_stem())
+        .flatten()
+        .map(|s| s.to_string_lossy().into_owned())
+}
+
+/// Names of experiments, profiles, ladders, templates and steps: they end up in file names,
+/// Slurm job names and script comments, so they are kept to a safe alphabet.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with(['-', '.'])
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Parse a YAML document strictly, naming file, line, column and key path on error.
+pub fn parse_yaml<T: DeserializeOwned>(doc: &Doc) -> Result<T, ConfigError> {
+    let de = serde_yaml::Deserializer::from_str(&doc.text);
+    serde_path_to_error::deserialize(de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let location = inner.location().map(|l| (l.line(), l.column()));
+        let text = inner.to_string();
+        let message = if path.is_empty() || path == "." || text.starts_with(&path) {
+            text
+        } else {
+            format!("{path}: {text}")
+        };
+        ConfigError::Parse {
+            origin: doc.origin.to_string(),
+            location,
+            message: strip_location(&message),
+        }
+    })
+}
+
+/// serde_yaml appends " at line L column C" to messages; the location is printed up front instead.
+fn strip_location(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}

@@ -1,0 +1,18 @@
+//! orch's engine: everything between a command line and a finished run.
+//!
+//! Configuration ([`config`]) is layered into a [`plan`], rendered to scripts ([`render`]),
+//! submitted through a [`backend`], watched ([`watch`]) and recorded in the [`ledger`]; each
+//! failure is classified (the `orch-classify` crate) and answered by the [`ladder`]. See
+//! docs/ARCHITECTURE.md for the whole map.
+
+pub mod backend;
+pub mod config;
+pub mod error;
+pub mod ladder;
+pub mod ledger;
+pub mod notify;
+pub mod outcome;
+pub mod plan;
+pub mod progress;
+pub mod render;
+pub mod watch;

@@ -1,0 +1,182 @@
+//! Outcome of an attempt: the backend's verdict on how the job ended joined with what the
+//! classifier found in its logs. The scheduler's word on time limits, preemption, node failure
+//! and cgroup OOM kills outranks the log; a job that exited 0 succeeded whatever its log says
+//! (OOMs that were caught and retried inside the job are not failures).
+
+use crate::backend::JobEnd;
+use crate::ledger::EvidenceRecord;
+use orch_classify::{FailureClass, Verdict};
+
+/// What became of an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Succeeded,
+    Cancelled,
+    Failed(FailureClass),
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Failed(c) => c.as_str(),
+        }
+    }
+}
+
+/// Decide an attempt's outcome from how the job ended and each log's verdict (`(file, verdict)`).
+pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<EvidenceRecord>) {
+    let best = logs
+        .iter()
+        .filter(|(_, v)| v.class != FailureClass::None)
+        .min_by_key(|(_, v)| v.rank);
+    let evidence_for = |class: FailureClass| {
+        logs.iter()
+            .filter(|(_, v)| v.class == class)
+            .find_map(|(file, v)| {
+                v.evidence.as_ref().map(|e| EvidenceRecord {
+                    file: file.clone(),
+                    line: e.line,
+                    text: e.text.clone(),
+                })
+            })
+    };
+    let evidence_of = |file: &String, v: &Verdict| {
+        v.evidence.as_ref().map(|e| EvidenceRecord {
+            file: file.clone(),
+            line: e.line,
+            text: e.text.clone(),
+        })
+    };
+    let scheduler = |class: FailureClass, what: &str| {
+        let evidence = evidence_for(class).or_else(|| {
+            Some(EvidenceRecord {
+                file: "scheduler".into(),
+                line: 0,
+                text: format!("job state {what}"),
+            })
+        });
+        (Outcome::Failed(class), evidence)
+    };
+    match end {
+        JobEnd::Completed => (Outcome::Succeeded, None),
+        JobEnd::Cancelled => (Outcome::Cancelled, None),
+        JobEnd::Timeout => scheduler(FailureClass::Timeout, "TIMEOUT"),
+        JobEnd::OutOfMemory => scheduler(FailureClass::HostOom, "OUT_OF_MEMORY"),
+        JobEnd::NodeFail { .. } => scheduler(FailureClass::NodeFail, "NODE_FAIL"),
+        JobEnd::Preempted => scheduler(FailureClass::Preempted, "PREEMPTED"),
+        JobEnd::Hung { silent_secs } => (
+            Outcome::Failed(FailureClass::Hang),
+            Some(EvidenceRecord {
+                file: "watcher".into(),
+                line: 0,
+                text: format!(
+                    "the job was running but its logs did not grow for {silent_secs} s; cancelled"
+                ),
+            }),
+        ),
+        JobEnd::Failed { exit_code } => match best {
+            Some((file, v)) => (Outcome::Failed(v.class), evidence_of(file, v)),
+            None => (
+                Outcome::Failed(FailureClass::Error),
+                Some(EvidenceRecord {
+                    file: "exit".into(),
+                    line: 0,
+                    text: match exit_code {
+                        Some(c) => format!("exit code {c} and no known failure line in the log"),
+                        None => "the job failed and its log names no known failure".into(),
+                    },
+                }),
+            ),
+        },
+        JobEnd::Lost => match best {
+            Some((file, v)) => (Outcome::Failed(v.class), evidence_of(file, v)),
+            None => (
+                Outcome::Failed(FailureClass::NodeFail),
+                Some(EvidenceRecord {
+                    file: "backend".into(),
+                    line: 0,
+                    text: "the job's process vanished without recording an exit code".into(),
+                }),
+            ),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use orch_classify::Evidence;
+
+    fn verdict(class: FailureClass, line: u64) -> Verdict {
+        // The scanner's own ranks for these tests' classes.
+        let rank = match class {
+            FailureClass::Timeout => 0,
+            FailureClass::GpuOom => 5,
+            FailureClass::NcclTimeout => 7,
+            _ => 8,
+        };
+        Verdict {
+            rank,
+            class,
+            evidence: Some(Evidence {
+                line,
+                text: format!("{class:?} here"),
+            }),
+        }
+    }
+
+    #[test]
+    fn exit_zero_is_success_whatever_the_log_says() {
+        let logs = vec![("stderr.log".into(), verdict(FailureClass::GpuOom, 3))];
+        assert_eq!(decide(&JobEnd::Completed, &logs).0, Outcome::Succeeded);
+    }
+
+    #[test]
+    fn oom_in_one_log_outranks_nccl_in_another() {
+        let logs = vec![
+            ("stdout.log".into(), verdict(FailureClass::NcclTimeout, 90)),
+            ("stderr.log".into(), verdict(FailureClass::GpuOom, 12)),
+        ];
+        let (outcome, evidence) = decide(&JobEnd::Failed { exit_code: Some(1) }, &logs);
+        assert_eq!(outcome, Outcome::Failed(FailureClass::GpuOom));
+        let evidence = evidence.unwrap();
+        assert_eq!((evidence.file.as_str(), evidence.line), ("stderr.log", 12));
+    }
+
+    #[test]
+    fn a_bare_sigkill_in_one_log_does_not_outrank_a_gpu_oom_in_the_other() {
+        let stdout = orch_classify::classify_bytes(
+            b"  traceback : Signal 9 (SIGKILL) received by PID 14750\n",
+        );
+        let stderr = orch_classify::classify_bytes(
+            b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.18 GiB of which 1.00 GiB is free.\n",
+        );
+        assert_eq!(stdout.class, FailureClass::HostOom);
+        let logs = vec![("stdout.log".into(), stdout), ("stderr.log".into(), stderr)];
+        let (outcome, evidence) = decide(&JobEnd::Failed { exit_code: Some(1) }, &logs);
+        assert_eq!(outcome, Outcome::Failed(FailureClass::GpuOom));
+        assert_eq!(evidence.unwrap().file, "stderr.log");
+    }
+
+    #[test]
+    fn scheduler_verdict_outranks_the_log() {
+        let logs = vec![("stderr.log".into(), verdict(FailureClass::GpuOom, 12))];
+        let (outcome, evidence) = decide(&JobEnd::Timeout, &logs);
+        assert_eq!(outcome, Outcome::Failed(FailureClass::Timeout));
+        assert_eq!(evidence.unwrap().file, "scheduler");
+    }
+
+    #[test]
+    fn failure_without_evidence_is_error() {
+        let (outcome, evidence) = decide(
+            &JobEnd::Failed {
+                exit_code: Some(137),
+            },
+            &[],
+        );
+        assert_eq!(outcome, Outcome::Failed(FailureClass::Error));
+        assert!(evidence.unwrap().text.contains("137"));
+    }
+}

@@ -1,0 +1,607 @@
+//! Simulated `python3 -m areal.launcher.local ENTRY --config FILE key=value ...` (AReaL GRPO:
+//! an SGLang server plus an FSDP trainer launched with torchrun, colocated when the node has
+//! too few GPUs for both).
+
+use std::path::{Path, PathBuf};
+
+use super::args::{Overrides, take_flag};
+use super::model::{
+    self, ArealConfig, FailAt, FailKind, Failure, GIB, SimConfig, Workload, areal_colocated,
+};
+use super::report::{self, Framework, OwnProcess};
+use super::{Ctx, TAG, metric, write_file};
+
+const ENTRY: &str = "examples/math/gsm8k_grpo.py";
+
+struct Run {
+    entry: String,
+    a: ArealConfig,
+    est: model::Estimate,
+    run_name: String,
+    recover_dir: PathBuf,
+    server_pid: u32,
+    trainer_pid: u32,
+    torchrun_pid: u32,
+    port: u32,
+}
+
+fn recover_info(dir: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join("recover_info.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get("global_step")?.as_u64()
+}
+
+pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
+    let mut rest: Vec<String> = args.to_vec();
+    let config = take_flag(&mut rest, "config");
+    let mut o = Overrides::new();
+    o.set("experiment_name", "gsm8k-grpo");
+    o.set("trial_name", "trial0");
+    o.set("cluster.fileroot", "/tmp/areal/experiments");
+    o.set("recover.mode", "disabled");
+    if let Some(path) = &config
+        && let Err(e) = o.merge_yaml_file(Path::new(path))
+    {
+        ctx.err("Traceback (most recent call last):");
+        for l in report::frame(
+            "areal/api/cli_args.py",
+            1321,
+            "parse_cli_args",
+            "config_file = Path(args.config).absolute()",
+        ) {
+            ctx.err(l);
+        }
+        ctx.err(format!(
+            "FileNotFoundError: [Errno 2] No such file or directory: '{path}' ({e:#})"
+        ));
+        return ctx.finish(1, "simulated AReaL: config file unreadable");
+    }
+    let positional = o.apply_hydra(&rest);
+    let entry = positional
+        .iter()
+        .find(|p| p.ends_with(".py"))
+        .cloned()
+        .unwrap_or_else(|| ENTRY.to_string());
+    let a = ArealConfig::from_overrides(&o);
+    let exp = o.str_or("experiment_name", "gsm8k-grpo");
+    let trial = o.str_or("trial_name", "trial0");
+    let fileroot = o.str_or("cluster.fileroot", "/tmp/areal/experiments");
+    let recover_dir = Path::new(&fileroot)
+        .join("checkpoints")
+        .join(&ctx.env.user)
+        .join(&exp)
+        .join(&trial)
+        .join("recover_checkpoint");
+    let mode = o.str_or("recover.mode", "disabled");
+    let start = if matches!(mode.as_str(), "auto" | "resume" | "fault") {
+        recover_info(&recover_dir).unwrap_or(0)
+    } else {
+        0
+    };
+    let total = ctx.env.steps;
+    let est = model::estimate(&SimConfig {
+        hw: ctx.env.hw.clone(),
+        workload: Workload::Areal(a.clone()),
+        resumed: start > 0,
+    });
+    let arch = est
+        .arch
+        .clone()
+        .expect("AReaL estimates carry an architecture");
+    ctx.banner(
+        "AReaL/SGLang/torch",
+        &est,
+        Some(format!(
+            "{} = {} ({:.2}B params, {} layers, hidden {}, vocab {})",
+            a.model_path,
+            arch.name,
+            arch.params / 1e9,
+            arch.layers,
+            arch.hidden,
+            arch.vocab
+        )),
+    );
+    let r = Run {
+        run_name: format!("{exp}_{trial}"),
+        recover_dir,
+        server_pid: ctx.ids.pid("sglang"),
+        trainer_pid: ctx.ids.pid("trainer"),
+        torchrun_pid: ctx.ids.pid("torchrun"),
+        port: 10_000 + (ctx.ids.unit("port") * 40_000.0) as u32,
+        entry: entry.clone(),
+        a,
+        est,
+    };
+    let step_s = ctx.env.step_seconds;
+    let fail = r.est.failure.clone();
+
+    let ts = || report::Stamp::now().areal();
+    ctx.out(format!(
+        "{} Local Scheduler INFO: LocalLauncher: experiment_name={exp}, trial_name={trial}, fileroot={fileroot}, run_id=0, is_recover_run={}",
+        ts(),
+        if start > 0 { "True" } else { "False" }
+    ));
+    let gpus_server = (r.a.gen_dp * r.a.gen_tp)
+        .min(ctx.env.hw.gpus_per_node)
+        .max(1);
+    ctx.out(format!(
+        "{} Local Scheduler INFO: Starting local process with command: CUDA_VISIBLE_DEVICES={} stdbuf -oL python3 -m areal.launcher.sglang_server {entry} 2>&1 | tee -a {fileroot}/logs/{}/{exp}/{trial}/llm_server.log",
+        ts(),
+        (0..gpus_server).map(|i| i.to_string()).collect::<Vec<_>>().join(","),
+        ctx.env.user
+    ));
+    // SGLang server start-up.
+    let sg = |ctx: &Ctx, tp: bool| {
+        let _ = ctx;
+        let st = report::Stamp::now().sglang();
+        if tp {
+            format!("[{st} TP0]")
+        } else {
+            format!("[{st}]")
+        }
+    };
+    let c = r.est.capacity_gib;
+    let weights = 2.0 * arch.params / r.a.gen_tp as f64 / GIB;
+    ctx.out(format!(
+        "{} server_args=ServerArgs(model_path='{}', tokenizer_path='{}', dtype='bfloat16', mem_fraction_static={}, max_running_requests=None, context_length=32768, tp_size={}, random_seed=1, skip_tokenizer_init=True, port={})",
+        sg(ctx, false),
+        r.a.model_path,
+        r.a.model_path,
+        report::py_float(r.a.mem_fraction_static),
+        r.a.gen_tp,
+        r.port
+    ));
+    let avail0 = c - model::k::SGLANG_CTX_GIB;
+    ctx.out(format!(
+        "{} Load weight begin. avail mem={avail0:.2} GB",
+        sg(ctx, true)
+    ));
+    ctx.out(format!(
+        "{} Load weight end. type={}ForCausalLM, dtype=torch.bfloat16, avail mem={:.2} GB, mem usage={weights:.2} GB.",
+        sg(ctx, true),
+        if arch.name.starts_with("Llama") { "Llama" } else { "Qwen2" },
+        avail0 - weights
+    ));
+    ctx.sleep(step_s * 0.5);
+    if let Some(
+        f @ Failure {
+            kind: FailKind::SglangNotEnough { .. },
+            ..
+        },
+    ) = &fail
+    {
+        return fail_exit(ctx, &r, f);
+    }
+    let pool = r.est.kv_cache_gib.unwrap_or(0.0).max(0.0);
+    let per_tok = arch.kv_bytes_per_token(r.a.gen_tp);
+    let tokens = (pool * GIB / per_tok).floor() as u64;
+    ctx.out(format!(
+        "{} KV Cache is allocated. #tokens: {tokens}, K size: {:.2} GB, V size: {:.2} GB",
+        sg(ctx, true),
+        pool / 2.0,
+        pool / 2.0
+    ));
+    let after_pool = c - r.a.mem_fraction_static * c;
+    ctx.out(format!(
+        "{} Memory pool end. avail mem={after_pool:.2} GB",
+        sg(ctx, true)
+    ));
+    ctx.out(format!(
+        "{} Capture cuda graph begin. This can take up to several minutes. avail mem={after_pool:.2} GB",
+        sg(ctx, true)
+    ));
+    ctx.out(format!(
+        "{} Capture cuda graph end. Time elapsed: 2.41 s. mem usage={:.2} GB. avail mem={:.2} GB.",
+        sg(ctx, true),
+        model::k::SGLANG_OVERHEAD_GIB,
+        after_pool - model::k::SGLANG_OVERHEAD_GIB
+    ));
+    ctx.out(format!(
+        "{} max_total_num_tokens={tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests={}, context_len=32768, available_gpu_mem={:.2} GB",
+        sg(ctx, true),
+        (tokens / 512).clamp(1, 4096),
+        after_pool - model::k::SGLANG_OVERHEAD_GIB
+    ));
+    ctx.out(format!(
+        "{} The server is fired up and ready to roll!",
+        sg(ctx, false)
+    ));
+    ctx.out(format!(
+        "{} Local Scheduler INFO: LLM inference server launched at: AREAL_LLM_SERVER_ADDRS=localhost:{}",
+        ts(),
+        r.port
+    ));
+    let dp = r.a.train_dp.min(ctx.env.hw.gpus_per_node).max(1);
+    ctx.out(format!(
+        "{} Local Scheduler INFO: Starting local process with command: stdbuf -oL torchrun --nnodes 1 --nproc-per-node {dp} --master-addr localhost --master-port {} {entry} 2>&1 | tee -a {fileroot}/logs/{}/{exp}/{trial}/trainer.log",
+        ts(),
+        r.port + 1,
+        ctx.env.user
+    ));
+    if areal_colocated(&ctx.env.hw, &r.a) {
+        ctx.out(format!(
+            "{} Local Scheduler INFO: trainer and llm_server share GPU(s) {}",
+            ts(),
+            (0..dp.min(gpus_server))
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
+    ctx.sleep(step_s * 0.5);
+    ctx.out(format!(
+        "{} [FSDP Engine Rank 0] INFO: Model creation and loading time: 3.12",
+        ts()
+    ));
+    ctx.out(format!(
+        "{} [FSDP Engine Rank 0] INFO: Create optimizer time: 0.02",
+        ts()
+    ));
+    if let Some(
+        f @ Failure {
+            at: FailAt::Init, ..
+        },
+    ) = &fail
+    {
+        return fail_exit(ctx, &r, f);
+    }
+    if start > 0 {
+        ctx.out(format!(
+            "{} RecoverHandler INFO: Loading recover info from {}",
+            ts(),
+            r.recover_dir.display()
+        ));
+        ctx.out(format!(
+            "{} RecoverHandler INFO: Recover info loaded. Resuming from global_step_{start} (epoch 0, epoch_step {start}).",
+            ts()
+        ));
+    }
+    if start >= total {
+        return ctx.finish(
+            0,
+            &format!("simulated AReaL run: nothing left to do (step {start} of {total})"),
+        );
+    }
+    let seqs = r.a.batch_size * r.a.n_samples;
+    for step in start + 1..=total {
+        if ctx.maybe_hang(step) {
+            return 124;
+        }
+        let rel = step - start;
+        let running = r.a.max_concurrent_rollouts.min(seqs);
+        let used = running * (r.a.max_new_tokens / 2 + 128);
+        ctx.out(format!(
+            "{} Decode batch. #running-req: {running}, #token: {used}, token usage: {:.2}, cuda graph: True, gen throughput (token/s): {:.2}, #queue-req: {},",
+            sg(ctx, true),
+            used as f64 / tokens.max(1) as f64,
+            1800.0 + 900.0 * ctx.ids.unit(&format!("tput{step}")),
+            seqs.saturating_sub(running)
+        ));
+        ctx.sleep(step_s * 0.5);
+        if let Some(f) = fail
+            .as_ref()
+            .filter(|f| f.at == FailAt::Train { step: rel })
+        {
+            return fail_exit(ctx, &r, f);
+        }
+        ctx.sleep(step_s * 0.5);
+        ctx.out(format!(
+            "{} [Trainer Rank 0] INFO: Epoch 1/1 Step {step}/{total} Train step {step}/{total} done.",
+            ts()
+        ));
+        ctx.out(format!(
+            "{} StatsLogger INFO: Stats ({step}/{total}): ppo_actor/task_reward/avg={:.4}, ppo_actor/update/actor_loss/avg={:.5}, ppo_actor/update/grad_norm={:.4}, rollout/n_seqs={seqs}, timeperf/train_step={:.3}, memory/max_allocated_gb={:.2}, memory/max_reserved_gb={:.2}",
+            ts(),
+            metric(&ctx.ids, "reward", step, 0.25, 0.7),
+            metric(&ctx.ids, "loss", step, 0.01, -0.003),
+            metric(&ctx.ids, "grad", step, 0.4, 0.2),
+            step_s * 0.5,
+            r.est.train_allocated_gib,
+            r.est.train_reserved_gib
+        ));
+        let body = format!(
+            "{{\"simulated\": true, \"trainer\": \"areal\", \"global_step\": {step}, \"epoch\": 0, \"epoch_step\": {step}}}\n"
+        );
+        match write_file(&r.recover_dir.join("recover_info.json"), &body) {
+            Ok(()) => ctx.out(format!(
+                "{} RecoverHandler INFO: Saved recover checkpoint at global_step_{step} to {}",
+                ts(),
+                r.recover_dir.display()
+            )),
+            Err(e) => ctx.err(format!(
+                "{TAG} warning: could not write {}: {e}",
+                r.recover_dir.display()
+            )),
+        }
+    }
+    ctx.finish(
+        0,
+        &format!(
+            "simulated AReaL run finished: steps {}..{total} completed",
+            start + 1
+        ),
+    )
+}
+
+fn launcher_tail(ctx: &mut Ctx, r: &Run, job: &str) {
+    let ts = report::Stamp::now().areal();
+    ctx.err(format!(
+        "{ts} Local Scheduler INFO: Stopping local process with signal SIGTERM, pid: [{}, {}]",
+        r.server_pid, r.torchrun_pid
+    ));
+    ctx.err("Traceback (most recent call last):");
+    for (f, l, func, src) in [
+        (
+            "/usr/lib/python3.10/runpy.py",
+            196,
+            "_run_module_as_main",
+            "return _run_code(code, main_globals, None,",
+        ),
+        (
+            "/usr/lib/python3.10/runpy.py",
+            86,
+            "_run_code",
+            "exec(code, run_globals)",
+        ),
+        ("areal/launcher/local.py", 405, "<module>", "main()"),
+        (
+            "areal/launcher/local.py",
+            266,
+            "main",
+            "local_main(config, run_id=0)",
+        ),
+        ("areal/launcher/local.py", 395, "local_main", "raise e"),
+        (
+            "areal/launcher/local.py",
+            366,
+            "local_main",
+            "launcher.wait(",
+        ),
+        (
+            "areal/launcher/local.py",
+            234,
+            "wait",
+            "raise JobException(",
+        ),
+    ] {
+        for line in report::frame(f, l, func, src) {
+            ctx.err(line);
+        }
+    }
+    ctx.err(format!(
+        "realhf.scheduler.client.JobException: Job {}:{job} JobState.FAILED at node local",
+        r.run_name
+    ));
+}
+
+fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
+    match &f.kind {
+        FailKind::SglangNotEnough { .. } => {
+            let st = report::Stamp::now().sglang();
+            ctx.err(format!(
+                "[{st} TP0] Scheduler hit an exception: Traceback (most recent call last):"
+            ));
+            for (file, l, func, src) in [
+                (
+                    "sglang/srt/managers/scheduler.py",
+                    2650,
+                    "run_scheduler_process",
+                    "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)",
+                ),
+                (
+                    "sglang/srt/managers/scheduler.py",
+                    312,
+                    "__init__",
+                    "self.tp_worker = TpWorkerClass(",
+                ),
+                (
+                    "sglang/srt/managers/tp_worker.py",
+                    78,
+                    "__init__",
+                    "self.model_runner = ModelRunner(",
+                ),
+                (
+                    "sglang/srt/model_executor/model_runner.py",
+                    232,
+                    "__init__",
+                    "self.initialize(min_per_gpu_memory)",
+                ),
+                (
+                    "sglang/srt/model_executor/model_runner.py",
+                    305,
+                    "initialize",
+                    "self.init_memory_pool(",
+                ),
+                (
+                    "sglang/srt/model_executor/model_runner.py",
+                    1125,
+                    "init_memory_pool",
+                    "raise RuntimeError(",
+                ),
+            ] {
+                for line in report::frame(file, l, func, src) {
+                    ctx.err(line);
+                }
+            }
+            ctx.err(format!("RuntimeError: {}", report::sglang_not_enough()));
+            ctx.err("");
+            ctx.err(format!(
+                "[{st}] Received sigquit from a child process. It usually means the child failed."
+            ));
+            launcher_tail(ctx, r, "llm_server");
+        }
+        FailKind::GpuOom(d) => {
+            let msg = report::torch_oom_message(d, &[r.server_pid], OwnProcess::Pid(r.trainer_pid));
+            let script = format!("/workspace/{}", r.entry);
+            let mut lines = vec!["Traceback (most recent call last):".to_string()];
+            for (file, l, func, src) in [
+                (script.as_str(), 244, "<module>", "main(sys.argv[1:])"),
+                (
+                    script.as_str(),
+                    178,
+                    "main",
+                    "stats = actor.ppo_update(batch)",
+                ),
+                (
+                    "areal/engine/ppo/actor.py",
+                    303,
+                    "ppo_update",
+                    "return self.actor.ppo_update(*args, **kwargs)",
+                ),
+                (
+                    "areal/engine/ppo/actor.py",
+                    229,
+                    "ppo_update",
+                    "train_stat = self.engine.train_batch(",
+                ),
+            ] {
+                lines.extend(report::frame(file, l, func, src));
+            }
+            lines.extend(report::torch_site_frames(d.site, Framework::Areal));
+            lines.push(format!("torch.OutOfMemoryError: {msg}"));
+            for l in lines {
+                ctx.err(format!("[rank0]: {l}"));
+            }
+            let st = report::Stamp::now();
+            ctx.err(format!(
+                "E{} {} torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1) local_rank: 0 (pid: {}) of binary: /usr/bin/python3",
+                st.glog(),
+                r.torchrun_pid,
+                r.trainer_pid
+            ));
+            for l in
+                report::torchrun_child_failed(&r.entry, &st, &report::hostname(), r.trainer_pid, 1)
+            {
+                ctx.err(l);
+            }
+            launcher_tail(ctx, r, "trainer");
+        }
+        FailKind::HostOom { .. } => {
+            // The kernel's OOM killer takes the trainer; torch elastic reports the SIGKILL.
+            let st = report::Stamp::now();
+            ctx.err(format!(
+                "E{} {} torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -9) local_rank: 0 (pid: {}) of binary: /usr/bin/python3",
+                st.glog(),
+                r.torchrun_pid,
+                r.trainer_pid
+            ));
+            for l in
+                report::torchrun_child_failed(&r.entry, &st, &report::hostname(), r.trainer_pid, -9)
+            {
+                ctx.err(l);
+            }
+            launcher_tail(ctx, r, "trainer");
+        }
+        other => unreachable!("not an AReaL failure: {other:?}"),
+    }
+    ctx.finish(
+        1,
+        &format!("simulated AReaL failure: {}", super::describe(f)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use regex::Regex;
+
+    use super::super::testing::*;
+
+    fn args(fileroot: &std::path::Path, pairs: &[(&str, &str)]) -> Vec<String> {
+        let mut v: Vec<String> = vec!["trial_name=trial0".into()];
+        v.extend(pairs.iter().map(|(k, val)| format!("{k}={val}")));
+        v.push(format!("cluster.fileroot={}", fileroot.display()));
+        v.push("recover.mode=auto".into());
+        v
+    }
+
+    #[test]
+    fn default_config_on_a40_fails_like_seed_000() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = args(tmp.path(), &crate::model::tests::areal_default());
+        let (code, cap) = run_capture("areal", &a, &a40_env("1", &[]));
+        assert_eq!(code, 1, "{}", cap.all());
+        let err = cap.stderr();
+        let re = Regex::new(r"(?m)^\[rank0\]: torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate \d+\.\d\d MiB\. GPU 0 has a total capacity of 44\.42 GiB of which \d+\.\d\d MiB is free\. Process \d+ has (\d+\.\d\d) GiB memory in use\. Process \d+ has (\d+\.\d\d) GiB memory in use\. Of the allocated memory").unwrap();
+        let c = re.captures(&err).expect("seed-000-style OOM");
+        let sglang: f64 = c[1].parse().unwrap();
+        let trainer: f64 = c[2].parse().unwrap();
+        assert!((sglang - 36.34).abs() < 0.05, "{sglang}");
+        assert!((7.0..=8.5).contains(&trainer), "{trainer}");
+        assert!(err.contains("realhf.scheduler.client.JobException: Job gsm8k-grpo_trial0:trainer JobState.FAILED at node local"));
+        assert!(err.contains("torch.distributed.elastic.multiprocessing.errors.ChildFailedError"));
+        // The harmless server_args dump comes before.
+        assert!(cap.stdout().contains("mem_fraction_static=0.8"));
+    }
+
+    #[test]
+    fn a40_config_completes_and_recovers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = args(tmp.path(), &crate::model::tests::areal_a40_optimized());
+        let env = a40_env("1", &[("USER", "alice")]);
+        let (code, cap) = run_capture("areal", &a, &env);
+        assert_eq!(code, 0, "{}", cap.all());
+        let done = Regex::new(r"Epoch 1/1 Step (\d+)/4 Train step \d+/4 done\.").unwrap();
+        let steps: Vec<u64> = done
+            .captures_iter(&cap.stdout())
+            .map(|c| c[1].parse().unwrap())
+            .collect();
+        assert_eq!(steps, vec![1, 2, 3, 4]);
+        let info = tmp
+            .path()
+            .join("checkpoints/alice/gsm8k-grpo/trial0/recover_checkpoint/recover_info.json");
+        assert!(info.is_file());
+        let env = a40_env("1", &[("USER", "alice"), ("ORCH_SIM_STEPS", "5")]);
+        let (code, cap) = run_capture("areal", &a, &env);
+        assert_eq!(code, 0);
+        assert!(cap.stdout().contains("Resuming from global_step_4"));
+        let steps: Vec<u64> = done
+            .captures_iter(&cap.stdout())
+            .map(|c| c[1].parse().unwrap())
+            .collect();
+        assert!(steps.is_empty(), "total is 5 now: {steps:?}");
+        let done5 = Regex::new(r"Step 5/5 Train step 5/5 done\.").unwrap();
+        assert!(done5.is_match(&cap.stdout()));
+    }
+
+    #[test]
+    fn tiny_fraction_fails_in_sglang() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut pairs = crate::model::tests::areal_a40_optimized();
+        pairs.push(("sglang.mem_fraction_static", "0.05"));
+        let (code, cap) = run_capture("areal", &args(tmp.path(), &pairs), &a40_env("1", &[]));
+        assert_eq!(code, 1);
+        assert!(cap.stderr().contains(
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."
+        ));
+        assert!(
+            cap.stderr()
+                .contains("Job gsm8k-grpo_trial0:llm_server JobState.FAILED")
+        );
+    }
+
+    #[test]
+    fn config_file_is_read_then_overridden() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = tmp.path().join("cfg.yaml");
+        std::fs::write(
+            &cfg,
+            "experiment_name: demo\nactor:\n  path: Qwen/Qwen2.5-1.5B-Instruct\n  gradient_checkpointing: true\n  mb_spec:\n    max_tokens_per_mb: 4096\nsglang:\n  mem_fraction_static: 0.8\ngconfig:\n  max_new_tokens: 256\n",
+        )
+        .unwrap();
+        let mut a = vec![
+            "examples/x/train.py".to_string(),
+            "--config".into(),
+            cfg.display().to_string(),
+            "sglang.mem_fraction_static=0.5".into(),
+        ];
+        a.push(format!("cluster.fileroot={}", tmp.path().display()));
+        let (code, cap) = run_capture("areal", &a, &a40_env("1", &[]));
+        assert_eq!(code, 0, "{}", cap.all());
+        assert!(cap.stdout().contains("mem_fraction_static=0.5"));
+        assert!(cap.stdout().contains("experiment_name=demo"));
+        let missing = vec!["--config".to_string(), "/nonexistent/cfg.yaml".into()];
+        let (code, cap) = run_capture("areal", &missing, &a40_env("1", &[]));
+        assert_eq!(code, 1);
+        assert!(cap.stderr().contains("FileNotFoundError"));
+    }
+}

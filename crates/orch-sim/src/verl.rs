@@ -1,0 +1,983 @@
+//! Simulated `python3 -m verl.trainer.main_ppo key=value ...` (GRPO/PPO with vLLM rollout and
+//! an FSDP actor on Ray).
+
+use std::path::{Path, PathBuf};
+
+use super::args::Overrides;
+use super::model::{self, FailAt, FailKind, Failure, GIB, SimConfig, VerlConfig, Workload};
+use super::report::{self, Framework, OwnProcess, RayOom};
+use super::{Ctx, TAG, metric, step_from_path, write_file};
+
+const TRACKER: &str = "latest_checkpointed_iteration.txt";
+
+/// Seed verl's interpolated defaults so `${trainer.project_name}` etc. resolve.
+fn overrides(args: &[String]) -> Overrides {
+    let mut o = Overrides::new();
+    o.set("trainer.project_name", "verl_examples");
+    o.set("trainer.experiment_name", "gsm8k");
+    o.set(
+        "trainer.default_local_dir",
+        "checkpoints/${trainer.project_name}/${trainer.experiment_name}",
+    );
+    o.apply_hydra(args);
+    o
+}
+
+/// The step to resume after, per `trainer.resume_mode` (verl `_load_checkpoint`).
+fn resume_step(o: &Overrides, dir: &Path) -> Option<(u64, PathBuf)> {
+    match o.str_or("trainer.resume_mode", "auto").as_str() {
+        "disable" => None,
+        "resume_path" => {
+            let p = o.get("trainer.resume_from_path")?;
+            let n = step_from_path(&p)?;
+            Path::new(&p).is_dir().then(|| (n, PathBuf::from(p)))
+        }
+        _ => {
+            let text = std::fs::read_to_string(dir.join(TRACKER)).ok()?;
+            let n: u64 = text.trim().parse().ok()?;
+            let folder = dir.join(format!("global_step_{n}"));
+            folder.is_dir().then_some((n, folder))
+        }
+    }
+}
+
+struct Run<'o> {
+    o: &'o Overrides,
+    v: VerlConfig,
+    est: model::Estimate,
+    dir: PathBuf,
+    taskrunner: u32,
+    worker: u32,
+    engine: u32,
+}
+
+impl Run<'_> {
+    fn tr(&self, line: &str) -> String {
+        format!("(TaskRunner pid={}) {line}", self.taskrunner)
+    }
+    fn wd(&self, line: &str) -> String {
+        format!("(WorkerDict pid={}) {line}", self.worker)
+    }
+}
+
+pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
+    let o = overrides(args);
+    let v = VerlConfig::from_overrides(&o);
+    let dir = PathBuf::from(o.str_or("trainer.default_local_dir", ""));
+    let resume = resume_step(&o, &dir);
+    let start = resume.as_ref().map(|r| r.0).unwrap_or(0);
+    let mut total = ctx.env.steps;
+    if let Some(t) = o.u64_opt("trainer.total_training_steps") {
+        total = total.min(t);
+    }
+    let cfg = SimConfig {
+        hw: ctx.env.hw.clone(),
+        workload: Workload::Verl(v.clone()),
+        resumed: start > 0,
+    };
+    let est = model::estimate(&cfg);
+    let arch = est
+        .arch
+        .clone()
+        .expect("verl estimates carry an architecture");
+    ctx.banner(
+        "verl/vLLM/torch",
+        &est,
+        Some(format!(
+            "{} = {} ({:.2}B params, {} layers, hidden {}, vocab {})",
+            v.model_path,
+            arch.name,
+            arch.params / 1e9,
+            arch.layers,
+            arch.hidden,
+            arch.vocab
+        )),
+    );
+    let r = Run {
+        o: &o,
+        v,
+        est,
+        dir,
+        taskrunner: ctx.ids.pid("TaskRunner"),
+        worker: ctx.ids.pid("WorkerDict"),
+        engine: ctx.ids.pid("EngineCore"),
+    };
+    let step_s = ctx.env.step_seconds;
+
+    // Start-up.
+    ctx.out(r.tr(&format!(
+        "TaskRunner hostname: {}, PID: {}",
+        report::hostname(),
+        r.taskrunner
+    )));
+    let given: Vec<String> = o.given.iter().map(|g| format!("'{g}'")).collect();
+    ctx.out(r.tr(&format!("config overrides: [{}]", given.join(", "))));
+    ctx.out(r.tr("Using dataset class: RLHFDataset"));
+    let per_step = r.v.train_batch_size.max(1);
+    ctx.out(r.tr(&format!(
+        "Size of train dataloader: {}, Size of val dataloader: 1",
+        (7473 / per_step).max(1)
+    )));
+    ctx.out(r.tr(&format!("Total training steps: {total}")));
+    ctx.sleep(step_s);
+    let fail = r.est.failure.clone();
+    if let Some(
+        f @ Failure {
+            at: FailAt::Init,
+            kind: FailKind::NotEnoughGpus { .. },
+        },
+    ) = &fail
+    {
+        return fail_exit(ctx, &r, f);
+    }
+    let p = arch.params;
+    let world = (r.v.n_gpus_per_node * r.v.nnodes) as f64;
+    ctx.out(r.wd(&format!(
+        "Model config after override: {} ({} layers)",
+        arch.name, arch.layers
+    )));
+    ctx.out(r.wd(&format!(
+        "{} contains {:.2}B parameters",
+        arch.name,
+        p / 1e9
+    )));
+    let fsdp = 4.0 * p / world / GIB;
+    ctx.out(r.wd(&format!(
+        "After init from HF AutoModel, memory allocated (GB): {:.2}, memory reserved (GB): {:.2}, device memory used/total (GB): {:.2}/{:.2}",
+        fsdp,
+        fsdp * 1.02,
+        fsdp * 1.02 + model::k::CUDA_CTX_GIB,
+        r.est.capacity_gib
+    )));
+    ctx.out(r.wd(&format!(
+        "Actor use_remove_padding={}",
+        py_bool(r.v.use_remove_padding)
+    )));
+    if r.v.param_offload {
+        ctx.out(r.wd(
+            "After offload actor model during init, memory allocated (GB): 0.00, memory reserved (GB): 0.00",
+        ));
+    }
+    if let Some(
+        f @ Failure {
+            at: FailAt::Init,
+            kind: FailKind::HostOom { .. },
+        },
+    ) = &fail
+    {
+        return fail_exit(ctx, &r, f);
+    }
+    let vl = report::Stamp::now().vllm();
+    ctx.out(r.wd(&format!(
+        "INFO {vl} [gpu_model_runner.py:2602] Model loading took {:.4} GiB and 4.21 seconds",
+        2.0 * p / r.v.tensor_parallel as f64 / GIB
+    )));
+    if let Some(
+        f @ Failure {
+            at: FailAt::Init, ..
+        },
+    ) = &fail
+    {
+        return fail_exit(ctx, &r, f);
+    }
+    let kv = r.est.kv_cache_gib.unwrap_or(0.0);
+    let per_tok = arch.kv_bytes_per_token(r.v.tensor_parallel);
+    let kv_tokens = (kv * GIB / per_tok).floor() as u64;
+    ctx.out(r.wd(&format!(
+        "INFO {vl} [gpu_worker.py:298] Available KV cache memory: {kv:.2} GiB"
+    )));
+    ctx.out(r.wd(&format!(
+        "INFO {vl} [kv_cache_utils.py:1087] GPU KV cache size: {} tokens",
+        thousands(kv_tokens)
+    )));
+    ctx.out(r.wd(&format!(
+        "INFO {vl} [kv_cache_utils.py:1091] Maximum concurrency for {} tokens per request: {:.2}x",
+        thousands(r.v.max_model_len()),
+        kv_tokens as f64 / r.v.max_model_len() as f64
+    )));
+    ctx.out(r.wd(&format!(
+        "After switch to trainer mode, memory allocated (GB): {:.2}, memory reserved (GB): {:.2}, device memory used/total (GB): {:.2}/{:.2}",
+        if r.v.param_offload { 0.0 } else { fsdp },
+        if r.v.param_offload { 0.0 } else { fsdp * 1.02 },
+        model::k::CUDA_CTX_GIB + model::k::VLLM_ASLEEP_GIB + if r.v.param_offload { 0.0 } else { fsdp * 1.02 },
+        r.est.capacity_gib
+    )));
+    match &resume {
+        None => {
+            ctx.out(r.tr(&format!(
+                "Checkpoint tracker file does not exist: {}",
+                r.dir.join(TRACKER).display()
+            )));
+            ctx.out(r.tr("Training from scratch"));
+        }
+        Some((n, folder)) => {
+            ctx.out(r.tr(&format!(
+                "Load from checkpoint folder: {}",
+                folder.display()
+            )));
+            ctx.out(r.tr(&format!("Setting global step to {n}")));
+            ctx.out(r.tr(&format!("Resuming from {}", folder.display())));
+        }
+    }
+    if start >= total {
+        ctx.out(r.tr(&format!(
+            "Training already finished at global step {start} of {total}"
+        )));
+        return ctx.finish(
+            0,
+            &format!("simulated verl run: nothing left to do (step {start} of {total})"),
+        );
+    }
+
+    for step in start + 1..=total {
+        if ctx.maybe_hang(step) {
+            return 124;
+        }
+        let rel = step - start;
+        ctx.sleep(step_s * 0.5);
+        if let Some(f) = fail
+            .as_ref()
+            .filter(|f| f.at == FailAt::Rollout { step: rel })
+        {
+            return fail_exit(ctx, &r, f);
+        }
+        ctx.sleep(step_s * 0.5);
+        if let Some(f) = fail.as_ref().filter(|f| {
+            f.at == FailAt::Train { step: rel } || f.at == FailAt::AfterUpdate { step: rel }
+        }) {
+            return fail_exit(ctx, &r, f);
+        }
+        let line = step_line(ctx, &r, step, step_s);
+        ctx.out(r.tr(&line));
+        let folder = r.dir.join(format!("global_step_{step}"));
+        let marker = folder.join("actor").join("orch_sim_checkpoint.json");
+        let body =
+            format!("{{\"simulated\": true, \"trainer\": \"verl\", \"global_step\": {step}}}\n");
+        match write_file(&marker, &body)
+            .and_then(|_| write_file(&r.dir.join(TRACKER), &format!("{step}")))
+        {
+            Ok(()) => ctx.out(r.tr(&format!("local_global_step_folder: {}", folder.display()))),
+            Err(e) => ctx.err(format!(
+                "{TAG} warning: could not write checkpoint {}: {e}",
+                folder.display()
+            )),
+        }
+    }
+    ctx.out(r.tr(&format!(
+        "Final validation metrics: {{'val-core/openai/gsm8k/reward/mean@1': {:.3}}}",
+        metric(&ctx.ids, "val", total, 0.3, 0.8)
+    )));
+    ctx.finish(
+        0,
+        &format!(
+            "simulated verl run finished: steps {}..{total} completed",
+            start + 1
+        ),
+    )
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b { "True" } else { "False" }
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn step_line(ctx: &Ctx, r: &Run, step: u64, step_s: f64) -> String {
+    let ids = &ctx.ids;
+    let seq = r.v.seq_len() as f64;
+    let resp = metric(
+        ids,
+        "resp",
+        step,
+        r.v.max_response_length as f64 * 0.6,
+        r.v.max_response_length as f64 * 0.45,
+    );
+    format!(
+        "step:{step} - global_seqlen/mean:{:.1} - actor/entropy:{:.3} - actor/pg_loss:{:.4} - actor/pg_clipfrac:{:.4} - actor/ppo_kl:{:.5} - actor/grad_norm:{:.3} - perf/mfu/actor:0.000 - perf/max_memory_allocated_gb:{:.2} - perf/max_memory_reserved_gb:{:.2} - perf/cpu_memory_used_gb:{:.2} - actor/lr:{} - critic/score/mean:{:.3} - critic/rewards/mean:{:.3} - response_length/mean:{:.1} - timing_s/gen:{:.3} - timing_s/update_actor:{:.3} - timing_s/step:{:.3}",
+        seq * 0.6 * (r.v.train_batch_size * r.v.rollout_n) as f64
+            / (r.v.n_gpus_per_node * r.v.nnodes) as f64,
+        metric(ids, "entropy", step, 0.62, 0.38),
+        metric(ids, "pg_loss", step, 0.012, -0.004),
+        metric(ids, "clip", step, 0.002, 0.001),
+        metric(ids, "kl", step, 0.0004, 0.0011),
+        metric(ids, "grad", step, 0.31, 0.18),
+        r.est.train_allocated_gib,
+        r.est.train_reserved_gib,
+        r.est.host_peak_gib,
+        r.o.str_or("actor_rollout_ref.actor.optim.lr", "1e-06"),
+        metric(ids, "score", step, 0.21, 0.64),
+        metric(ids, "reward", step, 0.21, 0.64),
+        resp,
+        step_s * 0.5,
+        step_s * 0.5,
+        step_s,
+    )
+}
+
+/// Hydra's banner plus the driver's traceback down to the TaskRunner's RayTaskError.
+fn driver_head(ctx: &mut Ctx, r: &Run, cls: &str) {
+    let given: Vec<String> = r.o.given.iter().map(|g| format!("'{g}'")).collect();
+    ctx.err(format!(
+        "Error executing job with overrides: [{}]",
+        given.join(", ")
+    ));
+    ctx.err("Traceback (most recent call last):");
+    for l in report::verl_driver_frames() {
+        ctx.err(l);
+    }
+    ctx.err(report::ray_task_error(
+        cls,
+        "TaskRunner.run",
+        r.taskrunner,
+        &ctx.ids,
+        "main_ppo.TaskRunner",
+    ));
+}
+
+fn worker_error_head(ctx: &mut Ctx, r: &Run, cls: &str, method: &str) {
+    for l in report::frame(
+        "verl/single_controller/ray/base.py",
+        50,
+        "__call__",
+        "output = ray.get(output)",
+    ) {
+        ctx.err(l);
+    }
+    ctx.err(report::ray_task_error(
+        cls,
+        &format!("WorkerDict.actor_rollout_ref_{method}"),
+        r.worker,
+        &ctx.ids,
+        "verl.single_controller.ray.base.WorkerDict",
+    ));
+    for (f, l, func, src) in [
+        (
+            "verl/single_controller/ray/base.py",
+            705,
+            "func",
+            "return getattr(self.worker_dict[key], name)(*args, **kwargs)",
+        ),
+        (
+            "verl/single_controller/base/decorator.py",
+            514,
+            "inner",
+            "return func(*args, **kwargs)",
+        ),
+    ] {
+        for line in report::frame(f, l, func, src) {
+            ctx.err(line);
+        }
+    }
+}
+
+fn hydra_tail(ctx: &mut Ctx) {
+    ctx.err("");
+    ctx.err("Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.");
+}
+
+fn frames(ctx: &mut Ctx, list: &[(&str, u32, &str, &str)]) {
+    for (f, l, func, src) in list {
+        for line in report::frame(f, *l, func, src) {
+            ctx.err(line);
+        }
+    }
+}
+
+/// Print the real failure output for `f` and return verl's exit code (1).
+fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
+    let vl = report::Stamp::now().vllm();
+    match &f.kind {
+        FailKind::GpuOom(d) => {
+            let msg = report::torch_oom_message(d, &[], OwnProcess::ThisProcess);
+            ctx.err(r.wd(&format!("torch.OutOfMemoryError: {msg}")));
+            driver_head(ctx, r, "OutOfMemoryError");
+            frames(
+                ctx,
+                &[
+                    ("verl/trainer/main_ppo.py", 317, "run", "trainer.fit()"),
+                    (
+                        "verl/trainer/ppo/ray_trainer.py",
+                        1290,
+                        "fit",
+                        "actor_output = self.actor_rollout_wg.update_actor(batch)",
+                    ),
+                ],
+            );
+            worker_error_head(ctx, r, "OutOfMemoryError", "update_actor");
+            if !matches!(
+                d.site,
+                model::Site::Params | model::Site::RefParams | model::Site::Static
+            ) {
+                frames(
+                    ctx,
+                    &[(
+                        "verl/workers/fsdp_workers.py",
+                        868,
+                        "update_actor",
+                        "metrics = self.actor.update_policy(data=data)",
+                    )],
+                );
+            }
+            for l in report::torch_site_frames(d.site, Framework::Verl) {
+                ctx.err(l);
+            }
+            ctx.err(format!("torch.OutOfMemoryError: {msg}"));
+            hydra_tail(ctx);
+        }
+        FailKind::VllmWakeUp { .. } => {
+            ctx.err(r.wd("CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"));
+            driver_head(ctx, r, "RuntimeError");
+            frames(
+                ctx,
+                &[
+                    ("verl/trainer/main_ppo.py", 317, "run", "trainer.fit()"),
+                    (
+                        "verl/trainer/ppo/ray_trainer.py",
+                        1180,
+                        "fit",
+                        "gen_batch_output = self.actor_rollout_wg.generate_sequences(gen_batch)",
+                    ),
+                ],
+            );
+            worker_error_head(ctx, r, "RuntimeError", "generate_sequences");
+            frames(
+                ctx,
+                &[
+                    (
+                        "verl/workers/fsdp_workers.py",
+                        903,
+                        "generate_sequences",
+                        "loop.run_until_complete(self.rollout_mode())",
+                    ),
+                    (
+                        "/usr/lib/python3.10/asyncio/base_events.py",
+                        649,
+                        "run_until_complete",
+                        "return future.result()",
+                    ),
+                    (
+                        "verl/workers/fsdp_workers.py",
+                        702,
+                        "rollout_mode",
+                        "await self.rollout.resume(tags=[\"weights\"])",
+                    ),
+                    (
+                        "vllm/v1/worker/gpu_worker.py",
+                        131,
+                        "wake_up",
+                        "allocator.wake_up(tags)",
+                    ),
+                    (
+                        "vllm/device_allocator/cumem.py",
+                        219,
+                        "wake_up",
+                        "create_and_map(handle)",
+                    ),
+                    (
+                        "vllm/device_allocator/cumem.py",
+                        75,
+                        "create_and_map",
+                        "python_create_and_map(*allocation_handle)",
+                    ),
+                ],
+            );
+            ctx.err(
+                "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+            );
+            hydra_tail(ctx);
+        }
+        FailKind::VllmFreeMemory { .. }
+        | FailKind::VllmNoCacheBlocks { .. }
+        | FailKind::VllmMaxLen { .. } => {
+            let msg = match &f.kind {
+                FailKind::VllmFreeMemory {
+                    free_gib,
+                    total_gib,
+                    util,
+                    requested_gib,
+                } => report::vllm_free_memory(*free_gib, *total_gib, *util, *requested_gib),
+                FailKind::VllmNoCacheBlocks { .. } => report::vllm_no_cache_blocks(),
+                FailKind::VllmMaxLen {
+                    max_model_len,
+                    needed_gib,
+                    available_gib,
+                    estimated_max_len,
+                } => report::vllm_max_len(
+                    *max_model_len,
+                    *needed_gib,
+                    *available_gib,
+                    *estimated_max_len,
+                ),
+                _ => unreachable!(),
+            };
+            let pre = format!(
+                "(EngineCore_DP0 pid={}) ERROR {vl} [core.py:708] ",
+                r.engine
+            );
+            ctx.err(format!("{pre}EngineCore failed to start."));
+            ctx.err(format!("{pre}Traceback (most recent call last):"));
+            let mut fr: Vec<(&str, u32, &str, &str)> = vec![
+                (
+                    "vllm/v1/engine/core.py",
+                    699,
+                    "run_engine_core",
+                    "engine_core = EngineCoreProc(*args, **kwargs)",
+                ),
+                (
+                    "vllm/v1/engine/core.py",
+                    498,
+                    "__init__",
+                    "super().__init__(vllm_config, executor_class, log_stats,",
+                ),
+            ];
+            if matches!(f.kind, FailKind::VllmFreeMemory { .. }) {
+                fr.extend([
+                    (
+                        "vllm/v1/engine/core.py",
+                        83,
+                        "__init__",
+                        "self.model_executor = executor_class(vllm_config)",
+                    ),
+                    (
+                        "vllm/executor/executor_base.py",
+                        54,
+                        "__init__",
+                        "self._init_executor()",
+                    ),
+                    (
+                        "vllm/executor/uniproc_executor.py",
+                        54,
+                        "_init_executor",
+                        "self.collective_rpc(\"init_device\")",
+                    ),
+                    (
+                        "vllm/worker/worker_base.py",
+                        603,
+                        "init_device",
+                        "self.worker.init_device()  # type: ignore",
+                    ),
+                    (
+                        "vllm/v1/worker/gpu_worker.py",
+                        180,
+                        "init_device",
+                        "raise ValueError(",
+                    ),
+                ]);
+            } else {
+                fr.extend([
+                    (
+                        "vllm/v1/engine/core.py",
+                        92,
+                        "__init__",
+                        "self._initialize_kv_caches(vllm_config)",
+                    ),
+                    (
+                        "vllm/v1/engine/core.py",
+                        199,
+                        "_initialize_kv_caches",
+                        "kv_cache_configs = get_kv_cache_configs(vllm_config, kv_cache_specs,",
+                    ),
+                    (
+                        "vllm/v1/core/kv_cache_utils.py",
+                        1243,
+                        "get_kv_cache_configs",
+                        "check_enough_kv_cache_memory(vllm_config, kv_cache_spec_one_worker,",
+                    ),
+                    (
+                        "vllm/v1/core/kv_cache_utils.py",
+                        700,
+                        "check_enough_kv_cache_memory",
+                        "raise ValueError(",
+                    ),
+                ]);
+            }
+            for (file, l, func, src) in fr {
+                for line in report::frame(file, l, func, src) {
+                    ctx.err(format!("{pre}{line}"));
+                }
+            }
+            ctx.err(format!("{pre}ValueError: {msg}"));
+            ctx.err(format!(
+                "(EngineCore_DP0 pid={}) Process EngineCore_DP0:",
+                r.engine
+            ));
+            driver_head(ctx, r, "RuntimeError");
+            frames(
+                ctx,
+                &[
+                    (
+                        "verl/trainer/main_ppo.py",
+                        305,
+                        "run",
+                        "trainer.init_workers()",
+                    ),
+                    (
+                        "verl/trainer/ppo/ray_trainer.py",
+                        1010,
+                        "init_workers",
+                        "self.actor_rollout_wg.init_model()",
+                    ),
+                ],
+            );
+            worker_error_head(ctx, r, "RuntimeError", "init_model");
+            frames(
+                ctx,
+                &[
+                    (
+                        "verl/workers/fsdp_workers.py",
+                        760,
+                        "init_model",
+                        "self._build_rollout(trust_remote_code=self.config.model.get(\"trust_remote_code\", False))",
+                    ),
+                    (
+                        "vllm/v1/engine/core_client.py",
+                        442,
+                        "__init__",
+                        "with launch_core_engines(vllm_config, executor_class,",
+                    ),
+                    (
+                        "vllm/v1/engine/utils.py",
+                        765,
+                        "wait_for_engine_startup",
+                        "raise RuntimeError(\"Engine core initialization failed. \"",
+                    ),
+                ],
+            );
+            ctx.err("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}");
+            hydra_tail(ctx);
+        }
+        FailKind::HostOom {
+            used_gib,
+            total_gib,
+            worker_gib,
+            task,
+        } => {
+            let st = report::Stamp::now();
+            let raylet = ctx.ids.pid("raylet");
+            ctx.err(format!(
+                "(raylet) [{} E {raylet} {raylet}] (raylet) node_manager.cc:3099: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: {}, IP: 127.0.0.1) over the last time period. To see more information about the Workers killed on this node, use `ray logs raylet.out -ip 127.0.0.1`",
+                st.ray(),
+                ctx.ids.hex("node", 56)
+            ));
+            driver_head(ctx, r, "OutOfMemoryError");
+            if f.at == FailAt::Init {
+                frames(
+                    ctx,
+                    &[
+                        (
+                            "verl/trainer/main_ppo.py",
+                            305,
+                            "run",
+                            "trainer.init_workers()",
+                        ),
+                        (
+                            "verl/trainer/ppo/ray_trainer.py",
+                            1010,
+                            "init_workers",
+                            "self.actor_rollout_wg.init_model()",
+                        ),
+                    ],
+                );
+            } else {
+                frames(
+                    ctx,
+                    &[
+                        ("verl/trainer/main_ppo.py", 317, "run", "trainer.fit()"),
+                        (
+                            "verl/trainer/ppo/ray_trainer.py",
+                            1290,
+                            "fit",
+                            "actor_output = self.actor_rollout_wg.update_actor(batch)",
+                        ),
+                    ],
+                );
+            }
+            frames(
+                ctx,
+                &[(
+                    "verl/single_controller/ray/base.py",
+                    50,
+                    "__call__",
+                    "output = ray.get(output)",
+                )],
+            );
+            let msg = report::ray_host_oom(&RayOom {
+                ids: &ctx.ids,
+                task_name: task,
+                pid: r.worker,
+                worker_gb: *worker_gib,
+                used_gb: *used_gib,
+                total_gb: *total_gib,
+            });
+            ctx.err(format!("ray.exceptions.OutOfMemoryError: {msg}"));
+            hydra_tail(ctx);
+        }
+        FailKind::NotEnoughGpus {
+            available,
+            required,
+        } => {
+            driver_head(ctx, r, "ValueError");
+            frames(
+                ctx,
+                &[
+                    (
+                        "verl/trainer/main_ppo.py",
+                        305,
+                        "run",
+                        "trainer.init_workers()",
+                    ),
+                    (
+                        "verl/trainer/ppo/ray_trainer.py",
+                        871,
+                        "init_workers",
+                        "self.resource_pool_manager.create_resource_pool()",
+                    ),
+                    (
+                        "verl/trainer/ppo/ray_trainer.py",
+                        131,
+                        "create_resource_pool",
+                        "self._check_resource_available()",
+                    ),
+                    (
+                        "verl/trainer/ppo/ray_trainer.py",
+                        171,
+                        "_check_resource_available",
+                        "raise ValueError(",
+                    ),
+                ],
+            );
+            ctx.err(format!(
+                "ValueError: Total available GPUs {available} is less than total desired GPUs {required}."
+            ));
+            hydra_tail(ctx);
+        }
+        FailKind::SglangNotEnough { .. } => unreachable!("verl uses vLLM"),
+    }
+    ctx.finish(
+        1,
+        &format!("simulated verl failure: {}", super::describe(f)),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use regex::Regex;
+
+    use super::super::testing::*;
+
+    fn args(pairs: &[(&str, &str)]) -> Vec<String> {
+        pairs.iter().map(|(k, v)| format!("{k}={v}")).collect()
+    }
+
+    fn diamonds(dir: &std::path::Path, extra: &[(&str, &str)]) -> Vec<String> {
+        let mut v = args(&crate::model::tests::diamonds());
+        v.push(format!("trainer.default_local_dir={}", dir.display()));
+        v.extend(args(extra));
+        v
+    }
+
+    #[test]
+    fn diamonds_on_h100_fails_like_seed_002() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (code, cap) = run_capture("verl", &diamonds(tmp.path(), &[]), &h100_env(&[]));
+        assert_eq!(code, 1);
+        let out = cap.stdout();
+        let err = cap.stderr();
+        // Banner first, on both streams.
+        assert!(
+            cap.lines[0]
+                .1
+                .starts_with("[orch simulator] SIMULATED verl trainer")
+        );
+        assert!(out.starts_with("[orch simulator] SIMULATED verl trainer"));
+        assert!(err.starts_with("[orch simulator] SIMULATED verl trainer"));
+        let oom = Regex::new(r"(?m)^torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate (\d+\.\d\d) GiB\. GPU 0 has a total capacity of 79\.18 GiB of which \d+\.\d\d (GiB|MiB) is free\. Including non-PyTorch memory, this process has \d+\.\d\d GiB memory in use\. Of the allocated memory \d+\.\d\d GiB is allocated by PyTorch, and \d+\.\d\d (GiB|MiB) is reserved by PyTorch but unallocated\.").unwrap();
+        let caps = oom.captures(&err).expect("torch OOM line");
+        let tried: f64 = caps[1].parse().unwrap();
+        assert!((15.0..=20.0).contains(&tried));
+        assert!(Regex::new(r"(?m)^ray\.exceptions\.RayTaskError\(OutOfMemoryError\): ray::WorkerDict\.actor_rollout_ref_update_actor\(\) \(pid=\d+, ip=127\.0\.0\.1, actor_id=[0-9a-f]{32}, repr=<verl\.single_controller\.ray\.base\.WorkerDict object at 0x[0-9a-f]+>\)$").unwrap().is_match(&err));
+        assert!(err.contains("Error executing job with overrides: ['actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct'"));
+        // No step completed, no checkpoint.
+        assert!(!out.contains("step:1 -"));
+        assert!(!tmp.path().join("global_step_1").exists());
+        // Realistic delay before the failure.
+        assert!(cap.slept >= 0.9, "slept {}", cap.slept);
+    }
+
+    #[test]
+    fn micro_16_with_expandable_segments_completes_and_checkpoints() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = diamonds(
+            tmp.path(),
+            &[("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "16")],
+        );
+        let env = h100_env(&[("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")]);
+        let (code, cap) = run_capture("verl", &a, &env);
+        assert_eq!(code, 0, "{}", cap.all());
+        let out = cap.stdout();
+        let step = Regex::new(r"(?m)^\(TaskRunner pid=\d+\) step:(\d+) - .*actor/pg_loss:-?\d+\.\d+ - .*perf/max_memory_allocated_gb:(\d+\.\d+) - .*timing_s/step:\d+\.\d+$").unwrap();
+        let steps: Vec<u64> = step
+            .captures_iter(&out)
+            .map(|c| c[1].parse().unwrap())
+            .collect();
+        assert_eq!(steps, vec![1, 2, 3, 4]);
+        assert!(!cap.stderr().contains("out of memory"));
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("latest_checkpointed_iteration.txt")).unwrap(),
+            "4"
+        );
+        assert!(tmp.path().join("global_step_4/actor").is_dir());
+        assert!(out.contains("Training from scratch"));
+        assert!(
+            (cap.slept - 2.5).abs() < 1e-9,
+            "4 steps × 0.5 s + start-up: {}",
+            cap.slept
+        );
+
+        // Resume: the next attempt continues after global_step_4 ... with more steps to go.
+        let env = h100_env(&[
+            ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+            ("ORCH_SIM_STEPS", "6"),
+        ]);
+        let (code, cap) = run_capture("verl", &a, &env);
+        assert_eq!(code, 0);
+        let out = cap.stdout();
+        assert!(
+            Regex::new(r"Resuming from .*global_step_4")
+                .unwrap()
+                .is_match(&out),
+            "{out}"
+        );
+        let steps: Vec<u64> = step
+            .captures_iter(&out)
+            .map(|c| c[1].parse().unwrap())
+            .collect();
+        assert_eq!(steps, vec![5, 6]);
+
+        // resume_mode=disable starts over.
+        let mut a2 = a.clone();
+        a2.push("trainer.resume_mode=disable".into());
+        let (_, cap) = run_capture("verl", &a2, &env);
+        assert!(cap.stdout().contains("step:1 -"));
+    }
+
+    #[test]
+    fn kv_cache_failures_use_vllm_formats() {
+        let tmp = tempfile::tempdir().unwrap();
+        let env = env(&[
+            ("ORCH_SIM_GPU_NAME", "NVIDIA GeForce RTX 4090"),
+            ("ORCH_SIM_GPU_MEM_GIB", "23.65"),
+            ("ORCH_SIM_GPUS", "4"),
+            ("ORCH_SIM_HOST_MEM_GIB", "256"),
+        ]);
+        let a = diamonds(
+            tmp.path(),
+            &[("actor_rollout_ref.rollout.gpu_memory_utilization", "0.1")],
+        );
+        let (code, cap) = run_capture("verl", &a, &env);
+        assert_eq!(code, 1);
+        let re = Regex::new(r"(?m)^\(EngineCore_DP0 pid=\d+\) ERROR \d\d-\d\d \d\d:\d\d:\d\d \[core\.py:708\] ValueError: No available memory for the cache blocks\. Try increasing `gpu_memory_utilization` when initializing the engine\.").unwrap();
+        assert!(re.is_match(&cap.stderr()), "{}", cap.stderr());
+        assert!(
+            cap.stderr()
+                .contains("RuntimeError: Engine core initialization failed. See root cause above.")
+        );
+
+        let a = diamonds(
+            tmp.path(),
+            &[
+                ("actor_rollout_ref.rollout.gpu_memory_utilization", "0.7"),
+                ("actor_rollout_ref.actor.fsdp_config.param_offload", "True"),
+                ("actor_rollout_ref.rollout.max_model_len", "32768"),
+            ],
+        );
+        let (code, cap) = run_capture("verl", &a, &env);
+        assert_eq!(code, 1);
+        let re = Regex::new(r"ValueError: To serve at least one request with the model's max seq len \(32768\), \(\d+\.\d\d GiB KV cache is needed, which is larger than the available KV cache memory \(\d+\.\d\d GiB\)\. Based on the available memory, the estimated maximum model length is (\d+)\.").unwrap();
+        let est: u64 = re.captures(&cap.stderr()).expect("max-len message")[1]
+            .parse()
+            .unwrap();
+        assert!(est > 1536 && est < 32768);
+    }
+
+    #[test]
+    fn host_oom_uses_rays_format() {
+        let tmp = tempfile::tempdir().unwrap();
+        let env = h100_env(&[("ORCH_SIM_HOST_MEM_GIB", "48")]);
+        let a = diamonds(
+            tmp.path(),
+            &[
+                ("actor_rollout_ref.actor.fsdp_config.param_offload", "True"),
+                (
+                    "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+                    "True",
+                ),
+            ],
+        );
+        let (code, cap) = run_capture("verl", &a, &env);
+        assert_eq!(code, 1);
+        let err = cap.stderr();
+        assert!(err.contains("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\nMemory on the node (IP: 127.0.0.1, ID: "));
+        assert!(err.contains("which exceeds the memory usage threshold of 0.95."));
+        assert!(err.contains("1 Workers (tasks / actors) killed due to memory pressure (OOM)"));
+    }
+
+    #[test]
+    fn wake_up_failure_happens_after_a_step() {
+        let tmp = tempfile::tempdir().unwrap();
+        let env = a40_env("4", &[]);
+        let a = diamonds(
+            tmp.path(),
+            &[("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "4")],
+        );
+        let (code, cap) = run_capture("verl", &a, &env);
+        assert_eq!(code, 1);
+        assert!(cap.stdout().contains("step:1 -"));
+        assert!(!cap.stdout().contains("step:2 -"));
+        assert!(cap.stderr().contains(
+            "RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62"
+        ));
+        // The completed step left a checkpoint; the resumed attempt fails at its first rollout.
+        assert!(tmp.path().join("global_step_1").is_dir());
+        let (code, cap) = run_capture("verl", &a, &env);
+        assert_eq!(code, 1);
+        assert!(!cap.stdout().contains("step:2 -"));
+        assert!(cap.stdout().contains("Resuming from"));
+    }
+
+    #[test]
+    fn hang_stops_progress() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = diamonds(
+            tmp.path(),
+            &[("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "16")],
+        );
+        let env = h100_env(&[("ORCH_SIM_HANG_AT_STEP", "3")]);
+        let (_, cap) = run_capture("verl", &a, &env);
+        assert!(cap.hung);
+        assert!(cap.stdout().contains("step:2 -"));
+        assert!(!cap.stdout().contains("step:3 -"));
+    }
+
+    #[test]
+    fn too_many_gpus_is_a_config_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = diamonds(tmp.path(), &[("trainer.n_gpus_per_node", "8")]);
+        let (code, cap) = run_capture("verl", &a, &h100_env(&[]));
+        assert_eq!(code, 1);
+        assert!(
+            cap.stderr()
+                .contains("ValueError: Total available GPUs 4 is less than total desired GPUs 8.")
+        );
+    }
+}

@@ -1,0 +1,302 @@
+//! A remote machine reached over SSH (a cluster's login node or a cloud GPU box), shared by the
+//! backends that work there.
+//!
+//! # Theory of operation
+//! One [`crate::Connection`] is kept and reused for every command, upload and log read.
+//! ssh2 is blocking, so each operation runs on tokio's blocking pool. When an operation fails
+//! because the connection itself was lost (sshd restarted, network blip, laptop asleep), the
+//! connection is re-established with jittered backoff and the operation is tried again; failures
+//! of the operation itself (a command's exit code, a refused host key) are returned as they are.
+//! Log files are read by byte offset over SFTP, so only new bytes cross the network.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use crate::{ConnectOptions, Connection, ExecOutput, SshError, Target};
+
+/// How long reconnecting may take before an operation gives up (the watcher then retries on
+/// its next tick).
+const RECONNECT_FOR: Duration = Duration::from_secs(120);
+
+/// A remote host and the directory orch keeps runs in there.
+pub struct Remote {
+    /// As the user named it (`--host`).
+    pub name: String,
+    target: Target,
+    opts: ConnectOptions,
+    conn: Mutex<Option<Connection>>,
+    /// Bytes read over connections since replaced (a reconnect starts a fresh counter).
+    earlier_bytes: std::sync::atomic::AtomicU64,
+    /// Absolute path of the runs directory on the remote host.
+    pub root: String,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("name", &self.name)
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+impl Remote {
+    /// Resolve `host` like OpenSSH (`~/.ssh/config` alias or `user@host:port`), connect, check
+    /// the host key, and find (or make) the remote runs directory `runs_dir` (relative to the
+    /// remote home unless absolute).
+    pub async fn connect(
+        host: &str,
+        accept_new_host_key: bool,
+        runs_dir: &str,
+    ) -> anyhow::Result<Arc<Remote>> {
+        let home = std::env::home_dir().context("cannot find the home directory for ~/.ssh")?;
+        Self::connect_with_home(host, accept_new_host_key, runs_dir, &home).await
+    }
+
+    /// [`Remote::connect`] with `~/.ssh` taken from `home`.
+    pub async fn connect_with_home(
+        host: &str,
+        accept_new_host_key: bool,
+        runs_dir: &str,
+        home: &Path,
+    ) -> anyhow::Result<Arc<Remote>> {
+        let home = home.to_path_buf();
+        let target = crate::resolve(host, &home)?;
+        let mut opts = ConnectOptions::new(&home);
+        opts.accept_new_host_key = accept_new_host_key;
+        // An empty SSH_AUTH_SOCK means "no agent".
+        if std::env::var_os("SSH_AUTH_SOCK").is_some_and(|s| s.is_empty()) {
+            opts.agent = None;
+        }
+        let (t, o) = (target.clone(), opts.clone());
+        let conn = tokio::task::spawn_blocking(move || Connection::connect(&t, &o))
+            .await?
+            .with_context(|| format!("cannot connect to {host}"))?;
+        let remote = Arc::new(Remote {
+            name: host.to_string(),
+            target,
+            opts,
+            conn: Mutex::new(Some(conn)),
+            earlier_bytes: std::sync::atomic::AtomicU64::new(0),
+            root: String::new(),
+        });
+        let quoted = crate::shell_quote(runs_dir)?;
+        let out = remote
+            .exec(format!("mkdir -p {quoted} && cd {quoted} && pwd -P"))
+            .await?;
+        if !out.success() {
+            bail!(
+                "cannot create {runs_dir} on {host}: {}",
+                out.stderr_text().trim()
+            );
+        }
+        let root = out.stdout_text().trim().to_string();
+        let mut remote =
+            Arc::try_unwrap(remote).map_err(|_| anyhow::anyhow!("remote still shared"))?;
+        remote.root = root;
+        Ok(Arc::new(remote))
+    }
+
+    /// Run `f` on the connection, reconnecting with backoff when the connection is lost.
+    async fn with_conn<T: Send + 'static>(
+        self: &Arc<Self>,
+        what: &str,
+        f: impl Fn(&Connection) -> Result<T, SshError> + Send + Sync + 'static,
+    ) -> anyhow::Result<T> {
+        self.with_conn_tries(what, true, f).await
+    }
+
+    /// [`Remote::with_conn`]; with `retry` false an operation that lost the connection is not
+    /// run again (it may have had its effect), but the next operation reconnects.
+    async fn with_conn_tries<T: Send + 'static>(
+        self: &Arc<Self>,
+        what: &str,
+        retry: bool,
+        f: impl Fn(&Connection) -> Result<T, SshError> + Send + Sync + 'static,
+    ) -> anyhow::Result<T> {
+        let f = Arc::new(f);
+        let started = std::time::Instant::now();
+        let mut delay = Duration::from_millis(500);
+        loop {
+            let me = Arc::clone(self);
+            let op = Arc::clone(&f);
+            let result = tokio::task::spawn_blocking(move || {
+                let mut guard = me.conn.lock().expect("connection lock");
+                if guard.is_none() {
+                    *guard = Some(Connection::connect(&me.target, &me.opts)?);
+                }
+                let result = op(guard.as_ref().expect("connected"));
+                if let Err(e) = &result
+                    && e.is_connection_lost()
+                    && let Some(old) = guard.take()
+                {
+                    // Reconnect next time; keep the old connection's count.
+                    me.earlier_bytes.fetch_add(
+                        old.bytes_transferred(),
+                        std::sync::atomic::Ordering::Relaxed,
+                    );
+                }
+                result
+            })
+            .await?;
+            match result {
+                Ok(v) => return Ok(v),
+                Err(e) if retry && e.is_connection_lost() && started.elapsed() < RECONNECT_FOR => {
+                    eprintln!(
+                        "orch: {}: {e}; reconnecting in {:.1}s",
+                        self.name,
+                        delay.as_secs_f64()
+                    );
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(15));
+                }
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context(format!("{what} on {}", self.name)));
+                }
+            }
+        }
+    }
+
+    /// Run a shell command line. `ORCH_REMOTE_PATH` (here) is put in front of the remote PATH,
+    /// for tools a non-interactive SSH session does not find (module systems, conda).
+    pub async fn exec(self: &Arc<Self>, command: String) -> anyhow::Result<ExecOutput> {
+        let command = match std::env::var("ORCH_REMOTE_PATH") {
+            Ok(extra) if !extra.is_empty() => {
+                format!(
+                    "PATH={}:\"$PATH\"; export PATH; {command}",
+                    crate::shell_quote(&extra)?
+                )
+            }
+            _ => command,
+        };
+        self.with_conn("running a command", move |c| c.exec(&command))
+            .await
+    }
+
+    /// Run a program with arguments, each quoted for the remote shell.
+    pub async fn run(self: &Arc<Self>, program: &str, args: &[&str]) -> anyhow::Result<ExecOutput> {
+        self.exec(command_line(program, args)?).await
+    }
+
+    /// [`Remote::run`], not repeated when the connection drops while it runs.
+    pub async fn run_once(
+        self: &Arc<Self>,
+        program: &str,
+        args: &[&str],
+    ) -> anyhow::Result<ExecOutput> {
+        let command = with_remote_path(command_line(program, args)?)?;
+        self.with_conn_tries("running a command", false, move |c| c.exec(&command))
+            .await
+    }
+
+    /// Copy a local directory to `remote` (created with its parents).
+    pub async fn upload_dir(self: &Arc<Self>, local: &Path, remote: &str) -> anyhow::Result<u64> {
+        let (local, remote) = (local.to_path_buf(), remote.to_string());
+        self.with_conn("uploading", move |c| c.upload_dir(&local, &remote))
+            .await
+    }
+
+    /// Bytes of `path` from `offset` on (at most `max`); empty when there are none yet.
+    pub async fn read_from(
+        self: &Arc<Self>,
+        path: &str,
+        offset: u64,
+        max: u64,
+    ) -> anyhow::Result<Vec<u8>> {
+        let path = path.to_string();
+        self.with_conn("reading a log", move |c| c.read_from(&path, offset, max))
+            .await
+    }
+
+    /// Payload bytes read from the host so far (log reads and command output).
+    pub fn bytes_transferred(&self) -> u64 {
+        let current = self
+            .conn
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(Connection::bytes_transferred))
+            .unwrap_or(0);
+        current
+            + self
+                .earlier_bytes
+                .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The remote counterpart of a local path under the local runs directory.
+    pub fn path_for(&self, local_root: &Path, local: &Path) -> String {
+        let rel = local.strip_prefix(local_root).unwrap_or(local);
+        format!("{}/{}", self.root.trim_end_matches('/'), rel.display())
+    }
+
+    /// `nvidia-smi`'s GPUs on the host: (name, memory in MiB), one per GPU; `None` when the
+    /// host has no `nvidia-smi`.
+    pub async fn gpus(self: &Arc<Self>) -> anyhow::Result<Option<Vec<(String, f64)>>> {
+        let out = self
+            .exec("command -v nvidia-smi >/dev/null 2>&1 || exit 127; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits".into())
+            .await?;
+        if out.code == 127 {
+            return Ok(None);
+        }
+        if !out.success() {
+            bail!(
+                "nvidia-smi failed on {}: {}",
+                self.name,
+                out.stderr_text().trim()
+            );
+        }
+        Ok(Some(parse_nvidia_smi(&out.stdout_text())))
+    }
+}
+
+fn command_line(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let mut line = crate::shell_quote(program)?;
+    for a in args {
+        line.push(' ');
+        line.push_str(&crate::shell_quote(a)?);
+    }
+    Ok(line)
+}
+
+/// Put `ORCH_REMOTE_PATH` (set here) in front of the remote PATH.
+fn with_remote_path(command: String) -> anyhow::Result<String> {
+    Ok(match std::env::var("ORCH_REMOTE_PATH") {
+        Ok(extra) if !extra.is_empty() => {
+            format!(
+                "PATH={}:\"$PATH\"; export PATH; {command}",
+                crate::shell_quote(&extra)?
+            )
+        }
+        _ => command,
+    })
+}
+
+/// Lines of `name, memory_mib`.
+pub fn parse_nvidia_smi(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter_map(|l| {
+            let (name, mem) = l.rsplit_once(',')?;
+            Some((name.trim().to_string(), mem.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvidia_smi_csv() {
+        let gpus = parse_nvidia_smi("NVIDIA A40, 46068\nNVIDIA A40, 46068\n");
+        assert_eq!(
+            gpus,
+            vec![
+                ("NVIDIA A40".to_string(), 46068.0),
+                ("NVIDIA A40".to_string(), 46068.0)
+            ]
+        );
+        assert!(parse_nvidia_smi("garbage\n").is_empty());
+    }
+}

@@ -1,0 +1,305 @@
+//! Command-line interface: clap derive, one `Args` struct per subcommand.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use orch_core::plan::SetArg;
+
+/// Render, submit, watch and rescue GPU training jobs: on an out-of-memory failure orch steps
+/// down to a more conservative configuration and resubmits, with a record of every attempt.
+#[derive(Debug, Parser)]
+#[command(name = "orch", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every subcommand takes.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
+pub struct GlobalArgs {
+    /// Project directory whose experiments/, profiles/, ladders/ and templates/ override the built-in ones
+    #[arg(long, global = true, env = "ORCH_CONFIG_DIR", value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+
+    /// Where run records are kept
+    #[arg(
+        long,
+        global = true,
+        env = "ORCH_RUNS_DIR",
+        value_name = "DIR",
+        default_value = ".orch/runs"
+    )]
+    pub runs_dir: PathBuf,
+
+    /// Print only results and errors: no progress lines or events
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Submit experiments and watch them, stepping down and resubmitting after failures
+    Submit(SubmitArgs),
+    /// Pick up runs where they stopped (orch killed, laptop asleep) and drive them to their end
+    Resume(ResumeArgs),
+    /// Render an experiment's job files without submitting anything
+    Render(RenderArgs),
+    /// Classify failed jobs' logs (gpu_oom, kv_cache, host_oom, timeout, ...)
+    Classify(ClassifyArgs),
+    /// List runs and their states
+    Status(StatusArgs),
+    /// Show every attempt of a run: step, changes, job id, outcome and evidence
+    History(HistoryArgs),
+    /// Print (or follow) an attempt's log
+    Logs(LogsArgs),
+    /// Cancel a run's live attempt
+    Cancel(CancelArgs),
+    /// List hardware profiles
+    Profiles(ListArgs),
+    /// List experiments (sweeps with their members)
+    Experiments(ListArgs),
+    /// Show an experiment's ladder: each step, what it answers and what it changes
+    Ladder(LadderArgs),
+    /// Simulated trainer used by rendered scripts when no GPU is present (see docs/SIMULATOR.md)
+    #[cfg(feature = "sim")]
+    #[command(hide = true)]
+    SimTrain(SimTrainArgs),
+}
+
+/// How to pick an experiment's configuration.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Configuration")]
+pub struct ConfigArgs {
+    /// Hardware profile (default: the experiment's own)
+    #[arg(long, short = 'p', value_name = "PROFILE")]
+    pub profile: Option<String>,
+
+    /// Override an experiment field (model, seed, ...), a trainer key, `resources.KEY`, `env.NAME` or `vars.NAME`
+    #[arg(long = "set", short = 's', value_name = "KEY=VALUE")]
+    pub sets: Vec<SetArg>,
+}
+
+/// Which backend runs jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// Local processes (the default when no `sbatch` is on PATH)
+    Local,
+    /// Slurm: sbatch, squeue/sacct/scontrol, scancel (the default when `sbatch` is on PATH or --host is given)
+    Slurm,
+    /// A machine with no scheduler, over SSH (`--host`): orch starts the job itself
+    Ssh,
+}
+
+/// Where a remote backend works.
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Remote host")]
+pub struct HostArgs {
+    /// Run on this host over SSH: a Host from ~/.ssh/config, or user@host:port
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+
+    /// Trust a host key not yet in ~/.ssh/known_hosts (added there); a changed key is always refused
+    #[arg(long)]
+    pub accept_new_host_key: bool,
+
+    /// Runs directory on the host (relative to its home)
+    #[arg(long, value_name = "DIR", default_value = ".orch/runs")]
+    pub remote_dir: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SubmitArgs {
+    /// Experiments to run (a sweep's name runs every member)
+    #[arg(required = true, value_name = "EXPERIMENT")]
+    pub experiments: Vec<String>,
+
+    #[command(flatten)]
+    pub config: ConfigArgs,
+
+    /// Where jobs run
+    #[arg(long, value_enum, help_heading = "Running")]
+    pub backend: Option<BackendKind>,
+
+    #[command(flatten)]
+    pub host: HostArgs,
+
+    /// Most attempts per run, first one included [default: the experiment's, else 5]
+    #[arg(long, value_name = "N", help_heading = "Running")]
+    pub max_attempts: Option<u32>,
+
+    /// Run orch's simulated trainer instead of the real one (default when there is no GPU here)
+    #[arg(long, overrides_with = "no_simulate", help_heading = "Running")]
+    pub simulate: bool,
+
+    /// Run the real trainer even when no GPU is visible
+    #[arg(long, help_heading = "Running")]
+    pub no_simulate: bool,
+
+    #[command(flatten)]
+    pub watch: WatchArgs,
+
+    /// Shell command told (JSON on stdin and in $1) when a run steps down, resumes, fails or ends
+    #[arg(
+        long,
+        value_name = "CMD",
+        env = "ORCH_ON_EVENT",
+        help_heading = "Running"
+    )]
+    pub on_event: Option<String>,
+}
+
+/// How `submit` and `resume` watch runs.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Watching")]
+pub struct WatchArgs {
+    /// Seconds between state polls when nothing changes [default: 0.25 local, 30 slurm]
+    #[arg(long, value_name = "SECONDS")]
+    pub poll_interval: Option<f64>,
+
+    /// Print the result as one JSON object per run on stdout
+    #[arg(long)]
+    pub json: bool,
+
+    /// Cancel and resubmit (same step, resuming) a running job whose logs stop growing for this long
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "30m",
+        env = "ORCH_HANG_TIMEOUT"
+    )]
+    pub hang_timeout: humantime::Duration,
+
+    /// Return at once and leave no orch on this machine: on Slurm each attempt is followed by a
+    /// small job that runs `orch resume`; elsewhere a background watcher carries the run on
+    #[arg(long)]
+    pub detach: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Run ids (or unique prefixes)
+    #[arg(
+        value_name = "RUN",
+        required_unless_present = "all",
+        conflicts_with = "all"
+    )]
+    pub runs: Vec<String>,
+
+    /// Every run that has not ended
+    #[arg(long)]
+    pub all: bool,
+
+    #[command(flatten)]
+    pub watch: WatchArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    pub experiment: String,
+
+    #[command(flatten)]
+    pub config: ConfigArgs,
+
+    /// Render the configuration after the first N ladder steps (in ladder order)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub step: usize,
+
+    /// Directory to write into [default: ./rendered/<experiment>]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Render the scripts to call the simulated trainer
+    #[arg(long)]
+    pub simulate: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    /// Log files
+    #[arg(value_name = "LOG", required_unless_present = "dump_patterns")]
+    pub logs: Vec<PathBuf>,
+
+    /// Print a JSON array: one {file, class, line, evidence} per log
+    #[arg(long)]
+    pub json: bool,
+
+    /// Print the classifier's patterns as POSIX EREs, one per line (for benchmarks)
+    #[arg(long, hide = true)]
+    pub dump_patterns: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Run id (or a unique prefix)
+    pub run: String,
+    /// Print JSON (the same shape as `submit --json`)
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Run id (or a unique prefix)
+    pub run: String,
+    /// Attempt number [default: the latest]
+    #[arg(long, short = 'a')]
+    pub attempt: Option<u32>,
+    /// Keep printing as the log grows, until the attempt ends
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Print stderr.log instead of stdout.log
+    #[arg(long)]
+    pub stderr: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CancelArgs {
+    /// Run id (or a unique prefix)
+    pub run: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct LadderArgs {
+    pub experiment: String,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+#[cfg(feature = "sim")]
+#[derive(Debug, Args)]
+pub struct SimTrainArgs {
+    /// verl, areal or torchrun
+    pub trainer: String,
+    /// The trainer's own arguments
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    pub args: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

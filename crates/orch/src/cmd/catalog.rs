@@ -1,0 +1,164 @@
+//! `orch render`, `orch profiles`, `orch experiments`, `orch ladder`: looking at configuration.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::cli::{LadderArgs, ListArgs, RenderArgs};
+use orch_core::config::experiment::Experiment;
+use orch_core::config::profile::Profile;
+use orch_core::config::{Catalog, Kind};
+use orch_core::error::{UsageError, code};
+use orch_core::plan::{Setup, linear_path};
+use orch_core::render::AttemptInfo;
+
+fn one_experiment(catalog: &Catalog, name: &str) -> anyhow::Result<Experiment> {
+    let mut found = Experiment::find(catalog, name)?;
+    if found.len() > 1 {
+        let names: Vec<String> = found.iter().map(|e| e.name.clone()).collect();
+        return Err(UsageError(format!(
+            "`{name}` is a sweep; name one member: {}",
+            names.join(", ")
+        ))
+        .into());
+    }
+    Ok(found.remove(0))
+}
+
+pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
+    let experiment = one_experiment(catalog, &args.experiment)?;
+    let (setup, base) = Setup::load(
+        catalog,
+        experiment,
+        args.config.profile.as_deref(),
+        &args.config.sets,
+    )?;
+    base.check(&setup)?;
+    let plan = if args.step == 0 {
+        base
+    } else {
+        let path = linear_path(&setup, &base)?;
+        let (_, plan, _) = path.get(args.step - 1).ok_or_else(|| {
+            UsageError(format!(
+                "--step {}: ladder {} has {} steps",
+                args.step,
+                base.ladder,
+                path.len()
+            ))
+        })?;
+        plan.check(&setup)?;
+        plan.clone()
+    };
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("rendered").join(&plan.experiment));
+    let out =
+        std::path::absolute(&out).with_context(|| format!("cannot resolve {}", out.display()))?;
+    let info = AttemptInfo {
+        run_id: format!("{}-render", plan.experiment),
+        attempt: 1,
+        dir: out.clone(),
+        write_dir: out.clone(),
+        run_dir: out.clone(),
+        job_name: format!("orch-{}-render", plan.experiment),
+        simulate: args.simulate,
+        checkpoint_dir: out.join("checkpoints"),
+    };
+    for path in orch_core::render::render(catalog, &setup, &plan, &info)? {
+        println!("{}", path.display());
+    }
+    Ok(code::OK)
+}
+
+pub fn profiles(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
+    let mut rows = Vec::new();
+    for name in catalog.names(Kind::Profiles) {
+        let (profile, origin) = catalog.load::<Profile>(Kind::Profiles, "profile", &name)?;
+        rows.push((name, profile, origin));
+    }
+    if args.json {
+        let json: Vec<_> = rows
+            .iter()
+            .map(|(name, p, origin)| serde_json::json!({"name": name, "origin": origin, "profile": p}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(code::OK);
+    }
+    println!(
+        "{:<10} {:<26} {:>9} {:>5}  {:<22} {:>7}  DESCRIPTION",
+        "PROFILE", "GPU", "GPU GiB", "GPUS", "GRES", "MEM"
+    );
+    for (name, p, _) in rows {
+        println!(
+            "{:<10} {:<26} {:>9} {:>5}  {:<22} {:>6}G  {}",
+            name,
+            p.gpu.model,
+            p.gpu.memory_gib,
+            p.slurm.gpus,
+            format!("gpu:{}:{}", p.slurm.gres_type, p.slurm.gpus),
+            p.slurm.mem_gb,
+            p.description
+        );
+    }
+    Ok(code::OK)
+}
+
+pub fn experiments(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
+    let names = Experiment::known(catalog);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&names)?);
+    } else {
+        for n in names {
+            println!("{n}");
+        }
+    }
+    Ok(code::OK)
+}
+
+pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
+    let experiment = one_experiment(catalog, &args.experiment)?;
+    let (setup, base) = Setup::load(
+        catalog,
+        experiment,
+        args.config.profile.as_deref(),
+        &args.config.sets,
+    )?;
+    println!(
+        "ladder {} ({}) for {} on {}: {}",
+        base.ladder, setup.ladder_origin, base.experiment, base.profile, setup.ladder.description
+    );
+    println!(
+        "Steps are taken in this order, each only for the failures it answers; `--step N` renders the first N."
+    );
+    let path = linear_path(&setup, &base)?;
+    for (i, (step, plan, changes)) in path.iter().enumerate() {
+        let answers: Vec<&str> = step.answers.iter().map(|c| c.as_str()).collect();
+        println!(
+            "\n{:>2}. {}  [answers: {}]{}",
+            i + 1,
+            step.name,
+            answers.join(", "),
+            if step.changes_semantics {
+                "  [changes training semantics]"
+            } else {
+                ""
+            }
+        );
+        if !step.why.is_empty() {
+            println!("    {}", step.why);
+        }
+        if changes.is_empty() {
+            println!("    (changes nothing from here)");
+        }
+        for c in changes {
+            println!("    {c}");
+        }
+        if let Err(e) = plan.check(&setup) {
+            println!(
+                "    ! the trainer would refuse this configuration; orch passes over it:\n    {}",
+                e.to_string().replace('\n', "\n    ")
+            );
+        }
+    }
+    Ok(code::OK)
+}

@@ -1,0 +1,35 @@
+//! Subcommand glue: turn parsed arguments into calls on the library, print results.
+//! Data goes to stdout, messages to stderr.
+
+mod catalog;
+mod classify;
+mod runs;
+mod submit;
+
+use std::path::PathBuf;
+
+use crate::cli::{Cli, Command};
+use orch_core::config::Catalog;
+use orch_core::ledger::Ledger;
+
+/// Run one subcommand; returns the exit code.
+pub async fn run(cli: Cli) -> anyhow::Result<u8> {
+    let g = &cli.global;
+    let catalog = Catalog::new(g.config_dir.clone().unwrap_or_else(|| PathBuf::from(".")));
+    let ledger = Ledger::new(g.runs_dir.clone());
+    match cli.command {
+        Command::Submit(args) => submit::submit(&catalog, &ledger, args, g.quiet).await,
+        Command::Resume(args) => submit::resume(&catalog, &ledger, args, g.quiet).await,
+        Command::Render(args) => catalog::render(&catalog, args),
+        Command::Classify(args) => classify::classify(args),
+        Command::Status(args) => runs::status(&ledger, args),
+        Command::History(args) => runs::history(&ledger, args),
+        Command::Logs(args) => runs::logs(&ledger, args).await,
+        Command::Cancel(args) => runs::cancel(&ledger, args).await,
+        Command::Profiles(args) => catalog::profiles(&catalog, args),
+        Command::Experiments(args) => catalog::experiments(&catalog, args),
+        Command::Ladder(args) => catalog::ladder(&catalog, args),
+        #[cfg(feature = "sim")]
+        Command::SimTrain(_) => unreachable!("handled before the runtime starts"),
+    }
+}

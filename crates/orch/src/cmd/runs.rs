@@ -1,0 +1,285 @@
+//! `orch status`, `orch history`, `orch logs`, `orch cancel`: reading and acting on the ledger.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::cli::{CancelArgs, HistoryArgs, LogsArgs, StatusArgs};
+use orch_core::backend::JobRef;
+use orch_core::error::{UsageError, code};
+use orch_core::ledger::{Event, Ledger, RunRecord, RunState, now};
+use orch_ssh::tail::Tail;
+
+pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
+    let mut records = Vec::new();
+    for id in ledger.ids() {
+        match ledger.open(&id).and_then(|r| r.record()) {
+            Ok(r) => records.push(r),
+            Err(e) => eprintln!("warning: run {id}: {e:#}"),
+        }
+    }
+    if args.json {
+        let json: Vec<_> = records.iter().map(summary_json).collect();
+        println!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(code::OK);
+    }
+    if records.is_empty() {
+        eprintln!("no runs in {}", ledger.root().display());
+        return Ok(code::OK);
+    }
+    println!(
+        "{:<44} {:<10} {:>8}  {:<22} {:<14} OUTCOME",
+        "RUN", "STATE", "ATTEMPTS", "STEP", "JOB"
+    );
+    for r in &records {
+        let last = r.attempts.last();
+        println!(
+            "{:<44} {:<10} {:>8}  {:<22} {:<14} {}",
+            r.run,
+            r.state.as_str(),
+            format!("{}/{}", r.attempts.len(), r.max_attempts),
+            last.map(|a| a.step.as_str()).unwrap_or("-"),
+            last.and_then(|a| a.job_id.as_deref()).unwrap_or("-"),
+            last.and_then(|a| a.outcome.as_deref()).unwrap_or("-"),
+        );
+    }
+    Ok(code::OK)
+}
+
+fn summary_json(r: &RunRecord) -> serde_json::Value {
+    let last = r.attempts.last();
+    serde_json::json!({
+        "run": r.run,
+        "experiment": r.experiment,
+        "profile": r.profile,
+        "backend": r.backend,
+        "state": r.state.as_str(),
+        "created": r.created,
+        "attempts": r.attempts.len(),
+        "max_attempts": r.max_attempts,
+        "step": last.map(|a| a.step.clone()),
+        "job_id": last.and_then(|a| a.job_id.clone()),
+        "outcome": last.and_then(|a| a.outcome.clone()),
+        "summary": r.summary,
+    })
+}
+
+pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
+    let run = ledger.open(&args.run)?;
+    let r = run.record()?;
+    if args.json {
+        println!("{}", serde_json::to_string(&r.to_json())?);
+        return Ok(code::OK);
+    }
+    println!(
+        "run {} · {} on {} · {} · ladder {}",
+        r.run, r.experiment, r.profile, r.backend, r.ladder
+    );
+    println!(
+        "state: {}{}",
+        r.state.as_str(),
+        r.summary
+            .as_ref()
+            .map(|s| format!(" — {s}"))
+            .unwrap_or_default()
+    );
+    println!("record: {}", run.path.display());
+    for a in &r.attempts {
+        println!(
+            "\nattempt {} · step {}{}{} · job {} · {}",
+            a.attempt,
+            a.step,
+            if a.resume { " (resumed)" } else { "" },
+            if a.changes_semantics {
+                " (changes training semantics)"
+            } else {
+                ""
+            },
+            a.job_id.as_deref().unwrap_or("not submitted"),
+            a.outcome.as_deref().unwrap_or("running"),
+        );
+        if !a.why.is_empty() {
+            println!("  why: {}", a.why);
+        }
+        for c in &a.changes {
+            println!("  {c}");
+        }
+        if let Some(e) = &a.evidence {
+            if e.line > 0 {
+                println!("  evidence: {}:{}: {}", e.file, e.line, e.text);
+            } else {
+                println!("  evidence: {}: {}", e.file, e.text);
+            }
+        }
+        if let Some(w) = &a.checkpoint_warning {
+            println!("  checkpoint: {w}");
+        }
+        if let Some(d) = &a.decision {
+            println!("  then: {d}");
+        }
+        println!("  files: {}", a.dir.display());
+    }
+    Ok(code::OK)
+}
+
+pub async fn logs(ledger: &Ledger, args: LogsArgs) -> anyhow::Result<u8> {
+    let run = ledger.open(&args.run)?;
+    let record = run.record()?;
+    let attempt = match args.attempt {
+        Some(n) => record
+            .attempts
+            .iter()
+            .find(|a| a.attempt == n)
+            .ok_or_else(|| {
+                UsageError(format!(
+                    "run {} has attempts 1 to {}",
+                    record.run,
+                    record.attempts.len()
+                ))
+            })?,
+        None => record
+            .attempts
+            .last()
+            .ok_or_else(|| UsageError(format!("run {} has no attempts yet", record.run)))?,
+    };
+    let n = attempt.attempt;
+    let path = attempt.dir.join(if args.stderr {
+        "stderr.log"
+    } else {
+        "stdout.log"
+    });
+    let mut tail = if record.host.is_some() {
+        let backend = super::submit::backend_for_record(&record, None, ledger).await?;
+        let job = orch_core::backend::JobRef {
+            id: String::new(),
+            dir: attempt.dir.clone(),
+        };
+        Tail::at(backend.log_source(
+            &job,
+            if args.stderr {
+                "stderr.log"
+            } else {
+                "stdout.log"
+            },
+        ))
+    } else {
+        Tail::new(path.clone())
+    };
+    loop {
+        let bytes = tail
+            .read_new_any()
+            .await
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let mut out = std::io::stdout().lock();
+        out.write_all(&bytes)?;
+        out.flush()?;
+        drop(out);
+        if !args.follow {
+            break;
+        }
+        let finished = run
+            .record()?
+            .attempts
+            .iter()
+            .find(|a| a.attempt == n)
+            .is_some_and(|a| a.outcome.is_some());
+        if finished && bytes.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Ok(code::OK)
+}
+
+pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
+    let run = ledger.open(&args.run)?;
+    let record = run.record()?;
+    if record.state != RunState::Running {
+        eprintln!(
+            "run {} already ended: {}",
+            record.run,
+            record.state.as_str()
+        );
+        return Ok(code::OK);
+    }
+    run.append(&Event::CancelRequested { ts: now() })?;
+    let backend = super::submit::backend_for_record(&record, Some(0.25), ledger).await?;
+    // Follow-up jobs (--detach) first: cancelling the attempt would set them off.
+    for id in &record.follow_ups {
+        let _ = backend
+            .cancel(&JobRef {
+                id: id.clone(),
+                dir: run.path.clone(),
+            })
+            .await;
+    }
+    if let Some(a) = record.live_attempt()
+        && let Some(id) = &a.job_id
+    {
+        backend
+            .cancel(&JobRef {
+                id: id.clone(),
+                dir: a.dir.clone(),
+            })
+            .await?;
+        eprintln!(
+            "cancelled attempt {} (job {id}) of run {}",
+            a.attempt, record.run
+        );
+    }
+    // An orch driving the run (it holds the run's lock) records the end itself; otherwise
+    // (detached, or its orch died) record it here.
+    for _ in 0..40 {
+        if run.record()?.state != RunState::Running {
+            return Ok(code::OK);
+        }
+        if let Ok(_lock) = run.lock() {
+            let record = run.record()?;
+            if record.state == RunState::Running {
+                // The run may have moved on since (a follow-up submitted the next attempt):
+                // cancel what it has now.
+                for id in &record.follow_ups {
+                    let _ = backend
+                        .cancel(&JobRef {
+                            id: id.clone(),
+                            dir: run.path.clone(),
+                        })
+                        .await;
+                }
+                if let Some(a) = record.live_attempt()
+                    && let Some(id) = &a.job_id
+                {
+                    let _ = backend
+                        .cancel(&JobRef {
+                            id: id.clone(),
+                            dir: a.dir.clone(),
+                        })
+                        .await;
+                }
+                if let Some(a) = record.live_attempt() {
+                    run.append(&Event::Finished {
+                        ts: now(),
+                        attempt: a.attempt,
+                        outcome: "cancelled".into(),
+                        job_state: "cancelled".into(),
+                        exit_code: None,
+                        evidence: None,
+                    })?;
+                }
+                run.append(&Event::Ended {
+                    ts: now(),
+                    state: RunState::Cancelled,
+                    summary: "cancelled by orch cancel".into(),
+                })?;
+            }
+            return Ok(code::OK);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!(
+        "warning: the orch driving run {} did not record the cancellation yet",
+        record.run
+    );
+    Ok(code::OK)
+}

@@ -1,0 +1,479 @@
+//! `orch submit`: check everything, then create runs and drive them to their end.
+
+use std::path::Path;
+
+use anyhow::Context;
+use std::time::Duration;
+
+use std::sync::Arc;
+
+use crate::cli::{BackendKind, ResumeArgs, SubmitArgs};
+use orch_core::backend::{Backend, cloud::Cloud, local::Local, slurm::Slurm};
+use orch_core::config::Catalog;
+use orch_core::config::Kind;
+use orch_core::config::experiment::Experiment;
+use orch_core::config::profile::Profile;
+use orch_core::error::{UsageError, code};
+use orch_core::ledger::RunRecord;
+use orch_core::ledger::{Event, FORMAT, Ledger, RunState, now};
+use orch_core::plan::{Plan, Setup};
+use orch_core::progress::Progress;
+use orch_core::render::AttemptInfo;
+use orch_core::watch::{Ctx, FollowUp, RunDriver, drive};
+use orch_ssh::remote::Remote;
+
+/// Attempts per run when neither the experiment nor `--max-attempts` says.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+
+pub async fn submit(
+    catalog: &Catalog,
+    ledger: &Ledger,
+    args: SubmitArgs,
+    quiet: bool,
+) -> anyhow::Result<u8> {
+    let progress = Progress::new(quiet, !args.watch.json);
+    let kind = args.backend.unwrap_or(
+        if args.host.host.is_some() || find_on_path("sbatch").is_some() {
+            BackendKind::Slurm
+        } else {
+            BackendKind::Local
+        },
+    );
+    match (kind, &args.host.host) {
+        (BackendKind::Ssh, None) => {
+            return Err(UsageError(
+                "--backend ssh needs --host (a Host from ~/.ssh/config or user@host:port)".into(),
+            )
+            .into());
+        }
+        (BackendKind::Local, Some(_)) => {
+            return Err(UsageError("--host runs on another machine: use --backend slurm (a login node) or --backend ssh (a machine without a scheduler)".into()).into());
+        }
+        _ => {}
+    }
+    let mut args = args;
+    // A cloud machine tells which GPUs it has; pick the matching profile unless one was given.
+    let mut remote = None;
+    if kind == BackendKind::Ssh && args.config.profile.is_none() {
+        let host = args.host.host.clone().expect("checked above");
+        let r =
+            Remote::connect(&host, args.host.accept_new_host_key, &args.host.remote_dir).await?;
+        let (profile, gpus) = detect_profile(catalog, &r).await?;
+        progress.say(format!(
+            "[{host}] {gpus} GPU(s) detected with nvidia-smi: profile {profile}"
+        ));
+        args.config.profile = Some(profile);
+        if !args.config.sets.iter().any(|s| s.key == "resources.gpus") {
+            args.config.sets.push(orch_core::plan::SetArg {
+                key: "resources.gpus".into(),
+                value: gpus.into(),
+                raw: gpus.to_string(),
+            });
+        }
+        remote = Some(r);
+    }
+    // Resolve and check every experiment before anything is created or submitted.
+    let mut prepared: Vec<(Setup, Plan)> = Vec::new();
+    for name in &args.experiments {
+        for experiment in Experiment::find(catalog, name)? {
+            let (setup, plan) = Setup::load(
+                catalog,
+                experiment,
+                args.config.profile.as_deref(),
+                &args.config.sets,
+            )?;
+            plan.check(&setup)?;
+            // A template error must stop us now, not after the first job has run.
+            orch_core::render::render_to_strings(catalog, &setup, &plan, &dry_run_info(&plan))?;
+            prepared.push((setup, plan));
+        }
+    }
+    if remote.is_none()
+        && let Some(host) = &args.host.host
+    {
+        remote = Some(
+            Remote::connect(host, args.host.accept_new_host_key, &args.host.remote_dir).await?,
+        );
+    }
+    let backend = make_backend(kind, remote.clone(), args.watch.poll_interval, ledger)?;
+    let simulate = decide_simulation(&args, kind, &progress);
+    let mut drivers = Vec::new();
+    let mut detached = Vec::new();
+    for (setup, plan) in prepared {
+        let max_attempts = args
+            .max_attempts
+            .or(setup.max_attempts)
+            .unwrap_or(DEFAULT_MAX_ATTEMPTS)
+            .max(1);
+        let run = ledger.create(
+            &plan.experiment,
+            Event::Created {
+                ts: now(),
+                format: FORMAT,
+                run: String::new(),
+                experiment: plan.experiment.clone(),
+                profile: plan.profile.clone(),
+                template: plan.template.clone(),
+                ladder: plan.ladder.clone(),
+                backend: backend.name().to_string(),
+                host: args.host.host.clone(),
+                remote_dir: remote.as_ref().map(|r| r.root.clone()),
+                max_attempts,
+                simulate,
+                on_event: match &args.on_event {
+                    Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone(), "orch-hook".into()],
+                    None => setup.experiment.file.on_event.clone(),
+                },
+            },
+        )?;
+        progress.say(format!(
+            "[{}] run {} · {} on {} ({} × {}) · ladder {} · up to {max_attempts} attempts",
+            plan.experiment,
+            run.id,
+            plan.template,
+            plan.profile,
+            plan.resources.gpus,
+            setup.profile.gpu.model,
+            plan.ladder
+        ));
+        // The first plan, with every --set, for an orch that resumes the run before attempt 1.
+        orch_core::ledger::write_atomic(
+            &run.path.join("plan.yaml"),
+            serde_yaml::to_string(&plan)?.as_bytes(),
+        )?;
+        // Follow-up jobs need orch and the run directory on the cluster's file system, which
+        // holds only on the login node itself; anywhere else a background watcher here does it.
+        if args.watch.detach && !(kind == BackendKind::Slurm && args.host.host.is_none()) {
+            detached.push(run.id.clone());
+            continue;
+        }
+        drivers.push(RunDriver::new(setup, plan, run, max_attempts, &progress)?);
+        orch_core::ledger::crash_point("created");
+    }
+    if !detached.is_empty() {
+        let log = spawn_watcher(catalog, ledger, &detached, args.watch.hang_timeout)?;
+        progress.say(format!(
+            "detached: a background `orch resume` drives {} (its log: {}); `orch status` to check, `orch resume RUN` to watch",
+            detached.join(", "),
+            log.display()
+        ));
+        if args.watch.json {
+            for id in &detached {
+                println!(
+                    "{}",
+                    serde_json::to_string(&ledger.open(id)?.record()?.to_json())?
+                );
+            }
+        }
+        return Ok(code::OK);
+    }
+    let ctx = Ctx {
+        catalog,
+        backend: &backend,
+        progress: &progress,
+        hang_timeout: args.watch.hang_timeout.into(),
+        follow_up: (args.watch.detach && kind == BackendKind::Slurm && args.host.host.is_none())
+            .then(|| follow_up(catalog, ledger))
+            .transpose()?,
+    };
+    finish(drivers, &ctx, args.watch.json, args.watch.detach).await
+}
+
+/// How a Slurm follow-up job calls this orch: same binary, same project and runs directories.
+fn follow_up(catalog: &Catalog, ledger: &Ledger) -> anyhow::Result<FollowUp> {
+    let exe = std::env::current_exe().context("cannot find the orch binary for follow-up jobs")?;
+    let runs = std::path::absolute(ledger.root())?;
+    let project = std::path::absolute(catalog.project_dir())?;
+    Ok(FollowUp {
+        orch: vec![
+            exe.display().to_string(),
+            "--runs-dir".into(),
+            runs.display().to_string(),
+            "--config-dir".into(),
+            project.display().to_string(),
+        ],
+        cwd: std::env::current_dir()?,
+    })
+}
+
+/// Start `orch resume RUN...` in its own session, detached from this terminal; returns its log.
+fn spawn_watcher(
+    catalog: &Catalog,
+    ledger: &Ledger,
+    runs: &[String],
+    hang_timeout: humantime::Duration,
+) -> anyhow::Result<std::path::PathBuf> {
+    let follow = follow_up(catalog, ledger)?;
+    let log = std::path::absolute(ledger.root().join(&runs[0]).join("watcher.log"))?;
+    let out =
+        std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+    let mut cmd = std::process::Command::new(&follow.orch[0]);
+    cmd.args(&follow.orch[1..])
+        .arg("resume")
+        .args(runs)
+        .arg("--quiet")
+        .arg("--hang-timeout")
+        .arg(hang_timeout.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out);
+    // A new session: no controlling terminal, so closing it (SIGHUP) does not reach the watcher.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd.spawn().context("cannot start the background watcher")?;
+    Ok(log)
+}
+
+/// `orch resume`: reattach to runs in any state and drive them to their end.
+pub async fn resume(
+    catalog: &Catalog,
+    ledger: &Ledger,
+    args: ResumeArgs,
+    quiet: bool,
+) -> anyhow::Result<u8> {
+    let progress = Progress::new(quiet, !args.watch.json);
+    let mut runs = Vec::new();
+    if args.all {
+        for id in ledger.ids() {
+            let run = ledger.open(&id)?;
+            if run.record().is_ok_and(|r| r.state == RunState::Running) {
+                runs.push(run);
+            }
+        }
+    } else {
+        for id in &args.runs {
+            runs.push(ledger.open(id)?);
+        }
+    }
+    let Some(first) = runs.first() else {
+        progress.say("no runs to resume");
+        return Ok(code::OK);
+    };
+    let first = first.record()?;
+    let backend = backend_for_record(&first, args.watch.poll_interval, ledger).await?;
+    if args.watch.detach && (first.backend != "slurm" || first.host.is_some()) {
+        let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
+        let log = spawn_watcher(catalog, ledger, &ids, args.watch.hang_timeout)?;
+        progress.say(format!(
+            "detached: a background `orch resume` drives {} (log: {})",
+            ids.join(", "),
+            log.display()
+        ));
+        return Ok(code::OK);
+    }
+    let mut drivers = Vec::new();
+    for run in runs {
+        let record = run.record()?;
+        if record.backend != first.backend {
+            return Err(UsageError(format!(
+                "runs {} and {} use different backends ({} and {}); resume them separately",
+                first.run, record.run, first.backend, record.backend
+            ))
+            .into());
+        }
+        progress.say(format!(
+            "[{}] resuming run {} ({})",
+            record.experiment,
+            record.run,
+            record.state.as_str()
+        ));
+        match RunDriver::reattach(catalog, run, &backend, &progress).await {
+            Ok(driver) => drivers.push(driver),
+            // With --all, a run another orch is driving is that orch's business.
+            Err(e) if args.all && e.downcast_ref::<UsageError>().is_some() => {
+                progress.say(format!("[{}] skipped: {e}", record.experiment));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let ctx = Ctx {
+        catalog,
+        backend: &backend,
+        progress: &progress,
+        hang_timeout: args.watch.hang_timeout.into(),
+        follow_up: (args.watch.detach && first.backend == "slurm" && first.host.is_none())
+            .then(|| follow_up(catalog, ledger))
+            .transpose()?,
+    };
+    finish(drivers, &ctx, args.watch.json, args.watch.detach).await
+}
+
+/// The backend of a kind, on `remote` when there is one.
+fn make_backend(
+    kind: BackendKind,
+    remote: Option<Arc<Remote>>,
+    poll: Option<f64>,
+    ledger: &Ledger,
+) -> anyhow::Result<Backend> {
+    let tick = |default: f64| Duration::from_secs_f64(poll.unwrap_or(default).max(0.01));
+    let local_root = std::path::absolute(ledger.root())?;
+    Ok(match (kind, remote) {
+        (BackendKind::Local, _) => Backend::Local(Local { tick: tick(0.25) }),
+        (BackendKind::Slurm, None) => Backend::Slurm(Slurm::new(tick(30.0))),
+        (BackendKind::Slurm, Some(r)) => Backend::Slurm(Slurm::remote(tick(30.0), r, local_root)),
+        (BackendKind::Ssh, Some(r)) => Backend::Cloud(Cloud {
+            remote: r,
+            local_root,
+            tick: tick(2.0),
+        }),
+        (BackendKind::Ssh, None) => {
+            return Err(UsageError("--backend ssh needs --host".into()).into());
+        }
+    })
+}
+
+/// The backend a recorded run used, reconnecting to its host if it has one.
+pub async fn backend_for_record(
+    record: &RunRecord,
+    poll: Option<f64>,
+    ledger: &Ledger,
+) -> anyhow::Result<Backend> {
+    let kind = match record.backend.as_str() {
+        "local" => BackendKind::Local,
+        "slurm" => BackendKind::Slurm,
+        "ssh" => BackendKind::Ssh,
+        other => {
+            return Err(UsageError(format!(
+                "run {} uses backend {other}, which this orch does not know",
+                record.run
+            ))
+            .into());
+        }
+    };
+    let remote = match (&record.host, &record.remote_dir) {
+        (Some(host), Some(dir)) => Some(Remote::connect(host, false, dir).await?),
+        _ => None,
+    };
+    make_backend(kind, remote, poll, ledger)
+}
+
+/// The profile whose card `nvidia-smi` on the host reports, and how many of them there are.
+async fn detect_profile(catalog: &Catalog, remote: &Arc<Remote>) -> anyhow::Result<(String, u32)> {
+    let Some(gpus) = remote.gpus().await? else {
+        return Err(UsageError(format!(
+            "{} has no nvidia-smi, so orch cannot tell its GPUs: pass --profile (see `orch profiles`)",
+            remote.name
+        ))
+        .into());
+    };
+    let Some((name, mib)) = gpus.first() else {
+        return Err(UsageError(format!(
+            "nvidia-smi on {} lists no GPUs: pass --profile",
+            remote.name
+        ))
+        .into());
+    };
+    let mut best: Option<(f64, String)> = None;
+    for candidate in catalog.names(Kind::Profiles) {
+        let (profile, _) = catalog.load::<Profile>(Kind::Profiles, "profile", &candidate)?;
+        let same_card = profile.gpu.model.eq_ignore_ascii_case(name)
+            || profile
+                .gpu
+                .model
+                .to_lowercase()
+                .contains(&name.to_lowercase())
+            || name
+                .to_lowercase()
+                .contains(&profile.gpu.model.to_lowercase());
+        if !same_card {
+            continue;
+        }
+        // nvidia-smi reports the whole card; torch reports a little less as usable.
+        let distance = (mib / 1024.0 - profile.gpu.memory_gib).abs();
+        if best.as_ref().is_none_or(|(d, _)| distance < *d) {
+            best = Some((distance, candidate));
+        }
+    }
+    match best {
+        Some((_, profile)) => Ok((profile, gpus.len() as u32)),
+        None => Err(UsageError(format!(
+            "no profile for {name} ({mib} MiB) on {}: pass --profile, or add profiles/<name>.yaml with gpu.model: {name}",
+            remote.name
+        ))
+        .into()),
+    }
+}
+
+/// Drive, print `--json`, and turn the runs' states into an exit code.
+async fn finish(
+    drivers: Vec<RunDriver>,
+    ctx: &Ctx<'_>,
+    json: bool,
+    detached: bool,
+) -> anyhow::Result<u8> {
+    let (records, interrupted) = drive(drivers, ctx).await?;
+    if json {
+        for record in &records {
+            println!("{}", serde_json::to_string(&record.to_json())?);
+        }
+    }
+    Ok(if interrupted {
+        code::INTERRUPTED
+    } else if records
+        .iter()
+        .any(|r| r.state == RunState::Failed || (r.state == RunState::Running && !detached))
+    {
+        code::RUN_FAILED
+    } else if records.iter().any(|r| r.state == RunState::Cancelled) {
+        code::CANCELLED
+    } else {
+        code::OK
+    })
+}
+
+/// Placeholder attempt details for checking that templates render before anything runs.
+pub fn dry_run_info(plan: &Plan) -> AttemptInfo {
+    let dir = std::env::temp_dir().join("orch-dry-run");
+    AttemptInfo {
+        run_id: format!("{}-dry-run", plan.experiment),
+        attempt: 1,
+        dir: dir.join("attempts/1"),
+        write_dir: dir.join("attempts/1"),
+        run_dir: dir.clone(),
+        job_name: format!("orch-{}-dry-run-a1", plan.experiment),
+        simulate: false,
+        checkpoint_dir: dir.join("checkpoints"),
+    }
+}
+
+/// Whether rendered scripts call the simulated trainer: `--simulate`/`--no-simulate`, then
+/// `ORCH_SIMULATE`, else on the local backend when this machine has no `nvidia-smi`.
+fn decide_simulation(args: &SubmitArgs, kind: BackendKind, progress: &Progress) -> bool {
+    if args.simulate {
+        return true;
+    }
+    if args.no_simulate {
+        return false;
+    }
+    if let Ok(v) = std::env::var("ORCH_SIMULATE") {
+        return !matches!(v.as_str(), "" | "0" | "false" | "no");
+    }
+    let simulate = kind == BackendKind::Local && find_on_path("nvidia-smi").is_none();
+    if simulate {
+        progress.say(
+            "orch: no GPU here (no nvidia-smi on PATH): jobs run orch's SIMULATED trainer, which estimates \
+             memory and fails the way the real one would (docs/SIMULATOR.md); --no-simulate runs the real one",
+        );
+    }
+    simulate
+}
+
+/// The first `name` on PATH.
+pub fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}

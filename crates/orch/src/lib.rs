@@ -1,0 +1,50 @@
+//! orch: render, submit, watch, classify and step down GPU training jobs.
+//!
+//! The binary's glue: [`cli`] parses the command line, [`cmd`] runs each subcommand on the
+//! library crates (`orch-core`, `orch-classify`, `orch-ssh`, `orch-sim`); see
+//! docs/ARCHITECTURE.md.
+
+pub mod cli;
+pub mod cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Run orch with the process's arguments and return its exit code.
+pub fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    #[cfg(feature = "sim")]
+    if let cli::Command::SimTrain(args) = &cli.command {
+        // The simulator is a plain synchronous program; it needs no runtime.
+        return ExitCode::from(orch_sim::main(&args.trainer, &args.args).clamp(0, 255) as u8);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(orch_core::error::code::RUN_FAILED);
+        }
+    };
+    match runtime.block_on(cmd::run(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            if is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            orch_core::error::report(&err);
+            ExitCode::from(orch_core::error::exit_code(&err))
+        }
+    }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

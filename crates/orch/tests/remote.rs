@@ -1,0 +1,502 @@
+//! orch over SSH against a real OpenSSH server on 127.0.0.1 (scripts/sshd-up.sh, throwaway
+//! keys, HOME pointed at its client directory): the cloud-machine backend, Slurm on a "login
+//! node", host keys, a server that goes away mid-watch, awkward directory names.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{Orch, finished, orch_bin};
+
+/// Port of the sshd these tests share (not the one tests/ssh.rs starts): one per test process,
+/// so a server left over from an earlier run cannot answer in its place.
+fn port() -> String {
+    (21000 + std::process::id() % 20000).to_string()
+}
+
+fn sshd_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("orch-remote-tests-{}", std::process::id()));
+        start_sshd(&dir);
+        dir
+    })
+}
+
+fn start_sshd(dir: &Path) {
+    let script = crate::support::repo_root().join("scripts/sshd-up.sh");
+    let out = Command::new(&script)
+        .arg("--exit-with")
+        .arg(std::process::id().to_string())
+        .arg(dir)
+        .env("ORCH_SSHD_PORT", port())
+        .output()
+        .expect("scripts/sshd-up.sh runs");
+    assert!(
+        out.status.success(),
+        "could not start the test sshd:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An orch whose HOME holds the test client's ~/.ssh (config with Host orch-test, key,
+/// known_hosts), simulating the trainer on the "remote" (this machine).
+fn remote_orch() -> (Orch, PathBuf) {
+    let home = sshd_dir().join("home");
+    let orch = Orch::new()
+        .env("HOME", home.to_str().unwrap())
+        .env("SSH_AUTH_SOCK", "")
+        .env("ORCH_SIMULATE", "1")
+        .env("ORCH_REMOTE_ORCH", orch_bin().to_str().unwrap());
+    let remote_runs = orch.path().join("remote runs");
+    (orch, remote_runs)
+}
+
+/// `orch submit diamonds-seed0` on the test sshd's cloud backend, runs kept under `remote`,
+/// followed by `extra`.
+fn cloud_submit(remote: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "submit",
+        "diamonds-seed0",
+        "--backend",
+        "ssh",
+        "--host",
+        "orch-test",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend([
+        "--remote-dir".into(),
+        remote.display().to_string(),
+        "--poll-interval".into(),
+        "0.3".into(),
+        "--json".into(),
+    ]);
+    args.extend(extra.iter().map(|a| a.to_string()));
+    args
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+fn attempts(json: &Value) -> &Vec<Value> {
+    json["attempts"].as_array().unwrap()
+}
+
+#[test]
+fn the_diamonds_loop_on_a_cloud_machine() {
+    let (orch, remote) = remote_orch();
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "ssh",
+            "--host",
+            "orch-test",
+            "--profile",
+            "h100-80g",
+            "--remote-dir",
+            remote.to_str().unwrap(),
+            "--poll-interval",
+            "0.3",
+            "--json",
+        ],
+        0,
+    );
+    let json = run.json();
+    assert_eq!(json["state"], "succeeded", "{run:?}");
+    let list = attempts(&json);
+    assert!(list.len() >= 2, "{run:?}");
+    assert_eq!(list[0]["outcome"], "gpu_oom");
+    // The files were uploaded and the job ran there, in the remote copy of the run directory.
+    let id = json["run"].as_str().unwrap();
+    let remote_attempt = remote.join(id).join("attempts/1");
+    let script = std::fs::read_to_string(remote_attempt.join("job.sbatch")).unwrap();
+    assert!(
+        script.contains(&format!(
+            "cd {}",
+            shlex::try_quote(remote_attempt.to_str().unwrap()).unwrap()
+        )),
+        "{script}"
+    );
+    assert!(
+        std::fs::read_to_string(remote_attempt.join("stderr.log"))
+            .unwrap()
+            .contains("CUDA out of memory")
+    );
+    // orch logs reads the remote log.
+    let logs = orch.expect(&["logs", id, "--attempt", "1", "--stderr"], 0);
+    assert!(logs.stdout.contains("CUDA out of memory"), "{logs:?}");
+}
+
+#[test]
+fn the_cloud_machine_gpu_picks_the_profile() {
+    let (orch, remote) = remote_orch();
+    let bin = orch.path().join("remote-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // nvidia-smi's documented CSV output for two A40s (a probe of the real tool's format).
+    let fake = bin.join("nvidia-smi");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\nprintf 'NVIDIA A40, 46068\\nNVIDIA A40, 46068\\n'\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let orch = orch.env("ORCH_REMOTE_PATH", bin.to_str().unwrap());
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "ssh",
+            "--host",
+            "orch-test",
+            "--remote-dir",
+            remote.to_str().unwrap(),
+            "--max-attempts",
+            "1",
+            "--json",
+        ],
+        1,
+    );
+    assert!(
+        run.stderr
+            .contains("2 GPU(s) detected with nvidia-smi: profile a40"),
+        "{run:?}"
+    );
+    let status = orch.expect(&["status", "--json"], 0).json();
+    assert_eq!(
+        attempts(&run.json())[0]["overrides"]["trainer.n_gpus_per_node"],
+        2,
+        "{status}"
+    );
+
+    // Without nvidia-smi, orch says so and wants --profile; nothing is submitted.
+    let (orch, remote) = remote_orch();
+    let orch = orch.env("ORCH_REMOTE_PATH", "/nonexistent");
+    let run = orch.run(&[
+        "submit",
+        "diamonds-seed0",
+        "--backend",
+        "ssh",
+        "--host",
+        "orch-test",
+        "--remote-dir",
+        remote.to_str().unwrap(),
+    ]);
+    if Command::new("sh")
+        .arg("-c")
+        .arg("command -v nvidia-smi")
+        .status()
+        .unwrap()
+        .success()
+    {
+        return; // a real GPU machine: nothing to check here
+    }
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("has no nvidia-smi") && run.stderr.contains("--profile"),
+        "{run:?}"
+    );
+    assert!(!orch.path().join(".orch/runs").exists());
+}
+
+#[test]
+fn the_diamonds_loop_on_slurm_through_a_login_node() {
+    let _shared = crate::slurm::CLUSTER
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
+    let (orch, remote) = remote_orch();
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "slurm",
+            "--host",
+            "orch-test",
+            "--remote-dir",
+            remote.to_str().unwrap(),
+            "--set",
+            "resources.cpus_per_task=1",
+            "--poll-interval",
+            "0.5",
+            "--json",
+        ],
+        0,
+    );
+    let json = run.json();
+    assert_eq!(json["state"], "succeeded", "{run:?}");
+    let list = attempts(&json);
+    assert_eq!(list[0]["outcome"], "gpu_oom");
+    let id = json["run"].as_str().unwrap();
+    for (i, a) in list.iter().enumerate() {
+        let job = a["job_id"].as_str().unwrap();
+        let out = Command::new("scontrol")
+            .args(["show", "job", "-o", job])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("JobName=orch-{id}-a{}", i + 1)),
+            "{text}"
+        );
+        // Slurm ran the uploaded copy on the login node's file system.
+        assert!(
+            text.contains(&format!(
+                "WorkDir={}",
+                remote
+                    .join(id)
+                    .join(format!("attempts/{}", i + 1))
+                    .display()
+            )),
+            "{text}"
+        );
+    }
+}
+
+fn home_with_known_hosts(orch: &Orch, known_hosts: &str) -> PathBuf {
+    let home = orch.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    let src = sshd_dir().join("home/.ssh");
+    for f in ["config", "id_ed25519"] {
+        let text = std::fs::read_to_string(src.join(f))
+            .unwrap()
+            .replace(src.to_str().unwrap(), home.join(".ssh").to_str().unwrap());
+        std::fs::write(home.join(".ssh").join(f), text).unwrap();
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(
+        home.join(".ssh/id_ed25519"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::write(home.join(".ssh/known_hosts"), known_hosts).unwrap();
+    home
+}
+
+#[test]
+fn an_unknown_host_key_is_refused_until_accepted() {
+    let (orch, remote) = remote_orch();
+    let home = home_with_known_hosts(&orch, "");
+    let orch = orch.env("HOME", home.to_str().unwrap());
+    let args = [
+        "submit",
+        "diamonds-seed0",
+        "--backend",
+        "ssh",
+        "--host",
+        "orch-test",
+        "--profile",
+        "h200",
+        "--remote-dir",
+        remote.to_str().unwrap(),
+        "--json",
+    ];
+    let run = orch.run(&args);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("SHA256:"), "{run:?}");
+    assert!(run.stderr.contains("--accept-new-host-key"), "{run:?}");
+    assert!(
+        !orch.path().join(".orch/runs").exists(),
+        "a run was created"
+    );
+    let mut accepted: Vec<&str> = args.to_vec();
+    accepted.push("--accept-new-host-key");
+    let run = orch.expect(&accepted, 0);
+    assert_eq!(run.json()["state"], "succeeded");
+    let known = std::fs::read_to_string(home.join(".ssh/known_hosts")).unwrap();
+    assert!(
+        known.contains(&format!("[127.0.0.1]:{}", port())),
+        "{known}"
+    );
+}
+
+#[test]
+fn a_changed_host_key_is_refused() {
+    let (orch, remote) = remote_orch();
+    // A key that is not the server's, recorded for its address.
+    let wrong = format!(
+        "[127.0.0.1]:{} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n",
+        port()
+    );
+    let home = home_with_known_hosts(&orch, &wrong);
+    let orch = orch.env("HOME", home.to_str().unwrap());
+    let run = orch.run(&[
+        "submit",
+        "diamonds-seed0",
+        "--backend",
+        "ssh",
+        "--host",
+        "orch-test",
+        "--profile",
+        "h200",
+        "--remote-dir",
+        remote.to_str().unwrap(),
+        "--accept-new-host-key",
+    ]);
+    assert_ne!(run.code, 0);
+    let err = run.stderr.to_lowercase();
+    assert!(
+        err.contains("host key") && err.contains("changed"),
+        "{run:?}"
+    );
+    assert!(
+        !orch.path().join(".orch/runs").exists(),
+        "a run was created"
+    );
+}
+
+#[test]
+fn the_watch_survives_sshd_being_killed_and_restarted() {
+    let (orch, remote) = remote_orch();
+    let args = cloud_submit(
+        &remote,
+        &[
+            "--profile",
+            "h200",
+            "--set",
+            "env.ORCH_SIM_STEPS=30",
+            "--set",
+            "env.ORCH_SIM_STEP_SECONDS=0.5",
+        ],
+    );
+    let child = orch.spawn(&strs(&args));
+    orch.wait_for_job(Duration::from_secs(30), |_| true);
+    std::thread::sleep(Duration::from_secs(2));
+    // Kill the test server — its sessions (children of the listener) and the listener — so the
+    // connection drops, then bring it back.
+    let pid = std::fs::read_to_string(sshd_dir().join("sshd.pid"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let _ = Command::new("pkill").args(["-KILL", "-P", &pid]).status();
+    let killed = Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+    assert!(killed.success(), "no sshd to kill");
+    std::thread::sleep(Duration::from_secs(4));
+    start_sshd(sshd_dir());
+    let (code, json, stderr) = finished(child);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(json["state"], "succeeded", "{stderr}");
+    assert_eq!(
+        attempts(&json).len(),
+        1,
+        "the outage must not cost an attempt: {stderr}"
+    );
+    assert!(
+        stderr.contains("reconnecting") || stderr.contains("could not poll"),
+        "the outage went unnoticed: {stderr}"
+    );
+}
+
+#[test]
+fn run_directories_with_spaces_and_quotes_upload_and_run() {
+    let (orch, _) = remote_orch();
+    let remote = orch.path().join("it's a \"remote\" dir");
+    let runs = orch.path().join("local runs/with 'quotes'");
+    let run = orch.expect(
+        &[
+            "--runs-dir",
+            runs.to_str().unwrap(),
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "ssh",
+            "--host",
+            "orch-test",
+            "--profile",
+            "h200",
+            "--remote-dir",
+            remote.to_str().unwrap(),
+            "--poll-interval",
+            "0.3",
+            "--json",
+        ],
+        0,
+    );
+    let json = run.json();
+    assert_eq!(json["state"], "succeeded", "{run:?}");
+    let id = json["run"].as_str().unwrap();
+    assert!(remote.join(id).join("attempts/1/stdout.log").is_file());
+}
+
+#[test]
+fn a_poll_tick_reads_only_the_new_bytes_of_a_1_gib_log() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let home = sshd_dir().join("home");
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("stdout.log");
+        // A 1 GiB log (sparse: the bytes are zeros, the size is real).
+        let f = std::fs::File::create(&log).unwrap();
+        f.set_len(1 << 30).unwrap();
+        drop(f);
+        let remote = orch_ssh::remote::Remote::connect_with_home(
+            "orch-test",
+            false,
+            dir.path().to_str().unwrap(),
+            &home,
+        )
+        .await
+        .unwrap();
+        let mut tail = orch_ssh::tail::Tail::at(orch_ssh::tail::Source::Remote(
+            remote.clone(),
+            log.display().to_string(),
+        ));
+        tail.offset = 1 << 30; // the watcher has read it all already
+        let before = remote.bytes_transferred();
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        let chunk = vec![b'x'; 64 * 1024];
+        f.write_all(&chunk).unwrap();
+        let bytes = tail.read_new_any().await.unwrap();
+        assert_eq!(bytes.len(), chunk.len());
+        let moved = remote.bytes_transferred() - before;
+        println!("bytes transferred for one tick of a 1 GiB log that grew by 64 KiB: {moved}");
+        assert_eq!(moved, chunk.len() as u64);
+        let again = tail.read_new_any().await.unwrap();
+        assert!(again.is_empty());
+        assert_eq!(
+            remote.bytes_transferred() - before,
+            chunk.len() as u64,
+            "an idle tick moved bytes"
+        );
+    });
+}
+
+#[test]
+fn cancel_of_a_cloud_run_kills_the_remote_process_group() {
+    let (orch, remote) = remote_orch();
+    let args = cloud_submit(
+        &remote,
+        &["--profile", "h200", "--set", "env.ORCH_SIM_HANG_AT_STEP=1"],
+    );
+    let child = orch.spawn(&strs(&args));
+    let (run_id, pgid) = orch.wait_for_job(Duration::from_secs(30), |_| true);
+    std::thread::sleep(Duration::from_secs(1));
+    orch.expect(&["cancel", &run_id], 0);
+    let (code, json, stderr) = finished(child);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert_eq!(json["state"], "cancelled", "{stderr}");
+    assert!(remote.join(&run_id).join("attempts/1/cancelled").exists());
+    // Nothing of the job's process group is left running on the "remote" (this machine).
+    let alive = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ps -eo pgid=,stat= | awk '$1 == {pgid} && $2 !~ /^Z/' | wc -l"
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&alive.stdout).trim(),
+        "0",
+        "the remote job still runs"
+    );
+}
