@@ -38,6 +38,11 @@ pub struct GlobalArgs {
     /// Print only results and errors: no progress lines or events
     #[arg(short, long, global = true)]
     pub quiet: bool,
+
+    /// Print orch's own diagnostics to stderr (-v: debug, -vv: trace); ORCH_LOG=debug or a
+    /// tracing filter such as ORCH_LOG=orch_core::backend=trace does the same
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 }
 
 #[derive(Debug, Subcommand)]

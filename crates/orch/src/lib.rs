@@ -19,6 +19,7 @@ pub fn main() -> ExitCode {
         // The simulator is a plain synchronous program; it needs no runtime.
         return ExitCode::from(orch_sim::main(&args.trainer, &args.args).clamp(0, 255) as u8);
     }
+    init_diagnostics(cli.global.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -40,6 +41,26 @@ pub fn main() -> ExitCode {
             ExitCode::from(orch_core::error::exit_code(&err))
         }
     }
+}
+
+/// Route the library crates' `tracing` diagnostics to stderr. Off unless asked for: what a
+/// user needs to see goes through the progress/output layer, not through here. `ORCH_LOG`
+/// takes a `tracing` filter (`debug`, `orch_core::backend=trace`); `-v`/`-vv` are shorthands.
+fn init_diagnostics(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var("ORCH_LOG") {
+        Ok(spec) if !spec.is_empty() => EnvFilter::new(spec),
+        _ => EnvFilter::new(match verbose {
+            0 => "off",
+            1 => "orch=debug,orch_core=debug,orch_ssh=debug,orch_classify=debug",
+            _ => "orch=trace,orch_core=trace,orch_ssh=trace,orch_classify=trace",
+        }),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(true)
+        .init();
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
