@@ -82,7 +82,7 @@ impl Architecture {
             }
         }
         let kv = self.kv_heads();
-        if self.num_attention_heads % kv != 0 {
+        if !self.num_attention_heads.is_multiple_of(kv) {
             return Err(ArchError::Heads {
                 heads: self.num_attention_heads,
                 kv,
