@@ -7,46 +7,19 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use serde_json::Value;
+use crate::support::sshd::Sshd;
+use crate::support::{Orch, attempts, finished, orch_bin, write_exe};
 
-use crate::support::{Orch, finished, orch_bin};
-
-/// Port of the sshd these tests share (not the one tests/ssh.rs starts): one per test process,
-/// so a server left over from an earlier run cannot answer in its place.
-fn port() -> String {
-    (21000 + std::process::id() % 20000).to_string()
-}
-
-fn sshd_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("orch-remote-tests-{}", std::process::id()));
-        start_sshd(&dir);
-        dir
-    })
-}
-
-fn start_sshd(dir: &Path) {
-    let script = crate::support::repo_root().join("scripts/sshd-up.sh");
-    let out = Command::new(&script)
-        .arg("--exit-with")
-        .arg(std::process::id().to_string())
-        .arg(dir)
-        .env("ORCH_SSHD_PORT", port())
-        .output()
-        .expect("scripts/sshd-up.sh runs");
-    assert!(
-        out.status.success(),
-        "could not start the test sshd:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// The sshd these tests share (not the ones orch-ssh's tests start).
+fn sshd() -> &'static Sshd {
+    static SSHD: OnceLock<Sshd> = OnceLock::new();
+    SSHD.get_or_init(|| Sshd::start("remote"))
 }
 
 /// An orch whose HOME holds the test client's ~/.ssh (config with Host orch-test, key,
 /// known_hosts), simulating the trainer on the "remote" (this machine).
 fn remote_orch() -> (Orch, PathBuf) {
-    let home = sshd_dir().join("home");
+    let home = sshd().home();
     let orch = Orch::new()
         .env("HOME", home.to_str().unwrap())
         .env("SSH_AUTH_SOCK", "")
@@ -82,10 +55,6 @@ fn cloud_submit(remote: &Path, extra: &[&str]) -> Vec<String> {
 
 fn strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
-}
-
-fn attempts(json: &Value) -> &Vec<Value> {
-    json["attempts"].as_array().unwrap()
 }
 
 #[test]
@@ -139,16 +108,11 @@ fn the_diamonds_loop_on_a_cloud_machine() {
 fn the_cloud_machine_gpu_picks_the_profile() {
     let (orch, remote) = remote_orch();
     let bin = orch.path().join("remote-bin");
-    std::fs::create_dir_all(&bin).unwrap();
     // nvidia-smi's documented CSV output for two A40s (a probe of the real tool's format).
-    let fake = bin.join("nvidia-smi");
-    std::fs::write(
-        &fake,
+    write_exe(
+        &bin.join("nvidia-smi"),
         "#!/bin/sh\nprintf 'NVIDIA A40, 46068\\nNVIDIA A40, 46068\\n'\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let orch = orch.env("ORCH_REMOTE_PATH", bin.to_str().unwrap());
     let run = orch.expect(
         &[
@@ -178,9 +142,17 @@ fn the_cloud_machine_gpu_picks_the_profile() {
         "{status}"
     );
 
-    // Without nvidia-smi, orch says so and wants --profile; nothing is submitted.
+    // Without nvidia-smi, orch says so and wants --profile; nothing is submitted. The host
+    // (this machine) may well have one, so the first `nvidia-smi` on the remote PATH is one
+    // that is not there: it exits 127, as a shell does for a command it cannot find, whatever
+    // this machine has installed.
     let (orch, remote) = remote_orch();
-    let orch = orch.env("ORCH_REMOTE_PATH", "/nonexistent");
+    let bin = orch.path().join("remote-bin");
+    write_exe(
+        &bin.join("nvidia-smi"),
+        "#!/bin/sh\nexec /nonexistent/nvidia-smi \"$@\"\n",
+    );
+    let orch = orch.env("ORCH_REMOTE_PATH", bin.to_str().unwrap());
     let run = orch.run(&[
         "submit",
         "diamonds-seed0",
@@ -191,28 +163,14 @@ fn the_cloud_machine_gpu_picks_the_profile() {
         "--remote-dir",
         remote.to_str().unwrap(),
     ]);
-    if Command::new("sh")
-        .arg("-c")
-        .arg("command -v nvidia-smi")
-        .status()
-        .unwrap()
-        .success()
-    {
-        return; // a real GPU machine: nothing to check here
-    }
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(
-        run.stderr.contains("has no nvidia-smi") && run.stderr.contains("--profile"),
-        "{run:?}"
-    );
+    insta::assert_snapshot!(orch.redacted(&run));
     assert!(!orch.path().join(".orch/runs").exists());
 }
 
 #[test]
 fn the_diamonds_loop_on_slurm_through_a_login_node() {
-    let _shared = crate::slurm::CLUSTER
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
+    let _shared = crate::support::cluster::shared();
     let (orch, remote) = remote_orch();
     let run = orch.expect(
         &[
@@ -265,7 +223,7 @@ fn the_diamonds_loop_on_slurm_through_a_login_node() {
 fn home_with_known_hosts(orch: &Orch, known_hosts: &str) -> PathBuf {
     let home = orch.path().join("home");
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
-    let src = sshd_dir().join("home/.ssh");
+    let src = sshd().home().join(".ssh");
     for f in ["config", "id_ed25519"] {
         let text = std::fs::read_to_string(src.join(f))
             .unwrap()
@@ -314,7 +272,7 @@ fn an_unknown_host_key_is_refused_until_accepted() {
     assert_eq!(run.json()["state"], "succeeded");
     let known = std::fs::read_to_string(home.join(".ssh/known_hosts")).unwrap();
     assert!(
-        known.contains(&format!("[127.0.0.1]:{}", port())),
+        known.contains(&format!("[127.0.0.1]:{}", sshd().port)),
         "{known}"
     );
 }
@@ -325,7 +283,7 @@ fn a_changed_host_key_is_refused() {
     // A key that is not the server's, recorded for its address.
     let wrong = format!(
         "[127.0.0.1]:{} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n",
-        port()
+        sshd().port
     );
     let home = home_with_known_hosts(&orch, &wrong);
     let orch = orch.env("HOME", home.to_str().unwrap());
@@ -373,15 +331,12 @@ fn the_watch_survives_sshd_being_killed_and_restarted() {
     std::thread::sleep(Duration::from_secs(2));
     // Kill the test server — its sessions (children of the listener) and the listener — so the
     // connection drops, then bring it back.
-    let pid = std::fs::read_to_string(sshd_dir().join("sshd.pid"))
-        .unwrap()
-        .trim()
-        .to_string();
+    let pid = sshd().pid();
     let _ = Command::new("pkill").args(["-KILL", "-P", &pid]).status();
     let killed = Command::new("kill").args(["-KILL", &pid]).status().unwrap();
     assert!(killed.success(), "no sshd to kill");
     std::thread::sleep(Duration::from_secs(4));
-    start_sshd(sshd_dir());
+    sshd().restart();
     let (code, json, stderr) = finished(child);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(json["state"], "succeeded", "{stderr}");
@@ -430,7 +385,7 @@ fn run_directories_with_spaces_and_quotes_upload_and_run() {
 #[test]
 fn a_poll_tick_reads_only_the_new_bytes_of_a_1_gib_log() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let home = sshd_dir().join("home");
+    let home = sshd().home();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("stdout.log");
