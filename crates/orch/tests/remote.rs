@@ -29,26 +29,26 @@ fn remote_orch() -> (Orch, PathBuf) {
     (orch, remote_runs)
 }
 
-/// `orch submit diamonds-seed0` on the test sshd's cloud backend, runs kept under `remote`,
-/// followed by `extra`.
-fn cloud_submit(remote: &Path, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = [
+/// `orch submit diamonds-seed0 --backend BACKEND` on the test sshd (as the cloud machine or the
+/// Slurm login node), runs kept under `remote`, followed by `extra`.
+fn on_host(backend: &str, remote: &Path, extra: &[&str]) -> Vec<String> {
+    let remote = remote.display().to_string();
+    let base = [
         "submit",
         "diamonds-seed0",
         "--backend",
-        "ssh",
+        backend,
         "--host",
         "orch-test",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend([
-        "--remote-dir".into(),
-        remote.display().to_string(),
-        "--poll-interval".into(),
-        "0.3".into(),
-        "--json".into(),
-    ]);
+        "--remote-dir",
+        &remote,
+    ];
+    base.iter().chain(extra).map(|a| a.to_string()).collect()
+}
+
+/// `on_host` on the cloud backend, polling often, with the result as JSON.
+fn cloud_submit(remote: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args = on_host("ssh", remote, &["--poll-interval", "0.3", "--json"]);
     args.extend(extra.iter().map(|a| a.to_string()));
     args
 }
@@ -60,24 +60,8 @@ fn strs(args: &[String]) -> Vec<&str> {
 #[test]
 fn the_diamonds_loop_on_a_cloud_machine() {
     let (orch, remote) = remote_orch();
-    let run = orch.expect(
-        &[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "ssh",
-            "--host",
-            "orch-test",
-            "--profile",
-            "h100-80g",
-            "--remote-dir",
-            remote.to_str().unwrap(),
-            "--poll-interval",
-            "0.3",
-            "--json",
-        ],
-        0,
-    );
+    let args = cloud_submit(&remote, &["--profile", "h100-80g"]);
+    let run = orch.expect(&strs(&args), 0);
     let json = run.json();
     assert_eq!(json["state"], "succeeded", "{run:?}");
     let list = attempts(&json);
@@ -114,22 +98,8 @@ fn the_cloud_machine_gpu_picks_the_profile() {
         "#!/bin/sh\nprintf 'NVIDIA A40, 46068\\nNVIDIA A40, 46068\\n'\n",
     );
     let orch = orch.env("ORCH_REMOTE_PATH", bin.to_str().unwrap());
-    let run = orch.expect(
-        &[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "ssh",
-            "--host",
-            "orch-test",
-            "--remote-dir",
-            remote.to_str().unwrap(),
-            "--max-attempts",
-            "1",
-            "--json",
-        ],
-        1,
-    );
+    let args = on_host("ssh", &remote, &["--max-attempts", "1", "--json"]);
+    let run = orch.expect(&strs(&args), 1);
     assert!(
         run.stderr
             .contains("2 GPU(s) detected with nvidia-smi: profile a40"),
@@ -153,16 +123,7 @@ fn the_cloud_machine_gpu_picks_the_profile() {
         "#!/bin/sh\nexec /nonexistent/nvidia-smi \"$@\"\n",
     );
     let orch = orch.env("ORCH_REMOTE_PATH", bin.to_str().unwrap());
-    let run = orch.run(&[
-        "submit",
-        "diamonds-seed0",
-        "--backend",
-        "ssh",
-        "--host",
-        "orch-test",
-        "--remote-dir",
-        remote.to_str().unwrap(),
-    ]);
+    let run = orch.run(&strs(&on_host("ssh", &remote, &[])));
     assert_eq!(run.code, 2, "{run:?}");
     insta::assert_snapshot!(orch.redacted(&run));
     assert!(!orch.path().join(".orch/runs").exists());
@@ -172,24 +133,18 @@ fn the_cloud_machine_gpu_picks_the_profile() {
 fn the_diamonds_loop_on_slurm_through_a_login_node() {
     let _shared = crate::support::cluster::shared();
     let (orch, remote) = remote_orch();
-    let run = orch.expect(
+    let args = on_host(
+        "slurm",
+        &remote,
         &[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "slurm",
-            "--host",
-            "orch-test",
-            "--remote-dir",
-            remote.to_str().unwrap(),
             "--set",
             "resources.cpus_per_task=1",
             "--poll-interval",
             "0.5",
             "--json",
         ],
-        0,
     );
+    let run = orch.expect(&strs(&args), 0);
     let json = run.json();
     assert_eq!(json["state"], "succeeded", "{run:?}");
     let list = attempts(&json);
@@ -245,20 +200,8 @@ fn an_unknown_host_key_is_refused_until_accepted() {
     let (orch, remote) = remote_orch();
     let home = home_with_known_hosts(&orch, "");
     let orch = orch.env("HOME", home.to_str().unwrap());
-    let args = [
-        "submit",
-        "diamonds-seed0",
-        "--backend",
-        "ssh",
-        "--host",
-        "orch-test",
-        "--profile",
-        "h200",
-        "--remote-dir",
-        remote.to_str().unwrap(),
-        "--json",
-    ];
-    let run = orch.run(&args);
+    let args = on_host("ssh", &remote, &["--profile", "h200", "--json"]);
+    let run = orch.run(&strs(&args));
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("SHA256:"), "{run:?}");
     assert!(run.stderr.contains("--accept-new-host-key"), "{run:?}");
@@ -266,7 +209,7 @@ fn an_unknown_host_key_is_refused_until_accepted() {
         !orch.path().join(".orch/runs").exists(),
         "a run was created"
     );
-    let mut accepted: Vec<&str> = args.to_vec();
+    let mut accepted = strs(&args);
     accepted.push("--accept-new-host-key");
     let run = orch.expect(&accepted, 0);
     assert_eq!(run.json()["state"], "succeeded");
@@ -287,19 +230,12 @@ fn a_changed_host_key_is_refused() {
     );
     let home = home_with_known_hosts(&orch, &wrong);
     let orch = orch.env("HOME", home.to_str().unwrap());
-    let run = orch.run(&[
-        "submit",
-        "diamonds-seed0",
-        "--backend",
+    let args = on_host(
         "ssh",
-        "--host",
-        "orch-test",
-        "--profile",
-        "h200",
-        "--remote-dir",
-        remote.to_str().unwrap(),
-        "--accept-new-host-key",
-    ]);
+        &remote,
+        &["--profile", "h200", "--accept-new-host-key"],
+    );
+    let run = orch.run(&strs(&args));
     assert_ne!(run.code, 0);
     let err = run.stderr.to_lowercase();
     assert!(
@@ -356,26 +292,9 @@ fn run_directories_with_spaces_and_quotes_upload_and_run() {
     let (orch, _) = remote_orch();
     let remote = orch.path().join("it's a \"remote\" dir");
     let runs = orch.path().join("local runs/with 'quotes'");
-    let run = orch.expect(
-        &[
-            "--runs-dir",
-            runs.to_str().unwrap(),
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "ssh",
-            "--host",
-            "orch-test",
-            "--profile",
-            "h200",
-            "--remote-dir",
-            remote.to_str().unwrap(),
-            "--poll-interval",
-            "0.3",
-            "--json",
-        ],
-        0,
-    );
+    let mut args = vec!["--runs-dir".to_string(), runs.display().to_string()];
+    args.extend(cloud_submit(&remote, &["--profile", "h200"]));
+    let run = orch.expect(&strs(&args), 0);
     let json = run.json();
     assert_eq!(json["state"], "succeeded", "{run:?}");
     let id = json["run"].as_str().unwrap();
