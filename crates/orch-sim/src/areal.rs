@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::args::{Overrides, take_flag};
-use super::model::{
+use super::memory::{
     self, ArealConfig, FailAt, FailKind, Failure, GIB, SimConfig, Workload, areal_colocated,
 };
 use super::report::{self, Framework, OwnProcess};
@@ -16,7 +16,7 @@ const ENTRY: &str = "examples/math/gsm8k_grpo.py";
 struct Run {
     entry: String,
     a: ArealConfig,
-    est: model::Estimate,
+    est: memory::Estimate,
     run_name: String,
     recover_dir: PathBuf,
     server_pid: u32,
@@ -79,7 +79,7 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
         0
     };
     let total = ctx.env.steps;
-    let est = model::estimate(&SimConfig {
+    let est = memory::estimate(&SimConfig {
         hw: ctx.env.hw.clone(),
         workload: Workload::Areal(a.clone()),
         resumed: start > 0,
@@ -151,7 +151,7 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
         r.a.gen_tp,
         r.port
     ));
-    let avail0 = c - model::k::SGLANG_CTX_GIB;
+    let avail0 = c - memory::k::SGLANG_CTX_GIB;
     ctx.out(format!(
         "{} Load weight begin. avail mem={avail0:.2} GB",
         sg(ctx, true)
@@ -193,14 +193,14 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
     ctx.out(format!(
         "{} Capture cuda graph end. Time elapsed: 2.41 s. mem usage={:.2} GB. avail mem={:.2} GB.",
         sg(ctx, true),
-        model::k::SGLANG_OVERHEAD_GIB,
-        after_pool - model::k::SGLANG_OVERHEAD_GIB
+        memory::k::SGLANG_OVERHEAD_GIB,
+        after_pool - memory::k::SGLANG_OVERHEAD_GIB
     ));
     ctx.out(format!(
         "{} max_total_num_tokens={tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests={}, context_len=32768, available_gpu_mem={:.2} GB",
         sg(ctx, true),
         (tokens / 512).clamp(1, 4096),
-        after_pool - model::k::SGLANG_OVERHEAD_GIB
+        after_pool - memory::k::SGLANG_OVERHEAD_GIB
     ));
     ctx.out(format!(
         "{} The server is fired up and ready to roll!",
@@ -517,7 +517,7 @@ mod tests {
     #[test]
     fn default_config_on_a40_fails_like_seed_000() {
         let tmp = tempfile::tempdir().unwrap();
-        let a = args(tmp.path(), &crate::model::tests::areal_default());
+        let a = args(tmp.path(), &crate::memory::tests::areal_default());
         let (code, cap) = run_capture("areal", &a, &a40_env("1", &[]));
         assert_eq!(code, 1, "{}", cap.all());
         let err = cap.stderr();
@@ -536,7 +536,7 @@ mod tests {
     #[test]
     fn a40_config_completes_and_recovers() {
         let tmp = tempfile::tempdir().unwrap();
-        let a = args(tmp.path(), &crate::model::tests::areal_a40_optimized());
+        let a = args(tmp.path(), &crate::memory::tests::areal_a40_optimized());
         let env = a40_env("1", &[("USER", "alice")]);
         let (code, cap) = run_capture("areal", &a, &env);
         assert_eq!(code, 0, "{}", cap.all());
@@ -566,7 +566,7 @@ mod tests {
     #[test]
     fn tiny_fraction_fails_in_sglang() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut pairs = crate::model::tests::areal_a40_optimized();
+        let mut pairs = crate::memory::tests::areal_a40_optimized();
         pairs.push(("sglang.mem_fraction_static", "0.05"));
         let (code, cap) = run_capture("areal", &args(tmp.path(), &pairs), &a40_env("1", &[]));
         assert_eq!(code, 1);

@@ -3,18 +3,18 @@
 //! There is no GPU, verl, vLLM, SGLang or torch on the machines orch is developed and demoed
 //! on, so the rendered launch scripts call this instead of the real trainer. It reads the
 //! trainer's own arguments exactly as the real trainer would, estimates per-GPU memory with a
-//! documented model ([`model`], `docs/SIMULATOR.md`), and then behaves like the real job:
+//! documented model ([`memory`], `docs/SIMULATOR.md`), and then behaves like the real job:
 //! progress lines and checkpoints when the configuration fits, or — after a short, realistic
 //! delay — the real trainer's failure output (torch OOM, vLLM KV-cache errors, SGLang, Ray's
 //! host-memory monitor) and exit code 1 when it does not. Every run says up front, on stdout
 //! and stderr, that it is simulated.
 //!
-//! Layout: [`arch`] (model shapes), [`args`] (Hydra / YAML / flags), [`model`] (the memory
+//! Layout: [`arch`] (model shapes), [`args`] (Hydra / YAML / flags), [`memory`] (the memory
 //! model, pure), [`report`] (real-format messages), and one runner per trainer.
 
 pub mod arch;
 pub mod args;
-pub mod model;
+pub mod memory;
 pub mod report;
 
 mod areal;
@@ -24,7 +24,7 @@ mod verl;
 use std::io::Write;
 use std::path::Path;
 
-pub use model::{
+pub use memory::{
     Estimate, FailAt, FailKind, Failure, Hardware, OomDetail, SimConfig, Trainer, Workload,
     estimate,
 };

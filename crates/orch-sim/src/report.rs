@@ -7,7 +7,7 @@
 
 use std::time::SystemTime;
 
-use super::model::{GIB, OomDetail, Site};
+use super::memory::{GIB, OomDetail, Site};
 
 /// Deterministic process ids, actor ids and jitter, seeded from the command line.
 #[derive(Debug, Clone, Copy)]

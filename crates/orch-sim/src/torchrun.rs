@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::args::{Overrides, parse_torchrun};
-use super::model::{self, FailKind, Failure, SimConfig, TorchrunConfig, Workload};
+use super::memory::{self, FailKind, Failure, SimConfig, TorchrunConfig, Workload};
 use super::report::{self, OwnProcess};
 use super::{Ctx, TAG, metric, step_from_path, write_file};
 
@@ -61,7 +61,7 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
         }
     }
     let total = ctx.env.steps;
-    let est = model::estimate(&SimConfig {
+    let est = memory::estimate(&SimConfig {
         hw: ctx.env.hw.clone(),
         workload: Workload::Torchrun(t.clone()),
         resumed: start > 0,
@@ -112,7 +112,7 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
     }
     ctx.sleep(step_s);
     if let Some(f) = &est.failure
-        && f.at == model::FailAt::Init
+        && f.at == memory::FailAt::Init
     {
         return fail_exit(ctx, f, agent, rank0);
     }
@@ -188,19 +188,19 @@ fn fail_exit(ctx: &mut Ctx, f: &Failure, agent: u32, rank0: u32) -> i32 {
                 ),
             ];
             match d.site {
-                model::Site::Attention | model::Site::Activations => fr.extend([
+                memory::Site::Attention | memory::Site::Activations => fr.extend([
                     (script.as_str(), 212, "train_step", "logits = model(input_ids)"),
                     ("torch/nn/modules/module.py", 1751, "_wrapped_call_impl", "return self._call_impl(*args, **kwargs)"),
                     ("torch/nn/modules/module.py", 1762, "_call_impl", "return forward_call(*args, **kwargs)"),
                     ("torch/nn/parallel/distributed.py", 1637, "forward", "else self._run_ddp_forward(*inputs, **kwargs)"),
                     (model_py, 211, "forward", "x = block(x)"),
-                    (model_py, 143, "forward", if d.site == model::Site::Attention {
+                    (model_py, 143, "forward", if d.site == memory::Site::Attention {
                         "scores = torch.matmul(q, k.transpose(-2, -1)) * self.scale"
                     } else {
                         "return self.w2(F.silu(self.w1(x)) * self.w3(x))"
                     }),
                 ]),
-                model::Site::Optim => fr.extend([
+                memory::Site::Optim => fr.extend([
                     (script.as_str(), 231, "train_step", "optimizer.step()"),
                     ("torch/optim/optimizer.py", 485, "wrapper", "out = func(*args, **kwargs)"),
                     ("torch/optim/adamw.py", 152, "_init_group", "state[\"exp_avg_sq\"] = torch.zeros_like("),

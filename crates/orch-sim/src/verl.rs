@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::args::Overrides;
-use super::model::{self, FailAt, FailKind, Failure, GIB, SimConfig, VerlConfig, Workload};
+use super::memory::{self, FailAt, FailKind, Failure, GIB, SimConfig, VerlConfig, Workload};
 use super::report::{self, Framework, OwnProcess, RayOom};
 use super::{Ctx, TAG, metric, step_from_path, write_file};
 
@@ -44,7 +44,7 @@ fn resume_step(o: &Overrides, dir: &Path) -> Option<(u64, PathBuf)> {
 struct Run<'o> {
     o: &'o Overrides,
     v: VerlConfig,
-    est: model::Estimate,
+    est: memory::Estimate,
     dir: PathBuf,
     taskrunner: u32,
     worker: u32,
@@ -75,7 +75,7 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
         workload: Workload::Verl(v.clone()),
         resumed: start > 0,
     };
-    let est = model::estimate(&cfg);
+    let est = memory::estimate(&cfg);
     let arch = est
         .arch
         .clone()
@@ -146,7 +146,7 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
         "After init from HF AutoModel, memory allocated (GB): {:.2}, memory reserved (GB): {:.2}, device memory used/total (GB): {:.2}/{:.2}",
         fsdp,
         fsdp * 1.02,
-        fsdp * 1.02 + model::k::CUDA_CTX_GIB,
+        fsdp * 1.02 + memory::k::CUDA_CTX_GIB,
         r.est.capacity_gib
     )));
     ctx.out(r.wd(&format!(
@@ -199,7 +199,7 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
         "After switch to trainer mode, memory allocated (GB): {:.2}, memory reserved (GB): {:.2}, device memory used/total (GB): {:.2}/{:.2}",
         if r.v.param_offload { 0.0 } else { fsdp },
         if r.v.param_offload { 0.0 } else { fsdp * 1.02 },
-        model::k::CUDA_CTX_GIB + model::k::VLLM_ASLEEP_GIB + if r.v.param_offload { 0.0 } else { fsdp * 1.02 },
+        memory::k::CUDA_CTX_GIB + memory::k::VLLM_ASLEEP_GIB + if r.v.param_offload { 0.0 } else { fsdp * 1.02 },
         r.est.capacity_gib
     )));
     match &resume {
@@ -416,7 +416,7 @@ fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
             worker_error_head(ctx, r, "OutOfMemoryError", "update_actor");
             if !matches!(
                 d.site,
-                model::Site::Params | model::Site::RefParams | model::Site::Static
+                memory::Site::Params | memory::Site::RefParams | memory::Site::Static
             ) {
                 frames(
                     ctx,
@@ -780,7 +780,7 @@ mod tests {
     }
 
     fn diamonds(dir: &std::path::Path, extra: &[(&str, &str)]) -> Vec<String> {
-        let mut v = args(&crate::model::tests::diamonds());
+        let mut v = args(&crate::memory::tests::diamonds());
         v.push(format!("trainer.default_local_dir={}", dir.display()));
         v.extend(args(extra));
         v
