@@ -15,6 +15,7 @@
 pub mod arch;
 pub mod args;
 pub mod memory;
+pub mod outputs;
 pub mod report;
 
 mod areal;

@@ -8,6 +8,7 @@
 use std::time::SystemTime;
 
 use super::memory::{GIB, OomDetail, Site};
+use super::outputs;
 
 /// Deterministic process ids, actor ids and jitter, seeded from the command line.
 #[derive(Debug, Clone, Copy)]
@@ -180,19 +181,22 @@ pub fn torch_oom_message(d: &OomDetail, other_pids: &[u32], own: OwnProcess) -> 
             gib(d.process_gib)
         )),
     }
-    format!(
-        "CUDA out of memory. Tried to allocate {}. GPU 0 has a total capacity of {} of which {} is free. {procs}Of the allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
-        gib(d.tried_gib),
-        gib(d.capacity_gib),
-        gib(d.free_gib),
-        gib(d.allocated_gib),
-        gib(d.reserved_unallocated_gib),
+    outputs::render(
+        outputs::TORCH_OOM,
+        &[
+            ("tried", &gib(d.tried_gib)),
+            ("capacity", &gib(d.capacity_gib)),
+            ("free", &gib(d.free_gib)),
+            ("processes", &procs),
+            ("allocated", &gib(d.allocated_gib)),
+            ("unallocated", &gib(d.reserved_unallocated_gib)),
+        ],
     )
 }
 
 /// vLLM `check_enough_kv_cache_memory`, no blocks at all.
 pub fn vllm_no_cache_blocks() -> String {
-    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.".to_string()
+    outputs::VLLM_NO_CACHE_BLOCKS.to_string()
 }
 
 /// vLLM V1 `check_enough_kv_cache_memory`, KV cache smaller than one max-length request.
@@ -202,22 +206,33 @@ pub fn vllm_max_len(
     available_gib: f64,
     estimated: u64,
 ) -> String {
-    format!(
-        "To serve at least one request with the model's max seq len ({max_model_len}), ({needed_gib:.2} GiB KV cache is needed, which is larger than the available KV cache memory ({available_gib:.2} GiB). Based on the available memory, the estimated maximum model length is {estimated}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+    outputs::render(
+        outputs::VLLM_MAX_LEN,
+        &[
+            ("max_model_len", &max_model_len.to_string()),
+            ("needed", &format!("{needed_gib:.2}")),
+            ("available", &format!("{available_gib:.2}")),
+            ("estimated", &estimated.to_string()),
+        ],
     )
 }
 
 /// vLLM `gpu_worker.py` startup check.
 pub fn vllm_free_memory(free: f64, total: f64, util: f64, requested: f64) -> String {
-    format!(
-        "Free memory on device cuda:0 ({free:.2}/{total:.2} GiB) on startup is less than desired GPU memory utilization ({}, {requested:.2} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
-        py_float(util)
+    outputs::render(
+        outputs::VLLM_FREE_MEMORY,
+        &[
+            ("free", &format!("{free:.2}")),
+            ("total", &format!("{total:.2}")),
+            ("util", &py_float(util)),
+            ("requested", &format!("{requested:.2}")),
+        ],
     )
 }
 
 /// SGLang `init_memory_pool`.
 pub fn sglang_not_enough() -> String {
-    "Not enough memory. Please try to increase --mem-fraction-static.".to_string()
+    outputs::SGLANG_NOT_ENOUGH.to_string()
 }
 
 /// Python's `repr` of a float (`0.6`, `1.0`).
@@ -242,17 +257,20 @@ pub struct RayOom<'a> {
 }
 
 pub fn ray_host_oom(r: &RayOom) -> String {
-    let node = r.ids.hex("node", 56);
-    let worker = r.ids.hex("worker", 56);
-    let actor = r.ids.hex("actor-oom", 32);
-    let ratio = r.used_gb / r.total_gb;
-    format!(
-        "Task was killed due to the node running low on memory.\nMemory on the node (IP: 127.0.0.1, ID: {node}) where the task (actor ID: {actor}, name={task}, pid={pid}, memory used={w:.2}GB) was running was {u:.2}GB / {t:.2}GB ({ratio:.6}), which exceeds the memory usage threshold of 0.95. Ray killed this worker (ID: {worker}) because it was the most recently scheduled task; to see more information about memory usage on this node, use `ray logs raylet.out -ip 127.0.0.1`. To see the logs of the worker, use `ray logs worker-{worker}*out -ip 127.0.0.1. Top 10 memory users:\nPID\tMEM(GB)\tCOMMAND\n{pid}\t{w:.2}\tray::WorkerDict\nRefer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on this node or reducing task parallelism by requesting more CPUs per task. Set max_restarts and max_task_retries to enable retry when the task crashes due to OOM. To adjust the kill threshold, set the environment variable `RAY_memory_usage_threshold` when starting Ray. To disable worker killing, set the environment variable `RAY_memory_monitor_refresh_ms` to zero.",
-        task = r.task_name,
-        pid = r.pid,
-        w = r.worker_gb,
-        u = r.used_gb,
-        t = r.total_gb,
+    let worker_gb = format!("{:.2}", r.worker_gb);
+    outputs::render(
+        outputs::RAY_HOST_OOM,
+        &[
+            ("node", &r.ids.hex("node", 56)),
+            ("actor", &r.ids.hex("actor-oom", 32)),
+            ("task", r.task_name),
+            ("pid", &r.pid.to_string()),
+            ("worker_gb", &worker_gb),
+            ("used_gb", &format!("{:.2}", r.used_gb)),
+            ("total_gb", &format!("{:.2}", r.total_gb)),
+            ("ratio", &format!("{:.6}", r.used_gb / r.total_gb)),
+            ("worker", &r.ids.hex("worker", 56)),
+        ],
     )
 }
 
