@@ -8,7 +8,8 @@ use super::args::{Overrides, take_flag};
 use super::memory::{
     self, ArealConfig, FailAt, FailKind, Failure, GIB, SimConfig, Workload, areal_colocated,
 };
-use super::report::{self, Framework, OwnProcess};
+use super::outputs::{self, Framework, Vars};
+use super::report::{self, OwnProcess};
 use super::{Ctx, TAG, metric, write_file};
 
 const ENTRY: &str = "examples/math/gsm8k_grpo.py";
@@ -42,18 +43,8 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
     if let Some(path) = &config
         && let Err(e) = o.merge_yaml_file(Path::new(path))
     {
-        ctx.err("Traceback (most recent call last):");
-        for l in report::frame(
-            "areal/api/cli_args.py",
-            1321,
-            "parse_cli_args",
-            "config_file = Path(args.config).absolute()",
-        ) {
-            ctx.err(l);
-        }
-        ctx.err(format!(
-            "FileNotFoundError: [Errno 2] No such file or directory: '{path}' ({e:#})"
-        ));
+        let vars = Vars::new().set("path", path).set("error", format!("{e:#}"));
+        ctx.err_template(outputs::areal::CONFIG_MISSING, &vars);
         return ctx.finish(1, "simulated AReaL: config file unreadable");
     }
     let positional = o.apply_hydra(&rest);
@@ -323,177 +314,59 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
     )
 }
 
-fn launcher_tail(ctx: &mut Ctx, r: &Run, job: &str) {
-    let ts = report::Stamp::now().areal();
-    ctx.err(format!(
-        "{ts} Local Scheduler INFO: Stopping local process with signal SIGTERM, pid: [{}, {}]",
-        r.server_pid, r.torchrun_pid
-    ));
-    ctx.err("Traceback (most recent call last):");
-    for (f, l, func, src) in [
-        (
-            "/usr/lib/python3.10/runpy.py",
-            196,
-            "_run_module_as_main",
-            "return _run_code(code, main_globals, None,",
-        ),
-        (
-            "/usr/lib/python3.10/runpy.py",
-            86,
-            "_run_code",
-            "exec(code, run_globals)",
-        ),
-        ("areal/launcher/local.py", 405, "<module>", "main()"),
-        (
-            "areal/launcher/local.py",
-            266,
-            "main",
-            "local_main(config, run_id=0)",
-        ),
-        ("areal/launcher/local.py", 395, "local_main", "raise e"),
-        (
-            "areal/launcher/local.py",
-            366,
-            "local_main",
-            "launcher.wait(",
-        ),
-        (
-            "areal/launcher/local.py",
-            234,
-            "wait",
-            "raise JobException(",
-        ),
-    ] {
-        for line in report::frame(f, l, func, src) {
-            ctx.err(line);
-        }
-    }
-    ctx.err(format!(
-        "realhf.scheduler.client.JobException: Job {}:{job} JobState.FAILED at node local",
-        r.run_name
-    ));
+/// The launcher's `JobException` after `job` ("trainer" or "llm_server") failed.
+fn launcher_failed(r: &Run, job: &str) -> String {
+    Vars::new()
+        .set("areal_time", report::Stamp::now().areal())
+        .set("server_pid", r.server_pid)
+        .set("torchrun_pid", r.torchrun_pid)
+        .set("run_name", &r.run_name)
+        .set("job", job)
+        .text(outputs::areal::LAUNCHER_FAILED)
 }
 
+/// torch elastic's report that the trainer ended with `exitcode`, and what the launcher adds.
+fn trainer_failed(r: &Run, exitcode: i32) -> Vars {
+    let st = report::Stamp::now();
+    Vars::new()
+        .set("glog", st.glog())
+        .set("torchrun_pid", r.torchrun_pid)
+        .set("trainer_pid", r.trainer_pid)
+        .block(
+            "child_failed",
+            report::elastic_failed(&r.entry, &st, &report::hostname(), r.trainer_pid, exitcode),
+        )
+        .block("launcher_failed", launcher_failed(r, "trainer"))
+}
+
+/// Print the real failure output for `f` (`outputs/areal/*.txt`) and return AReaL's exit code.
 fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
-    match &f.kind {
-        FailKind::SglangNotEnough { .. } => {
-            let st = report::Stamp::now().sglang();
-            ctx.err(format!(
-                "[{st} TP0] Scheduler hit an exception: Traceback (most recent call last):"
-            ));
-            for (file, l, func, src) in [
-                (
-                    "sglang/srt/managers/scheduler.py",
-                    2650,
-                    "run_scheduler_process",
-                    "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)",
+    let (template, vars) = match &f.kind {
+        FailKind::SglangNotEnough { .. } => (
+            outputs::areal::SGLANG_NOT_ENOUGH,
+            Vars::new()
+                .set("sglang_time", report::Stamp::now().sglang())
+                .set("message", report::sglang_not_enough())
+                .block("launcher_failed", launcher_failed(r, "llm_server")),
+        ),
+        FailKind::GpuOom(d) => (
+            outputs::areal::GPU_OOM,
+            trainer_failed(r, 1)
+                .set("entry", &r.entry)
+                .set(
+                    "oom",
+                    report::torch_oom_message(d, &[r.server_pid], OwnProcess::Pid(r.trainer_pid)),
+                )
+                .block(
+                    "site_frames",
+                    outputs::site_frames(d.site, Framework::Areal),
                 ),
-                (
-                    "sglang/srt/managers/scheduler.py",
-                    312,
-                    "__init__",
-                    "self.tp_worker = TpWorkerClass(",
-                ),
-                (
-                    "sglang/srt/managers/tp_worker.py",
-                    78,
-                    "__init__",
-                    "self.model_runner = ModelRunner(",
-                ),
-                (
-                    "sglang/srt/model_executor/model_runner.py",
-                    232,
-                    "__init__",
-                    "self.initialize(min_per_gpu_memory)",
-                ),
-                (
-                    "sglang/srt/model_executor/model_runner.py",
-                    305,
-                    "initialize",
-                    "self.init_memory_pool(",
-                ),
-                (
-                    "sglang/srt/model_executor/model_runner.py",
-                    1125,
-                    "init_memory_pool",
-                    "raise RuntimeError(",
-                ),
-            ] {
-                for line in report::frame(file, l, func, src) {
-                    ctx.err(line);
-                }
-            }
-            ctx.err(format!("RuntimeError: {}", report::sglang_not_enough()));
-            ctx.err("");
-            ctx.err(format!(
-                "[{st}] Received sigquit from a child process. It usually means the child failed."
-            ));
-            launcher_tail(ctx, r, "llm_server");
-        }
-        FailKind::GpuOom(d) => {
-            let msg = report::torch_oom_message(d, &[r.server_pid], OwnProcess::Pid(r.trainer_pid));
-            let script = format!("/workspace/{}", r.entry);
-            let mut lines = vec!["Traceback (most recent call last):".to_string()];
-            for (file, l, func, src) in [
-                (script.as_str(), 244, "<module>", "main(sys.argv[1:])"),
-                (
-                    script.as_str(),
-                    178,
-                    "main",
-                    "stats = actor.ppo_update(batch)",
-                ),
-                (
-                    "areal/engine/ppo/actor.py",
-                    303,
-                    "ppo_update",
-                    "return self.actor.ppo_update(*args, **kwargs)",
-                ),
-                (
-                    "areal/engine/ppo/actor.py",
-                    229,
-                    "ppo_update",
-                    "train_stat = self.engine.train_batch(",
-                ),
-            ] {
-                lines.extend(report::frame(file, l, func, src));
-            }
-            lines.extend(report::torch_site_frames(d.site, Framework::Areal));
-            lines.push(format!("torch.OutOfMemoryError: {msg}"));
-            for l in lines {
-                ctx.err(format!("[rank0]: {l}"));
-            }
-            let st = report::Stamp::now();
-            ctx.err(format!(
-                "E{} {} torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1) local_rank: 0 (pid: {}) of binary: /usr/bin/python3",
-                st.glog(),
-                r.torchrun_pid,
-                r.trainer_pid
-            ));
-            for l in
-                report::torchrun_child_failed(&r.entry, &st, &report::hostname(), r.trainer_pid, 1)
-            {
-                ctx.err(l);
-            }
-            launcher_tail(ctx, r, "trainer");
-        }
-        FailKind::HostOom { .. } => {
-            // The kernel's OOM killer takes the trainer; torch elastic reports the SIGKILL.
-            let st = report::Stamp::now();
-            ctx.err(format!(
-                "E{} {} torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -9) local_rank: 0 (pid: {}) of binary: /usr/bin/python3",
-                st.glog(),
-                r.torchrun_pid,
-                r.trainer_pid
-            ));
-            for l in
-                report::torchrun_child_failed(&r.entry, &st, &report::hostname(), r.trainer_pid, -9)
-            {
-                ctx.err(l);
-            }
-            launcher_tail(ctx, r, "trainer");
-        }
+        ),
+        // The kernel's OOM killer takes the trainer; torch elastic reports the SIGKILL.
+        FailKind::HostOom { .. } => (outputs::areal::HOST_OOM, trainer_failed(r, -9)),
         other => unreachable!("not an AReaL failure: {other:?}"),
-    }
+    };
+    ctx.err_template(template, &vars);
     ctx.finish(
         1,
         &format!("simulated AReaL failure: {}", super::describe(f)),

@@ -230,6 +230,12 @@ impl Ctx<'_> {
     pub fn sleep(&mut self, secs: f64) {
         self.sink.sleep(secs);
     }
+    /// `template` filled in from `vars` ([`outputs::Vars::lines`]), to stderr, one write a line.
+    pub fn err_template(&mut self, template: &str, vars: &outputs::Vars) {
+        for line in vars.lines(template) {
+            self.sink.err(&line);
+        }
+    }
 
     /// Banner and estimate summary, on stdout and stderr.
     pub fn banner(&mut self, what: &str, est: &Estimate, model_line: Option<String>) {

@@ -1,5 +1,7 @@
-//! Messages in the real trainers' formats: torch's caching-allocator OOM, vLLM's KV-cache
-//! errors, SGLang's memory-pool error, Ray's memory monitor, verl/AReaL/torchrun tracebacks.
+//! Filling in the real trainers' messages: torch's caching-allocator OOM, vLLM's KV-cache
+//! errors, SGLang's memory-pool error, Ray's memory monitor and torch elastic's summary (their
+//! text is `outputs/`, see [`crate::outputs`]), with torch's size format, the trainers' time
+//! stamps, and deterministic pids and Ray ids ([`Ids`]).
 //!
 //! Formats follow the verbatim lines collected in `failure-signatures.md` (torch
 //! `c10/cuda/CUDACachingAllocator.cpp`, `vllm/v1/core/kv_cache_utils.py`,
@@ -7,8 +9,8 @@
 
 use std::time::SystemTime;
 
-use super::memory::{GIB, OomDetail, Site};
-use super::outputs;
+use super::memory::{GIB, OomDetail};
+use super::outputs::{self, Vars};
 
 /// Deterministic process ids, actor ids and jitter, seeded from the command line.
 #[derive(Debug, Clone, Copy)]
@@ -274,385 +276,27 @@ pub fn ray_host_oom(r: &RayOom) -> String {
     )
 }
 
-const PY: &str = "/usr/local/lib/python3.10/dist-packages";
+/// The actor id and `repr` address Ray prints for `ray::{method}()` in a `RayTaskError`.
+pub fn ray_actor(ids: &Ids, method: &str) -> (String, String) {
+    (ids.hex(method, 32), ids.addr(method))
+}
 
-/// One traceback frame: `  File "…", line N, in fn` + the source line.
-pub fn frame(file: &str, line: u32, func: &str, src: &str) -> [String; 2] {
-    let path = if file.starts_with('/') {
-        file.to_string()
+/// torch elastic's summary after rank 0 (`pid`) ended with `exitcode` (`torchrun`'s own exit,
+/// `outputs/torch_elastic_failed.txt`); -9 is the kernel's OOM killer.
+pub fn elastic_failed(script: &str, stamp: &Stamp, host: &str, pid: u32, exitcode: i32) -> String {
+    let traceback = if exitcode == -9 {
+        format!("Signal 9 (SIGKILL) received by PID {pid}")
     } else {
-        format!("{PY}/{file}")
+        "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html".to_string()
     };
-    [
-        format!("  File \"{path}\", line {line}, in {func}"),
-        format!("    {src}"),
-    ]
-}
-
-fn frames(list: &[(&str, u32, &str, &str)]) -> Vec<String> {
-    list.iter()
-        .flat_map(|(f, l, func, src)| frame(f, *l, func, src))
-        .collect()
-}
-
-/// Which trainer's code sits above the HF model / torch frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framework {
-    Verl,
-    Areal,
-}
-
-fn is_forward(site: Site) -> bool {
-    matches!(
-        site,
-        Site::Activations | Site::Attention | Site::Gather | Site::LogitsBf16 | Site::LogitsFp32
-    )
-}
-
-/// Frames from a training micro-batch down to the failing allocation, by allocation site.
-/// For verl they start inside `DataParallelPPOActor.update_policy`, for AReaL inside
-/// `FSDPEngine.train_batch`.
-pub fn torch_site_frames(site: Site, fw: Framework) -> Vec<String> {
-    let module_call: [(&str, u32, &str, &str); 2] = [
-        (
-            "torch/nn/modules/module.py",
-            1751,
-            "_wrapped_call_impl",
-            "return self._call_impl(*args, **kwargs)",
-        ),
-        (
-            "torch/nn/modules/module.py",
-            1762,
-            "_call_impl",
-            "return forward_call(*args, **kwargs)",
-        ),
-    ];
-    let backward: [(&str, u32, &str, &str); 3] = [
-        (
-            "torch/_tensor.py",
-            648,
-            "backward",
-            "torch.autograd.backward(",
-        ),
-        (
-            "torch/autograd/__init__.py",
-            353,
-            "backward",
-            "_engine_run_backward(",
-        ),
-        (
-            "torch/autograd/graph.py",
-            824,
-            "_engine_run_backward",
-            "return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass",
-        ),
-    ];
-    let optim: [(&str, u32, &str, &str); 3] = [
-        (
-            "torch/optim/optimizer.py",
-            485,
-            "wrapper",
-            "out = func(*args, **kwargs)",
-        ),
-        (
-            "torch/optim/adamw.py",
-            209,
-            "step",
-            "has_complex = self._init_group(",
-        ),
-        (
-            "torch/optim/adamw.py",
-            152,
-            "_init_group",
-            "state[\"exp_avg_sq\"] = torch.zeros_like(",
-        ),
-    ];
-    let mut v: Vec<(&str, u32, &str, &str)> = Vec::new();
-    // Entry frames.
-    match (fw, site) {
-        (Framework::Verl, Site::Softmax) => {
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                458,
-                "update_policy",
-                "entropy, log_prob = self._forward_micro_batch(",
-            ));
-            v.push(("verl/workers/actor/dp_actor.py", 225, "_forward_micro_batch", "entropy_rmpad = self.compute_entropy_from_logits(logits_rmpad)  # ((total_nnz / sp) + pad)"));
-            v.push((
-                "verl/utils/torch_functional.py",
-                147,
-                "entropy_from_logits",
-                "pd = torch.nn.functional.softmax(logits, dim=-1)",
-            ));
-            v.push((
-                "torch/nn/functional.py",
-                2140,
-                "softmax",
-                "ret = input.softmax(dim)",
-            ));
-        }
-        (Framework::Areal, Site::Softmax) => {
-            v.push((
-                "areal/engine/fsdp_engine.py",
-                584,
-                "train_batch",
-                "loss = loss_fn(logits, padded_mb_input)",
-            ));
-            v.push((
-                "areal/utils/functional.py",
-                61,
-                "gather_logprobs_entropy",
-                "log_probs = torch.nn.functional.log_softmax(logits.float(), dim=-1)",
-            ));
-        }
-        (Framework::Verl, s) if is_forward(s) => {
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                458,
-                "update_policy",
-                "entropy, log_prob = self._forward_micro_batch(",
-            ));
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                170,
-                "_forward_micro_batch",
-                "output = self.actor_module(",
-            ));
-        }
-        (Framework::Areal, s) if is_forward(s) => {
-            v.push((
-                "areal/engine/fsdp_engine.py",
-                571,
-                "train_batch",
-                "outputs = self.model(**padded_mb_input)",
-            ));
-        }
-        (Framework::Verl, Site::Recompute | Site::Grads) => {
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                512,
-                "update_policy",
-                "loss.backward()",
-            ));
-        }
-        (Framework::Areal, Site::Recompute | Site::Grads) => {
-            v.push((
-                "areal/engine/fsdp_engine.py",
-                590,
-                "train_batch",
-                "loss.backward()",
-            ));
-        }
-        (Framework::Verl, Site::Optim) => {
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                533,
-                "update_policy",
-                "grad_norm = self._optimizer_step()",
-            ));
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                290,
-                "_optimizer_step",
-                "self.actor_optimizer.step()",
-            ));
-        }
-        (Framework::Areal, Site::Optim) => {
-            v.push((
-                "areal/engine/fsdp_engine.py",
-                603,
-                "train_batch",
-                "self.optimizer.step()",
-            ));
-        }
-        (Framework::Verl, _) => {
-            v.push((
-                "verl/workers/fsdp_workers.py",
-                842,
-                "update_actor",
-                "load_fsdp_model_to_gpu(self.actor_module_fsdp)",
-            ));
-            v.push((
-                "verl/utils/fsdp_utils.py",
-                151,
-                "load_fsdp_model_to_gpu",
-                "flat_param.data = flat_param.data.to(device_id, non_blocking=True)",
-            ));
-        }
-        (Framework::Areal, _) => {
-            v.push((
-                "areal/engine/fsdp_engine.py",
-                571,
-                "train_batch",
-                "outputs = self.model(**padded_mb_input)",
-            ));
-            v.extend(module_call);
-            v.push((
-                "torch/distributed/fsdp/_fully_shard/_fsdp_state.py",
-                237,
-                "_pre_forward",
-                "args, kwargs = self._fsdp_param_group.pre_forward(module, args, kwargs)",
-            ));
-        }
-    }
-    // Library frames down to the allocation.
-    match site {
-        Site::LogitsFp32 | Site::LogitsBf16 => {
-            v.extend(module_call);
-            v.push((
-                "transformers/models/qwen2/modeling_qwen2.py",
-                463,
-                "forward",
-                "logits = self.lm_head(hidden_states[:, slice_indices, :])",
-            ));
-            if site == Site::LogitsFp32 && fw == Framework::Verl {
-                v.push((
-                    "transformers/models/qwen2/modeling_qwen2.py",
-                    468,
-                    "forward",
-                    "logits = logits.float()",
-                ));
-            } else {
-                v.extend(module_call);
-                v.push((
-                    "torch/nn/modules/linear.py",
-                    125,
-                    "forward",
-                    "return F.linear(input, self.weight, self.bias)",
-                ));
-            }
-        }
-        Site::Activations | Site::Attention | Site::Gather => {
-            v.extend(module_call);
-            v.push((
-                "transformers/models/qwen2/modeling_qwen2.py",
-                397,
-                "forward",
-                "hidden_states = decoder_layer(",
-            ));
-            v.extend(module_call);
-            v.push((
-                "transformers/models/qwen2/modeling_qwen2.py",
-                268,
-                "forward",
-                "hidden_states = self.mlp(hidden_states)",
-            ));
-            v.extend(module_call);
-            v.push((
-                "transformers/models/qwen2/modeling_qwen2.py",
-                55,
-                "forward",
-                "down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))",
-            ));
-        }
-        Site::Recompute | Site::Grads => v.extend(backward),
-        Site::Optim => v.extend(optim),
-        _ => {}
-    }
-    frames(&v)
-}
-
-/// Frames of verl's driver down to `ray.get` of the TaskRunner.
-pub fn verl_driver_frames() -> Vec<String> {
-    frames(&[
-        ("verl/trainer/main_ppo.py", 42, "main", "run_ppo(config)"),
-        (
-            "verl/trainer/main_ppo.py",
-            96,
-            "run_ppo",
-            "ray.get(runner.run.remote(config))",
-        ),
-        (
-            "ray/_private/auto_init_hook.py",
-            22,
-            "auto_init_wrapper",
-            "return fn(*args, **kwargs)",
-        ),
-        (
-            "ray/_private/client_mode_hook.py",
-            104,
-            "wrapper",
-            "return func(*args, **kwargs)",
-        ),
-        (
-            "ray/_private/worker.py",
-            2858,
-            "get",
-            "values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)",
-        ),
-        (
-            "ray/_private/worker.py",
-            958,
-            "get_objects",
-            "raise value.as_instanceof_cause()",
-        ),
-    ])
-}
-
-/// `ray.exceptions.RayTaskError(Cls): ray::Name() (pid=…, ip=127.0.0.1, actor_id=…, repr=<…>)`.
-pub fn ray_task_error(cls: &str, method: &str, pid: u32, ids: &Ids, repr: &str) -> String {
-    format!(
-        "ray.exceptions.RayTaskError({cls}): ray::{method}() (pid={pid}, ip=127.0.0.1, actor_id={}, repr=<{repr} object at {}>)",
-        ids.hex(method, 32),
-        ids.addr(method)
-    )
-}
-
-/// torch elastic's summary after a rank failed (`torchrun` exit).
-pub fn torchrun_child_failed(
-    script: &str,
-    stamp: &Stamp,
-    host: &str,
-    pid: u32,
-    exitcode: i32,
-) -> Vec<String> {
-    let mut v = vec!["Traceback (most recent call last):".to_string()];
-    v.extend(frames(&[
-        ("/usr/local/bin/torchrun", 8, "<module>", "sys.exit(main())"),
-        (
-            "torch/distributed/elastic/multiprocessing/errors/__init__.py",
-            355,
-            "wrapper",
-            "return f(*args, **kwargs)",
-        ),
-        ("torch/distributed/run.py", 892, "main", "run(args)"),
-        ("torch/distributed/run.py", 883, "run", "elastic_launch("),
-        (
-            "torch/distributed/launcher/api.py",
-            139,
-            "__call__",
-            "return launch_agent(self._config, self._entrypoint, list(args))",
-        ),
-        (
-            "torch/distributed/launcher/api.py",
-            270,
-            "launch_agent",
-            "raise ChildFailedError(",
-        ),
-    ]));
-    v.push("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ".into());
-    v.push("============================================================".into());
-    v.push(format!("{script} FAILED"));
-    v.push("------------------------------------------------------------".into());
-    v.push("Failures:".into());
-    v.push("  <NO_OTHER_FAILURES>".into());
-    v.push("------------------------------------------------------------".into());
-    v.push("Root Cause (first observed failure):".into());
-    v.push("[0]:".into());
-    v.push(format!("  time      : {}", stamp.elastic()));
-    v.push(format!("  host      : {host}"));
-    v.push("  rank      : 0 (local_rank: 0)".into());
-    v.push(format!("  exitcode  : {exitcode} (pid: {pid})"));
-    v.push("  error_file: <N/A>".into());
-    if exitcode == -9 {
-        v.push(format!(
-            "  traceback : Signal 9 (SIGKILL) received by PID {pid}"
-        ));
-    } else {
-        v.push("  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html".into());
-    }
-    v.push("============================================================".into());
-    v
+    Vars::new()
+        .set("script", script)
+        .set("time", stamp.elastic())
+        .set("host", host)
+        .set("exitcode", exitcode)
+        .set("pid", pid)
+        .set("traceback", traceback)
+        .text(outputs::TORCH_ELASTIC_FAILED)
 }
 
 /// This machine's host name (for torch elastic's summary).
@@ -669,6 +313,7 @@ mod tests {
     use regex::Regex;
 
     use super::*;
+    use crate::memory::Site;
 
     /// The classifier regexes from failure-signatures.md §g.
     const GPU_OOM: &str = r"(CUDA|HIP) out of memory|(CUDA|HIP) error: out of memory|CUDA Error: out of memory at|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUBLAS_STATUS_ALLOC_FAILED|Cuda failure (2 )?'out of memory'";
@@ -796,28 +441,5 @@ mod tests {
         assert_eq!(s.ray(), "2025-11-21 04:38:12,123");
         assert_eq!(py_float(0.6), "0.6");
         assert_eq!(py_float(1.0), "1.0");
-    }
-
-    #[test]
-    fn frames_exist_for_every_site() {
-        for site in [
-            Site::Params,
-            Site::RefParams,
-            Site::Grads,
-            Site::Optim,
-            Site::Gather,
-            Site::Activations,
-            Site::Recompute,
-            Site::LogitsBf16,
-            Site::LogitsFp32,
-            Site::Softmax,
-            Site::Attention,
-            Site::Static,
-        ] {
-            for fw in [Framework::Verl, Framework::Areal] {
-                let f = torch_site_frames(site, fw);
-                assert!(f.len() >= 2 && f[0].starts_with("  File \""), "{site:?}");
-            }
-        }
     }
 }

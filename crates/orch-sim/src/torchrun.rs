@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::args::{Overrides, parse_torchrun};
 use super::memory::{self, FailKind, Failure, SimConfig, TorchrunConfig, Workload};
+use super::outputs::{self, Vars};
 use super::report::{self, OwnProcess};
 use super::{Ctx, TAG, metric, step_from_path, write_file};
 
@@ -17,22 +18,10 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
     match &targs.config {
         Some(path) => {
             if let Err(e) = o.merge_yaml_file(path) {
-                ctx.err("Traceback (most recent call last):");
-                for l in report::frame(&format!("/workspace/{SCRIPT}"), 388, "<module>", "main()") {
-                    ctx.err(l);
-                }
-                for l in report::frame(
-                    &format!("/workspace/{SCRIPT}"),
-                    41,
-                    "load_config",
-                    "with open(path) as f:",
-                ) {
-                    ctx.err(l);
-                }
-                ctx.err(format!(
-                    "FileNotFoundError: [Errno 2] No such file or directory: '{}' ({e:#})",
-                    path.display()
-                ));
+                let vars = Vars::new()
+                    .set("path", path.display())
+                    .set("error", format!("{e:#}"));
+                ctx.err_template(outputs::torchrun::CONFIG_MISSING, &vars);
                 return ctx.finish(1, "simulated torchrun: config file unreadable");
             }
         }
@@ -169,79 +158,35 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
     )
 }
 
+/// Print the real failure output for `f` (`outputs/torchrun/*.txt`) and return torchrun's exit
+/// code; `agent` is torch elastic's pid, `rank0` the failing rank's.
 fn fail_exit(ctx: &mut Ctx, f: &Failure, agent: u32, rank0: u32) -> i32 {
     let st = report::Stamp::now();
-    let host = report::hostname();
-    match &f.kind {
-        FailKind::GpuOom(d) => {
-            let msg = report::torch_oom_message(d, &[], OwnProcess::ThisProcess);
-            let script = format!("/workspace/{SCRIPT}");
-            let model_py = "/workspace/training/model.py";
-            let mut lines = vec!["Traceback (most recent call last):".to_string()];
-            let mut fr: Vec<(&str, u32, &str, &str)> = vec![
-                (&script, 388, "<module>", "main()"),
-                (
-                    &script,
-                    341,
-                    "main",
-                    "loss = train_step(model, batch, scaler, cfg)",
-                ),
-            ];
-            match d.site {
-                memory::Site::Attention | memory::Site::Activations => fr.extend([
-                    (script.as_str(), 212, "train_step", "logits = model(input_ids)"),
-                    ("torch/nn/modules/module.py", 1751, "_wrapped_call_impl", "return self._call_impl(*args, **kwargs)"),
-                    ("torch/nn/modules/module.py", 1762, "_call_impl", "return forward_call(*args, **kwargs)"),
-                    ("torch/nn/parallel/distributed.py", 1637, "forward", "else self._run_ddp_forward(*inputs, **kwargs)"),
-                    (model_py, 211, "forward", "x = block(x)"),
-                    (model_py, 143, "forward", if d.site == memory::Site::Attention {
-                        "scores = torch.matmul(q, k.transpose(-2, -1)) * self.scale"
-                    } else {
-                        "return self.w2(F.silu(self.w1(x)) * self.w3(x))"
-                    }),
-                ]),
-                memory::Site::Optim => fr.extend([
-                    (script.as_str(), 231, "train_step", "optimizer.step()"),
-                    ("torch/optim/optimizer.py", 485, "wrapper", "out = func(*args, **kwargs)"),
-                    ("torch/optim/adamw.py", 152, "_init_group", "state[\"exp_avg_sq\"] = torch.zeros_like("),
-                ]),
-                _ => fr.extend([
-                    (script.as_str(), 226, "train_step", "loss.backward()"),
-                    ("torch/_tensor.py", 648, "backward", "torch.autograd.backward("),
-                    ("torch/autograd/graph.py", 824, "_engine_run_backward", "return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass"),
-                ]),
-            }
-            for (file, l, func, src) in fr {
-                lines.extend(report::frame(file, l, func, src));
-            }
-            lines.push(format!("torch.OutOfMemoryError: {msg}"));
-            for l in lines {
-                ctx.err(format!("[rank0]: {l}"));
-            }
-            ctx.err(format!(
-                "W{} {agent} torch/distributed/elastic/multiprocessing/api.py:897] Sending process {} closing signal SIGTERM",
-                st.glog(),
-                rank0 + 1
-            ));
-            ctx.err(format!(
-                "E{} {agent} torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: {rank0}) of binary: /usr/bin/python3",
-                st.glog()
-            ));
-            for l in report::torchrun_child_failed(SCRIPT, &st, &host, rank0, 1) {
-                ctx.err(l);
-            }
-        }
-        FailKind::HostOom { .. } => {
-            ctx.err(format!(
-                "E{} {agent} torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) local_rank: 0 (pid: {rank0}) of binary: /usr/bin/python3",
-                st.glog()
-            ));
-            for l in report::torchrun_child_failed(SCRIPT, &st, &host, rank0, -9) {
-                ctx.err(l);
-            }
-        }
+    let child_failed = |exitcode| {
+        Vars::new()
+            .set("glog", st.glog())
+            .set("agent", agent)
+            .set("rank0", rank0)
+            .block(
+                "child_failed",
+                report::elastic_failed(SCRIPT, &st, &report::hostname(), rank0, exitcode),
+            )
+    };
+    let (template, vars) = match &f.kind {
+        FailKind::GpuOom(d) => (
+            outputs::torchrun::GPU_OOM,
+            child_failed(1)
+                .set("rank1", rank0 + 1)
+                .set(
+                    "oom",
+                    report::torch_oom_message(d, &[], OwnProcess::ThisProcess),
+                )
+                .block("site_frames", outputs::torchrun_site_frames(d.site)),
+        ),
+        FailKind::HostOom { .. } => (outputs::torchrun::HOST_OOM, child_failed(-9)),
         other => unreachable!("not a torchrun failure: {other:?}"),
-    }
+    };
+    ctx.err_template(template, &vars);
     ctx.finish(
         1,
         &format!("simulated torchrun failure: {}", super::describe(f)),
