@@ -1,8 +1,16 @@
 //! Simulated `python3 -m verl.trainer.main_ppo key=value ...` (GRPO/PPO with vLLM rollout and
 //! an FSDP actor on Ray).
+//!
+//! A run goes through verl's steps in order: resolve the Hydra overrides and estimate
+//! (`plan`), the TaskRunner's start-up (`start_task_runner`), the workers' FSDP and vLLM
+//! initialisation (`init_workers`), the checkpoint it resumes from (`load_checkpoint`), then
+//! one rollout + update + checkpoint per step (`train`). A step that hits the estimate's
+//! failure prints the real failure output (`failure::fail_exit`) and ends the run with its
+//! exit code.
 
 use std::path::{Path, PathBuf};
 
+use super::arch::Arch;
 use super::args::Overrides;
 use super::memory::{self, FailAt, FailKind, Failure, GIB, SimConfig, VerlConfig, Workload};
 use super::report;
@@ -44,26 +52,53 @@ fn resume_step(o: &Overrides, dir: &Path) -> Option<(u64, PathBuf)> {
     }
 }
 
-struct Run<'o> {
-    o: &'o Overrides,
+/// One verl run: the resolved configuration, its estimate, where it checkpoints, and the Ray
+/// processes' pids.
+struct Run {
+    o: Overrides,
     v: VerlConfig,
     est: memory::Estimate,
+    arch: Arch,
     dir: PathBuf,
+    /// The checkpoint resumed from: its step and folder.
+    resume: Option<(u64, PathBuf)>,
+    /// The step resumed after (0: from scratch) and the last step to train.
+    start: u64,
+    total: u64,
     taskrunner: u32,
     worker: u32,
     engine: u32,
 }
 
-impl Run<'_> {
+impl Run {
     fn tr(&self, line: &str) -> String {
         format!("(TaskRunner pid={}) {line}", self.taskrunner)
     }
     fn wd(&self, line: &str) -> String {
         format!("(WorkerDict pid={}) {line}", self.worker)
     }
+    /// The estimate's failure, if it happens at `at`.
+    fn fails_at(&self, at: impl Fn(&Failure) -> bool) -> Option<&Failure> {
+        self.est.failure.as_ref().filter(|f| at(f))
+    }
 }
 
+/// A step's outcome: go on, or end the run with this exit code.
+type Step<T> = Result<T, i32>;
+
 pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
+    let r = plan(ctx, args);
+    let steps = |ctx: &mut Ctx| -> Step<i32> {
+        start_task_runner(ctx, &r)?;
+        init_workers(ctx, &r)?;
+        load_checkpoint(ctx, &r)?;
+        train(ctx, &r)
+    };
+    steps(ctx).unwrap_or_else(|code| code)
+}
+
+/// Resolve the overrides, find the checkpoint to resume from, estimate, print the banner.
+fn plan(ctx: &mut Ctx, args: &[String]) -> Run {
     let o = overrides(args);
     let v = VerlConfig::from_overrides(&o);
     let dir = PathBuf::from(o.str_or("trainer.default_local_dir", ""));
@@ -96,24 +131,29 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
             arch.vocab
         )),
     );
-    let r = Run {
-        o: &o,
+    Run {
+        o,
         v,
         est,
+        arch,
         dir,
+        resume,
+        start,
+        total,
         taskrunner: ctx.ids.pid("TaskRunner"),
         worker: ctx.ids.pid("WorkerDict"),
         engine: ctx.ids.pid("EngineCore"),
-    };
-    let step_s = ctx.env.step_seconds;
+    }
+}
 
-    // Start-up.
+/// The TaskRunner's start-up lines; the resource pool check fails here.
+fn start_task_runner(ctx: &mut Ctx, r: &Run) -> Step<()> {
     ctx.out(r.tr(&format!(
         "TaskRunner hostname: {}, PID: {}",
         report::hostname(),
         r.taskrunner
     )));
-    let given: Vec<String> = o.given.iter().map(|g| format!("'{g}'")).collect();
+    let given: Vec<String> = r.o.given.iter().map(|g| format!("'{g}'")).collect();
     ctx.out(r.tr(&format!("config overrides: [{}]", given.join(", "))));
     ctx.out(r.tr("Using dataset class: RLHFDataset"));
     let per_step = r.v.train_batch_size.max(1);
@@ -121,27 +161,28 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
         "Size of train dataloader: {}, Size of val dataloader: 1",
         (7473 / per_step).max(1)
     )));
-    ctx.out(r.tr(&format!("Total training steps: {total}")));
-    ctx.sleep(step_s);
-    let fail = r.est.failure.clone();
-    if let Some(
-        f @ Failure {
-            at: FailAt::Init,
-            kind: FailKind::NotEnoughGpus { .. },
-        },
-    ) = &fail
-    {
-        return fail_exit(ctx, &r, f);
+    ctx.out(r.tr(&format!("Total training steps: {}", r.total)));
+    ctx.sleep(ctx.env.step_seconds);
+    let init_gpus =
+        |f: &Failure| f.at == FailAt::Init && matches!(f.kind, FailKind::NotEnoughGpus { .. });
+    if let Some(f) = r.fails_at(init_gpus) {
+        return Err(fail_exit(ctx, r, f));
     }
-    let p = arch.params;
+    Ok(())
+}
+
+/// The actor's FSDP init, then vLLM's: host OOM (param offload) and vLLM's start-up errors
+/// fail here.
+fn init_workers(ctx: &mut Ctx, r: &Run) -> Step<()> {
+    let p = r.arch.params;
     let world = (r.v.n_gpus_per_node * r.v.nnodes) as f64;
     ctx.out(r.wd(&format!(
         "Model config after override: {} ({} layers)",
-        arch.name, arch.layers
+        r.arch.name, r.arch.layers
     )));
     ctx.out(r.wd(&format!(
         "{} contains {:.2}B parameters",
-        arch.name,
+        r.arch.name,
         p / 1e9
     )));
     let fsdp = 4.0 * p / world / GIB;
@@ -161,30 +202,27 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
             "After offload actor model during init, memory allocated (GB): 0.00, memory reserved (GB): 0.00",
         ));
     }
-    if let Some(
-        f @ Failure {
-            at: FailAt::Init,
-            kind: FailKind::HostOom { .. },
-        },
-    ) = &fail
-    {
-        return fail_exit(ctx, &r, f);
+    let init_host =
+        |f: &Failure| f.at == FailAt::Init && matches!(f.kind, FailKind::HostOom { .. });
+    if let Some(f) = r.fails_at(init_host) {
+        return Err(fail_exit(ctx, r, f));
     }
     let vl = report::Stamp::now().vllm();
     ctx.out(r.wd(&format!(
         "INFO {vl} [gpu_model_runner.py:2602] Model loading took {:.4} GiB and 4.21 seconds",
         2.0 * p / r.v.tensor_parallel as f64 / GIB
     )));
-    if let Some(
-        f @ Failure {
-            at: FailAt::Init, ..
-        },
-    ) = &fail
-    {
-        return fail_exit(ctx, &r, f);
+    if let Some(f) = r.fails_at(|f| f.at == FailAt::Init) {
+        return Err(fail_exit(ctx, r, f));
     }
+    vllm_ready_lines(ctx, r, &vl, fsdp);
+    Ok(())
+}
+
+/// vLLM's KV-cache lines and the switch back to the trainer after a successful start-up.
+fn vllm_ready_lines(ctx: &mut Ctx, r: &Run, vl: &str, fsdp: f64) {
     let kv = r.est.kv_cache_gib.unwrap_or(0.0);
-    let per_tok = arch.kv_bytes_per_token(r.v.tensor_parallel);
+    let per_tok = r.arch.kv_bytes_per_token(r.v.tensor_parallel);
     let kv_tokens = (kv * GIB / per_tok).floor() as u64;
     ctx.out(r.wd(&format!(
         "INFO {vl} [gpu_worker.py:298] Available KV cache memory: {kv:.2} GiB"
@@ -198,14 +236,19 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
         thousands(r.v.max_model_len()),
         kv_tokens as f64 / r.v.max_model_len() as f64
     )));
+    let resident = if r.v.param_offload { 0.0 } else { fsdp };
     ctx.out(r.wd(&format!(
         "After switch to trainer mode, memory allocated (GB): {:.2}, memory reserved (GB): {:.2}, device memory used/total (GB): {:.2}/{:.2}",
-        if r.v.param_offload { 0.0 } else { fsdp },
-        if r.v.param_offload { 0.0 } else { fsdp * 1.02 },
-        memory::k::CUDA_CTX_GIB + memory::k::VLLM_ASLEEP_GIB + if r.v.param_offload { 0.0 } else { fsdp * 1.02 },
+        resident,
+        resident * 1.02,
+        memory::k::CUDA_CTX_GIB + memory::k::VLLM_ASLEEP_GIB + resident * 1.02,
         r.est.capacity_gib
     )));
-    match &resume {
+}
+
+/// verl's `_load_checkpoint` lines; a run already at its last step ends here.
+fn load_checkpoint(ctx: &mut Ctx, r: &Run) -> Step<()> {
+    match &r.resume {
         None => {
             ctx.out(r.tr(&format!(
                 "Checkpoint tracker file does not exist: {}",
@@ -222,61 +265,71 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
             ctx.out(r.tr(&format!("Resuming from {}", folder.display())));
         }
     }
+    let (start, total) = (r.start, r.total);
     if start >= total {
         ctx.out(r.tr(&format!(
             "Training already finished at global step {start} of {total}"
         )));
-        return ctx.finish(
+        return Err(ctx.finish(
             0,
             &format!("simulated verl run: nothing left to do (step {start} of {total})"),
-        );
+        ));
     }
+    Ok(())
+}
 
+/// Steps `start + 1 ..= total`: rollout (where vLLM's wake-up fails), update (where training
+/// failures hit), the step line and a checkpoint. The run's exit code.
+fn train(ctx: &mut Ctx, r: &Run) -> Step<i32> {
+    let (start, total) = (r.start, r.total);
+    let step_s = ctx.env.step_seconds;
     for step in start + 1..=total {
         if ctx.maybe_hang(step) {
-            return 124;
+            return Ok(124);
         }
         let rel = step - start;
         ctx.sleep(step_s * 0.5);
-        if let Some(f) = fail
-            .as_ref()
-            .filter(|f| f.at == FailAt::Rollout { step: rel })
-        {
-            return fail_exit(ctx, &r, f);
+        if let Some(f) = r.fails_at(|f| f.at == FailAt::Rollout { step: rel }) {
+            return Err(fail_exit(ctx, r, f));
         }
         ctx.sleep(step_s * 0.5);
-        if let Some(f) = fail.as_ref().filter(|f| {
+        let in_update = |f: &Failure| {
             f.at == FailAt::Train { step: rel } || f.at == FailAt::AfterUpdate { step: rel }
-        }) {
-            return fail_exit(ctx, &r, f);
+        };
+        if let Some(f) = r.fails_at(in_update) {
+            return Err(fail_exit(ctx, r, f));
         }
-        let line = step_line(ctx, &r, step, step_s);
+        let line = step_line(ctx, r, step, step_s);
         ctx.out(r.tr(&line));
-        let folder = r.dir.join(format!("global_step_{step}"));
-        let marker = folder.join("actor").join("orch_sim_checkpoint.json");
-        let body =
-            format!("{{\"simulated\": true, \"trainer\": \"verl\", \"global_step\": {step}}}\n");
-        match write_file(&marker, &body)
-            .and_then(|_| write_file(&r.dir.join(TRACKER), &format!("{step}")))
-        {
-            Ok(()) => ctx.out(r.tr(&format!("local_global_step_folder: {}", folder.display()))),
-            Err(e) => ctx.err(format!(
-                "{TAG} warning: could not write checkpoint {}: {e}",
-                folder.display()
-            )),
-        }
+        save_checkpoint(ctx, r, step);
     }
     ctx.out(r.tr(&format!(
         "Final validation metrics: {{'val-core/openai/gsm8k/reward/mean@1': {:.3}}}",
         metric(&ctx.ids, "val", total, 0.3, 0.8)
     )));
-    ctx.finish(
+    Ok(ctx.finish(
         0,
         &format!(
             "simulated verl run finished: steps {}..{total} completed",
             start + 1
         ),
-    )
+    ))
+}
+
+/// `global_step_N/actor/` and the tracker file, as verl's `_save_checkpoint` leaves them.
+fn save_checkpoint(ctx: &mut Ctx, r: &Run, step: u64) {
+    let folder = r.dir.join(format!("global_step_{step}"));
+    let marker = folder.join("actor").join("orch_sim_checkpoint.json");
+    let body = format!("{{\"simulated\": true, \"trainer\": \"verl\", \"global_step\": {step}}}\n");
+    match write_file(&marker, &body)
+        .and_then(|_| write_file(&r.dir.join(TRACKER), &format!("{step}")))
+    {
+        Ok(()) => ctx.out(r.tr(&format!("local_global_step_folder: {}", folder.display()))),
+        Err(e) => ctx.err(format!(
+            "{TAG} warning: could not write checkpoint {}: {e}",
+            folder.display()
+        )),
+    }
 }
 
 fn py_bool(b: bool) -> &'static str {
