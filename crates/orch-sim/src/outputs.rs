@@ -8,7 +8,7 @@
 //!
 //! `outputs/*.txt` are single messages (torch's OOM, vLLM's and SGLang's start-up errors, Ray's
 //! memory monitor) that [`render`] fills in place. `outputs/{verl,areal,torchrun}/*.txt` are
-//! whole failure outputs, one per failure kind, and `outputs/frames/*.txt` the traceback frames
+//! whole failure outputs, one per failure kind (and torch elastic's launch banner), and `outputs/frames/*.txt` the traceback frames
 //! from a training step down to a failing allocation, one file per allocation site
 //! ([`site_frames`], [`torchrun_site_frames`]). [`Vars::lines`] renders a whole output into
 //! the lines a runner writes: a line holding a *block* placeholder (a frames file, or another
@@ -67,8 +67,11 @@ pub mod areal {
     pub const CONFIG_MISSING: &str = include_str!("../outputs/areal/config_missing.txt");
 }
 
-/// torchrun's failure outputs (a plain DDP script, `training/train.py`).
+/// torchrun's outputs (a plain DDP script, `training/train.py`): torch elastic's banner and
+/// the failures.
 pub mod torchrun {
+    /// torch elastic's warning banner at launch (`OMP_NUM_THREADS`).
+    pub const ELASTIC_BANNER: &str = include_str!("../outputs/torchrun/elastic_banner.txt");
     /// torch OOM in rank 0 (`{site_frames}`: a `frames/torchrun_*.txt`).
     pub const GPU_OOM: &str = include_str!("../outputs/torchrun/gpu_oom.txt");
     /// The kernel's OOM killer takes rank 0; torch elastic reports the SIGKILL.

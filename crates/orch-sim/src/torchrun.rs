@@ -1,9 +1,14 @@
 //! Simulated `torchrun --nproc_per_node=N train.py --config FILE [--output_dir D]
 //! [--resume_from D/step_N]` (a plain DDP training script with a YAML config, seed 003).
+//!
+//! A run reads the config and estimates (`plan`), prints torch elastic's banner and rank 0's
+//! start-up (`start_up`), then trains and saves a checkpoint per step (`train`). A step that
+//! hits the estimate's failure prints the real failure output (`fail_exit`) and ends the run
+//! with its exit code.
 
 use std::path::{Path, PathBuf};
 
-use super::args::{Overrides, parse_torchrun};
+use super::args::{Overrides, TorchrunArgs, parse_torchrun};
 use super::memory::{self, FailKind, Failure, SimConfig, TorchrunConfig, Workload};
 use super::outputs::{self, Vars};
 use super::report::{self, OwnProcess};
@@ -11,8 +16,37 @@ use super::{Ctx, TAG, metric, step_from_path, write_file};
 
 const SCRIPT: &str = "training/train.py";
 
+/// One torchrun job: the script's configuration, its estimate, where it checkpoints, and the
+/// elastic agent's and rank 0's pids.
+struct Run {
+    targs: TorchrunArgs,
+    t: TorchrunConfig,
+    est: memory::Estimate,
+    nproc: u32,
+    output_dir: PathBuf,
+    /// The step resumed after (0: from scratch) and the last step to train.
+    start: u64,
+    total: u64,
+    /// Why `--resume_from` was ignored, if it was.
+    resume_note: Option<String>,
+    agent: u32,
+    rank0: u32,
+}
+
+/// A step's outcome: go on, or end the run with this exit code.
+type Step<T> = Result<T, i32>;
+
 pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
-    let targs = parse_torchrun(args);
+    let steps = |ctx: &mut Ctx| -> Step<i32> {
+        let r = plan(ctx, args)?;
+        start_up(ctx, &r)?;
+        train(ctx, &r)
+    };
+    steps(ctx).unwrap_or_else(|code| code)
+}
+
+/// `--config` (the script exits when it cannot be read), then the `key=value` overrides.
+fn read_config(ctx: &mut Ctx, targs: &TorchrunArgs) -> Step<(Overrides, Vec<String>)> {
     let mut o = Overrides::new();
     let mut notes = Vec::new();
     match &targs.config {
@@ -22,12 +56,19 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
                     .set("path", path.display())
                     .set("error", format!("{e:#}"));
                 ctx.err_template(outputs::torchrun::CONFIG_MISSING, &vars);
-                return ctx.finish(1, "simulated torchrun: config file unreadable");
+                return Err(ctx.finish(1, "simulated torchrun: config file unreadable"));
             }
         }
         None => notes.push("no --config given; using the script's defaults".to_string()),
     }
     o.apply_hydra(&targs.overrides);
+    Ok((o, notes))
+}
+
+/// Resolve the configuration and the resume point, estimate, print the banner.
+fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
+    let targs = parse_torchrun(args);
+    let (o, notes) = read_config(ctx, &targs)?;
     let nproc = targs
         .nproc_per_node
         .unwrap_or(ctx.env.hw.gpus_per_node)
@@ -49,7 +90,6 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
             None => resume_note = Some(format!("checkpoint {p} not found; starting from scratch")),
         }
     }
-    let total = ctx.env.steps;
     let est = memory::estimate(&SimConfig {
         hw: ctx.env.hw.clone(),
         workload: Workload::Torchrun(t.clone()),
@@ -63,104 +103,130 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
             t.params_m, t.n_layers, t.micro_batch_size, t.max_seq_len, t.gradient_checkpointing, t.precision.name()
         )),
     );
-    let step_s = ctx.env.step_seconds;
-    let st = report::Stamp::now();
-    let agent = ctx.ids.pid("torchrun-agent");
-    let rank0 = ctx.ids.pid("rank0");
-    ctx.err(format!(
-        "W{} {agent} torch/distributed/run.py:792] ",
-        st.glog()
-    ));
-    ctx.err(format!(
-        "W{} {agent} torch/distributed/run.py:792] *****************************************",
-        st.glog()
-    ));
-    ctx.err(format!("W{} {agent} torch/distributed/run.py:792] Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal performance in your application as needed. ", st.glog()));
-    ctx.err(format!(
-        "W{} {agent} torch/distributed/run.py:792] *****************************************",
-        st.glog()
-    ));
+    Ok(Run {
+        targs,
+        t,
+        est,
+        nproc,
+        output_dir,
+        start,
+        total: ctx.env.steps,
+        resume_note,
+        agent: ctx.ids.pid("torchrun-agent"),
+        rank0: ctx.ids.pid("rank0"),
+    })
+}
+
+/// torch elastic's banner and rank 0's config lines; a start-up failure hits here, and a run
+/// already at its last step ends here.
+fn start_up(ctx: &mut Ctx, r: &Run) -> Step<()> {
+    let vars = Vars::new()
+        .set("glog", report::Stamp::now().glog())
+        .set("agent", r.agent);
+    ctx.err_template(outputs::torchrun::ELASTIC_BANNER, &vars);
+    let t = &r.t;
     ctx.out(format!(
-        "[rank0] config: micro_batch_size={} gradient_accumulation_steps={} max_seq_len={} gradient_checkpointing={} precision={} world_size={nproc} global_batch={}",
+        "[rank0] config: micro_batch_size={} gradient_accumulation_steps={} max_seq_len={} gradient_checkpointing={} precision={} world_size={} global_batch={}",
         t.micro_batch_size,
         t.gradient_accumulation_steps,
         t.max_seq_len,
         t.gradient_checkpointing,
         t.precision.name(),
-        t.micro_batch_size * t.gradient_accumulation_steps * nproc as u64
+        r.nproc,
+        t.micro_batch_size * t.gradient_accumulation_steps * r.nproc as u64
     ));
     ctx.out(format!("[rank0] model parameters: {:.1}M", t.params_m));
-    if let Some(n) = resume_note {
+    if let Some(n) = &r.resume_note {
         ctx.out(format!("[rank0] warning: {n}"));
     }
+    let (start, total) = (r.start, r.total);
     if start > 0 {
-        let p = targs.resume_from.clone().unwrap_or_default();
+        let p = r.targs.resume_from.clone().unwrap_or_default();
         ctx.out(format!(
             "[rank0] Resuming from checkpoint {p} (step {start})"
         ));
     }
-    ctx.sleep(step_s);
-    if let Some(f) = &est.failure
+    ctx.sleep(ctx.env.step_seconds);
+    if let Some(f) = &r.est.failure
         && f.at == memory::FailAt::Init
     {
-        return fail_exit(ctx, f, agent, rank0);
+        return Err(fail_exit(ctx, r, f));
     }
     if start >= total {
         ctx.out(format!(
             "[rank0] already at step {start} of {total}; nothing to do"
         ));
-        return ctx.finish(
+        return Err(ctx.finish(
             0,
             &format!("simulated torchrun: nothing left to do (step {start} of {total})"),
-        );
+        ));
     }
+    Ok(())
+}
+
+/// Steps `start + 1 ..= total`: the step (where a failure hits), its log line and checkpoint.
+/// The run's exit code.
+fn train(ctx: &mut Ctx, r: &Run) -> Step<i32> {
+    let (start, total) = (r.start, r.total);
+    let step_s = ctx.env.step_seconds;
     for step in start + 1..=total {
         if ctx.maybe_hang(step) {
-            return 124;
+            return Ok(124);
         }
         ctx.sleep(step_s * 0.5);
-        if let Some(f) = est.failure.as_ref().filter(|f| f.at.step() == step - start) {
-            return fail_exit(ctx, f, agent, rank0);
+        if let Some(f) = r
+            .est
+            .failure
+            .as_ref()
+            .filter(|f| f.at.step() == step - start)
+        {
+            return Err(fail_exit(ctx, r, f));
         }
         ctx.sleep(step_s * 0.5);
+        let t = &r.t;
         let tokens =
-            (t.micro_batch_size * t.max_seq_len * t.gradient_accumulation_steps * nproc as u64)
+            (t.micro_batch_size * t.max_seq_len * t.gradient_accumulation_steps * r.nproc as u64)
                 as f64;
         ctx.out(format!(
             "step {step} | loss {:.4} | lr {:.2e} | mem {:.1}GB | tok/s {:.0}",
             metric(&ctx.ids, "loss", step, 3.2, 2.3),
             3.0e-4_f64.min(3.0e-4 * step as f64 / 1000.0 + 3.0e-7),
-            est.train_peak_gib,
+            r.est.train_peak_gib,
             if step_s > 0.0 {
                 tokens / step_s
             } else {
                 tokens
             }
         ));
-        let dir = output_dir.join(format!("step_{step}"));
-        let body =
-            format!("{{\"simulated\": true, \"trainer\": \"torchrun\", \"step\": {step}}}\n");
-        match write_file(&dir.join("orch_sim_checkpoint.json"), &body) {
-            Ok(()) => ctx.out(format!("[rank0] saved checkpoint to {}", dir.display())),
-            Err(e) => ctx.err(format!(
-                "{TAG} warning: could not write checkpoint {}: {e}",
-                dir.display()
-            )),
-        }
+        save_checkpoint(ctx, r, step);
     }
     ctx.out("[rank0] training complete");
-    ctx.finish(
+    Ok(ctx.finish(
         0,
         &format!(
             "simulated torchrun finished: steps {}..{total} completed",
             start + 1
         ),
-    )
+    ))
+}
+
+/// `OUTPUT_DIR/step_N/`, as the script saves it.
+fn save_checkpoint(ctx: &mut Ctx, r: &Run, step: u64) {
+    let dir = r.output_dir.join(format!("step_{step}"));
+    let body = format!("{{\"simulated\": true, \"trainer\": \"torchrun\", \"step\": {step}}}\n");
+    match write_file(&dir.join("orch_sim_checkpoint.json"), &body) {
+        Ok(()) => ctx.out(format!("[rank0] saved checkpoint to {}", dir.display())),
+        Err(e) => ctx.err(format!(
+            "{TAG} warning: could not write checkpoint {}: {e}",
+            dir.display()
+        )),
+    }
 }
 
 /// Print the real failure output for `f` (`outputs/torchrun/*.txt`) and return torchrun's exit
-/// code; `agent` is torch elastic's pid, `rank0` the failing rank's.
-fn fail_exit(ctx: &mut Ctx, f: &Failure, agent: u32, rank0: u32) -> i32 {
+/// code.
+fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
+    let (agent, rank0) = (r.agent, r.rank0);
     let st = report::Stamp::now();
     let child_failed = |exitcode| {
         Vars::new()
