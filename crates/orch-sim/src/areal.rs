@@ -69,6 +69,7 @@ fn gpu_list(n: u32) -> String {
     (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
 }
 
+/// Simulate AReaL with the trainer's own `args`; the exit code.
 pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
     let steps = |ctx: &mut Ctx| -> Step<i32> {
         let r = plan(ctx, args)?;

@@ -34,6 +34,7 @@ fn splitmix(mut z: u64) -> u64 {
 }
 
 impl Ids {
+    /// Seeded from the trainer and its arguments, so reruns print the same ids.
     pub fn new(trainer: &str, args: &[String]) -> Self {
         let mut h = fnv1a(trainer.as_bytes(), 0xcbf2_9ce4_8422_2325);
         for a in args {
@@ -83,6 +84,7 @@ pub struct Stamp {
 }
 
 impl Stamp {
+    /// The current wall-clock time.
     pub fn now() -> Self {
         let s = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
         Self {
@@ -153,6 +155,7 @@ pub fn format_size(bytes: f64) -> String {
     }
 }
 
+/// [`format_size`] of `g` GiB.
 pub fn gib(g: f64) -> String {
     format_size(g * GIB)
 }
@@ -247,17 +250,24 @@ pub fn py_float(x: f64) -> String {
     }
 }
 
-/// Ray's memory-monitor kill message (`ray.exceptions.OutOfMemoryError`), one string with
-/// embedded newlines, as Ray prints it.
+/// What Ray's memory-monitor kill message (`ray.exceptions.OutOfMemoryError`) names; the
+/// message is one string with embedded newlines, as Ray prints it.
 pub struct RayOom<'a> {
+    /// For the node, actor and worker ids.
     pub ids: &'a Ids,
+    /// The killed task (`WorkerDict.actor_rollout_ref_update_actor`).
     pub task_name: &'a str,
+    /// The killed worker's pid.
     pub pid: u32,
+    /// Its memory (GB).
     pub worker_gb: f64,
+    /// The node's memory in use (GB).
     pub used_gb: f64,
+    /// The node's memory (GB).
     pub total_gb: f64,
 }
 
+/// Ray's memory-monitor message for `r` (`outputs/ray_host_oom.txt`).
 pub fn ray_host_oom(r: &RayOom) -> String {
     let worker_gb = format!("{:.2}", r.worker_gb);
     outputs::render(

@@ -36,6 +36,7 @@ struct Run {
 /// A step's outcome: go on, or end the run with this exit code.
 type Step<T> = Result<T, i32>;
 
+/// Simulate torchrun with the trainer's own `args`; the exit code.
 pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
     let steps = |ctx: &mut Ctx| -> Step<i32> {
         let r = plan(ctx, args)?;

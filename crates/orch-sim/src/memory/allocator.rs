@@ -5,17 +5,29 @@
 /// Where a tensor is allocated; picks the traceback the report prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Site {
+    /// Model parameters (loaded back to the GPU, or created).
     Params,
+    /// The reference model's parameters.
     RefParams,
+    /// Gradients, in the backward.
     Grads,
+    /// Optimizer state (AdamW's `exp_avg` / `exp_avg_sq`).
     Optim,
+    /// FSDP's all-gathered layer parameters.
     Gather,
+    /// Stored activations in the forward.
     Activations,
+    /// A checkpointed layer recomputed in the backward.
     Recompute,
+    /// The bf16 `lm_head` output.
     LogitsBf16,
+    /// The logits upcast to fp32.
     LogitsFp32,
+    /// The fp32 softmax / log-softmax over the vocabulary.
     Softmax,
+    /// Attention scores (eager attention in user scripts).
     Attention,
+    /// Everything resident before the step (a fitted constant).
     Static,
 }
 
@@ -24,12 +36,18 @@ pub enum Site {
 pub enum Event {
     /// `gib` in total, in tensors of `chunk_gib` each.
     Alloc {
+        /// Where (picks the traceback).
         site: Site,
+        /// What, for the breakdown.
         label: String,
+        /// Total size.
         gib: f64,
+        /// Size of each tensor.
         chunk_gib: f64,
     },
+    /// `gib` freed (back to the allocator's reserve, not the device).
     Free {
+        /// Size freed.
         gib: f64,
     },
 }
@@ -46,10 +64,15 @@ pub(crate) fn alloc(site: Site, label: impl Into<String>, gib: f64, chunk_gib: f
 /// A CUDA OOM as torch's caching allocator would report it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OomDetail {
+    /// Where the failing tensor is allocated.
     pub site: Site,
+    /// What it is.
     pub label: String,
+    /// "Tried to allocate".
     pub tried_gib: f64,
+    /// "GPU 0 has a total capacity of".
     pub capacity_gib: f64,
+    /// "of which … is free".
     pub free_gib: f64,
     /// `torch.cuda.memory_allocated()` of the failing process.
     pub allocated_gib: f64,
@@ -70,6 +93,7 @@ pub struct Walk {
     pub reserved_peak_gib: f64,
     /// Peak of everything on the device (other processes + non-PyTorch + reserved).
     pub device_peak_gib: f64,
+    /// The first allocation that did not fit, if any.
     pub oom: Option<OomDetail>,
 }
 

@@ -9,31 +9,54 @@ use crate::args::{self, Overrides};
 /// What the simulator reads from verl's Hydra config.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerlConfig {
+    /// `actor_rollout_ref.model.path` (the architecture is looked up from it).
     pub model_path: String,
+    /// `data.train_batch_size`: prompts per step.
     pub train_batch_size: u64,
+    /// `actor.ppo_mini_batch_size`: prompts per optimizer step.
     pub ppo_mini_batch_size: u64,
     /// Per-GPU micro-batch, resolved from `ppo_micro_batch_size_per_gpu` (or the deprecated
     /// global `ppo_micro_batch_size`, or the whole mini-batch when neither is set).
     pub micro_batch_per_gpu: u64,
+    /// `actor.use_dynamic_bsz`: micro-batches packed to a token budget instead of a count.
     pub use_dynamic_bsz: bool,
+    /// `actor.ppo_max_token_len_per_gpu`: that token budget.
     pub ppo_max_token_len_per_gpu: u64,
+    /// `actor.ulysses_sequence_parallel_size`: sequence-parallel degree (splits tokens).
     pub ulysses_sp: u64,
+    /// `rollout.n`: responses sampled per prompt.
     pub rollout_n: u64,
+    /// `rollout.gpu_memory_utilization`: vLLM's share of the GPU.
     pub gpu_memory_utilization: f64,
+    /// `rollout.tensor_model_parallel_size`: vLLM's tensor-parallel size.
     pub tensor_parallel: u32,
+    /// `rollout.max_model_len`, when given.
     pub max_model_len: Option<u64>,
+    /// `rollout.max_num_batched_tokens`: sizes vLLM's activation workspace.
     pub max_num_batched_tokens: u64,
+    /// `rollout.free_cache_engine`: vLLM sleeps (frees its KV cache) during training.
     pub free_cache_engine: bool,
+    /// `actor.fsdp_config.param_offload`: actor params in host RAM between phases.
     pub param_offload: bool,
+    /// `actor.fsdp_config.optimizer_offload`: AdamW state in host RAM between phases.
     pub optimizer_offload: bool,
+    /// `model.enable_gradient_checkpointing`.
     pub gradient_checkpointing: bool,
+    /// `model.use_remove_padding`: micro-batches hold only real tokens.
     pub use_remove_padding: bool,
+    /// `actor.use_kl_loss`: a bf16 reference model sits on the GPU.
     pub use_kl_loss: bool,
+    /// `ref.fsdp_config.param_offload`: the reference model lives in host RAM.
     pub ref_param_offload: bool,
+    /// `data.max_prompt_length`.
     pub max_prompt_length: u64,
+    /// `data.max_response_length`.
     pub max_response_length: u64,
+    /// `trainer.n_gpus_per_node`.
     pub n_gpus_per_node: u32,
+    /// `trainer.nnodes`.
     pub nnodes: u32,
+    /// What was assumed, for the banner.
     pub notes: Vec<String>,
 }
 
@@ -100,6 +123,7 @@ impl VerlConfig {
         }
     }
 
+    /// Prompt + response: the longest sequence a rollout produces.
     pub fn seq_len(&self) -> u64 {
         self.max_prompt_length + self.max_response_length
     }
@@ -113,20 +137,31 @@ impl VerlConfig {
 /// What the simulator reads from an AReaL GRPO config.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArealConfig {
+    /// `actor.path` (the architecture is looked up from it).
     pub model_path: String,
+    /// `sglang.mem_fraction_static`: SGLang's share of the GPU.
     pub mem_fraction_static: f64,
+    /// `train_dataset.batch_size`: prompts per step.
     pub batch_size: u64,
+    /// `gconfig.n_samples`: responses per prompt.
     pub n_samples: u64,
+    /// `gconfig.max_new_tokens`.
     pub max_new_tokens: u64,
+    /// `train_dataset.max_length`.
     pub prompt_len: u64,
+    /// `actor.mb_spec.max_tokens_per_mb`: the trainer's micro-batch token budget.
     pub max_tokens_per_mb: u64,
+    /// `rollout.max_concurrent_rollouts`.
     pub max_concurrent_rollouts: u64,
+    /// `actor.gradient_checkpointing`.
     pub gradient_checkpointing: bool,
-    /// SGLang: data-parallel servers × tensor parallel size.
+    /// SGLang: data-parallel servers (`rollout.backend` / `allocation_mode`).
     pub gen_dp: u32,
+    /// SGLang: tensor-parallel size per server.
     pub gen_tp: u32,
     /// FSDP trainer data-parallel size.
     pub train_dp: u32,
+    /// `cluster.n_gpus_per_node`.
     pub n_gpus_per_node: u32,
 }
 
@@ -192,14 +227,19 @@ impl ArealConfig {
     }
 }
 
+/// A torchrun script's training precision (`precision:` in its YAML).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
+    /// bfloat16 autocast (the default).
     Bf16,
+    /// float16 autocast.
     Fp16,
+    /// Full fp32.
     Fp32,
 }
 
 impl Precision {
+    /// How the config and the banner spell it.
     pub fn name(self) -> &'static str {
         match self {
             Self::Bf16 => "bf16",
@@ -212,19 +252,28 @@ impl Precision {
 /// What the simulator reads from a torchrun script's YAML config.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TorchrunConfig {
+    /// `model.params_m`: parameters in millions.
     pub params_m: f64,
+    /// `micro_batch_size` per GPU.
     pub micro_batch_size: u64,
+    /// `gradient_accumulation_steps`.
     pub gradient_accumulation_steps: u64,
+    /// `max_seq_len`.
     pub max_seq_len: u64,
+    /// `gradient_checkpointing`.
     pub gradient_checkpointing: bool,
+    /// `precision`.
     pub precision: Precision,
+    /// `model.n_layers`.
     pub n_layers: u32,
     /// Processes (one per GPU).
     pub nproc: u32,
+    /// What was assumed, for the banner.
     pub notes: Vec<String>,
 }
 
 impl TorchrunConfig {
+    /// Read the script's keys (also one nesting level down), with the script's defaults.
     pub fn from_overrides(o: &Overrides, nproc: u32) -> Self {
         let mut notes = Vec::new();
         let params_m = o
@@ -275,17 +324,23 @@ impl TorchrunConfig {
     }
 }
 
+/// Which trainer runs, with its configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Workload {
+    /// verl PPO/GRPO: FSDP actor + vLLM rollout.
     Verl(VerlConfig),
+    /// AReaL GRPO: SGLang server + FSDP trainer.
     Areal(ArealConfig),
+    /// A plain DDP script under torchrun.
     Torchrun(TorchrunConfig),
 }
 
 /// Everything [`estimate`] needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
+    /// The machine.
     pub hw: Hardware,
+    /// The trainer and its configuration.
     pub workload: Workload,
     /// The run continues from a checkpoint (optimizer state is loaded before the first rollout).
     pub resumed: bool,

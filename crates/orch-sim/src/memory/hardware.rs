@@ -5,6 +5,7 @@ use super::k;
 /// The machine the job (pretends to) run on.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hardware {
+    /// The GPU's model name as `nvidia-smi` reports it.
     pub gpu_name: String,
     /// Capacity as torch reports it (`torch.cuda.get_device_properties(0).total_memory`).
     pub gpu_mem_gib: f64,
@@ -17,6 +18,7 @@ pub struct Hardware {
 }
 
 impl Hardware {
+    /// What the simulator assumes when the environment says nothing: 4 × H100 80 GB.
     pub fn h100_default() -> Self {
         Self {
             gpu_name: "NVIDIA H100 80GB HBM3".into(),
@@ -26,6 +28,7 @@ impl Hardware {
             expandable_segments: false,
         }
     }
+    /// The caching allocator's fragmentation slack (lower with `expandable_segments`).
     pub fn frag(&self) -> f64 {
         if self.expandable_segments {
             k::FRAG_EXPANDABLE
@@ -35,14 +38,19 @@ impl Hardware {
     }
 }
 
+/// The trainer being simulated (`orch sim-train <trainer>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trainer {
+    /// `python3 -m verl.trainer.main_ppo`.
     Verl,
+    /// `python3 -m areal.launcher.local`.
     Areal,
+    /// `torchrun train.py`.
     Torchrun,
 }
 
 impl Trainer {
+    /// The trainer named `s` (case-insensitive), if it is one.
     pub fn parse(s: &str) -> Option<Self> {
         match s.trim().to_ascii_lowercase().as_str() {
             "verl" => Some(Self::Verl),
@@ -51,6 +59,7 @@ impl Trainer {
             _ => None,
         }
     }
+    /// Its name on the command line.
     pub fn name(self) -> &'static str {
         match self {
             Self::Verl => "verl",

@@ -71,9 +71,11 @@ struct Run {
 }
 
 impl Run {
+    /// A line from the TaskRunner actor, as Ray prefixes it.
     fn tr(&self, line: &str) -> String {
         format!("(TaskRunner pid={}) {line}", self.taskrunner)
     }
+    /// A line from the WorkerDict actor, as Ray prefixes it.
     fn wd(&self, line: &str) -> String {
         format!("(WorkerDict pid={}) {line}", self.worker)
     }
@@ -86,6 +88,7 @@ impl Run {
 /// A step's outcome: go on, or end the run with this exit code.
 type Step<T> = Result<T, i32>;
 
+/// Simulate verl with the trainer's own `args`; the exit code.
 pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
     let r = plan(ctx, args);
     let steps = |ctx: &mut Ctx| -> Step<i32> {
