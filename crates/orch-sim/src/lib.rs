@@ -10,7 +10,9 @@
 //! and stderr, that it is simulated.
 //!
 //! Layout: [`arch`] (model shapes), [`args`] (Hydra / YAML / flags), [`memory`] (the memory
-//! model, pure), [`report`] (real-format messages), and one runner per trainer.
+//! model, pure), [`outputs`] (the real trainers' failure output as text templates under
+//! `outputs/`), [`report`] (filling the messages in; ids and time stamps), and one runner per
+//! trainer (`verl/`, `areal.rs`, `torchrun.rs`).
 
 #![warn(missing_docs)]
 

@@ -335,7 +335,7 @@ pub enum Workload {
     Torchrun(TorchrunConfig),
 }
 
-/// Everything [`estimate`] needs.
+/// Everything [`estimate`](fn@crate::estimate) needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
     /// The machine.
