@@ -17,11 +17,17 @@ pub struct Arch {
     pub name: String,
     /// Total parameters (embeddings included).
     pub params: f64,
+    /// Decoder layers.
     pub layers: u32,
+    /// Hidden size.
     pub hidden: u32,
+    /// Key/value heads (GQA).
     pub kv_heads: u32,
+    /// Per-head dimension.
     pub head_dim: u32,
+    /// MLP intermediate size.
     pub intermediate: u32,
+    /// Vocabulary size.
     pub vocab: u32,
     /// Input embedding and LM head share one matrix.
     pub tied_embeddings: bool,

@@ -1,29 +1,47 @@
 //! Simulated `python3 -m areal.launcher.local ENTRY --config FILE key=value ...` (AReaL GRPO:
 //! an SGLang server plus an FSDP trainer launched with torchrun, colocated when the node has
 //! too few GPUs for both).
+//!
+//! A run goes through the launcher's steps in order: read the configuration (`plan`), start
+//! the SGLang server (`start_server`), start the trainer (`start_trainer`), then train and
+//! save a recover checkpoint per step (`train`). A step that hits the estimate's failure
+//! prints the real failure output (`fail_exit`) and ends the run with its exit code.
 
 use std::path::{Path, PathBuf};
 
+use super::arch::Arch;
 use super::args::{Overrides, take_flag};
-use super::model::{
+use super::memory::{
     self, ArealConfig, FailAt, FailKind, Failure, GIB, SimConfig, Workload, areal_colocated,
 };
-use super::report::{self, Framework, OwnProcess};
+use super::outputs::{self, Framework, Vars};
+use super::report::{self, OwnProcess};
 use super::{Ctx, TAG, metric, write_file};
 
 const ENTRY: &str = "examples/math/gsm8k_grpo.py";
 
+/// One AReaL run: where it writes, what it estimates, and its processes' ids.
 struct Run {
     entry: String,
     a: ArealConfig,
-    est: model::Estimate,
+    est: memory::Estimate,
+    arch: Arch,
+    exp: String,
+    trial: String,
+    fileroot: String,
     run_name: String,
     recover_dir: PathBuf,
+    /// The global step recovered from (0: a fresh run) and the last step to train.
+    start: u64,
+    total: u64,
     server_pid: u32,
     trainer_pid: u32,
     torchrun_pid: u32,
     port: u32,
 }
+
+/// A step's outcome: go on, or end the run with this exit code.
+type Step<T> = Result<T, i32>;
 
 fn recover_info(dir: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(dir.join("recover_info.json")).ok()?;
@@ -31,7 +49,40 @@ fn recover_info(dir: &Path) -> Option<u64> {
     v.get("global_step")?.as_u64()
 }
 
+/// AReaL's realhf log time stamp.
+fn ts() -> String {
+    report::Stamp::now().areal()
+}
+
+/// SGLang's log prefix, with the TP rank for the scheduler's lines.
+fn sg(tp: bool) -> String {
+    let st = report::Stamp::now().sglang();
+    if tp {
+        format!("[{st} TP0]")
+    } else {
+        format!("[{st}]")
+    }
+}
+
+/// GPU indices `0..n` as `CUDA_VISIBLE_DEVICES` lists them.
+fn gpu_list(n: u32) -> String {
+    (0..n).map(|i| i.to_string()).collect::<Vec<_>>().join(",")
+}
+
+/// Simulate AReaL with the trainer's own `args`; the exit code.
 pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
+    let steps = |ctx: &mut Ctx| -> Step<i32> {
+        let r = plan(ctx, args)?;
+        let tokens = start_server(ctx, &r)?;
+        start_trainer(ctx, &r)?;
+        train(ctx, &r, tokens)
+    };
+    steps(ctx).unwrap_or_else(|code| code)
+}
+
+/// The launcher's defaults, then `--config FILE`, then the overrides; the entry script is the
+/// first positional `.py`.
+fn read_config(ctx: &mut Ctx, args: &[String]) -> Step<(Overrides, String)> {
     let mut rest: Vec<String> = args.to_vec();
     let config = take_flag(&mut rest, "config");
     let mut o = Overrides::new();
@@ -42,19 +93,9 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
     if let Some(path) = &config
         && let Err(e) = o.merge_yaml_file(Path::new(path))
     {
-        ctx.err("Traceback (most recent call last):");
-        for l in report::frame(
-            "areal/api/cli_args.py",
-            1321,
-            "parse_cli_args",
-            "config_file = Path(args.config).absolute()",
-        ) {
-            ctx.err(l);
-        }
-        ctx.err(format!(
-            "FileNotFoundError: [Errno 2] No such file or directory: '{path}' ({e:#})"
-        ));
-        return ctx.finish(1, "simulated AReaL: config file unreadable");
+        let vars = Vars::new().set("path", path).set("error", format!("{e:#}"));
+        ctx.err_template(outputs::areal::CONFIG_MISSING, &vars);
+        return Err(ctx.finish(1, "simulated AReaL: config file unreadable"));
     }
     let positional = o.apply_hydra(&rest);
     let entry = positional
@@ -62,6 +103,13 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
         .find(|p| p.ends_with(".py"))
         .cloned()
         .unwrap_or_else(|| ENTRY.to_string());
+    Ok((o, entry))
+}
+
+/// Resolve the configuration, find the recover point, estimate, and print the banner and the
+/// launcher's first line.
+fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
+    let (o, entry) = read_config(ctx, args)?;
     let a = ArealConfig::from_overrides(&o);
     let exp = o.str_or("experiment_name", "gsm8k-grpo");
     let trial = o.str_or("trial_name", "trial0");
@@ -78,8 +126,7 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
     } else {
         0
     };
-    let total = ctx.env.steps;
-    let est = model::estimate(&SimConfig {
+    let est = memory::estimate(&SimConfig {
         hw: ctx.env.hw.clone(),
         workload: Workload::Areal(a.clone()),
         resumed: start > 0,
@@ -108,127 +155,148 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
         trainer_pid: ctx.ids.pid("trainer"),
         torchrun_pid: ctx.ids.pid("torchrun"),
         port: 10_000 + (ctx.ids.unit("port") * 40_000.0) as u32,
-        entry: entry.clone(),
+        entry,
         a,
         est,
+        arch,
+        exp,
+        trial,
+        fileroot,
+        start,
+        total: ctx.env.steps,
     };
-    let step_s = ctx.env.step_seconds;
-    let fail = r.est.failure.clone();
-
-    let ts = || report::Stamp::now().areal();
     ctx.out(format!(
-        "{} Local Scheduler INFO: LocalLauncher: experiment_name={exp}, trial_name={trial}, fileroot={fileroot}, run_id=0, is_recover_run={}",
+        "{} Local Scheduler INFO: LocalLauncher: experiment_name={}, trial_name={}, fileroot={}, run_id=0, is_recover_run={}",
         ts(),
+        r.exp,
+        r.trial,
+        r.fileroot,
         if start > 0 { "True" } else { "False" }
     ));
-    let gpus_server = (r.a.gen_dp * r.a.gen_tp)
+    Ok(r)
+}
+
+/// The GPUs the SGLang server runs on.
+fn server_gpus(ctx: &Ctx, r: &Run) -> u32 {
+    (r.a.gen_dp * r.a.gen_tp)
         .min(ctx.env.hw.gpus_per_node)
-        .max(1);
+        .max(1)
+}
+
+/// Launch the SGLang server and print its start-up up to "ready to roll"; the KV pool's size
+/// in tokens.
+fn start_server(ctx: &mut Ctx, r: &Run) -> Step<u64> {
     ctx.out(format!(
-        "{} Local Scheduler INFO: Starting local process with command: CUDA_VISIBLE_DEVICES={} stdbuf -oL python3 -m areal.launcher.sglang_server {entry} 2>&1 | tee -a {fileroot}/logs/{}/{exp}/{trial}/llm_server.log",
+        "{} Local Scheduler INFO: Starting local process with command: CUDA_VISIBLE_DEVICES={} stdbuf -oL python3 -m areal.launcher.sglang_server {} 2>&1 | tee -a {}/logs/{}/{}/{}/llm_server.log",
         ts(),
-        (0..gpus_server).map(|i| i.to_string()).collect::<Vec<_>>().join(","),
-        ctx.env.user
+        gpu_list(server_gpus(ctx, r)),
+        r.entry,
+        r.fileroot,
+        ctx.env.user,
+        r.exp,
+        r.trial
     ));
-    // SGLang server start-up.
-    let sg = |ctx: &Ctx, tp: bool| {
-        let _ = ctx;
-        let st = report::Stamp::now().sglang();
-        if tp {
-            format!("[{st} TP0]")
-        } else {
-            format!("[{st}]")
-        }
-    };
     let c = r.est.capacity_gib;
-    let weights = 2.0 * arch.params / r.a.gen_tp as f64 / GIB;
+    let weights = 2.0 * r.arch.params / r.a.gen_tp as f64 / GIB;
     ctx.out(format!(
         "{} server_args=ServerArgs(model_path='{}', tokenizer_path='{}', dtype='bfloat16', mem_fraction_static={}, max_running_requests=None, context_length=32768, tp_size={}, random_seed=1, skip_tokenizer_init=True, port={})",
-        sg(ctx, false),
+        sg(false),
         r.a.model_path,
         r.a.model_path,
         report::py_float(r.a.mem_fraction_static),
         r.a.gen_tp,
         r.port
     ));
-    let avail0 = c - model::k::SGLANG_CTX_GIB;
+    let avail0 = c - memory::k::SGLANG_CTX_GIB;
     ctx.out(format!(
         "{} Load weight begin. avail mem={avail0:.2} GB",
-        sg(ctx, true)
+        sg(true)
     ));
     ctx.out(format!(
         "{} Load weight end. type={}ForCausalLM, dtype=torch.bfloat16, avail mem={:.2} GB, mem usage={weights:.2} GB.",
-        sg(ctx, true),
-        if arch.name.starts_with("Llama") { "Llama" } else { "Qwen2" },
+        sg(true),
+        if r.arch.name.starts_with("Llama") { "Llama" } else { "Qwen2" },
         avail0 - weights
     ));
-    ctx.sleep(step_s * 0.5);
+    ctx.sleep(ctx.env.step_seconds * 0.5);
     if let Some(
         f @ Failure {
             kind: FailKind::SglangNotEnough { .. },
             ..
         },
-    ) = &fail
+    ) = &r.est.failure
     {
-        return fail_exit(ctx, &r, f);
+        return Err(fail_exit(ctx, r, f));
     }
     let pool = r.est.kv_cache_gib.unwrap_or(0.0).max(0.0);
-    let per_tok = arch.kv_bytes_per_token(r.a.gen_tp);
+    let per_tok = r.arch.kv_bytes_per_token(r.a.gen_tp);
     let tokens = (pool * GIB / per_tok).floor() as u64;
+    server_ready_lines(ctx, r, tokens, pool);
+    Ok(tokens)
+}
+
+/// SGLang's lines from the KV pool to "ready to roll", and the launcher's note of the address.
+fn server_ready_lines(ctx: &mut Ctx, r: &Run, tokens: u64, pool: f64) {
+    let c = r.est.capacity_gib;
     ctx.out(format!(
         "{} KV Cache is allocated. #tokens: {tokens}, K size: {:.2} GB, V size: {:.2} GB",
-        sg(ctx, true),
+        sg(true),
         pool / 2.0,
         pool / 2.0
     ));
     let after_pool = c - r.a.mem_fraction_static * c;
+    let after_graphs = after_pool - memory::k::SGLANG_OVERHEAD_GIB;
     ctx.out(format!(
         "{} Memory pool end. avail mem={after_pool:.2} GB",
-        sg(ctx, true)
+        sg(true)
     ));
     ctx.out(format!(
         "{} Capture cuda graph begin. This can take up to several minutes. avail mem={after_pool:.2} GB",
-        sg(ctx, true)
+        sg(true)
     ));
     ctx.out(format!(
-        "{} Capture cuda graph end. Time elapsed: 2.41 s. mem usage={:.2} GB. avail mem={:.2} GB.",
-        sg(ctx, true),
-        model::k::SGLANG_OVERHEAD_GIB,
-        after_pool - model::k::SGLANG_OVERHEAD_GIB
+        "{} Capture cuda graph end. Time elapsed: 2.41 s. mem usage={:.2} GB. avail mem={after_graphs:.2} GB.",
+        sg(true),
+        memory::k::SGLANG_OVERHEAD_GIB,
     ));
     ctx.out(format!(
-        "{} max_total_num_tokens={tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests={}, context_len=32768, available_gpu_mem={:.2} GB",
-        sg(ctx, true),
+        "{} max_total_num_tokens={tokens}, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests={}, context_len=32768, available_gpu_mem={after_graphs:.2} GB",
+        sg(true),
         (tokens / 512).clamp(1, 4096),
-        after_pool - model::k::SGLANG_OVERHEAD_GIB
     ));
     ctx.out(format!(
         "{} The server is fired up and ready to roll!",
-        sg(ctx, false)
+        sg(false)
     ));
     ctx.out(format!(
         "{} Local Scheduler INFO: LLM inference server launched at: AREAL_LLM_SERVER_ADDRS=localhost:{}",
         ts(),
         r.port
     ));
+}
+
+/// Launch the trainer with torchrun; it fails here on a start-up failure, else prints the
+/// recover point.
+fn start_trainer(ctx: &mut Ctx, r: &Run) -> Step<()> {
     let dp = r.a.train_dp.min(ctx.env.hw.gpus_per_node).max(1);
     ctx.out(format!(
-        "{} Local Scheduler INFO: Starting local process with command: stdbuf -oL torchrun --nnodes 1 --nproc-per-node {dp} --master-addr localhost --master-port {} {entry} 2>&1 | tee -a {fileroot}/logs/{}/{exp}/{trial}/trainer.log",
+        "{} Local Scheduler INFO: Starting local process with command: stdbuf -oL torchrun --nnodes 1 --nproc-per-node {dp} --master-addr localhost --master-port {} {} 2>&1 | tee -a {}/logs/{}/{}/{}/trainer.log",
         ts(),
         r.port + 1,
-        ctx.env.user
+        r.entry,
+        r.fileroot,
+        ctx.env.user,
+        r.exp,
+        r.trial
     ));
     if areal_colocated(&ctx.env.hw, &r.a) {
         ctx.out(format!(
             "{} Local Scheduler INFO: trainer and llm_server share GPU(s) {}",
             ts(),
-            (0..dp.min(gpus_server))
-                .map(|i| i.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
+            gpu_list(dp.min(server_gpus(ctx, r)))
         ));
     }
-    ctx.sleep(step_s * 0.5);
+    ctx.sleep(ctx.env.step_seconds * 0.5);
     ctx.out(format!(
         "{} [FSDP Engine Rank 0] INFO: Model creation and loading time: 3.12",
         ts()
@@ -241,259 +309,159 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
         f @ Failure {
             at: FailAt::Init, ..
         },
-    ) = &fail
+    ) = &r.est.failure
     {
-        return fail_exit(ctx, &r, f);
+        return Err(fail_exit(ctx, r, f));
     }
-    if start > 0 {
+    if r.start > 0 {
         ctx.out(format!(
             "{} RecoverHandler INFO: Loading recover info from {}",
             ts(),
             r.recover_dir.display()
         ));
         ctx.out(format!(
-            "{} RecoverHandler INFO: Recover info loaded. Resuming from global_step_{start} (epoch 0, epoch_step {start}).",
-            ts()
+            "{} RecoverHandler INFO: Recover info loaded. Resuming from global_step_{} (epoch 0, epoch_step {}).",
+            ts(),
+            r.start,
+            r.start
         ));
     }
+    Ok(())
+}
+
+/// Steps `start + 1 ..= total`: a decode line, the update (where a training failure hits),
+/// the stats, and a recover checkpoint. The run's exit code.
+fn train(ctx: &mut Ctx, r: &Run, tokens: u64) -> Step<i32> {
+    let (start, total) = (r.start, r.total);
     if start >= total {
-        return ctx.finish(
+        return Ok(ctx.finish(
             0,
             &format!("simulated AReaL run: nothing left to do (step {start} of {total})"),
-        );
+        ));
     }
+    let step_s = ctx.env.step_seconds;
     let seqs = r.a.batch_size * r.a.n_samples;
     for step in start + 1..=total {
         if ctx.maybe_hang(step) {
-            return 124;
+            return Ok(124);
         }
-        let rel = step - start;
         let running = r.a.max_concurrent_rollouts.min(seqs);
         let used = running * (r.a.max_new_tokens / 2 + 128);
         ctx.out(format!(
             "{} Decode batch. #running-req: {running}, #token: {used}, token usage: {:.2}, cuda graph: True, gen throughput (token/s): {:.2}, #queue-req: {},",
-            sg(ctx, true),
+            sg(true),
             used as f64 / tokens.max(1) as f64,
             1800.0 + 900.0 * ctx.ids.unit(&format!("tput{step}")),
             seqs.saturating_sub(running)
         ));
         ctx.sleep(step_s * 0.5);
-        if let Some(f) = fail
+        let rel = step - start;
+        if let Some(f) = r
+            .est
+            .failure
             .as_ref()
             .filter(|f| f.at == FailAt::Train { step: rel })
         {
-            return fail_exit(ctx, &r, f);
+            return Err(fail_exit(ctx, r, f));
         }
         ctx.sleep(step_s * 0.5);
-        ctx.out(format!(
-            "{} [Trainer Rank 0] INFO: Epoch 1/1 Step {step}/{total} Train step {step}/{total} done.",
-            ts()
-        ));
-        ctx.out(format!(
-            "{} StatsLogger INFO: Stats ({step}/{total}): ppo_actor/task_reward/avg={:.4}, ppo_actor/update/actor_loss/avg={:.5}, ppo_actor/update/grad_norm={:.4}, rollout/n_seqs={seqs}, timeperf/train_step={:.3}, memory/max_allocated_gb={:.2}, memory/max_reserved_gb={:.2}",
-            ts(),
-            metric(&ctx.ids, "reward", step, 0.25, 0.7),
-            metric(&ctx.ids, "loss", step, 0.01, -0.003),
-            metric(&ctx.ids, "grad", step, 0.4, 0.2),
-            step_s * 0.5,
-            r.est.train_allocated_gib,
-            r.est.train_reserved_gib
-        ));
-        let body = format!(
-            "{{\"simulated\": true, \"trainer\": \"areal\", \"global_step\": {step}, \"epoch\": 0, \"epoch_step\": {step}}}\n"
-        );
-        match write_file(&r.recover_dir.join("recover_info.json"), &body) {
-            Ok(()) => ctx.out(format!(
-                "{} RecoverHandler INFO: Saved recover checkpoint at global_step_{step} to {}",
-                ts(),
-                r.recover_dir.display()
-            )),
-            Err(e) => ctx.err(format!(
-                "{TAG} warning: could not write {}: {e}",
-                r.recover_dir.display()
-            )),
-        }
+        step_done(ctx, r, step, seqs);
     }
-    ctx.finish(
+    Ok(ctx.finish(
         0,
         &format!(
             "simulated AReaL run finished: steps {}..{total} completed",
             start + 1
         ),
-    )
+    ))
 }
 
-fn launcher_tail(ctx: &mut Ctx, r: &Run, job: &str) {
-    let ts = report::Stamp::now().areal();
-    ctx.err(format!(
-        "{ts} Local Scheduler INFO: Stopping local process with signal SIGTERM, pid: [{}, {}]",
-        r.server_pid, r.torchrun_pid
+/// A completed step's trainer and stats lines, and its recover checkpoint.
+fn step_done(ctx: &mut Ctx, r: &Run, step: u64, seqs: u64) {
+    let total = r.total;
+    ctx.out(format!(
+        "{} [Trainer Rank 0] INFO: Epoch 1/1 Step {step}/{total} Train step {step}/{total} done.",
+        ts()
     ));
-    ctx.err("Traceback (most recent call last):");
-    for (f, l, func, src) in [
-        (
-            "/usr/lib/python3.10/runpy.py",
-            196,
-            "_run_module_as_main",
-            "return _run_code(code, main_globals, None,",
-        ),
-        (
-            "/usr/lib/python3.10/runpy.py",
-            86,
-            "_run_code",
-            "exec(code, run_globals)",
-        ),
-        ("areal/launcher/local.py", 405, "<module>", "main()"),
-        (
-            "areal/launcher/local.py",
-            266,
-            "main",
-            "local_main(config, run_id=0)",
-        ),
-        ("areal/launcher/local.py", 395, "local_main", "raise e"),
-        (
-            "areal/launcher/local.py",
-            366,
-            "local_main",
-            "launcher.wait(",
-        ),
-        (
-            "areal/launcher/local.py",
-            234,
-            "wait",
-            "raise JobException(",
-        ),
-    ] {
-        for line in report::frame(f, l, func, src) {
-            ctx.err(line);
-        }
+    ctx.out(format!(
+        "{} StatsLogger INFO: Stats ({step}/{total}): ppo_actor/task_reward/avg={:.4}, ppo_actor/update/actor_loss/avg={:.5}, ppo_actor/update/grad_norm={:.4}, rollout/n_seqs={seqs}, timeperf/train_step={:.3}, memory/max_allocated_gb={:.2}, memory/max_reserved_gb={:.2}",
+        ts(),
+        metric(&ctx.ids, "reward", step, 0.25, 0.7),
+        metric(&ctx.ids, "loss", step, 0.01, -0.003),
+        metric(&ctx.ids, "grad", step, 0.4, 0.2),
+        ctx.env.step_seconds * 0.5,
+        r.est.train_allocated_gib,
+        r.est.train_reserved_gib
+    ));
+    let body = format!(
+        "{{\"simulated\": true, \"trainer\": \"areal\", \"global_step\": {step}, \"epoch\": 0, \"epoch_step\": {step}}}\n"
+    );
+    match write_file(&r.recover_dir.join("recover_info.json"), &body) {
+        Ok(()) => ctx.out(format!(
+            "{} RecoverHandler INFO: Saved recover checkpoint at global_step_{step} to {}",
+            ts(),
+            r.recover_dir.display()
+        )),
+        Err(e) => ctx.err(format!(
+            "{TAG} warning: could not write {}: {e}",
+            r.recover_dir.display()
+        )),
     }
-    ctx.err(format!(
-        "realhf.scheduler.client.JobException: Job {}:{job} JobState.FAILED at node local",
-        r.run_name
-    ));
 }
 
+/// The launcher's `JobException` after `job` ("trainer" or "llm_server") failed.
+fn launcher_failed(r: &Run, job: &str) -> String {
+    Vars::new()
+        .set("areal_time", report::Stamp::now().areal())
+        .set("server_pid", r.server_pid)
+        .set("torchrun_pid", r.torchrun_pid)
+        .set("run_name", &r.run_name)
+        .set("job", job)
+        .text(outputs::areal::LAUNCHER_FAILED)
+}
+
+/// torch elastic's report that the trainer ended with `exitcode`, and what the launcher adds.
+fn trainer_failed(r: &Run, exitcode: i32) -> Vars {
+    let st = report::Stamp::now();
+    Vars::new()
+        .set("glog", st.glog())
+        .set("torchrun_pid", r.torchrun_pid)
+        .set("trainer_pid", r.trainer_pid)
+        .block(
+            "child_failed",
+            report::elastic_failed(&r.entry, &st, &report::hostname(), r.trainer_pid, exitcode),
+        )
+        .block("launcher_failed", launcher_failed(r, "trainer"))
+}
+
+/// Print the real failure output for `f` (`outputs/areal/*.txt`) and return AReaL's exit code.
 fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
-    match &f.kind {
-        FailKind::SglangNotEnough { .. } => {
-            let st = report::Stamp::now().sglang();
-            ctx.err(format!(
-                "[{st} TP0] Scheduler hit an exception: Traceback (most recent call last):"
-            ));
-            for (file, l, func, src) in [
-                (
-                    "sglang/srt/managers/scheduler.py",
-                    2650,
-                    "run_scheduler_process",
-                    "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)",
+    let (template, vars) = match &f.kind {
+        FailKind::SglangNotEnough { .. } => (
+            outputs::areal::SGLANG_NOT_ENOUGH,
+            Vars::new()
+                .set("sglang_time", report::Stamp::now().sglang())
+                .set("message", report::sglang_not_enough())
+                .block("launcher_failed", launcher_failed(r, "llm_server")),
+        ),
+        FailKind::GpuOom(d) => (
+            outputs::areal::GPU_OOM,
+            trainer_failed(r, 1)
+                .set("entry", &r.entry)
+                .set(
+                    "oom",
+                    report::torch_oom_message(d, &[r.server_pid], OwnProcess::Pid(r.trainer_pid)),
+                )
+                .block(
+                    "site_frames",
+                    outputs::site_frames(d.site, Framework::Areal),
                 ),
-                (
-                    "sglang/srt/managers/scheduler.py",
-                    312,
-                    "__init__",
-                    "self.tp_worker = TpWorkerClass(",
-                ),
-                (
-                    "sglang/srt/managers/tp_worker.py",
-                    78,
-                    "__init__",
-                    "self.model_runner = ModelRunner(",
-                ),
-                (
-                    "sglang/srt/model_executor/model_runner.py",
-                    232,
-                    "__init__",
-                    "self.initialize(min_per_gpu_memory)",
-                ),
-                (
-                    "sglang/srt/model_executor/model_runner.py",
-                    305,
-                    "initialize",
-                    "self.init_memory_pool(",
-                ),
-                (
-                    "sglang/srt/model_executor/model_runner.py",
-                    1125,
-                    "init_memory_pool",
-                    "raise RuntimeError(",
-                ),
-            ] {
-                for line in report::frame(file, l, func, src) {
-                    ctx.err(line);
-                }
-            }
-            ctx.err(format!("RuntimeError: {}", report::sglang_not_enough()));
-            ctx.err("");
-            ctx.err(format!(
-                "[{st}] Received sigquit from a child process. It usually means the child failed."
-            ));
-            launcher_tail(ctx, r, "llm_server");
-        }
-        FailKind::GpuOom(d) => {
-            let msg = report::torch_oom_message(d, &[r.server_pid], OwnProcess::Pid(r.trainer_pid));
-            let script = format!("/workspace/{}", r.entry);
-            let mut lines = vec!["Traceback (most recent call last):".to_string()];
-            for (file, l, func, src) in [
-                (script.as_str(), 244, "<module>", "main(sys.argv[1:])"),
-                (
-                    script.as_str(),
-                    178,
-                    "main",
-                    "stats = actor.ppo_update(batch)",
-                ),
-                (
-                    "areal/engine/ppo/actor.py",
-                    303,
-                    "ppo_update",
-                    "return self.actor.ppo_update(*args, **kwargs)",
-                ),
-                (
-                    "areal/engine/ppo/actor.py",
-                    229,
-                    "ppo_update",
-                    "train_stat = self.engine.train_batch(",
-                ),
-            ] {
-                lines.extend(report::frame(file, l, func, src));
-            }
-            lines.extend(report::torch_site_frames(d.site, Framework::Areal));
-            lines.push(format!("torch.OutOfMemoryError: {msg}"));
-            for l in lines {
-                ctx.err(format!("[rank0]: {l}"));
-            }
-            let st = report::Stamp::now();
-            ctx.err(format!(
-                "E{} {} torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1) local_rank: 0 (pid: {}) of binary: /usr/bin/python3",
-                st.glog(),
-                r.torchrun_pid,
-                r.trainer_pid
-            ));
-            for l in
-                report::torchrun_child_failed(&r.entry, &st, &report::hostname(), r.trainer_pid, 1)
-            {
-                ctx.err(l);
-            }
-            launcher_tail(ctx, r, "trainer");
-        }
-        FailKind::HostOom { .. } => {
-            // The kernel's OOM killer takes the trainer; torch elastic reports the SIGKILL.
-            let st = report::Stamp::now();
-            ctx.err(format!(
-                "E{} {} torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -9) local_rank: 0 (pid: {}) of binary: /usr/bin/python3",
-                st.glog(),
-                r.torchrun_pid,
-                r.trainer_pid
-            ));
-            for l in
-                report::torchrun_child_failed(&r.entry, &st, &report::hostname(), r.trainer_pid, -9)
-            {
-                ctx.err(l);
-            }
-            launcher_tail(ctx, r, "trainer");
-        }
+        ),
+        // The kernel's OOM killer takes the trainer; torch elastic reports the SIGKILL.
+        FailKind::HostOom { .. } => (outputs::areal::HOST_OOM, trainer_failed(r, -9)),
         other => unreachable!("not an AReaL failure: {other:?}"),
-    }
+    };
+    ctx.err_template(template, &vars);
     ctx.finish(
         1,
         &format!("simulated AReaL failure: {}", super::describe(f)),
@@ -517,7 +485,7 @@ mod tests {
     #[test]
     fn default_config_on_a40_fails_like_seed_000() {
         let tmp = tempfile::tempdir().unwrap();
-        let a = args(tmp.path(), &crate::model::tests::areal_default());
+        let a = args(tmp.path(), &crate::memory::tests::areal_default());
         let (code, cap) = run_capture("areal", &a, &a40_env("1", &[]));
         assert_eq!(code, 1, "{}", cap.all());
         let err = cap.stderr();
@@ -536,7 +504,7 @@ mod tests {
     #[test]
     fn a40_config_completes_and_recovers() {
         let tmp = tempfile::tempdir().unwrap();
-        let a = args(tmp.path(), &crate::model::tests::areal_a40_optimized());
+        let a = args(tmp.path(), &crate::memory::tests::areal_a40_optimized());
         let env = a40_env("1", &[("USER", "alice")]);
         let (code, cap) = run_capture("areal", &a, &env);
         assert_eq!(code, 0, "{}", cap.all());
@@ -566,7 +534,7 @@ mod tests {
     #[test]
     fn tiny_fraction_fails_in_sglang() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut pairs = crate::model::tests::areal_a40_optimized();
+        let mut pairs = crate::memory::tests::areal_a40_optimized();
         pairs.push(("sglang.mem_fraction_static", "0.05"));
         let (code, cap) = run_capture("areal", &args(tmp.path(), &pairs), &a40_env("1", &[]));
         assert_eq!(code, 1);

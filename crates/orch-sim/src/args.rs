@@ -48,6 +48,7 @@ pub fn unquote(s: &str) -> &str {
 }
 
 impl Overrides {
+    /// No keys.
     pub fn new() -> Self {
         Self::default()
     }
@@ -123,29 +124,35 @@ impl Overrides {
         self.get(first)
     }
 
+    /// `key` is set.
     pub fn contains(&self, key: &str) -> bool {
         self.map.contains_key(key)
     }
 
+    /// `key`'s value, else `default` (interpolated).
     pub fn str_or(&self, key: &str, default: &str) -> String {
         self.get(key)
             .unwrap_or_else(|| self.interpolate(default, 0))
     }
 
+    /// `key` as a Python/YAML boolean, else `default`.
     pub fn bool_or(&self, key: &str, default: bool) -> bool {
         self.get(key)
             .and_then(|v| parse_bool(&v))
             .unwrap_or(default)
     }
 
+    /// `key` as a number, else `default`.
     pub fn f64_or(&self, key: &str, default: f64) -> f64 {
         self.f64_opt(key).unwrap_or(default)
     }
 
+    /// `key` as a number, if set and numeric.
     pub fn f64_opt(&self, key: &str) -> Option<f64> {
         self.get(key).and_then(|v| v.trim().parse::<f64>().ok())
     }
 
+    /// `key` as a count, else `default`.
     pub fn u64_or(&self, key: &str, default: u64) -> u64 {
         self.u64_opt(key).unwrap_or(default)
     }
@@ -278,8 +285,11 @@ pub fn take_flag(args: &mut Vec<String>, name: &str) -> Option<String> {
 /// Parsed torchrun-script command line.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TorchrunArgs {
+    /// `--config FILE`.
     pub config: Option<PathBuf>,
+    /// `--output_dir D`.
     pub output_dir: Option<String>,
+    /// `--resume_from D/step_N`.
     pub resume_from: Option<String>,
     /// `--nproc_per_node` if the caller passed torchrun's own flag through.
     pub nproc_per_node: Option<u32>,
@@ -287,6 +297,7 @@ pub struct TorchrunArgs {
     pub overrides: Vec<String>,
 }
 
+/// Split a torchrun script's command line into its flags and overrides.
 pub fn parse_torchrun(args: &[String]) -> TorchrunArgs {
     let mut a: Vec<String> = args.to_vec();
     let config = take_flag(&mut a, "config").map(PathBuf::from);

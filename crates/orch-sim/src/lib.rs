@@ -3,18 +3,23 @@
 //! There is no GPU, verl, vLLM, SGLang or torch on the machines orch is developed and demoed
 //! on, so the rendered launch scripts call this instead of the real trainer. It reads the
 //! trainer's own arguments exactly as the real trainer would, estimates per-GPU memory with a
-//! documented model ([`model`], `docs/SIMULATOR.md`), and then behaves like the real job:
+//! documented model ([`memory`], `docs/SIMULATOR.md`), and then behaves like the real job:
 //! progress lines and checkpoints when the configuration fits, or — after a short, realistic
 //! delay — the real trainer's failure output (torch OOM, vLLM KV-cache errors, SGLang, Ray's
 //! host-memory monitor) and exit code 1 when it does not. Every run says up front, on stdout
 //! and stderr, that it is simulated.
 //!
-//! Layout: [`arch`] (model shapes), [`args`] (Hydra / YAML / flags), [`model`] (the memory
-//! model, pure), [`report`] (real-format messages), and one runner per trainer.
+//! Layout: [`arch`] (model shapes), [`args`] (Hydra / YAML / flags), [`memory`] (the memory
+//! model, pure), [`outputs`] (the real trainers' failure output as text templates under
+//! `outputs/`), [`report`] (filling the messages in; ids and time stamps), and one runner per
+//! trainer (`verl/`, `areal.rs`, `torchrun.rs`).
+
+#![warn(missing_docs)]
 
 pub mod arch;
 pub mod args;
-pub mod model;
+pub mod memory;
+pub mod outputs;
 pub mod report;
 
 mod areal;
@@ -24,7 +29,7 @@ mod verl;
 use std::io::Write;
 use std::path::Path;
 
-pub use model::{
+pub use memory::{
     Estimate, FailAt, FailKind, Failure, Hardware, OomDetail, SimConfig, Trainer, Workload,
     estimate,
 };
@@ -101,6 +106,8 @@ impl Sink for StdSink {
 /// Settings from the environment (orch sets them from the hardware profile).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimEnv {
+    /// `ORCH_SIM_GPU_NAME`, `ORCH_SIM_GPU_MEM_GIB`, `ORCH_SIM_GPUS`, `ORCH_SIM_HOST_MEM_GIB`,
+    /// `PYTORCH_CUDA_ALLOC_CONF`.
     pub hw: Hardware,
     /// What was assumed because the environment did not say.
     pub hw_notes: Vec<String>,
@@ -208,26 +215,40 @@ impl SimEnv {
 
 /// What a runner works with.
 pub(crate) struct Ctx<'a> {
+    /// Where the output goes.
     pub sink: &'a mut dyn Sink,
+    /// The hardware and run settings.
     pub env: &'a SimEnv,
+    /// Deterministic pids and Ray ids for this command line.
     pub ids: Ids,
 }
 
+/// Starts every line the simulator adds of its own (never the trainers' text).
 pub(crate) const TAG: &str = "[orch simulator]";
 
 impl Ctx<'_> {
+    /// One line to stdout.
     pub fn out(&mut self, line: impl AsRef<str>) {
         self.sink.out(line.as_ref());
     }
+    /// One line to stderr.
     pub fn err(&mut self, line: impl AsRef<str>) {
         self.sink.err(line.as_ref());
     }
+    /// One line to stdout and stderr.
     pub fn both(&mut self, line: impl AsRef<str>) {
         self.sink.out(line.as_ref());
         self.sink.err(line.as_ref());
     }
+    /// Simulated work.
     pub fn sleep(&mut self, secs: f64) {
         self.sink.sleep(secs);
+    }
+    /// `template` filled in from `vars` ([`outputs::Vars::lines`]), to stderr, one write a line.
+    pub fn err_template(&mut self, template: &str, vars: &outputs::Vars) {
+        for line in vars.lines(template) {
+            self.sink.err(&line);
+        }
     }
 
     /// Banner and estimate summary, on stdout and stderr.
@@ -393,12 +414,16 @@ pub(crate) mod testing {
     /// Captures output in order; never sleeps.
     #[derive(Debug, Default)]
     pub struct Capture {
+        /// Each line, `true` for stderr.
         pub lines: Vec<(bool, String)>,
+        /// Seconds it would have slept.
         pub slept: f64,
+        /// It hung (`ORCH_SIM_HANG_AT_STEP`).
         pub hung: bool,
     }
 
     impl Capture {
+        /// The stdout lines.
         pub fn stdout(&self) -> String {
             self.lines
                 .iter()
@@ -406,6 +431,7 @@ pub(crate) mod testing {
                 .map(|(_, l)| format!("{l}\n"))
                 .collect()
         }
+        /// The stderr lines.
         pub fn stderr(&self) -> String {
             self.lines
                 .iter()
@@ -413,6 +439,7 @@ pub(crate) mod testing {
                 .map(|(_, l)| format!("{l}\n"))
                 .collect()
         }
+        /// Both streams, interleaved as written.
         pub fn all(&self) -> String {
             self.lines.iter().map(|(_, l)| format!("{l}\n")).collect()
         }
@@ -433,6 +460,7 @@ pub(crate) mod testing {
         }
     }
 
+    /// A [`SimEnv`] from these variables only.
     pub fn env(vars: &[(&str, &str)]) -> SimEnv {
         let map: std::collections::HashMap<String, String> = vars
             .iter()
@@ -441,6 +469,7 @@ pub(crate) mod testing {
         SimEnv::from_vars(|k| map.get(k).cloned())
     }
 
+    /// 4 × H100 80 GB, 512 GiB host, plus `extra`.
     pub fn h100_env(extra: &[(&str, &str)]) -> SimEnv {
         let mut v = vec![
             ("ORCH_SIM_GPU_NAME", "NVIDIA H100 80GB HBM3"),
@@ -452,6 +481,7 @@ pub(crate) mod testing {
         env(&v)
     }
 
+    /// `gpus` × A40, 240 GiB host, plus `extra`.
     pub fn a40_env(gpus: &str, extra: &[(&str, &str)]) -> SimEnv {
         let mut v = vec![
             ("ORCH_SIM_GPU_NAME", "NVIDIA A40"),
@@ -463,6 +493,7 @@ pub(crate) mod testing {
         env(&v)
     }
 
+    /// Run the simulator in-process; its exit code and output.
     pub fn run_capture(trainer: &str, args: &[String], env: &SimEnv) -> (i32, Capture) {
         let mut cap = Capture::default();
         let code = run(trainer, args, env, &mut cap);

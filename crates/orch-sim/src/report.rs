@@ -1,5 +1,7 @@
-//! Messages in the real trainers' formats: torch's caching-allocator OOM, vLLM's KV-cache
-//! errors, SGLang's memory-pool error, Ray's memory monitor, verl/AReaL/torchrun tracebacks.
+//! Filling in the real trainers' messages: torch's caching-allocator OOM, vLLM's KV-cache
+//! errors, SGLang's memory-pool error, Ray's memory monitor and torch elastic's summary (their
+//! text is `outputs/`, see [`crate::outputs`]), with torch's size format, the trainers' time
+//! stamps, and deterministic pids and Ray ids ([`Ids`]).
 //!
 //! Formats follow the verbatim lines collected in `failure-signatures.md` (torch
 //! `c10/cuda/CUDACachingAllocator.cpp`, `vllm/v1/core/kv_cache_utils.py`,
@@ -7,7 +9,8 @@
 
 use std::time::SystemTime;
 
-use super::model::{GIB, OomDetail, Site};
+use super::memory::{GIB, OomDetail};
+use super::outputs::{self, Vars};
 
 /// Deterministic process ids, actor ids and jitter, seeded from the command line.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +34,7 @@ fn splitmix(mut z: u64) -> u64 {
 }
 
 impl Ids {
+    /// Seeded from the trainer and its arguments, so reruns print the same ids.
     pub fn new(trainer: &str, args: &[String]) -> Self {
         let mut h = fnv1a(trainer.as_bytes(), 0xcbf2_9ce4_8422_2325);
         for a in args {
@@ -80,6 +84,7 @@ pub struct Stamp {
 }
 
 impl Stamp {
+    /// The current wall-clock time.
     pub fn now() -> Self {
         let s = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
         Self {
@@ -150,6 +155,7 @@ pub fn format_size(bytes: f64) -> String {
     }
 }
 
+/// [`format_size`] of `g` GiB.
 pub fn gib(g: f64) -> String {
     format_size(g * GIB)
 }
@@ -180,19 +186,22 @@ pub fn torch_oom_message(d: &OomDetail, other_pids: &[u32], own: OwnProcess) -> 
             gib(d.process_gib)
         )),
     }
-    format!(
-        "CUDA out of memory. Tried to allocate {}. GPU 0 has a total capacity of {} of which {} is free. {procs}Of the allocated memory {} is allocated by PyTorch, and {} is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
-        gib(d.tried_gib),
-        gib(d.capacity_gib),
-        gib(d.free_gib),
-        gib(d.allocated_gib),
-        gib(d.reserved_unallocated_gib),
+    outputs::render(
+        outputs::TORCH_OOM,
+        &[
+            ("tried", &gib(d.tried_gib)),
+            ("capacity", &gib(d.capacity_gib)),
+            ("free", &gib(d.free_gib)),
+            ("processes", &procs),
+            ("allocated", &gib(d.allocated_gib)),
+            ("unallocated", &gib(d.reserved_unallocated_gib)),
+        ],
     )
 }
 
 /// vLLM `check_enough_kv_cache_memory`, no blocks at all.
 pub fn vllm_no_cache_blocks() -> String {
-    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.".to_string()
+    outputs::VLLM_NO_CACHE_BLOCKS.to_string()
 }
 
 /// vLLM V1 `check_enough_kv_cache_memory`, KV cache smaller than one max-length request.
@@ -202,22 +211,33 @@ pub fn vllm_max_len(
     available_gib: f64,
     estimated: u64,
 ) -> String {
-    format!(
-        "To serve at least one request with the model's max seq len ({max_model_len}), ({needed_gib:.2} GiB KV cache is needed, which is larger than the available KV cache memory ({available_gib:.2} GiB). Based on the available memory, the estimated maximum model length is {estimated}. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+    outputs::render(
+        outputs::VLLM_MAX_LEN,
+        &[
+            ("max_model_len", &max_model_len.to_string()),
+            ("needed", &format!("{needed_gib:.2}")),
+            ("available", &format!("{available_gib:.2}")),
+            ("estimated", &estimated.to_string()),
+        ],
     )
 }
 
 /// vLLM `gpu_worker.py` startup check.
 pub fn vllm_free_memory(free: f64, total: f64, util: f64, requested: f64) -> String {
-    format!(
-        "Free memory on device cuda:0 ({free:.2}/{total:.2} GiB) on startup is less than desired GPU memory utilization ({}, {requested:.2} GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
-        py_float(util)
+    outputs::render(
+        outputs::VLLM_FREE_MEMORY,
+        &[
+            ("free", &format!("{free:.2}")),
+            ("total", &format!("{total:.2}")),
+            ("util", &py_float(util)),
+            ("requested", &format!("{requested:.2}")),
+        ],
     )
 }
 
 /// SGLang `init_memory_pool`.
 pub fn sglang_not_enough() -> String {
-    "Not enough memory. Please try to increase --mem-fraction-static.".to_string()
+    outputs::SGLANG_NOT_ENOUGH.to_string()
 }
 
 /// Python's `repr` of a float (`0.6`, `1.0`).
@@ -230,411 +250,63 @@ pub fn py_float(x: f64) -> String {
     }
 }
 
-/// Ray's memory-monitor kill message (`ray.exceptions.OutOfMemoryError`), one string with
-/// embedded newlines, as Ray prints it.
+/// What Ray's memory-monitor kill message (`ray.exceptions.OutOfMemoryError`) names; the
+/// message is one string with embedded newlines, as Ray prints it.
 pub struct RayOom<'a> {
+    /// For the node, actor and worker ids.
     pub ids: &'a Ids,
+    /// The killed task (`WorkerDict.actor_rollout_ref_update_actor`).
     pub task_name: &'a str,
+    /// The killed worker's pid.
     pub pid: u32,
+    /// Its memory (GB).
     pub worker_gb: f64,
+    /// The node's memory in use (GB).
     pub used_gb: f64,
+    /// The node's memory (GB).
     pub total_gb: f64,
 }
 
+/// Ray's memory-monitor message for `r` (`outputs/ray_host_oom.txt`).
 pub fn ray_host_oom(r: &RayOom) -> String {
-    let node = r.ids.hex("node", 56);
-    let worker = r.ids.hex("worker", 56);
-    let actor = r.ids.hex("actor-oom", 32);
-    let ratio = r.used_gb / r.total_gb;
-    format!(
-        "Task was killed due to the node running low on memory.\nMemory on the node (IP: 127.0.0.1, ID: {node}) where the task (actor ID: {actor}, name={task}, pid={pid}, memory used={w:.2}GB) was running was {u:.2}GB / {t:.2}GB ({ratio:.6}), which exceeds the memory usage threshold of 0.95. Ray killed this worker (ID: {worker}) because it was the most recently scheduled task; to see more information about memory usage on this node, use `ray logs raylet.out -ip 127.0.0.1`. To see the logs of the worker, use `ray logs worker-{worker}*out -ip 127.0.0.1. Top 10 memory users:\nPID\tMEM(GB)\tCOMMAND\n{pid}\t{w:.2}\tray::WorkerDict\nRefer to the documentation on how to address the out of memory issue: https://docs.ray.io/en/latest/ray-core/scheduling/ray-oom-prevention.html. Consider provisioning more memory on this node or reducing task parallelism by requesting more CPUs per task. Set max_restarts and max_task_retries to enable retry when the task crashes due to OOM. To adjust the kill threshold, set the environment variable `RAY_memory_usage_threshold` when starting Ray. To disable worker killing, set the environment variable `RAY_memory_monitor_refresh_ms` to zero.",
-        task = r.task_name,
-        pid = r.pid,
-        w = r.worker_gb,
-        u = r.used_gb,
-        t = r.total_gb,
+    let worker_gb = format!("{:.2}", r.worker_gb);
+    outputs::render(
+        outputs::RAY_HOST_OOM,
+        &[
+            ("node", &r.ids.hex("node", 56)),
+            ("actor", &r.ids.hex("actor-oom", 32)),
+            ("task", r.task_name),
+            ("pid", &r.pid.to_string()),
+            ("worker_gb", &worker_gb),
+            ("used_gb", &format!("{:.2}", r.used_gb)),
+            ("total_gb", &format!("{:.2}", r.total_gb)),
+            ("ratio", &format!("{:.6}", r.used_gb / r.total_gb)),
+            ("worker", &r.ids.hex("worker", 56)),
+        ],
     )
 }
 
-const PY: &str = "/usr/local/lib/python3.10/dist-packages";
+/// The actor id and `repr` address Ray prints for `ray::{method}()` in a `RayTaskError`.
+pub fn ray_actor(ids: &Ids, method: &str) -> (String, String) {
+    (ids.hex(method, 32), ids.addr(method))
+}
 
-/// One traceback frame: `  File "…", line N, in fn` + the source line.
-pub fn frame(file: &str, line: u32, func: &str, src: &str) -> [String; 2] {
-    let path = if file.starts_with('/') {
-        file.to_string()
+/// torch elastic's summary after rank 0 (`pid`) ended with `exitcode` (`torchrun`'s own exit,
+/// `outputs/torch_elastic_failed.txt`); -9 is the kernel's OOM killer.
+pub fn elastic_failed(script: &str, stamp: &Stamp, host: &str, pid: u32, exitcode: i32) -> String {
+    let traceback = if exitcode == -9 {
+        format!("Signal 9 (SIGKILL) received by PID {pid}")
     } else {
-        format!("{PY}/{file}")
+        "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html".to_string()
     };
-    [
-        format!("  File \"{path}\", line {line}, in {func}"),
-        format!("    {src}"),
-    ]
-}
-
-fn frames(list: &[(&str, u32, &str, &str)]) -> Vec<String> {
-    list.iter()
-        .flat_map(|(f, l, func, src)| frame(f, *l, func, src))
-        .collect()
-}
-
-/// Which trainer's code sits above the HF model / torch frames.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Framework {
-    Verl,
-    Areal,
-}
-
-fn is_forward(site: Site) -> bool {
-    matches!(
-        site,
-        Site::Activations | Site::Attention | Site::Gather | Site::LogitsBf16 | Site::LogitsFp32
-    )
-}
-
-/// Frames from a training micro-batch down to the failing allocation, by allocation site.
-/// For verl they start inside `DataParallelPPOActor.update_policy`, for AReaL inside
-/// `FSDPEngine.train_batch`.
-pub fn torch_site_frames(site: Site, fw: Framework) -> Vec<String> {
-    let module_call: [(&str, u32, &str, &str); 2] = [
-        (
-            "torch/nn/modules/module.py",
-            1751,
-            "_wrapped_call_impl",
-            "return self._call_impl(*args, **kwargs)",
-        ),
-        (
-            "torch/nn/modules/module.py",
-            1762,
-            "_call_impl",
-            "return forward_call(*args, **kwargs)",
-        ),
-    ];
-    let backward: [(&str, u32, &str, &str); 3] = [
-        (
-            "torch/_tensor.py",
-            648,
-            "backward",
-            "torch.autograd.backward(",
-        ),
-        (
-            "torch/autograd/__init__.py",
-            353,
-            "backward",
-            "_engine_run_backward(",
-        ),
-        (
-            "torch/autograd/graph.py",
-            824,
-            "_engine_run_backward",
-            "return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass",
-        ),
-    ];
-    let optim: [(&str, u32, &str, &str); 3] = [
-        (
-            "torch/optim/optimizer.py",
-            485,
-            "wrapper",
-            "out = func(*args, **kwargs)",
-        ),
-        (
-            "torch/optim/adamw.py",
-            209,
-            "step",
-            "has_complex = self._init_group(",
-        ),
-        (
-            "torch/optim/adamw.py",
-            152,
-            "_init_group",
-            "state[\"exp_avg_sq\"] = torch.zeros_like(",
-        ),
-    ];
-    let mut v: Vec<(&str, u32, &str, &str)> = Vec::new();
-    // Entry frames.
-    match (fw, site) {
-        (Framework::Verl, Site::Softmax) => {
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                458,
-                "update_policy",
-                "entropy, log_prob = self._forward_micro_batch(",
-            ));
-            v.push(("verl/workers/actor/dp_actor.py", 225, "_forward_micro_batch", "entropy_rmpad = self.compute_entropy_from_logits(logits_rmpad)  # ((total_nnz / sp) + pad)"));
-            v.push((
-                "verl/utils/torch_functional.py",
-                147,
-                "entropy_from_logits",
-                "pd = torch.nn.functional.softmax(logits, dim=-1)",
-            ));
-            v.push((
-                "torch/nn/functional.py",
-                2140,
-                "softmax",
-                "ret = input.softmax(dim)",
-            ));
-        }
-        (Framework::Areal, Site::Softmax) => {
-            v.push((
-                "areal/engine/fsdp_engine.py",
-                584,
-                "train_batch",
-                "loss = loss_fn(logits, padded_mb_input)",
-            ));
-            v.push((
-                "areal/utils/functional.py",
-                61,
-                "gather_logprobs_entropy",
-                "log_probs = torch.nn.functional.log_softmax(logits.float(), dim=-1)",
-            ));
-        }
-        (Framework::Verl, s) if is_forward(s) => {
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                458,
-                "update_policy",
-                "entropy, log_prob = self._forward_micro_batch(",
-            ));
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                170,
-                "_forward_micro_batch",
-                "output = self.actor_module(",
-            ));
-        }
-        (Framework::Areal, s) if is_forward(s) => {
-            v.push((
-                "areal/engine/fsdp_engine.py",
-                571,
-                "train_batch",
-                "outputs = self.model(**padded_mb_input)",
-            ));
-        }
-        (Framework::Verl, Site::Recompute | Site::Grads) => {
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                512,
-                "update_policy",
-                "loss.backward()",
-            ));
-        }
-        (Framework::Areal, Site::Recompute | Site::Grads) => {
-            v.push((
-                "areal/engine/fsdp_engine.py",
-                590,
-                "train_batch",
-                "loss.backward()",
-            ));
-        }
-        (Framework::Verl, Site::Optim) => {
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                533,
-                "update_policy",
-                "grad_norm = self._optimizer_step()",
-            ));
-            v.push((
-                "verl/workers/actor/dp_actor.py",
-                290,
-                "_optimizer_step",
-                "self.actor_optimizer.step()",
-            ));
-        }
-        (Framework::Areal, Site::Optim) => {
-            v.push((
-                "areal/engine/fsdp_engine.py",
-                603,
-                "train_batch",
-                "self.optimizer.step()",
-            ));
-        }
-        (Framework::Verl, _) => {
-            v.push((
-                "verl/workers/fsdp_workers.py",
-                842,
-                "update_actor",
-                "load_fsdp_model_to_gpu(self.actor_module_fsdp)",
-            ));
-            v.push((
-                "verl/utils/fsdp_utils.py",
-                151,
-                "load_fsdp_model_to_gpu",
-                "flat_param.data = flat_param.data.to(device_id, non_blocking=True)",
-            ));
-        }
-        (Framework::Areal, _) => {
-            v.push((
-                "areal/engine/fsdp_engine.py",
-                571,
-                "train_batch",
-                "outputs = self.model(**padded_mb_input)",
-            ));
-            v.extend(module_call);
-            v.push((
-                "torch/distributed/fsdp/_fully_shard/_fsdp_state.py",
-                237,
-                "_pre_forward",
-                "args, kwargs = self._fsdp_param_group.pre_forward(module, args, kwargs)",
-            ));
-        }
-    }
-    // Library frames down to the allocation.
-    match site {
-        Site::LogitsFp32 | Site::LogitsBf16 => {
-            v.extend(module_call);
-            v.push((
-                "transformers/models/qwen2/modeling_qwen2.py",
-                463,
-                "forward",
-                "logits = self.lm_head(hidden_states[:, slice_indices, :])",
-            ));
-            if site == Site::LogitsFp32 && fw == Framework::Verl {
-                v.push((
-                    "transformers/models/qwen2/modeling_qwen2.py",
-                    468,
-                    "forward",
-                    "logits = logits.float()",
-                ));
-            } else {
-                v.extend(module_call);
-                v.push((
-                    "torch/nn/modules/linear.py",
-                    125,
-                    "forward",
-                    "return F.linear(input, self.weight, self.bias)",
-                ));
-            }
-        }
-        Site::Activations | Site::Attention | Site::Gather => {
-            v.extend(module_call);
-            v.push((
-                "transformers/models/qwen2/modeling_qwen2.py",
-                397,
-                "forward",
-                "hidden_states = decoder_layer(",
-            ));
-            v.extend(module_call);
-            v.push((
-                "transformers/models/qwen2/modeling_qwen2.py",
-                268,
-                "forward",
-                "hidden_states = self.mlp(hidden_states)",
-            ));
-            v.extend(module_call);
-            v.push((
-                "transformers/models/qwen2/modeling_qwen2.py",
-                55,
-                "forward",
-                "down_proj = self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))",
-            ));
-        }
-        Site::Recompute | Site::Grads => v.extend(backward),
-        Site::Optim => v.extend(optim),
-        _ => {}
-    }
-    frames(&v)
-}
-
-/// Frames of verl's driver down to `ray.get` of the TaskRunner.
-pub fn verl_driver_frames() -> Vec<String> {
-    frames(&[
-        ("verl/trainer/main_ppo.py", 42, "main", "run_ppo(config)"),
-        (
-            "verl/trainer/main_ppo.py",
-            96,
-            "run_ppo",
-            "ray.get(runner.run.remote(config))",
-        ),
-        (
-            "ray/_private/auto_init_hook.py",
-            22,
-            "auto_init_wrapper",
-            "return fn(*args, **kwargs)",
-        ),
-        (
-            "ray/_private/client_mode_hook.py",
-            104,
-            "wrapper",
-            "return func(*args, **kwargs)",
-        ),
-        (
-            "ray/_private/worker.py",
-            2858,
-            "get",
-            "values, debugger_breakpoint = worker.get_objects(object_refs, timeout=timeout)",
-        ),
-        (
-            "ray/_private/worker.py",
-            958,
-            "get_objects",
-            "raise value.as_instanceof_cause()",
-        ),
-    ])
-}
-
-/// `ray.exceptions.RayTaskError(Cls): ray::Name() (pid=…, ip=127.0.0.1, actor_id=…, repr=<…>)`.
-pub fn ray_task_error(cls: &str, method: &str, pid: u32, ids: &Ids, repr: &str) -> String {
-    format!(
-        "ray.exceptions.RayTaskError({cls}): ray::{method}() (pid={pid}, ip=127.0.0.1, actor_id={}, repr=<{repr} object at {}>)",
-        ids.hex(method, 32),
-        ids.addr(method)
-    )
-}
-
-/// torch elastic's summary after a rank failed (`torchrun` exit).
-pub fn torchrun_child_failed(
-    script: &str,
-    stamp: &Stamp,
-    host: &str,
-    pid: u32,
-    exitcode: i32,
-) -> Vec<String> {
-    let mut v = vec!["Traceback (most recent call last):".to_string()];
-    v.extend(frames(&[
-        ("/usr/local/bin/torchrun", 8, "<module>", "sys.exit(main())"),
-        (
-            "torch/distributed/elastic/multiprocessing/errors/__init__.py",
-            355,
-            "wrapper",
-            "return f(*args, **kwargs)",
-        ),
-        ("torch/distributed/run.py", 892, "main", "run(args)"),
-        ("torch/distributed/run.py", 883, "run", "elastic_launch("),
-        (
-            "torch/distributed/launcher/api.py",
-            139,
-            "__call__",
-            "return launch_agent(self._config, self._entrypoint, list(args))",
-        ),
-        (
-            "torch/distributed/launcher/api.py",
-            270,
-            "launch_agent",
-            "raise ChildFailedError(",
-        ),
-    ]));
-    v.push("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ".into());
-    v.push("============================================================".into());
-    v.push(format!("{script} FAILED"));
-    v.push("------------------------------------------------------------".into());
-    v.push("Failures:".into());
-    v.push("  <NO_OTHER_FAILURES>".into());
-    v.push("------------------------------------------------------------".into());
-    v.push("Root Cause (first observed failure):".into());
-    v.push("[0]:".into());
-    v.push(format!("  time      : {}", stamp.elastic()));
-    v.push(format!("  host      : {host}"));
-    v.push("  rank      : 0 (local_rank: 0)".into());
-    v.push(format!("  exitcode  : {exitcode} (pid: {pid})"));
-    v.push("  error_file: <N/A>".into());
-    if exitcode == -9 {
-        v.push(format!(
-            "  traceback : Signal 9 (SIGKILL) received by PID {pid}"
-        ));
-    } else {
-        v.push("  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html".into());
-    }
-    v.push("============================================================".into());
-    v
+    Vars::new()
+        .set("script", script)
+        .set("time", stamp.elastic())
+        .set("host", host)
+        .set("exitcode", exitcode)
+        .set("pid", pid)
+        .set("traceback", traceback)
+        .text(outputs::TORCH_ELASTIC_FAILED)
 }
 
 /// This machine's host name (for torch elastic's summary).
@@ -651,6 +323,7 @@ mod tests {
     use regex::Regex;
 
     use super::*;
+    use crate::memory::Site;
 
     /// The classifier regexes from failure-signatures.md §g.
     const GPU_OOM: &str = r"(CUDA|HIP) out of memory|(CUDA|HIP) error: out of memory|CUDA Error: out of memory at|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUBLAS_STATUS_ALLOC_FAILED|Cuda failure (2 )?'out of memory'";
@@ -778,28 +451,5 @@ mod tests {
         assert_eq!(s.ray(), "2025-11-21 04:38:12,123");
         assert_eq!(py_float(0.6), "0.6");
         assert_eq!(py_float(1.0), "1.0");
-    }
-
-    #[test]
-    fn frames_exist_for_every_site() {
-        for site in [
-            Site::Params,
-            Site::RefParams,
-            Site::Grads,
-            Site::Optim,
-            Site::Gather,
-            Site::Activations,
-            Site::Recompute,
-            Site::LogitsBf16,
-            Site::LogitsFp32,
-            Site::Softmax,
-            Site::Attention,
-            Site::Static,
-        ] {
-            for fw in [Framework::Verl, Framework::Areal] {
-                let f = torch_site_frames(site, fw);
-                assert!(f.len() >= 2 && f[0].starts_with("  File \""), "{site:?}");
-            }
-        }
     }
 }

@@ -1,44 +1,75 @@
 //! Simulated `torchrun --nproc_per_node=N train.py --config FILE [--output_dir D]
 //! [--resume_from D/step_N]` (a plain DDP training script with a YAML config, seed 003).
+//!
+//! A run reads the config and estimates (`plan`), prints torch elastic's banner and rank 0's
+//! start-up (`start_up`), then trains and saves a checkpoint per step (`train`). A step that
+//! hits the estimate's failure prints the real failure output (`fail_exit`) and ends the run
+//! with its exit code.
 
 use std::path::{Path, PathBuf};
 
-use super::args::{Overrides, parse_torchrun};
-use super::model::{self, FailKind, Failure, SimConfig, TorchrunConfig, Workload};
+use super::args::{Overrides, TorchrunArgs, parse_torchrun};
+use super::memory::{self, FailKind, Failure, SimConfig, TorchrunConfig, Workload};
+use super::outputs::{self, Vars};
 use super::report::{self, OwnProcess};
 use super::{Ctx, TAG, metric, step_from_path, write_file};
 
 const SCRIPT: &str = "training/train.py";
 
+/// One torchrun job: the script's configuration, its estimate, where it checkpoints, and the
+/// elastic agent's and rank 0's pids.
+struct Run {
+    targs: TorchrunArgs,
+    t: TorchrunConfig,
+    est: memory::Estimate,
+    nproc: u32,
+    output_dir: PathBuf,
+    /// The step resumed after (0: from scratch) and the last step to train.
+    start: u64,
+    total: u64,
+    /// Why `--resume_from` was ignored, if it was.
+    resume_note: Option<String>,
+    agent: u32,
+    rank0: u32,
+}
+
+/// A step's outcome: go on, or end the run with this exit code.
+type Step<T> = Result<T, i32>;
+
+/// Simulate torchrun with the trainer's own `args`; the exit code.
 pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
-    let targs = parse_torchrun(args);
+    let steps = |ctx: &mut Ctx| -> Step<i32> {
+        let r = plan(ctx, args)?;
+        start_up(ctx, &r)?;
+        train(ctx, &r)
+    };
+    steps(ctx).unwrap_or_else(|code| code)
+}
+
+/// `--config` (the script exits when it cannot be read), then the `key=value` overrides.
+fn read_config(ctx: &mut Ctx, targs: &TorchrunArgs) -> Step<(Overrides, Vec<String>)> {
     let mut o = Overrides::new();
     let mut notes = Vec::new();
     match &targs.config {
         Some(path) => {
             if let Err(e) = o.merge_yaml_file(path) {
-                ctx.err("Traceback (most recent call last):");
-                for l in report::frame(&format!("/workspace/{SCRIPT}"), 388, "<module>", "main()") {
-                    ctx.err(l);
-                }
-                for l in report::frame(
-                    &format!("/workspace/{SCRIPT}"),
-                    41,
-                    "load_config",
-                    "with open(path) as f:",
-                ) {
-                    ctx.err(l);
-                }
-                ctx.err(format!(
-                    "FileNotFoundError: [Errno 2] No such file or directory: '{}' ({e:#})",
-                    path.display()
-                ));
-                return ctx.finish(1, "simulated torchrun: config file unreadable");
+                let vars = Vars::new()
+                    .set("path", path.display())
+                    .set("error", format!("{e:#}"));
+                ctx.err_template(outputs::torchrun::CONFIG_MISSING, &vars);
+                return Err(ctx.finish(1, "simulated torchrun: config file unreadable"));
             }
         }
         None => notes.push("no --config given; using the script's defaults".to_string()),
     }
     o.apply_hydra(&targs.overrides);
+    Ok((o, notes))
+}
+
+/// Resolve the configuration and the resume point, estimate, print the banner.
+fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
+    let targs = parse_torchrun(args);
+    let (o, notes) = read_config(ctx, &targs)?;
     let nproc = targs
         .nproc_per_node
         .unwrap_or(ctx.env.hw.gpus_per_node)
@@ -60,8 +91,7 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
             None => resume_note = Some(format!("checkpoint {p} not found; starting from scratch")),
         }
     }
-    let total = ctx.env.steps;
-    let est = model::estimate(&SimConfig {
+    let est = memory::estimate(&SimConfig {
         hw: ctx.env.hw.clone(),
         workload: Workload::Torchrun(t.clone()),
         resumed: start > 0,
@@ -74,174 +104,156 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
             t.params_m, t.n_layers, t.micro_batch_size, t.max_seq_len, t.gradient_checkpointing, t.precision.name()
         )),
     );
-    let step_s = ctx.env.step_seconds;
-    let st = report::Stamp::now();
-    let agent = ctx.ids.pid("torchrun-agent");
-    let rank0 = ctx.ids.pid("rank0");
-    ctx.err(format!(
-        "W{} {agent} torch/distributed/run.py:792] ",
-        st.glog()
-    ));
-    ctx.err(format!(
-        "W{} {agent} torch/distributed/run.py:792] *****************************************",
-        st.glog()
-    ));
-    ctx.err(format!("W{} {agent} torch/distributed/run.py:792] Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system being overloaded, please further tune the variable for optimal performance in your application as needed. ", st.glog()));
-    ctx.err(format!(
-        "W{} {agent} torch/distributed/run.py:792] *****************************************",
-        st.glog()
-    ));
+    Ok(Run {
+        targs,
+        t,
+        est,
+        nproc,
+        output_dir,
+        start,
+        total: ctx.env.steps,
+        resume_note,
+        agent: ctx.ids.pid("torchrun-agent"),
+        rank0: ctx.ids.pid("rank0"),
+    })
+}
+
+/// torch elastic's banner and rank 0's config lines; a start-up failure hits here, and a run
+/// already at its last step ends here.
+fn start_up(ctx: &mut Ctx, r: &Run) -> Step<()> {
+    let vars = Vars::new()
+        .set("glog", report::Stamp::now().glog())
+        .set("agent", r.agent);
+    ctx.err_template(outputs::torchrun::ELASTIC_BANNER, &vars);
+    let t = &r.t;
     ctx.out(format!(
-        "[rank0] config: micro_batch_size={} gradient_accumulation_steps={} max_seq_len={} gradient_checkpointing={} precision={} world_size={nproc} global_batch={}",
+        "[rank0] config: micro_batch_size={} gradient_accumulation_steps={} max_seq_len={} gradient_checkpointing={} precision={} world_size={} global_batch={}",
         t.micro_batch_size,
         t.gradient_accumulation_steps,
         t.max_seq_len,
         t.gradient_checkpointing,
         t.precision.name(),
-        t.micro_batch_size * t.gradient_accumulation_steps * nproc as u64
+        r.nproc,
+        t.micro_batch_size * t.gradient_accumulation_steps * r.nproc as u64
     ));
     ctx.out(format!("[rank0] model parameters: {:.1}M", t.params_m));
-    if let Some(n) = resume_note {
+    if let Some(n) = &r.resume_note {
         ctx.out(format!("[rank0] warning: {n}"));
     }
+    let (start, total) = (r.start, r.total);
     if start > 0 {
-        let p = targs.resume_from.clone().unwrap_or_default();
+        let p = r.targs.resume_from.clone().unwrap_or_default();
         ctx.out(format!(
             "[rank0] Resuming from checkpoint {p} (step {start})"
         ));
     }
-    ctx.sleep(step_s);
-    if let Some(f) = &est.failure
-        && f.at == model::FailAt::Init
+    ctx.sleep(ctx.env.step_seconds);
+    if let Some(f) = &r.est.failure
+        && f.at == memory::FailAt::Init
     {
-        return fail_exit(ctx, f, agent, rank0);
+        return Err(fail_exit(ctx, r, f));
     }
     if start >= total {
         ctx.out(format!(
             "[rank0] already at step {start} of {total}; nothing to do"
         ));
-        return ctx.finish(
+        return Err(ctx.finish(
             0,
             &format!("simulated torchrun: nothing left to do (step {start} of {total})"),
-        );
+        ));
     }
+    Ok(())
+}
+
+/// Steps `start + 1 ..= total`: the step (where a failure hits), its log line and checkpoint.
+/// The run's exit code.
+fn train(ctx: &mut Ctx, r: &Run) -> Step<i32> {
+    let (start, total) = (r.start, r.total);
+    let step_s = ctx.env.step_seconds;
     for step in start + 1..=total {
         if ctx.maybe_hang(step) {
-            return 124;
+            return Ok(124);
         }
         ctx.sleep(step_s * 0.5);
-        if let Some(f) = est.failure.as_ref().filter(|f| f.at.step() == step - start) {
-            return fail_exit(ctx, f, agent, rank0);
+        if let Some(f) = r
+            .est
+            .failure
+            .as_ref()
+            .filter(|f| f.at.step() == step - start)
+        {
+            return Err(fail_exit(ctx, r, f));
         }
         ctx.sleep(step_s * 0.5);
+        let t = &r.t;
         let tokens =
-            (t.micro_batch_size * t.max_seq_len * t.gradient_accumulation_steps * nproc as u64)
+            (t.micro_batch_size * t.max_seq_len * t.gradient_accumulation_steps * r.nproc as u64)
                 as f64;
         ctx.out(format!(
             "step {step} | loss {:.4} | lr {:.2e} | mem {:.1}GB | tok/s {:.0}",
             metric(&ctx.ids, "loss", step, 3.2, 2.3),
             3.0e-4_f64.min(3.0e-4 * step as f64 / 1000.0 + 3.0e-7),
-            est.train_peak_gib,
+            r.est.train_peak_gib,
             if step_s > 0.0 {
                 tokens / step_s
             } else {
                 tokens
             }
         ));
-        let dir = output_dir.join(format!("step_{step}"));
-        let body =
-            format!("{{\"simulated\": true, \"trainer\": \"torchrun\", \"step\": {step}}}\n");
-        match write_file(&dir.join("orch_sim_checkpoint.json"), &body) {
-            Ok(()) => ctx.out(format!("[rank0] saved checkpoint to {}", dir.display())),
-            Err(e) => ctx.err(format!(
-                "{TAG} warning: could not write checkpoint {}: {e}",
-                dir.display()
-            )),
-        }
+        save_checkpoint(ctx, r, step);
     }
     ctx.out("[rank0] training complete");
-    ctx.finish(
+    Ok(ctx.finish(
         0,
         &format!(
             "simulated torchrun finished: steps {}..{total} completed",
             start + 1
         ),
-    )
+    ))
 }
 
-fn fail_exit(ctx: &mut Ctx, f: &Failure, agent: u32, rank0: u32) -> i32 {
-    let st = report::Stamp::now();
-    let host = report::hostname();
-    match &f.kind {
-        FailKind::GpuOom(d) => {
-            let msg = report::torch_oom_message(d, &[], OwnProcess::ThisProcess);
-            let script = format!("/workspace/{SCRIPT}");
-            let model_py = "/workspace/training/model.py";
-            let mut lines = vec!["Traceback (most recent call last):".to_string()];
-            let mut fr: Vec<(&str, u32, &str, &str)> = vec![
-                (&script, 388, "<module>", "main()"),
-                (
-                    &script,
-                    341,
-                    "main",
-                    "loss = train_step(model, batch, scaler, cfg)",
-                ),
-            ];
-            match d.site {
-                model::Site::Attention | model::Site::Activations => fr.extend([
-                    (script.as_str(), 212, "train_step", "logits = model(input_ids)"),
-                    ("torch/nn/modules/module.py", 1751, "_wrapped_call_impl", "return self._call_impl(*args, **kwargs)"),
-                    ("torch/nn/modules/module.py", 1762, "_call_impl", "return forward_call(*args, **kwargs)"),
-                    ("torch/nn/parallel/distributed.py", 1637, "forward", "else self._run_ddp_forward(*inputs, **kwargs)"),
-                    (model_py, 211, "forward", "x = block(x)"),
-                    (model_py, 143, "forward", if d.site == model::Site::Attention {
-                        "scores = torch.matmul(q, k.transpose(-2, -1)) * self.scale"
-                    } else {
-                        "return self.w2(F.silu(self.w1(x)) * self.w3(x))"
-                    }),
-                ]),
-                model::Site::Optim => fr.extend([
-                    (script.as_str(), 231, "train_step", "optimizer.step()"),
-                    ("torch/optim/optimizer.py", 485, "wrapper", "out = func(*args, **kwargs)"),
-                    ("torch/optim/adamw.py", 152, "_init_group", "state[\"exp_avg_sq\"] = torch.zeros_like("),
-                ]),
-                _ => fr.extend([
-                    (script.as_str(), 226, "train_step", "loss.backward()"),
-                    ("torch/_tensor.py", 648, "backward", "torch.autograd.backward("),
-                    ("torch/autograd/graph.py", 824, "_engine_run_backward", "return Variable._execution_engine.run_backward(  # Calls into the C++ engine to run the backward pass"),
-                ]),
-            }
-            for (file, l, func, src) in fr {
-                lines.extend(report::frame(file, l, func, src));
-            }
-            lines.push(format!("torch.OutOfMemoryError: {msg}"));
-            for l in lines {
-                ctx.err(format!("[rank0]: {l}"));
-            }
-            ctx.err(format!(
-                "W{} {agent} torch/distributed/elastic/multiprocessing/api.py:897] Sending process {} closing signal SIGTERM",
-                st.glog(),
-                rank0 + 1
-            ));
-            ctx.err(format!(
-                "E{} {agent} torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: 1) local_rank: 0 (pid: {rank0}) of binary: /usr/bin/python3",
-                st.glog()
-            ));
-            for l in report::torchrun_child_failed(SCRIPT, &st, &host, rank0, 1) {
-                ctx.err(l);
-            }
-        }
-        FailKind::HostOom { .. } => {
-            ctx.err(format!(
-                "E{} {agent} torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) local_rank: 0 (pid: {rank0}) of binary: /usr/bin/python3",
-                st.glog()
-            ));
-            for l in report::torchrun_child_failed(SCRIPT, &st, &host, rank0, -9) {
-                ctx.err(l);
-            }
-        }
-        other => unreachable!("not a torchrun failure: {other:?}"),
+/// `OUTPUT_DIR/step_N/`, as the script saves it.
+fn save_checkpoint(ctx: &mut Ctx, r: &Run, step: u64) {
+    let dir = r.output_dir.join(format!("step_{step}"));
+    let body = format!("{{\"simulated\": true, \"trainer\": \"torchrun\", \"step\": {step}}}\n");
+    match write_file(&dir.join("orch_sim_checkpoint.json"), &body) {
+        Ok(()) => ctx.out(format!("[rank0] saved checkpoint to {}", dir.display())),
+        Err(e) => ctx.err(format!(
+            "{TAG} warning: could not write checkpoint {}: {e}",
+            dir.display()
+        )),
     }
+}
+
+/// Print the real failure output for `f` (`outputs/torchrun/*.txt`) and return torchrun's exit
+/// code.
+fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
+    let (agent, rank0) = (r.agent, r.rank0);
+    let st = report::Stamp::now();
+    let child_failed = |exitcode| {
+        Vars::new()
+            .set("glog", st.glog())
+            .set("agent", agent)
+            .set("rank0", rank0)
+            .block(
+                "child_failed",
+                report::elastic_failed(SCRIPT, &st, &report::hostname(), rank0, exitcode),
+            )
+    };
+    let (template, vars) = match &f.kind {
+        FailKind::GpuOom(d) => (
+            outputs::torchrun::GPU_OOM,
+            child_failed(1)
+                .set("rank1", rank0 + 1)
+                .set(
+                    "oom",
+                    report::torch_oom_message(d, &[], OwnProcess::ThisProcess),
+                )
+                .block("site_frames", outputs::torchrun_site_frames(d.site)),
+        ),
+        FailKind::HostOom { .. } => (outputs::torchrun::HOST_OOM, child_failed(-9)),
+        other => unreachable!("not a torchrun failure: {other:?}"),
+    };
+    ctx.err_template(template, &vars);
     ctx.finish(
         1,
         &format!("simulated torchrun failure: {}", super::describe(f)),

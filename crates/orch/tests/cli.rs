@@ -1,6 +1,7 @@
-//! Bad input gets a clear error, names where the problem is, and submits nothing.
+//! Bad input gets a clear error, names where the problem is, and submits nothing. The whole
+//! error (exit code and output, the project directory redacted) is a snapshot.
 
-use crate::support::Orch;
+use crate::support::{Orch, Run, write_exe};
 
 fn no_runs(orch: &Orch) {
     let runs = orch.path().join(".orch/runs");
@@ -8,42 +9,26 @@ fn no_runs(orch: &Orch) {
     assert_eq!(count, 0, "a run was created in {}", runs.display());
 }
 
+/// `orch submit --backend local EXPERIMENT ARGS…`, refused as bad input (exit 2) before
+/// anything is submitted.
+fn refused(orch: &Orch, experiment: &str, args: &[&str]) -> Run {
+    let run = orch.submit_local(experiment, args, 2);
+    no_runs(orch);
+    run
+}
+
 #[test]
 fn unknown_experiment_lists_the_known_ones() {
     let orch = Orch::new();
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed9"], 2);
-    assert!(
-        run.stderr.contains("unknown experiment `diamonds-seed9`"),
-        "{run:?}"
-    );
-    assert!(run.stderr.contains("diamonds-seed0"), "{run:?}");
-    assert!(run.stderr.contains("gsm8k-areal"), "{run:?}");
-    assert!(run.stderr.contains("pretrain-512m"), "{run:?}");
-    no_runs(&orch);
+    let run = refused(&orch, "diamonds-seed9", &[]);
+    insta::assert_snapshot!(orch.redacted(&run));
 }
 
 #[test]
 fn unknown_profile_lists_the_profiles_and_suggests() {
     let orch = Orch::new();
-    let run = orch.expect(
-        &[
-            "submit",
-            "--backend",
-            "local",
-            "diamonds-seed0",
-            "--profile",
-            "h100",
-        ],
-        2,
-    );
-    assert!(run.stderr.contains("unknown profile `h100`"), "{run:?}");
-    for p in [
-        "a40", "a100-40g", "a100-80g", "h100-80g", "h200", "rtx4090", "l40s",
-    ] {
-        assert!(run.stderr.contains(p), "missing {p}: {run:?}");
-    }
-    assert!(run.stderr.contains("did you mean `h100-80g`"), "{run:?}");
-    no_runs(&orch);
+    let run = refused(&orch, "diamonds-seed0", &["--profile", "h100"]);
+    insta::assert_snapshot!(orch.redacted(&run));
 }
 
 #[test]
@@ -52,20 +37,9 @@ fn malformed_yaml_names_file_line_and_key() {
         "profiles/mycard.yaml",
         "description: my card\ngpu:\n  model: X\n  memory_gib: lots\n  per_node: 8\n",
     );
-    let run = orch.expect(
-        &[
-            "submit",
-            "--backend",
-            "local",
-            "diamonds-seed0",
-            "--profile",
-            "mycard",
-        ],
-        2,
-    );
+    let run = refused(&orch, "diamonds-seed0", &["--profile", "mycard"]);
     assert!(run.stderr.contains("profiles/mycard.yaml:4:"), "{run:?}");
-    assert!(run.stderr.contains("gpu.memory_gib"), "{run:?}");
-    no_runs(&orch);
+    insta::assert_snapshot!(orch.redacted(&run));
 }
 
 #[test]
@@ -76,118 +50,56 @@ fn unknown_yaml_key_is_an_error_with_its_line() {
     );
     let run = orch.expect(&["render", "mine"], 2);
     assert!(run.stderr.contains("experiments/mine.yaml:3:"), "{run:?}");
-    assert!(run.stderr.contains("unknown field `modle`"), "{run:?}");
+    insta::assert_snapshot!(orch.redacted(&run));
 }
 
 #[test]
 fn unknown_trainer_key_is_refused_with_a_suggestion() {
     let orch = Orch::new();
-    let run = orch.expect(
+    let run = refused(
+        &orch,
+        "diamonds-seed0",
         &[
-            "submit",
-            "--backend",
-            "local",
-            "diamonds-seed0",
             "--set",
             "actor_rollout_ref.rollout.gpu_memory_utilisation=0.5",
         ],
-        2,
     );
-    assert!(
-        run.stderr.contains("not a key the verl trainer accepts"),
-        "{run:?}"
-    );
-    assert!(run.stderr.contains("gpu_memory_utilization"), "{run:?}");
-    no_runs(&orch);
+    insta::assert_snapshot!(orch.redacted(&run));
 }
 
 #[test]
 fn out_of_range_and_divisibility_rules_name_the_key_rule_and_source() {
     let orch = Orch::new();
-    let run = orch.expect(
-        &[
-            "submit",
-            "--backend",
-            "local",
-            "diamonds-seed0",
-            "--set",
-            "actor_rollout_ref.rollout.gpu_memory_utilization=1.5",
-        ],
-        2,
-    );
-    assert!(
-        run.stderr.contains("gpu-memory-utilization-range"),
-        "{run:?}"
-    );
-    assert!(run.stderr.contains("= 1.5 (from --set)"), "{run:?}");
-    let run = orch.expect(
-        &[
-            "submit",
-            "--backend",
-            "local",
-            "diamonds-seed0",
-            "--set",
-            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=24",
-        ],
-        2,
-    );
-    assert!(
-        run.stderr
-            .contains("normalized-mini-batch-divisible-by-micro"),
-        "{run:?}"
-    );
-    assert!(
-        run.stderr
-            .contains("should be divisible by ppo_micro_batch_size_per_gpu 24"),
-        "{run:?}"
-    );
-    let run = orch.expect(
-        &[
-            "submit",
-            "--backend",
-            "local",
-            "diamonds-seed0",
-            "--set",
-            "data.train_batch_size=1023",
-            "--set",
-            "resources.gpus=2",
-        ],
-        2,
-    );
-    assert!(
-        run.stderr.contains("train-batch-divisible-by-gpus"),
-        "{run:?}"
-    );
-    let run = orch.expect(
-        &[
-            "submit",
-            "--backend",
-            "local",
-            "diamonds-seed0",
-            "--set",
-            "data.train_batch_size=0",
-        ],
-        2,
-    );
-    assert!(run.stderr.contains("positive-batch-sizes"), "{run:?}");
-    no_runs(&orch);
+    for (name, sets) in [
+        (
+            "gpu_memory_utilization_out_of_range",
+            &["actor_rollout_ref.rollout.gpu_memory_utilization=1.5"][..],
+        ),
+        (
+            "mini_batch_not_divisible_by_micro",
+            &["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=24"],
+        ),
+        (
+            "train_batch_not_divisible_by_gpus",
+            &["data.train_batch_size=1023", "resources.gpus=2"],
+        ),
+        ("zero_batch", &["data.train_batch_size=0"]),
+    ] {
+        let args: Vec<&str> = sets.iter().flat_map(|s| ["--set", s]).collect();
+        let run = refused(&orch, "diamonds-seed0", &args);
+        insta::assert_snapshot!(name, orch.redacted(&run));
+    }
 }
 
 #[test]
 fn orch_owned_keys_point_at_resources() {
     let orch = Orch::new();
-    let run = orch.expect(
-        &[
-            "submit",
-            "--backend",
-            "local",
-            "diamonds-seed0",
-            "--set",
-            "trainer.n_gpus_per_node=8",
-        ],
-        2,
+    let run = refused(
+        &orch,
+        "diamonds-seed0",
+        &["--set", "trainer.n_gpus_per_node=8"],
     );
-    assert!(run.stderr.contains("set resources.gpus instead"), "{run:?}");
+    insta::assert_snapshot!(orch.redacted(&run));
 }
 
 #[test]
@@ -196,14 +108,8 @@ fn a_ladder_that_changes_semantics_before_keeping_them_is_refused() {
         "ladders/verl-grpo.yaml",
         "steps:\n  - name: halve-batches\n    answers: [gpu_oom]\n    changes_semantics: true\n    overrides:\n      data.train_batch_size: {divide: 2}\n  - name: offload\n    answers: [gpu_oom]\n    overrides:\n      actor_rollout_ref.actor.fsdp_config.param_offload: true\n",
     );
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0"], 2);
-    assert!(run.stderr.contains("ladders/verl-grpo.yaml"), "{run:?}");
-    assert!(
-        run.stderr
-            .contains("keeps training semantics but comes after `halve-batches`"),
-        "{run:?}"
-    );
-    no_runs(&orch);
+    let run = refused(&orch, "diamonds-seed0", &[]);
+    insta::assert_snapshot!(orch.redacted(&run));
 }
 
 #[test]
@@ -212,9 +118,9 @@ fn template_errors_name_the_template_and_line_and_submit_nothing() {
         "templates/verl-grpo/run_grpo.sh.j2",
         "#!/bin/bash\n# line 2\necho {{ experiment.nmae | shq }}\n",
     );
-    let run = orch.expect(&["submit", "--backend", "local", "diamonds-seed0"], 2);
+    let run = refused(&orch, "diamonds-seed0", &[]);
     assert!(run.stderr.contains("run_grpo.sh.j2 line 3"), "{run:?}");
-    no_runs(&orch);
+    insta::assert_snapshot!(orch.redacted(&run));
 }
 
 #[test]
@@ -232,21 +138,17 @@ fn a_hostile_set_value_arrives_literally_and_runs_nothing() {
         &["render", "diamonds-seed0", "--set", &set, "--out", "out"],
         0,
     );
-    assert!(run.stdout.contains("run_grpo.sh"), "{run:?}");
+    insta::assert_snapshot!(orch.redacted(&run));
     // Run the rendered script with a fake python3 that records its arguments.
     let bin = orch.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
     let args_file = orch.path().join("args");
-    std::fs::write(
-        bin.join("python3"),
-        format!(
+    write_exe(
+        &bin.join("python3"),
+        &format!(
             "#!/bin/bash\nprintf '%s\\n' \"$@\" > {}\n",
             args_file.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(bin.join("python3"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let status = std::process::Command::new("bash")
         .arg(orch.path().join("out/run_grpo.sh"))
         // If quoting ever broke, whatever the script ran would land in the test's directory.
@@ -278,23 +180,16 @@ fn hostile_values_cannot_break_out_of_sbatch_directives() {
         ],
         2,
     );
-    assert!(
-        run.stderr.contains("cannot go on an #SBATCH line"),
-        "{run:?}"
-    );
-    assert!(run.stderr.contains("job.sbatch.j2 line"), "{run:?}");
+    insta::assert_snapshot!(orch.redacted(&run));
 }
 
 #[test]
 fn sweep_names_expand_and_render_needs_one_member() {
     let orch = Orch::new();
     let run = orch.expect(&["render", "diamonds"], 2);
-    assert!(
-        run.stderr.contains("diamonds-seed0, diamonds-seed1"),
-        "{run:?}"
-    );
+    insta::assert_snapshot!("render_a_sweep", orch.redacted(&run));
     let run = orch.expect(&["render", "diamonds-seed3", "--out", "s3"], 0);
-    assert!(run.stdout.contains("run_grpo.sh"));
+    insta::assert_snapshot!("render_a_member", orch.redacted(&run));
     let script = std::fs::read_to_string(orch.path().join("s3/run_grpo.sh")).unwrap();
     assert!(script.contains("'data.seed=3'"), "{script}");
 }
@@ -316,7 +211,7 @@ fn render_step_applies_the_first_n_steps() {
         "{script}"
     );
     let run = orch.expect(&["render", "diamonds-seed0", "--step", "99"], 2);
-    assert!(run.stderr.contains("has 18 steps"), "{run:?}");
+    insta::assert_snapshot!(orch.redacted(&run));
 }
 
 #[test]
@@ -326,12 +221,28 @@ fn profiles_and_ladder_list_what_users_can_edit() {
         "description: my card\ngpu: {model: My GPU, memory_gib: 30, per_node: 2}\nhost: {memory_gib: 64}\nslurm: {partition: p, gres_type: mine, gpus: 2, nodes: 1, cpus_per_task: 8, mem_gb: 60, time: '01:00:00'}\n",
     );
     let run = orch.expect(&["profiles"], 0);
-    assert!(run.stdout.contains("mycard"), "{run:?}");
-    assert!(run.stdout.contains("gpu:mine:2"), "{run:?}");
+    insta::assert_snapshot!("profiles", orch.redacted(&run));
     let run = orch.expect(&["ladder", "diamonds-seed0", "--profile", "a40"], 0);
-    assert!(run.stdout.contains("halve-micro-batch"), "{run:?}");
-    assert!(
-        run.stdout.contains("[changes training semantics]"),
-        "{run:?}"
+    insta::assert_snapshot!("ladder", orch.redacted(&run));
+}
+
+#[test]
+fn experiments_lists_sweeps_with_their_members_and_the_project_s_own() {
+    let orch = Orch::new().file(
+        "experiments/mine.yaml",
+        "template: verl-grpo\nprofile: a40\n",
     );
+    let run = orch.expect(&["experiments"], 0);
+    insta::assert_snapshot!(orch.redacted(&run));
+}
+
+#[test]
+fn status_and_history_of_an_empty_project() {
+    let orch = Orch::new();
+    let run = orch.expect(&["status"], 0);
+    insta::assert_snapshot!("status_without_runs", orch.redacted(&run));
+    let run = orch.expect(&["status", "--json"], 0);
+    assert_eq!(run.json(), serde_json::json!([]));
+    let run = orch.run(&["history", "no-such-run"]);
+    insta::assert_snapshot!("history_of_an_unknown_run", orch.redacted(&run));
 }

@@ -7,46 +7,19 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use serde_json::Value;
+use crate::support::sshd::Sshd;
+use crate::support::{Orch, attempts, finished, orch_bin, write_exe};
 
-use crate::support::{Orch, finished, orch_bin};
-
-/// Port of the sshd these tests share (not the one tests/ssh.rs starts): one per test process,
-/// so a server left over from an earlier run cannot answer in its place.
-fn port() -> String {
-    (21000 + std::process::id() % 20000).to_string()
-}
-
-fn sshd_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("orch-remote-tests-{}", std::process::id()));
-        start_sshd(&dir);
-        dir
-    })
-}
-
-fn start_sshd(dir: &Path) {
-    let script = crate::support::repo_root().join("scripts/sshd-up.sh");
-    let out = Command::new(&script)
-        .arg("--exit-with")
-        .arg(std::process::id().to_string())
-        .arg(dir)
-        .env("ORCH_SSHD_PORT", port())
-        .output()
-        .expect("scripts/sshd-up.sh runs");
-    assert!(
-        out.status.success(),
-        "could not start the test sshd:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// The sshd these tests share (not the ones orch-ssh's tests start).
+fn sshd() -> &'static Sshd {
+    static SSHD: OnceLock<Sshd> = OnceLock::new();
+    SSHD.get_or_init(|| Sshd::start("remote"))
 }
 
 /// An orch whose HOME holds the test client's ~/.ssh (config with Host orch-test, key,
 /// known_hosts), simulating the trainer on the "remote" (this machine).
 fn remote_orch() -> (Orch, PathBuf) {
-    let home = sshd_dir().join("home");
+    let home = sshd().home();
     let orch = Orch::new()
         .env("HOME", home.to_str().unwrap())
         .env("SSH_AUTH_SOCK", "")
@@ -56,26 +29,26 @@ fn remote_orch() -> (Orch, PathBuf) {
     (orch, remote_runs)
 }
 
-/// `orch submit diamonds-seed0` on the test sshd's cloud backend, runs kept under `remote`,
-/// followed by `extra`.
-fn cloud_submit(remote: &Path, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = [
+/// `orch submit diamonds-seed0 --backend BACKEND` on the test sshd (as the cloud machine or the
+/// Slurm login node), runs kept under `remote`, followed by `extra`.
+fn on_host(backend: &str, remote: &Path, extra: &[&str]) -> Vec<String> {
+    let remote = remote.display().to_string();
+    let base = [
         "submit",
         "diamonds-seed0",
         "--backend",
-        "ssh",
+        backend,
         "--host",
         "orch-test",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend([
-        "--remote-dir".into(),
-        remote.display().to_string(),
-        "--poll-interval".into(),
-        "0.3".into(),
-        "--json".into(),
-    ]);
+        "--remote-dir",
+        &remote,
+    ];
+    base.iter().chain(extra).map(|a| a.to_string()).collect()
+}
+
+/// `on_host` on the cloud backend, polling often, with the result as JSON.
+fn cloud_submit(remote: &Path, extra: &[&str]) -> Vec<String> {
+    let mut args = on_host("ssh", remote, &["--poll-interval", "0.3", "--json"]);
     args.extend(extra.iter().map(|a| a.to_string()));
     args
 }
@@ -84,31 +57,11 @@ fn strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
 }
 
-fn attempts(json: &Value) -> &Vec<Value> {
-    json["attempts"].as_array().unwrap()
-}
-
 #[test]
 fn the_diamonds_loop_on_a_cloud_machine() {
     let (orch, remote) = remote_orch();
-    let run = orch.expect(
-        &[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "ssh",
-            "--host",
-            "orch-test",
-            "--profile",
-            "h100-80g",
-            "--remote-dir",
-            remote.to_str().unwrap(),
-            "--poll-interval",
-            "0.3",
-            "--json",
-        ],
-        0,
-    );
+    let args = cloud_submit(&remote, &["--profile", "h100-80g"]);
+    let run = orch.expect(&strs(&args), 0);
     let json = run.json();
     assert_eq!(json["state"], "succeeded", "{run:?}");
     let list = attempts(&json);
@@ -139,33 +92,14 @@ fn the_diamonds_loop_on_a_cloud_machine() {
 fn the_cloud_machine_gpu_picks_the_profile() {
     let (orch, remote) = remote_orch();
     let bin = orch.path().join("remote-bin");
-    std::fs::create_dir_all(&bin).unwrap();
     // nvidia-smi's documented CSV output for two A40s (a probe of the real tool's format).
-    let fake = bin.join("nvidia-smi");
-    std::fs::write(
-        &fake,
+    write_exe(
+        &bin.join("nvidia-smi"),
         "#!/bin/sh\nprintf 'NVIDIA A40, 46068\\nNVIDIA A40, 46068\\n'\n",
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let orch = orch.env("ORCH_REMOTE_PATH", bin.to_str().unwrap());
-    let run = orch.expect(
-        &[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "ssh",
-            "--host",
-            "orch-test",
-            "--remote-dir",
-            remote.to_str().unwrap(),
-            "--max-attempts",
-            "1",
-            "--json",
-        ],
-        1,
     );
+    let orch = orch.env("ORCH_REMOTE_PATH", bin.to_str().unwrap());
+    let args = on_host("ssh", &remote, &["--max-attempts", "1", "--json"]);
+    let run = orch.expect(&strs(&args), 1);
     assert!(
         run.stderr
             .contains("2 GPU(s) detected with nvidia-smi: profile a40"),
@@ -178,60 +112,39 @@ fn the_cloud_machine_gpu_picks_the_profile() {
         "{status}"
     );
 
-    // Without nvidia-smi, orch says so and wants --profile; nothing is submitted.
+    // Without nvidia-smi, orch says so and wants --profile; nothing is submitted. The host
+    // (this machine) may well have one, so the first `nvidia-smi` on the remote PATH is one
+    // that is not there: it exits 127, as a shell does for a command it cannot find, whatever
+    // this machine has installed.
     let (orch, remote) = remote_orch();
-    let orch = orch.env("ORCH_REMOTE_PATH", "/nonexistent");
-    let run = orch.run(&[
-        "submit",
-        "diamonds-seed0",
-        "--backend",
-        "ssh",
-        "--host",
-        "orch-test",
-        "--remote-dir",
-        remote.to_str().unwrap(),
-    ]);
-    if Command::new("sh")
-        .arg("-c")
-        .arg("command -v nvidia-smi")
-        .status()
-        .unwrap()
-        .success()
-    {
-        return; // a real GPU machine: nothing to check here
-    }
-    assert_eq!(run.code, 2, "{run:?}");
-    assert!(
-        run.stderr.contains("has no nvidia-smi") && run.stderr.contains("--profile"),
-        "{run:?}"
+    let bin = orch.path().join("remote-bin");
+    write_exe(
+        &bin.join("nvidia-smi"),
+        "#!/bin/sh\nexec /nonexistent/nvidia-smi \"$@\"\n",
     );
+    let orch = orch.env("ORCH_REMOTE_PATH", bin.to_str().unwrap());
+    let run = orch.run(&strs(&on_host("ssh", &remote, &[])));
+    assert_eq!(run.code, 2, "{run:?}");
+    insta::assert_snapshot!(orch.redacted(&run));
     assert!(!orch.path().join(".orch/runs").exists());
 }
 
 #[test]
 fn the_diamonds_loop_on_slurm_through_a_login_node() {
-    let _shared = crate::slurm::CLUSTER
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
+    let _shared = crate::support::cluster::shared();
     let (orch, remote) = remote_orch();
-    let run = orch.expect(
+    let args = on_host(
+        "slurm",
+        &remote,
         &[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "slurm",
-            "--host",
-            "orch-test",
-            "--remote-dir",
-            remote.to_str().unwrap(),
             "--set",
             "resources.cpus_per_task=1",
             "--poll-interval",
             "0.5",
             "--json",
         ],
-        0,
     );
+    let run = orch.expect(&strs(&args), 0);
     let json = run.json();
     assert_eq!(json["state"], "succeeded", "{run:?}");
     let list = attempts(&json);
@@ -265,7 +178,7 @@ fn the_diamonds_loop_on_slurm_through_a_login_node() {
 fn home_with_known_hosts(orch: &Orch, known_hosts: &str) -> PathBuf {
     let home = orch.path().join("home");
     std::fs::create_dir_all(home.join(".ssh")).unwrap();
-    let src = sshd_dir().join("home/.ssh");
+    let src = sshd().home().join(".ssh");
     for f in ["config", "id_ed25519"] {
         let text = std::fs::read_to_string(src.join(f))
             .unwrap()
@@ -287,20 +200,8 @@ fn an_unknown_host_key_is_refused_until_accepted() {
     let (orch, remote) = remote_orch();
     let home = home_with_known_hosts(&orch, "");
     let orch = orch.env("HOME", home.to_str().unwrap());
-    let args = [
-        "submit",
-        "diamonds-seed0",
-        "--backend",
-        "ssh",
-        "--host",
-        "orch-test",
-        "--profile",
-        "h200",
-        "--remote-dir",
-        remote.to_str().unwrap(),
-        "--json",
-    ];
-    let run = orch.run(&args);
+    let args = on_host("ssh", &remote, &["--profile", "h200", "--json"]);
+    let run = orch.run(&strs(&args));
     assert_ne!(run.code, 0);
     assert!(run.stderr.contains("SHA256:"), "{run:?}");
     assert!(run.stderr.contains("--accept-new-host-key"), "{run:?}");
@@ -308,13 +209,13 @@ fn an_unknown_host_key_is_refused_until_accepted() {
         !orch.path().join(".orch/runs").exists(),
         "a run was created"
     );
-    let mut accepted: Vec<&str> = args.to_vec();
+    let mut accepted = strs(&args);
     accepted.push("--accept-new-host-key");
     let run = orch.expect(&accepted, 0);
     assert_eq!(run.json()["state"], "succeeded");
     let known = std::fs::read_to_string(home.join(".ssh/known_hosts")).unwrap();
     assert!(
-        known.contains(&format!("[127.0.0.1]:{}", port())),
+        known.contains(&format!("[127.0.0.1]:{}", sshd().port)),
         "{known}"
     );
 }
@@ -325,23 +226,16 @@ fn a_changed_host_key_is_refused() {
     // A key that is not the server's, recorded for its address.
     let wrong = format!(
         "[127.0.0.1]:{} ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n",
-        port()
+        sshd().port
     );
     let home = home_with_known_hosts(&orch, &wrong);
     let orch = orch.env("HOME", home.to_str().unwrap());
-    let run = orch.run(&[
-        "submit",
-        "diamonds-seed0",
-        "--backend",
+    let args = on_host(
         "ssh",
-        "--host",
-        "orch-test",
-        "--profile",
-        "h200",
-        "--remote-dir",
-        remote.to_str().unwrap(),
-        "--accept-new-host-key",
-    ]);
+        &remote,
+        &["--profile", "h200", "--accept-new-host-key"],
+    );
+    let run = orch.run(&strs(&args));
     assert_ne!(run.code, 0);
     let err = run.stderr.to_lowercase();
     assert!(
@@ -373,15 +267,12 @@ fn the_watch_survives_sshd_being_killed_and_restarted() {
     std::thread::sleep(Duration::from_secs(2));
     // Kill the test server — its sessions (children of the listener) and the listener — so the
     // connection drops, then bring it back.
-    let pid = std::fs::read_to_string(sshd_dir().join("sshd.pid"))
-        .unwrap()
-        .trim()
-        .to_string();
+    let pid = sshd().pid();
     let _ = Command::new("pkill").args(["-KILL", "-P", &pid]).status();
     let killed = Command::new("kill").args(["-KILL", &pid]).status().unwrap();
     assert!(killed.success(), "no sshd to kill");
     std::thread::sleep(Duration::from_secs(4));
-    start_sshd(sshd_dir());
+    sshd().restart();
     let (code, json, stderr) = finished(child);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(json["state"], "succeeded", "{stderr}");
@@ -401,26 +292,9 @@ fn run_directories_with_spaces_and_quotes_upload_and_run() {
     let (orch, _) = remote_orch();
     let remote = orch.path().join("it's a \"remote\" dir");
     let runs = orch.path().join("local runs/with 'quotes'");
-    let run = orch.expect(
-        &[
-            "--runs-dir",
-            runs.to_str().unwrap(),
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "ssh",
-            "--host",
-            "orch-test",
-            "--profile",
-            "h200",
-            "--remote-dir",
-            remote.to_str().unwrap(),
-            "--poll-interval",
-            "0.3",
-            "--json",
-        ],
-        0,
-    );
+    let mut args = vec!["--runs-dir".to_string(), runs.display().to_string()];
+    args.extend(cloud_submit(&remote, &["--profile", "h200"]));
+    let run = orch.expect(&strs(&args), 0);
     let json = run.json();
     assert_eq!(json["state"], "succeeded", "{run:?}");
     let id = json["run"].as_str().unwrap();
@@ -430,7 +304,7 @@ fn run_directories_with_spaces_and_quotes_upload_and_run() {
 #[test]
 fn a_poll_tick_reads_only_the_new_bytes_of_a_1_gib_log() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let home = sshd_dir().join("home");
+    let home = sshd().home();
     rt.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("stdout.log");

@@ -3,32 +3,15 @@
 //! on PATH only count calls or inject the one fault a real cluster cannot show on demand.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::support::{Orch, finished};
+use crate::support::cluster::{self, job_id, jobs_named, scontrol_job};
+use crate::support::{Orch, attempts, finished, which, write_exe};
 
-/// Tests share the cluster; the one that stops the controller runs alone.
-pub(crate) static CLUSTER: RwLock<()> = RwLock::new(());
-
-fn repo() -> PathBuf {
-    crate::support::repo_root()
-}
-
-/// Fail loudly unless the test cluster answers.
-fn require_cluster() {
-    let out = Command::new("scontrol").arg("ping").output();
-    let ok = out
-        .as_ref()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("is UP"));
-    assert!(
-        ok,
-        "the Slurm test cluster is not up ({out:?}); scripts/test.sh starts it with scripts/slurm-up.sh"
-    );
-}
+/// The lock the tests share the cluster by (`crash.rs` takes it from here).
+pub(crate) use crate::support::cluster::CLUSTER;
 
 /// A configuration that fits on one simulated H200 (0.5B model), so tests that only need a job
 /// to run take one of the test cluster's eight H200 GRES and do not queue behind each other.
@@ -49,98 +32,32 @@ fn args<'a>(base: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
     base.iter().chain(extra).copied().collect()
 }
 
+/// An orch that runs the simulated trainer in Slurm jobs.
 fn slurm_orch() -> Orch {
-    require_cluster();
     Orch::new()
         .env("ORCH_SIMULATE", "1")
         .env("ORCH_SIM_STEP_SECONDS", "0.05")
 }
 
-/// Slurm's own record of a job: `scontrol show job -o ID`.
-fn scontrol_job(id: &str) -> String {
-    let out = Command::new("scontrol")
-        .args(["show", "job", "-o", id])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Every job Slurm knows (in memory) whose name starts with `prefix`.
-fn jobs_named(prefix: &str) -> Vec<String> {
-    let out = Command::new("scontrol")
-        .args(["show", "job", "-o"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| {
-            l.split_whitespace().any(|t| {
-                t.strip_prefix("JobName=")
-                    .is_some_and(|n| n.starts_with(prefix))
-            })
-        })
-        .map(str::to_string)
-        .collect()
-}
-
-/// A directory of wrappers that log each call of the Slurm tools to `calls.log`, then run them.
-fn counting_path(dir: &Path) -> (String, PathBuf) {
-    let bin = dir.join("wrappers");
-    std::fs::create_dir_all(&bin).unwrap();
-    let log = dir.join("calls.log");
+/// Wrappers in `dir` that log each call of the Slurm tools to `calls.log`, then run them; the
+/// orch given runs with them first on its PATH.
+fn counting(orch: Orch) -> (Orch, PathBuf) {
+    let bin = orch.path().join("wrappers");
+    let log = orch.path().join("calls.log");
     for tool in ["sbatch", "squeue", "sacct", "scontrol", "scancel"] {
-        let real = which(tool);
         let script = format!(
             "#!/bin/sh\nprintf '%s %s\\n' \"$(basename \"$0\")\" \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
             log.display(),
-            real.display()
+            which(tool).display()
         );
         write_exe(&bin.join(tool), &script);
     }
-    (
-        format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-        log,
-    )
-}
-
-fn which(tool: &str) -> PathBuf {
-    std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{tool} is not on PATH; is Slurm installed?"))
-}
-
-fn write_exe(path: &Path, text: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-fn attempts(json: &Value) -> &Vec<Value> {
-    json["attempts"].as_array().unwrap()
-}
-
-/// Stop slurmctld (only it) through the pid file slurm-up.sh wrote, and wait until it is gone.
-fn stop_controller() {
-    let dir = std::env::var("ORCH_SLURM_DIR").unwrap_or_else(|_| "/var/lib/orch-slurm".into());
-    let pidfile = Path::new(&dir).join("run/slurmctld.pid");
-    let pid: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", pidfile.display()))
-        .trim()
-        .parse()
-        .unwrap();
-    let pid = nix::unistd::Pid::from_raw(pid);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("slurmctld is running");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while nix::sys::signal::kill(pid, None).is_ok() {
-        assert!(Instant::now() < deadline, "slurmctld did not stop");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    (orch.prepend_path(&bin), log)
 }
 
 #[test]
 fn diamonds_loop_on_slurm_steps_down_and_the_jobs_are_slurms() {
-    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
+    let _shared = cluster::shared();
     let orch = slurm_orch();
     let run = orch.expect(
         &[
@@ -191,7 +108,7 @@ fn diamonds_loop_on_slurm_steps_down_and_the_jobs_are_slurms() {
 
 #[test]
 fn a_job_that_hits_its_time_limit_is_resubmitted_with_resume() {
-    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
+    let _shared = cluster::shared();
     // 60 s limit; 70 steps of 1.2 s do not fit in one go, but do with a resume.
     let orch = slurm_orch()
         .env("ORCH_SIM_STEPS", "70")
@@ -240,7 +157,7 @@ fn a_job_that_hits_its_time_limit_is_resubmitted_with_resume() {
 
 #[test]
 fn cancel_scancels_the_running_job() {
-    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
+    let _shared = cluster::shared();
     let orch = slurm_orch().env("ORCH_SIM_HANG_AT_STEP", "1");
     let child = orch.spawn(&args(
         &[
@@ -270,10 +187,8 @@ fn cancel_scancels_the_running_job() {
 
 #[test]
 fn a_sweep_is_watched_with_one_squeue_per_tick() {
-    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
-    let orch = slurm_orch();
-    let (path, log) = counting_path(orch.path());
-    let orch = orch.env("PATH", &path);
+    let _shared = cluster::shared();
+    let (orch, log) = counting(slurm_orch());
     let started = Instant::now();
     let run = orch.expect(
         &[
@@ -335,7 +250,7 @@ fn a_sweep_is_watched_with_one_squeue_per_tick() {
 
 #[test]
 fn the_watch_survives_the_controller_going_away_for_20_seconds() {
-    let _alone = CLUSTER.write().unwrap_or_else(|e| e.into_inner());
+    let _alone = cluster::alone();
     let orch = slurm_orch()
         .env("ORCH_SIM_STEPS", "40")
         .env("ORCH_SIM_STEP_SECONDS", "1");
@@ -353,21 +268,10 @@ fn the_watch_survives_the_controller_going_away_for_20_seconds() {
     ));
     orch.wait_for_job(Duration::from_secs(60), |_| true);
     std::thread::sleep(Duration::from_secs(3));
-    stop_controller();
-    assert!(
-        !Command::new("scontrol")
-            .arg("ping")
-            .output()
-            .unwrap()
-            .stdout
-            .windows(5)
-            .any(|w| w == b"is UP")
-    );
+    cluster::stop_controller();
+    assert!(!cluster::controller_is_up());
     std::thread::sleep(Duration::from_secs(20));
-    let up = Command::new(repo().join("scripts/slurm-up.sh"))
-        .status()
-        .unwrap();
-    assert!(up.success(), "could not restart the cluster");
+    cluster::restart();
     let (code, json, stderr) = finished(child);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(json["state"], "succeeded", "{stderr}");
@@ -384,10 +288,9 @@ fn the_watch_survives_the_controller_going_away_for_20_seconds() {
 
 #[test]
 fn an_sbatch_that_times_out_after_creating_the_job_does_not_duplicate_it() {
-    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
+    let _shared = cluster::shared();
     let orch = slurm_orch();
     let bin = orch.path().join("faulty");
-    std::fs::create_dir_all(&bin).unwrap();
     let marker = orch.path().join("fault-injected");
     // The first sbatch really submits, then reports the time-out a busy controller gives.
     write_exe(
@@ -398,8 +301,7 @@ fn an_sbatch_that_times_out_after_creating_the_job_does_not_duplicate_it() {
             real = which("sbatch").display()
         ),
     );
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let orch = orch.env("PATH", &path);
+    let orch = orch.prepend_path(&bin);
     let run = orch.expect(
         &args(
             &[
@@ -422,11 +324,7 @@ fn an_sbatch_that_times_out_after_creating_the_job_does_not_duplicate_it() {
     assert_eq!(named.len(), 1, "duplicate jobs for attempt 1: {named:#?}");
     assert_eq!(
         attempts(&json)[0]["job_id"].as_str().unwrap(),
-        named[0]
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .trim_start_matches("JobId=")
+        job_id(&named[0])
     );
     assert!(run.stderr.contains("Socket timed out"), "{run:?}");
 }
@@ -454,7 +352,7 @@ fn memory_hog_project(orch: Orch) -> Orch {
 
 #[test]
 fn a_real_cgroup_oom_kill_is_host_oom_and_gets_more_memory() {
-    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
+    let _shared = cluster::shared();
     let orch = memory_hog_project(slurm_orch());
     let run = orch.expect(
         &[
@@ -516,7 +414,7 @@ fn orch_processes_outside_slurm(project: &Path) -> Vec<String> {
 
 #[test]
 fn detach_leaves_no_orch_behind_and_follow_up_jobs_finish_the_run() {
-    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
+    let _shared = cluster::shared();
     let orch = slurm_orch();
     let started = Instant::now();
     let run = orch.expect(
@@ -560,7 +458,7 @@ fn detach_leaves_no_orch_behind_and_follow_up_jobs_finish_the_run() {
 
 #[test]
 fn cancel_of_a_detached_run_removes_its_follow_up_too() {
-    let _shared = CLUSTER.read().unwrap_or_else(|e| e.into_inner());
+    let _shared = cluster::shared();
     let orch = slurm_orch().env("ORCH_SIM_HANG_AT_STEP", "1");
     let run = orch.expect(
         &args(
@@ -579,19 +477,10 @@ fn cancel_of_a_detached_run_removes_its_follow_up_too() {
     let json = run.json();
     let run_id = json["run"].as_str().unwrap().to_string();
     let job = attempts(&json)[0]["job_id"].as_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !scontrol_job(&job).contains("JobState=RUNNING") {
-        assert!(Instant::now() < deadline, "the job never ran");
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    cluster::wait_for_state(&job, "RUNNING", Duration::from_secs(60));
     let follow_up = jobs_named(&format!("orch-{run_id}-f1"));
     assert_eq!(follow_up.len(), 1, "{follow_up:?}");
-    let follow_up_id = follow_up[0]
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .trim_start_matches("JobId=")
-        .to_string();
+    let follow_up_id = job_id(&follow_up[0]).to_string();
     let started = Instant::now();
     orch.expect(&["cancel", &run_id], 0);
     assert!(
@@ -599,20 +488,9 @@ fn cancel_of_a_detached_run_removes_its_follow_up_too() {
         "cancel waited for a watcher that does not exist"
     );
     // scancel returns before the job has settled (COMPLETING); give Slurm a moment.
-    let settled = |id: &str| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let record = scontrol_job(id);
-            if !record.contains("JobState=COMPLETING") || Instant::now() > deadline {
-                return record;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    };
-    let record = settled(&follow_up_id);
-    assert!(record.contains("JobState=CANCELLED"), "{record}");
-    let record = settled(&job);
-    assert!(record.contains("JobState=CANCELLED"), "{record}");
+    for id in [&follow_up_id, &job] {
+        cluster::wait_for_state(id, "CANCELLED", Duration::from_secs(20));
+    }
     let history = orch.expect(&["history", &run_id, "--json"], 0).json();
     assert_eq!(history["state"], "cancelled");
 }

@@ -1,0 +1,361 @@
+//! Which class wins when a log has several signatures, what does not count (traps, quoted
+//! signatures, recovered warnings), and the names and grep patterns other tools see.
+
+use orch_classify::{FailureClass, classify_bytes, grep_patterns};
+
+use FailureClass::*;
+
+use crate::stream::OOM;
+
+fn class_of(s: &str) -> FailureClass {
+    classify_bytes(s.as_bytes()).class
+}
+
+fn line_of(s: &str) -> u64 {
+    classify_bytes(s.as_bytes())
+        .evidence
+        .expect("evidence")
+        .line
+}
+
+const TIMEOUT: &str =
+    "slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2025-01-01T00:00:00 DUE TO TIME LIMIT ***";
+const PREEMPT: &str =
+    "slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2025-01-01T00:00:00 DUE TO PREEMPTION ***";
+const NODEFAIL: &str = "slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2025-01-01T00:00:00 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***";
+const KV: &str = "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`.";
+const HOST: &str = "slurmstepd: error: Detected 1 oom_kill event in StepId=1.0. Some of the step tasks have been OOM Killed.";
+const SIGKILL: &str = "  traceback : Signal 9 (SIGKILL) received by PID 14750";
+const NCCL: &str = "[rank1]:[E314 14:33:45.1 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600009 milliseconds before timing out.";
+const IMPORT: &str = "ModuleNotFoundError: No module named 'vllm'";
+const ACTOR: &str =
+    "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.";
+
+fn lines(ls: &[&str]) -> String {
+    ls.iter().map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn precedence_between_classes() {
+    // Each pair: the higher-precedence line comes LAST, so "earliest wins" would fail.
+    let ladder = [
+        TIMEOUT, PREEMPT, NODEFAIL, KV, HOST, OOM, SIGKILL, NCCL, IMPORT, ACTOR,
+    ];
+    let classes = [
+        Timeout,
+        Preempted,
+        NodeFail,
+        KvCache,
+        HostOom,
+        GpuOom,
+        HostOom,
+        NcclTimeout,
+        Error,
+        Error,
+    ];
+    for hi in 0..ladder.len() {
+        for lo in hi + 1..ladder.len() {
+            let s = lines(&[ladder[lo], ladder[hi]]);
+            let v = classify_bytes(s.as_bytes());
+            assert_eq!(
+                v.class, classes[hi],
+                "{:?} should beat {:?}",
+                ladder[hi], ladder[lo]
+            );
+            assert_eq!(
+                v.evidence.unwrap().line,
+                2,
+                "{:?} vs {:?}",
+                ladder[hi],
+                ladder[lo]
+            );
+        }
+    }
+}
+
+#[test]
+fn earliest_line_of_the_winning_slot_is_the_evidence() {
+    let s = lines(&[
+        "noise",
+        OOM,
+        "noise",
+        "RuntimeError: CUDA error: out of memory",
+        OOM,
+    ]);
+    let v = classify_bytes(s.as_bytes());
+    assert_eq!(v.class, GpuOom);
+    assert_eq!(v.evidence.unwrap().line, 2);
+    // The NCCL noise before the OOM does not win either.
+    assert_eq!(line_of(&lines(&[NCCL, NCCL, OOM])), 3);
+}
+
+#[test]
+fn weak_sigkill_is_host_oom_only_without_device_oom() {
+    assert_eq!(class_of(&lines(&[SIGKILL])), HostOom);
+    assert_eq!(
+        class_of(&lines(&["  exitcode  : -9 (pid: 14750)"])),
+        HostOom
+    );
+    assert_eq!(
+        class_of(&lines(&[
+            "srun: error: n1: task 0: Exited with exit code 137"
+        ])),
+        HostOom
+    );
+    assert_eq!(class_of(&lines(&["  exitcode  : -6 (pid: 14750)"])), None);
+    assert_eq!(class_of(&lines(&["  exitcode  : -91 (pid: 14750)"])), None);
+    assert_eq!(class_of(&lines(&[SIGKILL, OOM])), GpuOom);
+    // A confirmed host OOM line is preferred as evidence over an earlier bare SIGKILL.
+    assert_eq!(line_of(&lines(&[SIGKILL, HOST])), 2);
+    // A bare bash `Killed` is nothing.
+    assert_eq!(
+        class_of(&lines(&[
+            "/var/spool/slurmd/job1/slurm_script: line 4: 77 Killed  python3 x.py",
+            "Killed"
+        ])),
+        None
+    );
+}
+
+#[test]
+fn specific_error_beats_earlier_wrapper() {
+    let s = lines(&[ACTOR, "Error executing job with overrides: ['a=1']", IMPORT]);
+    let v = classify_bytes(s.as_bytes());
+    assert_eq!(v.class, Error);
+    assert_eq!(v.evidence.unwrap().line, 3);
+}
+
+#[test]
+fn slurm_banner_variants() {
+    assert_eq!(
+        class_of(
+            "slurmstepd: *** JOB 830329 CANCELLED AT 2018-08-06T17:21:44 DUE TO TIME LIMIT on n447 ***\n"
+        ),
+        Timeout
+    );
+    assert_eq!(
+        class_of("srun: *** STEP 12.0 CANCELLED AT 2024-01-01T00:00:00 DUE TO TIME LIMIT ***\n"),
+        Timeout
+    );
+    assert_eq!(
+        class_of(
+            "slurmstepd: error: *** JOB 7 ON n1 CANCELLED AT 2024-01-01T00:00:00 DUE TO JOB REQUEUE ***\n"
+        ),
+        Preempted
+    );
+    assert_eq!(
+        class_of(
+            "slurmstepd: error: *** JOB 7 ON n1 UNCORRECTABLE MEMORY ERROR AT 2024-01-01T00:00:00 ***\n"
+        ),
+        NodeFail
+    );
+    assert_eq!(
+        class_of("slurmstepd: *** JOB 1479012 CANCELLED AT 2015-02-04T06:33:25 *** on sh-2-3\n"),
+        Error
+    );
+    // Not a banner: prose mentioning a time limit.
+    assert_eq!(
+        class_of("note: job was CANCELLED AT the user's request due to time limit\n"),
+        None
+    );
+}
+
+#[test]
+fn torch_message_variants_are_gpu_oom() {
+    for l in [
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 55.57 GiB. GPU 0 has a total capacty of 12.00 GiB of which 9.02 GiB is free.",
+        "...CUDA out of memory. Tried to allocate 30.29 GiB. GPU 0 has a total capacity of 10.74 GiB",
+        "torch.AcceleratorError: CUDA error: out of memory",
+        "CUDA error: out of memorySearch for `cudaErrorMemoryAllocation' in https://docs.nvidia.com/cuda/",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "include/alloc.h:320 (ncclCuMemAlloc) NCCL WARN Cuda failure 2 'out of memory'",
+        "failed to allocate 890.06M (933298432 bytes) from device: HIP_ERROR_OutOfMemory",
+        "RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests. Please try lowering `max_num_seqs`",
+    ] {
+        assert_eq!(class_of(&format!("{l}\n")), GpuOom, "{l}");
+    }
+    // NCCL's generic wrapper with a different CUDA failure is not an OOM.
+    assert_eq!(
+        class_of("[rank7]: Cuda failure 1 'invalid argument'\n"),
+        None
+    );
+}
+
+#[test]
+fn ray_wrapped_out_of_memory_needs_the_inner_message() {
+    let wrapper = "ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_ref_update_actor() (pid=118848, ip=10.130.71.7)";
+    assert_eq!(
+        class_of(&lines(&[wrapper])),
+        None,
+        "the wrapper alone says nothing"
+    );
+    assert_eq!(class_of(&lines(&[wrapper, OOM])), GpuOom);
+    assert_eq!(
+        class_of(&lines(&[
+            wrapper,
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
+        ])),
+        HostOom
+    );
+}
+
+#[test]
+fn traps_do_not_classify() {
+    let traps = [
+        // set -x echoes, one or more '+'.
+        "+ grep -q 'CUDA out of memory' slurm.out",
+        "+++ echo 'Detected 1 oom_kill event in StepId=1.0'",
+        // config dumps
+        "[2025-03-29 18:18:34] server_args=ServerArgs(model_path='m', mem_fraction_static=0.717, served_model_name='CUDA out of memory repro')",
+        "(TaskRunner pid=2841)  'trainer': {'experiment_name': 'Not enough memory. Please try to increase --mem-fraction-static',",
+        "\x1b[36m(TaskRunner pid=2841)\x1b[0m  'trainer': {'experiment_name': 'HIP out of memory'}}",
+        "    # layered summon can save memory (prevent OOM); CUDA out of memory otherwise",
+        // recovered warnings
+        "WARNING 05-09 00:49:33 scheduler.py:1057 Sequence group 0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space.",
+        "[2026-09-13 16:06:07] KV cache pool is full. Retract requests. #retracted_reqs: 1",
+        "[2025-07-02 07:41:59 DP0 TP0] max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.",
+        "(WorkerDict pid=1) Setting the sleep level to 1 may cause a memory overflow.",
+        // Ray's generic list of possible causes
+        "Some common causes include: (1) the process was killed by the OOM killer due to high memory usage, (2) ray stop --force was called",
+        "(raylet) node_manager.cc:3099: 0 Workers (tasks / actors) killed due to memory pressure (OOM), 1 Workers crashed due to other reasons",
+        // Slurm's end-of-job accounting note
+        "slurmstepd: Exceeded step memory limit at some point.",
+        "slurmstepd: error: Exceeded job memory limit at some point.",
+        // the allocator advice alone
+        "export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        // an ImportError *repr* inside a warning
+        "WARNING 05-21 10:02:14 [utils.py:88] Failed to import from vllm._C with ImportError('libcudart.so.12')",
+    ];
+    for t in traps {
+        let v = classify_bytes(format!("{t}\n").as_bytes());
+        assert_eq!(v.class, None, "trap classified: {t:?} -> {v:?}");
+    }
+    // ...while the un-trapped forms of the same signatures do classify.
+    assert_eq!(
+        class_of("srun: error: udc-ba26-19: task 0: Out Of Memory\n"),
+        HostOom
+    );
+    assert_eq!(
+        class_of("srun: error: Exceeded job memory limit\n"),
+        HostOom
+    );
+    assert_eq!(
+        class_of(
+            "(raylet) node_manager.cc:3099: 2 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed\n"
+        ),
+        HostOom
+    );
+    assert_eq!(
+        class_of("+5 CUDA out of memory\n"),
+        GpuOom,
+        "'+' not followed by a space is not set -x"
+    );
+}
+
+#[test]
+fn claiming_lines_hide_quoted_signatures() {
+    // SGLang quotes the underlying exception and mem-fraction advice: error, not gpu_oom.
+    assert_eq!(
+        class_of(
+            "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+        ),
+        Error
+    );
+    // Hydra quotes the overrides verbatim.
+    assert_eq!(
+        class_of(
+            "Error executing job with overrides: ['trainer.experiment_name=repro No available memory for the cache blocks']\n"
+        ),
+        Error
+    );
+}
+
+#[test]
+fn traceback_final_exception_line_is_weak_error() {
+    let s = "\
+(TaskRunner pid=9) Traceback (most recent call last):
+(WorkerDict pid=10) INFO unrelated interleaved line
+(TaskRunner pid=9)   File \"/x.py\", line 3, in <module>
+(TaskRunner pid=9)     main()
+(WorkerDict pid=10) KeyError: 'not ours'
+(TaskRunner pid=9) ValueError: bad reward function spec
+";
+    let v = classify_bytes(s.as_bytes());
+    assert_eq!(v.class, Error);
+    let ev = v.evidence.unwrap();
+    assert_eq!(ev.line, 6, "{ev:?}");
+    assert!(ev.text.ends_with("ValueError: bad reward function spec"));
+    // Only a header and frames, no exception line (log cut off): nothing.
+    assert_eq!(
+        class_of("Traceback (most recent call last):\n  File \"x.py\", line 1\n    f()\n"),
+        None
+    );
+    // "During handling..." is not an exception line; the chained one is.
+    let chained = "Traceback (most recent call last):\n  File \"a.py\", line 1\n    g()\nDuring handling of the above exception, another exception occurred:\n\nTraceback (most recent call last):\n  File \"b.py\", line 2\n    h()\nOSError: disk full\n";
+    assert_eq!(line_of(chained), 9);
+}
+
+#[test]
+fn ansi_colour_is_stripped_from_evidence() {
+    let s = "\x1b[36m(WorkerDict pid=231424)\x1b[0m \x1b[31mtorch.OutOfMemoryError: CUDA out of memory.\x1b[0m Tried to allocate 2.00 GiB\n";
+    let v = classify_bytes(s.as_bytes());
+    assert_eq!(v.class, GpuOom);
+    assert_eq!(
+        v.evidence.unwrap().text,
+        "(WorkerDict pid=231424) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    );
+}
+
+#[test]
+fn wire_names_are_stable() {
+    let all = [
+        (GpuOom, "gpu_oom"),
+        (KvCache, "kv_cache"),
+        (HostOom, "host_oom"),
+        (Timeout, "timeout"),
+        (Preempted, "preempted"),
+        (NodeFail, "node_fail"),
+        (NcclTimeout, "nccl_timeout"),
+        (Error, "error"),
+        (None, "none"),
+    ];
+    for (c, name) in all {
+        assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{name}\""));
+        assert_eq!(c.as_str(), name);
+    }
+    let v = classify_bytes(format!("{OOM}\n").as_bytes());
+    assert_eq!(
+        serde_json::to_value(&v).unwrap(),
+        serde_json::json!({"class": "gpu_oom", "evidence": {"line": 1, "text": OOM}})
+    );
+}
+
+#[test]
+fn grep_patterns_are_posix_ere_and_cover_every_class() {
+    let pats = grep_patterns();
+    for (class, p) in &pats {
+        for perlism in [r"\d", r"\s", r"\S", r"\w", r"\b", "(?", "*?", "+?"] {
+            assert!(
+                !p.contains(perlism),
+                "{class:?} pattern {p:?} uses {perlism:?}"
+            );
+        }
+        assert!(!p.is_empty() && !p.contains('\n'));
+    }
+    for c in [
+        GpuOom,
+        KvCache,
+        HostOom,
+        Timeout,
+        Preempted,
+        NodeFail,
+        NcclTimeout,
+        Error,
+    ] {
+        assert!(
+            pats.iter().any(|(pc, _)| *pc == c),
+            "no grep pattern for {c:?}"
+        );
+    }
+    assert!(!pats.iter().any(|(pc, _)| *pc == None));
+}

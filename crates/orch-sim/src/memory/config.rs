@@ -1,0 +1,347 @@
+//! The configuration the memory model reads: what each trainer's own arguments (verl's Hydra
+//! overrides, AReaL's YAML, a torchrun script's YAML) say about memory, with the trainers'
+//! defaults for anything not given. This is the model's plain input struct ([`SimConfig`]).
+
+use super::hardware::Hardware;
+use super::k;
+use crate::args::{self, Overrides};
+
+/// What the simulator reads from verl's Hydra config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerlConfig {
+    /// `actor_rollout_ref.model.path` (the architecture is looked up from it).
+    pub model_path: String,
+    /// `data.train_batch_size`: prompts per step.
+    pub train_batch_size: u64,
+    /// `actor.ppo_mini_batch_size`: prompts per optimizer step.
+    pub ppo_mini_batch_size: u64,
+    /// Per-GPU micro-batch, resolved from `ppo_micro_batch_size_per_gpu` (or the deprecated
+    /// global `ppo_micro_batch_size`, or the whole mini-batch when neither is set).
+    pub micro_batch_per_gpu: u64,
+    /// `actor.use_dynamic_bsz`: micro-batches packed to a token budget instead of a count.
+    pub use_dynamic_bsz: bool,
+    /// `actor.ppo_max_token_len_per_gpu`: that token budget.
+    pub ppo_max_token_len_per_gpu: u64,
+    /// `actor.ulysses_sequence_parallel_size`: sequence-parallel degree (splits tokens).
+    pub ulysses_sp: u64,
+    /// `rollout.n`: responses sampled per prompt.
+    pub rollout_n: u64,
+    /// `rollout.gpu_memory_utilization`: vLLM's share of the GPU.
+    pub gpu_memory_utilization: f64,
+    /// `rollout.tensor_model_parallel_size`: vLLM's tensor-parallel size.
+    pub tensor_parallel: u32,
+    /// `rollout.max_model_len`, when given.
+    pub max_model_len: Option<u64>,
+    /// `rollout.max_num_batched_tokens`: sizes vLLM's activation workspace.
+    pub max_num_batched_tokens: u64,
+    /// `rollout.free_cache_engine`: vLLM sleeps (frees its KV cache) during training.
+    pub free_cache_engine: bool,
+    /// `actor.fsdp_config.param_offload`: actor params in host RAM between phases.
+    pub param_offload: bool,
+    /// `actor.fsdp_config.optimizer_offload`: AdamW state in host RAM between phases.
+    pub optimizer_offload: bool,
+    /// `model.enable_gradient_checkpointing`.
+    pub gradient_checkpointing: bool,
+    /// `model.use_remove_padding`: micro-batches hold only real tokens.
+    pub use_remove_padding: bool,
+    /// `actor.use_kl_loss`: a bf16 reference model sits on the GPU.
+    pub use_kl_loss: bool,
+    /// `ref.fsdp_config.param_offload`: the reference model lives in host RAM.
+    pub ref_param_offload: bool,
+    /// `data.max_prompt_length`.
+    pub max_prompt_length: u64,
+    /// `data.max_response_length`.
+    pub max_response_length: u64,
+    /// `trainer.n_gpus_per_node`.
+    pub n_gpus_per_node: u32,
+    /// `trainer.nnodes`.
+    pub nnodes: u32,
+    /// What was assumed, for the banner.
+    pub notes: Vec<String>,
+}
+
+const RO: &str = "actor_rollout_ref.rollout.";
+const ACTOR: &str = "actor_rollout_ref.actor.";
+
+impl VerlConfig {
+    /// Read verl's keys, with the defaults of verl's `ppo_trainer.yaml` for anything not given.
+    pub fn from_overrides(o: &Overrides) -> Self {
+        let a = |k: &str| format!("{ACTOR}{k}");
+        let r = |k: &str| format!("{RO}{k}");
+        let n_gpus_per_node = o.u64_or("trainer.n_gpus_per_node", 8).max(1) as u32;
+        let nnodes = o.u64_or("trainer.nnodes", 1).max(1) as u32;
+        let world = (n_gpus_per_node * nnodes) as u64;
+        let rollout_n = o.u64_or(&r("n"), 1).max(1);
+        let mini = o.u64_or(&a("ppo_mini_batch_size"), 256).max(1);
+        let ulysses_sp = o.u64_or(&a("ulysses_sequence_parallel_size"), 1).max(1);
+        let mut notes = Vec::new();
+        let micro = match (
+            o.u64_opt(&a("ppo_micro_batch_size_per_gpu")),
+            o.u64_opt(&a("ppo_micro_batch_size")),
+        ) {
+            (Some(m), _) => m.max(1),
+            (None, Some(global)) => (global / world).max(1),
+            (None, None) => {
+                let whole = (mini * rollout_n / (world / ulysses_sp).max(1)).max(1);
+                notes.push(format!(
+                    "no ppo_micro_batch_size_per_gpu: one micro-batch per mini-batch ({whole} sequences per GPU)"
+                ));
+                whole
+            }
+        };
+        Self {
+            model_path: o.str_or(
+                "actor_rollout_ref.model.path",
+                "~/models/deepseek-llm-7b-chat",
+            ),
+            train_batch_size: o.u64_or("data.train_batch_size", 1024),
+            ppo_mini_batch_size: mini,
+            micro_batch_per_gpu: micro,
+            use_dynamic_bsz: o.bool_or(&a("use_dynamic_bsz"), false),
+            ppo_max_token_len_per_gpu: o.u64_or(&a("ppo_max_token_len_per_gpu"), 16384),
+            ulysses_sp,
+            rollout_n,
+            gpu_memory_utilization: o.f64_or(&r("gpu_memory_utilization"), 0.5),
+            tensor_parallel: o.u64_or(&r("tensor_model_parallel_size"), 2).max(1) as u32,
+            max_model_len: o.u64_opt(&r("max_model_len")),
+            max_num_batched_tokens: o.u64_or(&r("max_num_batched_tokens"), 8192),
+            free_cache_engine: o.bool_or(&r("free_cache_engine"), true),
+            param_offload: o.bool_or(&a("fsdp_config.param_offload"), false),
+            optimizer_offload: o.bool_or(&a("fsdp_config.optimizer_offload"), false),
+            gradient_checkpointing: o.bool_or(
+                "actor_rollout_ref.model.enable_gradient_checkpointing",
+                true,
+            ),
+            use_remove_padding: o.bool_or("actor_rollout_ref.model.use_remove_padding", true),
+            use_kl_loss: o.bool_or(&a("use_kl_loss"), false),
+            ref_param_offload: o.bool_or("actor_rollout_ref.ref.fsdp_config.param_offload", false),
+            max_prompt_length: o.u64_or("data.max_prompt_length", 512),
+            max_response_length: o.u64_or("data.max_response_length", 512),
+            n_gpus_per_node,
+            nnodes,
+            notes,
+        }
+    }
+
+    /// Prompt + response: the longest sequence a rollout produces.
+    pub fn seq_len(&self) -> u64 {
+        self.max_prompt_length + self.max_response_length
+    }
+
+    /// vLLM's max_model_len: explicit, else prompt + response (what verl passes).
+    pub fn max_model_len(&self) -> u64 {
+        self.max_model_len.unwrap_or(self.seq_len())
+    }
+}
+
+/// What the simulator reads from an AReaL GRPO config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArealConfig {
+    /// `actor.path` (the architecture is looked up from it).
+    pub model_path: String,
+    /// `sglang.mem_fraction_static`: SGLang's share of the GPU.
+    pub mem_fraction_static: f64,
+    /// `train_dataset.batch_size`: prompts per step.
+    pub batch_size: u64,
+    /// `gconfig.n_samples`: responses per prompt.
+    pub n_samples: u64,
+    /// `gconfig.max_new_tokens`.
+    pub max_new_tokens: u64,
+    /// `train_dataset.max_length`.
+    pub prompt_len: u64,
+    /// `actor.mb_spec.max_tokens_per_mb`: the trainer's micro-batch token budget.
+    pub max_tokens_per_mb: u64,
+    /// `rollout.max_concurrent_rollouts`.
+    pub max_concurrent_rollouts: u64,
+    /// `actor.gradient_checkpointing`.
+    pub gradient_checkpointing: bool,
+    /// SGLang: data-parallel servers (`rollout.backend` / `allocation_mode`).
+    pub gen_dp: u32,
+    /// SGLang: tensor-parallel size per server.
+    pub gen_tp: u32,
+    /// FSDP trainer data-parallel size.
+    pub train_dp: u32,
+    /// `cluster.n_gpus_per_node`.
+    pub n_gpus_per_node: u32,
+}
+
+/// `sglang:d4p1t1` / `fsdp:d4p1t1` / `sglang.d4p1t1` → (d, p, t).
+pub fn parse_backend(s: &str) -> Option<(u32, u32, u32)> {
+    let spec = s.rsplit([':', '.']).next()?;
+    let mut dims = (1u32, 1u32, 1u32);
+    let mut seen = false;
+    let mut chars = spec.chars().peekable();
+    while let Some(c) = chars.next() {
+        let mut num = String::new();
+        while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+            num.push(d);
+            chars.next();
+        }
+        let Ok(n) = num.parse::<u32>() else { continue };
+        seen = true;
+        match c {
+            'd' => dims.0 = n,
+            'p' => dims.1 = n,
+            't' => dims.2 = n,
+            _ => {}
+        }
+    }
+    seen.then_some(dims)
+}
+
+impl ArealConfig {
+    /// Read AReaL's keys, with the defaults of AReaL's `gsm8k_grpo.yaml` for anything not given.
+    pub fn from_overrides(o: &Overrides) -> Self {
+        let (mut gen_dp, mut gen_tp, mut train_dp) = (4, 1, 4);
+        if let Some(alloc) = o.get("allocation_mode") {
+            // Legacy `sglang.d4p1t1+d4p1t1` / `sglang:d4p1t1+fsdp:d4p1t1`.
+            let mut parts = alloc.split('+');
+            if let Some((d, _, t)) = parts.next().and_then(parse_backend) {
+                (gen_dp, gen_tp) = (d, t);
+            }
+            if let Some((d, _, _)) = parts.next().and_then(parse_backend) {
+                train_dp = d;
+            }
+        }
+        if let Some((d, _, t)) = o.get("rollout.backend").as_deref().and_then(parse_backend) {
+            (gen_dp, gen_tp) = (d, t);
+        }
+        if let Some((d, _, _)) = o.get("actor.backend").as_deref().and_then(parse_backend) {
+            train_dp = d;
+        }
+        Self {
+            model_path: o.str_or("actor.path", "Qwen/Qwen2.5-1.5B-Instruct"),
+            mem_fraction_static: o.f64_or("sglang.mem_fraction_static", 0.8),
+            batch_size: o.u64_or("train_dataset.batch_size", 256).max(1),
+            n_samples: o.u64_or("gconfig.n_samples", 4).max(1),
+            max_new_tokens: o.u64_or("gconfig.max_new_tokens", 1024),
+            prompt_len: o.u64_or("train_dataset.max_length", 1024),
+            max_tokens_per_mb: o.u64_or("actor.mb_spec.max_tokens_per_mb", 10240).max(1),
+            max_concurrent_rollouts: o.u64_or("rollout.max_concurrent_rollouts", 256).max(1),
+            gradient_checkpointing: o.bool_or("actor.gradient_checkpointing", true),
+            gen_dp: gen_dp.max(1),
+            gen_tp: gen_tp.max(1),
+            train_dp: train_dp.max(1),
+            n_gpus_per_node: o.u64_or("cluster.n_gpus_per_node", 8).max(1) as u32,
+        }
+    }
+}
+
+/// A torchrun script's training precision (`precision:` in its YAML).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// bfloat16 autocast (the default).
+    Bf16,
+    /// float16 autocast.
+    Fp16,
+    /// Full fp32.
+    Fp32,
+}
+
+impl Precision {
+    /// How the config and the banner spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Bf16 => "bf16",
+            Self::Fp16 => "fp16",
+            Self::Fp32 => "fp32",
+        }
+    }
+}
+
+/// What the simulator reads from a torchrun script's YAML config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TorchrunConfig {
+    /// `model.params_m`: parameters in millions.
+    pub params_m: f64,
+    /// `micro_batch_size` per GPU.
+    pub micro_batch_size: u64,
+    /// `gradient_accumulation_steps`.
+    pub gradient_accumulation_steps: u64,
+    /// `max_seq_len`.
+    pub max_seq_len: u64,
+    /// `gradient_checkpointing`.
+    pub gradient_checkpointing: bool,
+    /// `precision`.
+    pub precision: Precision,
+    /// `model.n_layers`.
+    pub n_layers: u32,
+    /// Processes (one per GPU).
+    pub nproc: u32,
+    /// What was assumed, for the banner.
+    pub notes: Vec<String>,
+}
+
+impl TorchrunConfig {
+    /// Read the script's keys (also one nesting level down), with the script's defaults.
+    pub fn from_overrides(o: &Overrides, nproc: u32) -> Self {
+        let mut notes = Vec::new();
+        let params_m = o
+            .f64_opt("model.params_m")
+            .or_else(|| o.f64_opt("model_params_m"))
+            .or_else(|| o.get_suffix("params_m").and_then(|v| v.parse().ok()))
+            .unwrap_or_else(|| {
+                notes.push(format!(
+                    "no model.params_m in the config; assuming {} M parameters",
+                    k::TR_REF_PARAMS_M
+                ));
+                k::TR_REF_PARAMS_M
+            });
+        let num = |key: &str, d: u64| {
+            o.get_suffix(key)
+                .and_then(|v| args::parse_u64(&v))
+                .unwrap_or(d)
+                .max(1)
+        };
+        let precision = match o
+            .get_suffix("precision")
+            .unwrap_or_default()
+            .to_lowercase()
+            .as_str()
+        {
+            "fp32" | "float32" | "32" => Precision::Fp32,
+            "fp16" | "float16" | "16" => Precision::Fp16,
+            _ => Precision::Bf16,
+        };
+        Self {
+            params_m: params_m.max(1.0),
+            micro_batch_size: num("micro_batch_size", 1),
+            gradient_accumulation_steps: num("gradient_accumulation_steps", 1),
+            max_seq_len: num("max_seq_len", 1024),
+            gradient_checkpointing: o
+                .get_suffix("gradient_checkpointing")
+                .and_then(|v| args::parse_bool(&v))
+                .unwrap_or(false),
+            precision,
+            n_layers: o
+                .get("model.n_layers")
+                .and_then(|v| args::parse_u64(&v))
+                .unwrap_or(k::TR_LAYERS_DEFAULT as u64)
+                .max(1) as u32,
+            nproc: nproc.max(1),
+            notes,
+        }
+    }
+}
+
+/// Which trainer runs, with its configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Workload {
+    /// verl PPO/GRPO: FSDP actor + vLLM rollout.
+    Verl(VerlConfig),
+    /// AReaL GRPO: SGLang server + FSDP trainer.
+    Areal(ArealConfig),
+    /// A plain DDP script under torchrun.
+    Torchrun(TorchrunConfig),
+}
+
+/// Everything [`estimate`](fn@crate::estimate) needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// The machine.
+    pub hw: Hardware,
+    /// The trainer and its configuration.
+    pub workload: Workload,
+    /// The run continues from a checkpoint (optimizer state is loaded before the first rollout).
+    pub resumed: bool,
+}

@@ -1,0 +1,184 @@
+//! The model's output: per-GPU breakdowns of the generation and training phases (named
+//! components in GiB), host memory, and the first failure the real job would hit.
+
+use super::allocator::{Event, OomDetail};
+use super::hardware::Trainer;
+use crate::arch::Arch;
+
+/// When, in the run, a failure happens. Steps count from 1 within this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailAt {
+    /// Worker / engine initialisation, before any step.
+    Init,
+    /// Generation phase of a step (vLLM wake-up, SGLang).
+    Rollout {
+        /// The step (from 1 within this run).
+        step: u64,
+    },
+    /// Training phase of a step (verl update_actor, AReaL ppo_update, torchrun forward/backward).
+    Train {
+        /// The step (from 1 within this run).
+        step: u64,
+    },
+    /// After the optimizer step (verl offloads the optimizer state to host RAM).
+    AfterUpdate {
+        /// The step (from 1 within this run).
+        step: u64,
+    },
+}
+
+impl FailAt {
+    /// The step it happens in (0 at start-up).
+    pub fn step(self) -> u64 {
+        match self {
+            Self::Init => 0,
+            Self::Rollout { step } | Self::Train { step } | Self::AfterUpdate { step } => step,
+        }
+    }
+}
+
+/// What fails, with the numbers the real message reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FailKind {
+    /// torch caching-allocator OOM.
+    GpuOom(OomDetail),
+    /// vLLM: free memory at startup below `gpu_memory_utilization × capacity`.
+    VllmFreeMemory {
+        /// Free device memory at start-up.
+        free_gib: f64,
+        /// The device's capacity.
+        total_gib: f64,
+        /// `gpu_memory_utilization`.
+        util: f64,
+        /// `util × total`.
+        requested_gib: f64,
+    },
+    /// vLLM: nothing left for KV blocks after weights and activations.
+    VllmNoCacheBlocks {
+        /// What is left for KV blocks (≤ 0).
+        available_gib: f64,
+    },
+    /// vLLM V1: KV cache smaller than one max_model_len sequence.
+    VllmMaxLen {
+        /// `max_model_len` in tokens.
+        max_model_len: u64,
+        /// KV cache one such sequence needs.
+        needed_gib: f64,
+        /// KV cache available.
+        available_gib: f64,
+        /// The longest sequence that fits (vLLM's "estimated maximum model length").
+        estimated_max_len: u64,
+    },
+    /// vLLM wake-up (sleep mode) could not map its memory back.
+    VllmWakeUp {
+        /// What waking up maps back.
+        needed_gib: f64,
+        /// What is free then.
+        free_gib: f64,
+    },
+    /// SGLang: no room for the KV pool inside `mem_fraction_static`.
+    SglangNotEnough {
+        /// `mem_fraction_static`.
+        mem_fraction: f64,
+    },
+    /// Ray's memory monitor killed a worker (host RAM).
+    HostOom {
+        /// Host RAM in use when the monitor fires.
+        used_gib: f64,
+        /// The node's host RAM.
+        total_gib: f64,
+        /// The killed worker's share.
+        worker_gib: f64,
+        /// The Ray task it was running (e.g. `WorkerDict.actor_rollout_ref_init_model`).
+        task: String,
+    },
+    /// verl asked Ray for more GPUs than the node has.
+    NotEnoughGpus {
+        /// GPUs on the node.
+        available: u32,
+        /// GPUs the config asks for.
+        required: u32,
+    },
+}
+
+/// The first failure the real job would hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failure {
+    /// When.
+    pub at: FailAt,
+    /// What.
+    pub kind: FailKind,
+}
+
+/// One line of a breakdown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    /// What it is (`AdamW m+v fp32`).
+    pub label: String,
+    /// Its size per GPU.
+    pub gib: f64,
+}
+
+pub(crate) fn item(label: impl Into<String>, gib: f64) -> Item {
+    Item {
+        label: label.into(),
+        gib,
+    }
+}
+
+/// The simulator's verdict on a configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Estimate {
+    /// The trainer estimated.
+    pub trainer: Trainer,
+    /// The model's architecture (verl, AReaL; torchrun scripts give sizes, not a name).
+    pub arch: Option<Arch>,
+    /// GPU capacity as torch reports it.
+    pub capacity_gib: f64,
+    /// GPUs per node.
+    pub gpus: u32,
+    /// The allocator's fragmentation slack.
+    pub frag: f64,
+    /// Tokens in one micro-batch on one GPU in the training phase.
+    pub tokens_per_micro: f64,
+    /// Per-GPU breakdown at the training-phase peak (what it would need, capacity ignored).
+    pub train_items: Vec<Item>,
+    /// Device total at the training peak, capacity ignored.
+    pub train_peak_gib: f64,
+    /// `max_memory_allocated` / `max_memory_reserved` of the training process (capacity ignored).
+    pub train_allocated_gib: f64,
+    /// `max_memory_reserved` of the training process (capacity ignored).
+    pub train_reserved_gib: f64,
+    /// Per-GPU breakdown of the generation phase (verl: FSDP state + vLLM; AReaL: SGLang).
+    pub rollout_items: Vec<Item>,
+    /// Device total in the generation phase.
+    pub rollout_peak_gib: f64,
+    /// KV cache the inference engine gets (verl: vLLM per GPU; AReaL: SGLang pool).
+    pub kv_cache_gib: Option<f64>,
+    /// Host RAM per node at its peak.
+    pub host_peak_gib: f64,
+    /// Host RAM per node.
+    pub host_limit_gib: f64,
+    /// The first failure in run order; `None` when the job fits.
+    pub failure: Option<Failure>,
+    /// Assumptions and caveats, for the banner.
+    pub notes: Vec<String>,
+}
+
+impl Estimate {
+    /// No failure: the run completes.
+    pub fn fits(&self) -> bool {
+        self.failure.is_none()
+    }
+}
+
+/// The breakdown lines of an allocation sequence (what it allocates, in order).
+pub(crate) fn items_from_events(events: &[Event]) -> Vec<Item> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Alloc { label, gib, .. } if *gib > 0.0 => Some(item(label.clone(), *gib)),
+            _ => None,
+        })
+        .collect()
+}

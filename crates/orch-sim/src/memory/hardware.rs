@@ -1,0 +1,70 @@
+//! The machine a job runs on (as the hardware profile describes it) and which trainer runs.
+
+use super::k;
+
+/// The machine the job (pretends to) run on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hardware {
+    /// The GPU's model name as `nvidia-smi` reports it.
+    pub gpu_name: String,
+    /// Capacity as torch reports it (`torch.cuda.get_device_properties(0).total_memory`).
+    pub gpu_mem_gib: f64,
+    /// GPUs per node available to the job.
+    pub gpus_per_node: u32,
+    /// Host RAM available to the job (GiB).
+    pub host_mem_gib: f64,
+    /// `PYTORCH_CUDA_ALLOC_CONF` contains `expandable_segments:True`.
+    pub expandable_segments: bool,
+}
+
+impl Hardware {
+    /// What the simulator assumes when the environment says nothing: 4 × H100 80 GB.
+    pub fn h100_default() -> Self {
+        Self {
+            gpu_name: "NVIDIA H100 80GB HBM3".into(),
+            gpu_mem_gib: 79.18,
+            gpus_per_node: 4,
+            host_mem_gib: 512.0,
+            expandable_segments: false,
+        }
+    }
+    /// The caching allocator's fragmentation slack (lower with `expandable_segments`).
+    pub fn frag(&self) -> f64 {
+        if self.expandable_segments {
+            k::FRAG_EXPANDABLE
+        } else {
+            k::FRAG
+        }
+    }
+}
+
+/// The trainer being simulated (`orch sim-train <trainer>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trainer {
+    /// `python3 -m verl.trainer.main_ppo`.
+    Verl,
+    /// `python3 -m areal.launcher.local`.
+    Areal,
+    /// `torchrun train.py`.
+    Torchrun,
+}
+
+impl Trainer {
+    /// The trainer named `s` (case-insensitive), if it is one.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "verl" => Some(Self::Verl),
+            "areal" => Some(Self::Areal),
+            "torchrun" => Some(Self::Torchrun),
+            _ => None,
+        }
+    }
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Verl => "verl",
+            Self::Areal => "areal",
+            Self::Torchrun => "torchrun",
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! The memory model's constants, each with where it comes from (a seed write-up, a paper, a
+//! model config or the trainers' source); docs/SIMULATOR.md explains how they combine.
+
+/// CUDA context, cuBLAS workspaces and NCCL buffers of one training process (non-PyTorch).
+pub const CUDA_CTX_GIB: f64 = 1.0;
+/// What vLLM keeps on the GPU while asleep (`free_cache_engine=True`): CUDA-graph pools,
+/// sampler buffers.
+pub const VLLM_ASLEEP_GIB: f64 = 1.5;
+/// Reserved-but-unallocated share of the caching allocator (fragmentation).
+pub const FRAG: f64 = 0.08;
+/// The same with `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
+pub const FRAG_EXPANDABLE: f64 = 0.02;
+/// Share of `micro × (prompt + response)` that is real tokens once verl removes padding
+/// (`use_remove_padding=True`). Calibrated on seed 002: "Tried to allocate 17.66 GiB" for
+/// micro 32 × 1536 tokens of Qwen2.5-7B (152,064 vocab) is 31.2k tokens = 0.635 of 49,152.
+pub const REMOVE_PADDING_FILL: f64 = 0.635;
+/// verl actor logits bytes per token per vocab entry at the loss: bf16 `lm_head` output (2),
+/// its fp32 upcast (4) and the fp32 softmax of the entropy / log-prob (4).
+pub const VERL_LOGITS_BYTES: f64 = 10.0;
+/// AReaL: bf16 logits (2) and one fp32 buffer of the compiled, fused log-softmax (4).
+pub const AREAL_LOGITS_BYTES: f64 = 6.0;
+/// Activations per token per hidden unit per layer without checkpointing, bf16
+/// (Korthikanti et al. 2022, `sbh(34 + 5as/h)` with flash attention dropping the `5as/h`).
+pub const ACT_BYTES_FULL: f64 = 34.0;
+/// With gradient checkpointing: each layer keeps its bf16 input only.
+pub const ACT_BYTES_CKPT: f64 = 2.0;
+/// vLLM's non-KV memory besides weights: CUDA graphs, sampler, allocator slack.
+pub const VLLM_WORKSPACE_BASE_GIB: f64 = 0.5;
+/// vLLM's profiled peak activation per batched token: bf16 gate+up MLP outputs (2 × inter
+/// / TP) and four hidden-sized buffers, × 2 bytes.
+pub const VLLM_WORKSPACE_HIDDEN_BUFFERS: f64 = 4.0;
+/// SGLang memory outside `mem_fraction_static × capacity` (CUDA graphs, context).
+/// Seed 000: 36.34 GiB in use at 0.8 × 44.42 GiB = 35.54 GiB.
+pub const SGLANG_OVERHEAD_GIB: f64 = 0.80;
+/// SGLang's CUDA context, inside the static fraction (its KV pool is what is left).
+pub const SGLANG_CTX_GIB: f64 = 0.5;
+/// Host RAM of the job besides offloaded state: Ray head, raylet, dataloaders.
+pub const HOST_BASE_GIB: f64 = 6.0;
+/// Host RAM per GPU worker process (torch + CUDA + vLLM libraries, pinned buffers).
+pub const HOST_PER_GPU_GIB: f64 = 3.0;
+/// Ray's memory monitor kills a worker above this share of node memory.
+pub const RAY_MEMORY_THRESHOLD: f64 = 0.95;
+/// torchrun model: seed 003's model size, the reference point of the fit.
+pub const TR_REF_PARAMS_M: f64 = 512.0;
+/// torchrun: resident bytes per parameter a plain DDP + AdamW job needs (fp32 weights 4,
+/// grads 4, AdamW m+v 8, DDP gradient buckets 4).
+pub const TR_THEORY_BYTES_PER_PARAM: f64 = 20.0;
+/// torchrun: total static (non-activation) memory of seed 003's 512M model, fitted so that
+/// micro 1 × 1024 tokens peaks at ~35 GB as the seed measured.
+pub const TR_STATIC_GIB_AT_REF: f64 = 27.6;
+/// torchrun: stored activations per 1024 tokens of one sample (checkpointing on, bf16), at
+/// 512M params; fitted so micro 2 × 1024 lands at 38–40 GB (seed 003).
+pub const TR_ACT_GIB_PER_1K_TOKENS: f64 = 2.4;
+/// torchrun: the transient attention-score tensor of one sample at 1024 tokens (grows with
+/// seq²); fitted so micro 8 × 2048 "tried to allocate 51+ GB" (seed 003).
+pub const TR_ATTN_GIB_PER_SAMPLE_AT_1K: f64 = 1.6;
+/// torchrun: layers when the config does not say (seed 003's model has 8).
+pub const TR_LAYERS_DEFAULT: u32 = 8;
+/// torchrun: host RAM per rank (dataloader workers, pinned memory).
+pub const TR_HOST_PER_RANK_GIB: f64 = 2.5;

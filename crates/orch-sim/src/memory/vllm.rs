@@ -1,0 +1,65 @@
+//! vLLM as verl's rollout engine: what it asks for at start-up (`gpu_memory_utilization ×
+//! capacity`), its bf16 weights and activation workspace, and the KV cache that is left — the
+//! numbers behind vLLM's start-up checks.
+
+use super::GIB;
+use super::config::VerlConfig;
+use super::k;
+use crate::arch::Arch;
+
+/// vLLM's memory on one GPU, from its start-up profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vllm {
+    /// `gpu_memory_utilization × capacity`: what vLLM takes when it starts or wakes up.
+    pub requested_gib: f64,
+    /// bf16 weights, sharded over tensor parallelism.
+    pub weights_gib: f64,
+    /// Peak activations of a `max_num_batched_tokens` profile run, CUDA graphs, sampler.
+    pub workspace_gib: f64,
+    /// KV cache: what is left of the request (negative when nothing is).
+    pub kv_gib: f64,
+    /// KV bytes per token on this GPU.
+    pub kv_bytes_per_token: f64,
+    /// `max_model_len` (explicit, else prompt + response).
+    pub max_model_len: u64,
+    /// KV cache one `max_model_len` sequence needs (vLLM V1 refuses to start below it).
+    pub kv_needed_gib: f64,
+}
+
+impl Vllm {
+    /// vLLM's profile for verl's rollout settings on a GPU of `capacity` GiB.
+    pub fn profile(arch: &Arch, v: &VerlConfig, capacity: f64) -> Self {
+        let tp = v.tensor_parallel.max(1) as f64;
+        let requested = v.gpu_memory_utilization * capacity;
+        let weights = 2.0 * arch.params / tp / GIB;
+        // The profile run's peak: gate+up MLP outputs (2 × inter / TP) and a few hidden-sized
+        // buffers per batched token, in bf16.
+        let workspace = k::VLLM_WORKSPACE_BASE_GIB
+            + v.max_num_batched_tokens as f64
+                * (2.0 * arch.intermediate as f64 / tp
+                    + k::VLLM_WORKSPACE_HIDDEN_BUFFERS * arch.hidden as f64)
+                * 2.0
+                / GIB;
+        let per_token = arch.kv_bytes_per_token(v.tensor_parallel);
+        let max_len = v.max_model_len();
+        Self {
+            requested_gib: requested,
+            weights_gib: weights,
+            workspace_gib: workspace,
+            kv_gib: requested - weights - workspace,
+            kv_bytes_per_token: per_token,
+            max_model_len: max_len,
+            kv_needed_gib: per_token * max_len as f64 / GIB,
+        }
+    }
+
+    /// Tokens the KV cache holds (0 when there is none).
+    pub fn kv_tokens(&self) -> f64 {
+        (self.kv_gib.max(0.0) * GIB / self.kv_bytes_per_token).floor()
+    }
+
+    /// The longest sequence the KV cache could hold (vLLM's "estimated maximum model length").
+    pub fn estimated_max_len(&self) -> u64 {
+        (self.kv_gib * GIB / self.kv_bytes_per_token).floor() as u64
+    }
+}
