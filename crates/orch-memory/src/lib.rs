@@ -12,9 +12,19 @@
 //! - [`resolve`]: an experiment's architecture from, in order, its `architecture:` mapping or
 //!   path, a local model directory, the local Hugging Face cache, or the table. Never the
 //!   network: when none of them knows, it says so and orch recovers from evidence alone.
+//! - [`estimate`]: the memory model — per-GPU breakdown (model states, activations, logits,
+//!   allocator slack, rollout engine, KV cache), host memory and the first failure a
+//!   configuration would hit, per trainer (verl, AReaL, torchrun). The simulated trainer
+//!   decides fit or OOM with it, so the simulator and the planner share one model.
+//! - [`overrides`]: a trainer's configuration as flat dotted keys, what [`estimate`] reads.
+//! - [`shape`]: an [`Architecture`] reduced to what memory depends on (with a stand-in shape
+//!   for the simulator when a model is unknown).
 
 mod arch;
+pub mod estimate;
+pub mod overrides;
 mod resolve;
+pub mod shape;
 mod table;
 
 pub use arch::{ArchError, Architecture};

@@ -113,6 +113,20 @@ impl ModelTable {
         Ok(())
     }
 
+    /// Every size of the first family named `family`, as `(size label, architecture)`.
+    pub fn family(&self, family: &str) -> Vec<(String, Architecture)> {
+        self.families
+            .iter()
+            .find(|(_, f)| f.family == family)
+            .map(|(_, f)| {
+                f.sizes
+                    .iter()
+                    .map(|(l, a)| (l.clone(), a.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The table entry for a model name or path, if its family and size are known.
     pub fn lookup(&self, model: &str) -> Option<TableMatch> {
         let lower = model.to_ascii_lowercase();
@@ -137,7 +151,7 @@ impl ModelTable {
                 if (size - p).abs() / p < 0.02 {
                     let mut arch = arch.clone();
                     if arch.model_type.is_none() {
-                        arch.model_type = fam.model_type.clone();
+                        arch.model_type.clone_from(&fam.model_type);
                     }
                     return Some(TableMatch {
                         name: format!("{}-{label}", fam.family),
