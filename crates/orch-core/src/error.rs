@@ -1,7 +1,7 @@
 //! Errors a user sees, and the one place that maps them to exit codes.
 //!
 //! Library code returns typed errors (`ConfigError`, `RenderError`, ...); subcommand glue wraps them
-//! in `anyhow` with context. `report` prints the chain once, nextest-style.
+//! in `anyhow` with context; the binary prints the chain once.
 
 use std::path::PathBuf;
 
@@ -71,14 +71,6 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         }
     }
     code::RUN_FAILED
-}
-
-/// Print an error and its causes once, to stderr.
-pub fn report(err: &anyhow::Error) {
-    eprintln!("error: {err}");
-    for cause in err.chain().skip(1) {
-        eprintln!("  caused by: {cause}");
-    }
 }
 
 /// The closest of `known` to `name`, if it is close enough to be a likely typo.
