@@ -60,7 +60,8 @@
 //!    (step "host key"), `auth` (step "auth": agent, key files, prompts), `proxy` (a
 //!    ProxyJump tunnel over any jump connection).
 //! 3. `connection` ([`Connection`]: the steps put together, then `exec` and `sftp` on top).
-//! 4. [`remote`] (one reconnecting connection for orch's backends), [`tail`].
+//! 4. [`remote`] (one reconnecting connection for orch's backends), [`tail`]; [`retry`] (the
+//!    backoff loop that [`remote`] and orch's Slurm backend share) stands alone.
 //!
 //! Not supported: `ProxyCommand`, `Match` blocks, `/etc/ssh/ssh_config`, config options other
 //! than those above (`UserKnownHostsFile`, `ConnectTimeout`, ... are the caller's
@@ -77,6 +78,7 @@ mod options;
 mod prompt;
 mod proxy;
 pub mod remote;
+pub mod retry;
 mod socket;
 pub mod tail;
 mod target;
