@@ -472,62 +472,9 @@ impl Slurm {
             return Ok(states);
         }
         let gone_ids: Vec<&str> = gone.iter().map(|j| j.id.as_str()).collect();
-        // One more call at most: sacct when accounting works, else scontrol. A job neither
-        // knows is settled by its exit marker; when the call itself fails the jobs simply stay
-        // unsettled until the next tick.
-        let mut finished: HashMap<String, JobState> = HashMap::new();
-        let settled = if self.accounting.load(Ordering::Relaxed) != 2 {
-            let out = self
-                .run(
-                    "sacct",
-                    &[
-                        "-X",
-                        "-n",
-                        "-P",
-                        "-j",
-                        &gone_ids.join(","),
-                        "-o",
-                        "JobIDRaw,State,ExitCode,Reason,NodeList",
-                    ],
-                )
-                .await?;
-            if out.ok() {
-                self.accounting.store(1, Ordering::Relaxed);
-                for line in out.stdout.lines() {
-                    let f: Vec<&str> = line.trim().split('|').collect();
-                    if f.len() >= 3
-                        && let Some(state @ JobState::Finished(_)) =
-                            map_state(f[1], parse_exit(f[2]), f.get(4).copied())
-                    {
-                        finished.insert(f[0].to_string(), state);
-                    }
-                }
-                true
-            } else if out
-                .stderr
-                .to_lowercase()
-                .contains("accounting storage is disabled")
-            {
-                // No slurmdbd: from the next tick on, ask scontrol.
-                self.accounting.store(2, Ordering::Relaxed);
-                false
-            } else {
-                bail!("sacct: {}", out.stderr.trim());
-            }
-        } else {
-            let out = self.run("scontrol", &["show", "job", "-o"]).await?;
-            if !out.ok() && !out.stderr.contains("No jobs in the system") {
-                bail!("scontrol: {}", out.stderr.trim());
-            }
-            for job in parse_scontrol(&out.stdout) {
-                if gone_ids.contains(&job.id.as_str())
-                    && let Some(state @ JobState::Finished(_)) =
-                        map_state(&job.state, job.exit_code, job.node.as_deref())
-                {
-                    finished.insert(job.id, state);
-                }
-            }
-            true
+        let (settled, mut finished) = match self.finished_jobs(&gone_ids).await? {
+            Some(finished) => (true, finished),
+            None => (false, HashMap::new()),
         };
         for job in gone {
             if let Some(state) = finished.remove(&job.id) {
@@ -557,6 +504,69 @@ impl Slurm {
             }
         }
         Ok(states)
+    }
+
+    /// How the jobs `ids`, which left the queue, ended, in one call: `sacct` when accounting
+    /// works, else `scontrol`. A job neither knows is settled by its exit marker; when the call
+    /// itself fails the jobs simply stay unsettled until the next tick. `None` when this tick
+    /// found that accounting is off (nothing is settled; `scontrol` is asked from now on).
+    async fn finished_jobs(
+        &self,
+        ids: &[&str],
+    ) -> anyhow::Result<Option<HashMap<String, JobState>>> {
+        let mut finished: HashMap<String, JobState> = HashMap::new();
+        if self.accounting.load(Ordering::Relaxed) != 2 {
+            let out = self
+                .run(
+                    "sacct",
+                    &[
+                        "-X",
+                        "-n",
+                        "-P",
+                        "-j",
+                        &ids.join(","),
+                        "-o",
+                        "JobIDRaw,State,ExitCode,Reason,NodeList",
+                    ],
+                )
+                .await?;
+            if out.ok() {
+                self.accounting.store(1, Ordering::Relaxed);
+                for line in out.stdout.lines() {
+                    let f: Vec<&str> = line.trim().split('|').collect();
+                    if f.len() >= 3
+                        && let Some(state @ JobState::Finished(_)) =
+                            map_state(f[1], parse_exit(f[2]), f.get(4).copied())
+                    {
+                        finished.insert(f[0].to_string(), state);
+                    }
+                }
+            } else if out
+                .stderr
+                .to_lowercase()
+                .contains("accounting storage is disabled")
+            {
+                // No slurmdbd: from the next tick on, ask scontrol.
+                self.accounting.store(2, Ordering::Relaxed);
+                return Ok(None);
+            } else {
+                bail!("sacct: {}", out.stderr.trim());
+            }
+        } else {
+            let out = self.run("scontrol", &["show", "job", "-o"]).await?;
+            if !out.ok() && !out.stderr.contains("No jobs in the system") {
+                bail!("scontrol: {}", out.stderr.trim());
+            }
+            for job in parse_scontrol(&out.stdout) {
+                if ids.contains(&job.id.as_str())
+                    && let Some(state @ JobState::Finished(_)) =
+                        map_state(&job.state, job.exit_code, job.node.as_deref())
+                {
+                    finished.insert(job.id, state);
+                }
+            }
+        }
+        Ok(Some(finished))
     }
 
     /// `scancel` the job, retrying while the controller is unreachable.
