@@ -53,7 +53,7 @@
 //!
 //! Each module uses only those on the lines above it; nothing below knows of what is above.
 //!
-//! 1. `error` ([`SshError`], what libssh2's codes mean), [`target`] (where: [`Target`],
+//! 1. `error` ([`SshError`], what libssh2's codes mean), `target` (where: [`Target`],
 //!    [`resolve`]), `prompt` ([`Prompter`]), `options` ([`ConnectOptions`]), `socket`
 //!    (TCP, `poll`, shutting a dead socket), `keys` (key formats, via `ssh-key`).
 //! 2. The steps of connecting, each on a bare `ssh2::Session`: `known_hosts` and `host_key`

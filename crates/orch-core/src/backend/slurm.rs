@@ -651,7 +651,7 @@ pub struct ScontrolJob {
     pub name: Option<String>,
     /// `JobState`, e.g. `TIMEOUT`.
     pub state: String,
-    /// `ExitCode`, as [`parse_exit`] reads it.
+    /// `ExitCode`: the exit status, 128 + N for a signal N.
     pub exit_code: Option<i32>,
     /// `NodeList`.
     pub node: Option<String>,
