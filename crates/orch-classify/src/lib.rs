@@ -40,6 +40,14 @@
 //! same signatures (`scripts/bench-classify.sh`); ~0.6 GB/s on an adversarial log where
 //! half the lines hold a needle (about `grep -E` parity).
 //!
+//! **Memory numbers.** A hit in a memory slot (`kv_cache`, `host_oom`, `gpu_oom`) also reads
+//! the numbers its whole line states — torch's request, capacity, free, allocated,
+//! reserved-but-unallocated and other processes; vLLM's start-up and KV-cache figures;
+//! SGLang's `mem_fraction_static`; host use — into [`MemoryFacts`] (see [`memory`]), with the
+//! stage and step that the traceback it ends names (`update_actor`, `backward`, ...).
+//! Tracebacks note their phase only from their own frame lines, so this costs nothing on
+//! lines without a needle.
+//!
 //! Memory is bounded: the partial last line is kept up to [`LINE_CAP`] bytes. A longer
 //! line (e.g. megabytes of `\r` progress bar) is scanned in pieces as it grows, keeping a
 //! 4 KiB overlap so a signature straddling a piece boundary is still seen; it keeps its
@@ -71,6 +79,7 @@
 //! OOM killer leaves its peers hanging in collectives) and above generic errors. A bash
 //! `Killed` line alone is not evidence of anything.
 
+pub mod memory;
 mod rules;
 mod scan;
 mod text;
@@ -80,6 +89,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use memory::{MemoryFacts, ProcessUse, Stage, Step};
 pub use scan::LINE_CAP;
 
 /// What went wrong with an attempt. Names are the wire names used in `--json` output.
@@ -128,10 +138,15 @@ pub struct Evidence {
 }
 
 /// Result of scanning one stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub class: FailureClass,
     pub evidence: Option<Evidence>,
+    /// The numbers the deciding line states about memory (request, capacity, free, other
+    /// processes, vLLM/SGLang sizing, host use) and the phase it happened in, for memory
+    /// failures (`gpu_oom`, `kv_cache`, `host_oom`) whose log states any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryFacts>,
     /// Precedence of the deciding signature (lower wins), so that verdicts of several logs
     /// of one job can be compared the way the scanner ranks lines within one log (a bare
     /// SIGKILL is weaker evidence of host OOM than a cgroup kill). `u8::MAX` for `none`.

@@ -55,6 +55,14 @@ impl Slot {
         Slot::ErrorWeak,
     ];
 
+    /// Slots of memory failures, whose lines state numbers worth reading.
+    pub(crate) fn is_memory(self) -> bool {
+        matches!(
+            self,
+            Slot::KvCache | Slot::HostOom | Slot::GpuOom | Slot::HostOomWeak
+        )
+    }
+
     /// The class this slot reports as.
     pub(crate) fn class(self) -> FailureClass {
         match self {

@@ -8,6 +8,7 @@ use memchr::memmem::Finder;
 use memchr::{memchr, memchr_iter, memrchr};
 use regex::bytes::Regex;
 
+use super::memory::{self, MemoryFacts, Phase};
 use super::rules::{Action, RULES, Rule, SLOTS, Slot};
 use super::text::evidence;
 use super::{Evidence, FailureClass, Verdict};
@@ -118,6 +119,8 @@ struct Traceback {
     prefix: Option<Vec<u8>>,
     /// Lines looked at so far.
     seen: u32,
+    /// Stage and step named by the frames so far (for a memory failure's phase).
+    phase: Phase,
 }
 
 /// Everything the scanner remembers about complete lines: bounded and cheap to clone.
@@ -127,6 +130,11 @@ pub(crate) struct State {
     lines: u64,
     /// First hit per precedence slot.
     hits: [Option<Evidence>; SLOTS],
+    /// Memory numbers of the hit in the same slot (memory slots only).
+    memory: [Option<MemoryFacts>; SLOTS],
+    /// Line and phase of the last traceback that reached its exception line: a memory
+    /// failure's exception line ends the traceback before the failure rule sees it.
+    last_tb: Option<(u64, Phase)>,
     /// Rules whose slot already holds its earliest hit (bitmask over `RULES`).
     done: u64,
     tb: Option<Traceback>,
@@ -162,6 +170,7 @@ impl State {
                 return Verdict {
                     class: slot.class(),
                     evidence: Some(ev.clone()),
+                    memory: self.memory[slot as usize].clone(),
                     rank: slot as u8,
                 };
             }
@@ -169,6 +178,7 @@ impl State {
         Verdict {
             class: FailureClass::None,
             evidence: None,
+            memory: None,
             rank: u8::MAX,
         }
     }
@@ -341,6 +351,9 @@ impl State {
                 let h = &mut self.hits[slot as usize];
                 if h.is_none() {
                     *h = Some(evidence(seg, at, line, truncated));
+                    if slot.is_memory() {
+                        self.memory[slot as usize] = self.memory_facts(seg, line);
+                    }
                     self.done |= eng.slot_rules[slot as usize];
                     if slot == Slot::ErrorWeak {
                         // The follower can only produce another (later) ErrorWeak hit.
@@ -353,6 +366,7 @@ impl State {
                     header_prefix: seg[..at.min(TB_MAX_PREFIX)].to_vec(),
                     prefix: None,
                     seen: 0,
+                    phase: Phase::default(),
                 });
             }
         }
@@ -378,6 +392,7 @@ impl State {
                 && tb.header_prefix.starts_with(&l[..i - 2])
             {
                 tb.prefix = Some(l[..i - 2].to_vec());
+                tb.phase.observe(&l[i..]);
             } else if tb.seen > TB_MAX_LINES_BEFORE_FRAME {
                 self.tb = None;
             }
@@ -387,10 +402,13 @@ impl State {
             return; // interleaved output of another process
         };
         match rest.first() {
-            None | Some(b' ' | b'\t') => {} // frame, source line, caret markers
+            // Frame, source line, caret markers: only the frames and source lines name a
+            // phase, and only memory failures ask for it (cheap substring checks).
+            None | Some(b' ' | b'\t') => tb.phase.observe(rest),
             Some(_) => {
                 if eng.exception_line.is_match(rest) {
                     let at = prefix.len();
+                    self.last_tb = Some((line, tb.phase));
                     self.tb = None;
                     self.record(eng, Action::Hit(Slot::ErrorWeak), l, at, line, false);
                 } else {
@@ -400,6 +418,24 @@ impl State {
                 }
             }
         }
+    }
+
+    /// The memory numbers of a memory failure's line, with the phase the traceback it ends
+    /// (or is inside of) names, or a Ray task name on the line itself.
+    fn memory_facts(&self, seg: &[u8], line: u64) -> Option<MemoryFacts> {
+        let mut facts = memory::read(seg);
+        let phase = match (&self.tb, self.last_tb) {
+            (Some(tb), _) => tb.phase,
+            (None, Some((l, phase))) if l == line => phase,
+            _ => Phase::default(),
+        };
+        let mut phase = phase;
+        if phase.is_empty() {
+            phase.observe(seg);
+        }
+        facts.stage = phase.stage;
+        facts.step = phase.step;
+        (!facts.is_empty()).then_some(facts)
     }
 
     pub(crate) fn tb_active(&self) -> bool {
