@@ -80,8 +80,10 @@
 //! `Killed` line alone is not evidence of anything.
 
 pub mod memory;
+mod position;
 mod rules;
 mod scan;
+mod terminal;
 mod text;
 
 use std::io::Read;
@@ -227,7 +229,9 @@ pub fn grep_patterns() -> Vec<(FailureClass, String)> {
         .map(|r| {
             let class = match r.action {
                 rules::Action::Hit(slot) => slot.class(),
-                rules::Action::TracebackStart => FailureClass::Error,
+                rules::Action::TracebackStart | rules::Action::IgnoredTracebackNext => {
+                    FailureClass::Error
+                }
             };
             (class, r.ere.to_string())
         })

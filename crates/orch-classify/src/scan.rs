@@ -9,7 +9,9 @@ use memchr::{memchr, memchr_iter, memrchr};
 use regex::bytes::Regex;
 
 use super::memory::{self, MemoryFacts, Phase};
+use super::position::Position;
 use super::rules::{Action, RULES, Rule, SLOTS, Slot};
+use super::terminal::{self, ExcKind, Terminal};
 use super::text::evidence;
 use super::{Evidence, FailureClass, Verdict};
 
@@ -43,6 +45,11 @@ pub(crate) struct Engine {
     /// Per slot: the rules that can only produce a hit in that slot (once the slot holds
     /// its earliest hit, they need not run again).
     slot_rules: [u64; SLOTS],
+    /// Rules of the memory slots (an exception line is checked against them even when
+    /// their slots are full, to know whether it ends a memory failure).
+    pub(crate) memory_rules: u64,
+    /// Rules of the weak error slot (wrappers: an exception line matching one is teardown).
+    pub(crate) weak_rules: u64,
     /// SGLang `server_args=ServerArgs(...)` dump.
     server_args: Finder<'static>,
     /// A traceback frame line, `  File "..."`.
@@ -78,12 +85,19 @@ impl Engine {
         let alternation: Vec<String> = order.iter().map(|n| regex::escape(n)).collect();
         let candidates = Regex::new(&alternation.join("|")).expect("candidate regex");
         let mut slot_rules = [0u64; SLOTS];
+        let (mut memory_rules, mut weak_rules) = (0u64, 0u64);
         for (i, rule) in RULES.iter().enumerate() {
-            let slot = match rule.action {
-                Action::Hit(slot) => slot,
-                Action::TracebackStart => Slot::ErrorWeak,
-            };
-            slot_rules[slot as usize] |= 1 << i;
+            // Traceback headers are never "done": every traceback is followed, the last
+            // one that ends the process decides (see `terminal`).
+            if let Action::Hit(slot) = rule.action {
+                slot_rules[slot as usize] |= 1 << i;
+                if slot.is_memory() {
+                    memory_rules |= 1 << i;
+                }
+                if slot == Slot::ErrorWeak {
+                    weak_rules |= 1 << i;
+                }
+            }
         }
         let rules = RULES
             .iter()
@@ -98,6 +112,8 @@ impl Engine {
             needle_rules,
             rules,
             slot_rules,
+            memory_rules,
+            weak_rules,
             server_args: Finder::new(b"ServerArgs("),
             frame: Finder::new(b"File \""),
             config_dump: Regex::new(
@@ -107,6 +123,31 @@ impl Engine {
             exception_line: Regex::new(r"^[A-Za-z_][\w.]*(?:\([\w.]*\))?(?::(?:\s|$)|$)")
                 .expect("exception regex"),
         }
+    }
+}
+
+impl Engine {
+    /// Does any rule in `mask` match `seg` in reporting position (ignoring which slots are
+    /// already full)? Only run on exception lines, which are rare.
+    pub(crate) fn matches_any(&self, seg: &[u8], mask: u64) -> bool {
+        let pos = Position::of(seg);
+        let mut from = 0;
+        while let Some(m) = self.candidates.find_at(seg, from) {
+            from = m.start() + 1;
+            let todo = self.needle_rules.get(m.as_bytes()).copied().unwrap_or(0) & mask;
+            for (i, cr) in self.rules.iter().enumerate() {
+                if todo & (1 << i) == 0 {
+                    continue;
+                }
+                if let Some(rm) = cr.re.find(seg)
+                    && !cr.unless.as_ref().is_some_and(|u| u.is_match(seg))
+                    && pos.allows(seg, cr.rule.kind, rm.start())
+                {
+                    return true;
+                }
+            }
+        }
+        false
     }
 }
 
@@ -121,6 +162,8 @@ struct Traceback {
     seen: u32,
     /// Stage and step named by the frames so far (for a memory failure's phase).
     phase: Phase,
+    /// Python swallowed this exception (`Exception ignored in ...`): it ends nothing.
+    ignored: bool,
 }
 
 /// Everything the scanner remembers about complete lines: bounded and cheap to clone.
@@ -138,6 +181,11 @@ pub(crate) struct State {
     /// Rules whose slot already holds its earliest hit (bitmask over `RULES`).
     done: u64,
     tb: Option<Traceback>,
+    /// The last exception line that ended a followed traceback (the process's last words,
+    /// unless teardown noise of an earlier failure).
+    terminal: Option<Terminal>,
+    /// Line of the last `Exception ignored in` / atexit / logging-error report.
+    ignored_at: Option<u64>,
 }
 
 /// `set -x` echo: one or more `+` then a space at the very start of the line.
@@ -165,8 +213,25 @@ fn count_newlines(b: &[u8]) -> u64 {
 impl State {
     /// The verdict by precedence over the recorded hits.
     pub(crate) fn verdict(&self) -> Verdict {
+        // A different fatal exception that ends the process after a memory failure was
+        // reported: the memory failure was survived (caught, retried) or is not the cause.
+        let superseding = self.terminal.as_ref().filter(|t| t.kind == ExcKind::Other);
         for slot in Slot::ALL {
             if let Some(ev) = &self.hits[slot as usize] {
+                if let Some(t) = superseding
+                    && slot.is_memory()
+                    && t.evidence.line > ev.line
+                {
+                    let ev = self.hits[Slot::Error as usize]
+                        .clone()
+                        .unwrap_or_else(|| t.evidence.clone());
+                    return Verdict {
+                        class: FailureClass::Error,
+                        evidence: Some(ev),
+                        memory: None,
+                        rank: Slot::Error as u8,
+                    };
+                }
                 return Verdict {
                     class: slot.class(),
                     evidence: Some(ev.clone()),
@@ -311,6 +376,16 @@ impl State {
         {
             return;
         }
+        // Where on the line: a piece of an over-long line has no known start, so only
+        // quotes within the piece can be judged.
+        let pos = if seg_start_known {
+            Position::of(seg)
+        } else {
+            Position::unknown_start()
+        };
+        if pos.mention {
+            return;
+        }
         let selected = |m: u64| {
             eng.rules
                 .iter()
@@ -322,7 +397,9 @@ impl State {
         // own slot is already filled).
         for cr in selected(mask).filter(|cr| cr.rule.claims) {
             if let Some(m) = cr.re.find(seg) {
-                self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
+                if pos.allows(seg, cr.rule.kind, m.start()) {
+                    self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
+                }
                 return;
             }
         }
@@ -330,7 +407,9 @@ impl State {
             let Some(m) = cr.re.find(seg) else {
                 continue;
             };
-            if cr.unless.as_ref().is_some_and(|u| u.is_match(seg)) {
+            if cr.unless.as_ref().is_some_and(|u| u.is_match(seg))
+                || !pos.allows(seg, cr.rule.kind, m.start())
+            {
                 continue;
             }
             self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
@@ -355,10 +434,6 @@ impl State {
                         self.memory[slot as usize] = self.memory_facts(seg, line);
                     }
                     self.done |= eng.slot_rules[slot as usize];
-                    if slot == Slot::ErrorWeak {
-                        // The follower can only produce another (later) ErrorWeak hit.
-                        self.tb = None;
-                    }
                 }
             }
             Action::TracebackStart => {
@@ -367,8 +442,10 @@ impl State {
                     prefix: None,
                     seen: 0,
                     phase: Phase::default(),
+                    ignored: self.ignored_at.is_some_and(|l| l + 1 >= line),
                 });
             }
+            Action::IgnoredTracebackNext => self.ignored_at = Some(line),
         }
     }
 
@@ -408,9 +485,25 @@ impl State {
             Some(_) => {
                 if eng.exception_line.is_match(rest) {
                     let at = prefix.len();
-                    self.last_tb = Some((line, tb.phase));
-                    self.tb = None;
-                    self.record(eng, Action::Hit(Slot::ErrorWeak), l, at, line, false);
+                    let ignored = tb.ignored;
+                    let phase = tb.phase;
+                    // Ray appends the remote traceback to `RayTaskError(X): ...`; its last
+                    // line is the worker's own exception: keep following.
+                    let wrapper = terminal::is_ray_task_error(rest);
+                    if wrapper {
+                        tb.seen = 0;
+                    } else {
+                        self.tb = None;
+                    }
+                    self.last_tb = Some((line, phase));
+                    if !ignored {
+                        let kind = terminal::kind_of(eng, l, rest);
+                        let evidence = evidence(l, at, line, false);
+                        self.terminal = Some(Terminal { kind, evidence });
+                    }
+                    if !ignored {
+                        self.record(eng, Action::Hit(Slot::ErrorWeak), l, at, line, false);
+                    }
                 } else {
                     // "During handling of the above exception..." or something we do not
                     // understand: stop; a chained traceback restarts at its own header.
