@@ -239,8 +239,8 @@ fn is_source_location(b: &[u8]) -> bool {
 /// followed by ` - `/` | `/`:` separators.
 fn timestamp(seg: &[u8], i: usize) -> Option<usize> {
     let b = &seg[i..];
-    if !is_time_like(b) && !(b.len() > 10 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-')
-    {
+    let date = b.len() > 10 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-';
+    if !(is_time_like(b) || date) {
         return None;
     }
     let mut j = i;
@@ -426,19 +426,13 @@ fn is_config_line(b: &[u8]) -> bool {
 pub(crate) fn in_quotes(before: &[u8]) -> bool {
     let mut open: Option<u8> = None;
     for (k, &c) in before.iter().enumerate() {
+        let word_before = k > 0 && is_word(before[k - 1]);
+        let word_after = before.get(k + 1).is_some_and(|&n| is_word(n));
         match (open, c) {
             (None, b'"') => open = Some(b'"'),
             (Some(b'"'), b'"') => open = None,
-            (None, b'\'' | b'`') => {
-                if k == 0 || !is_word(before[k - 1]) {
-                    open = Some(c);
-                }
-            }
-            (Some(q), _) if q == c && q != b'"' => {
-                if before.get(k + 1).is_none_or(|&n| !is_word(n)) {
-                    open = None;
-                }
-            }
+            (None, b'\'' | b'`') if !word_before => open = Some(c),
+            (Some(q), _) if q == c && q != b'"' && !word_after => open = None,
             _ => {}
         }
     }

@@ -232,6 +232,12 @@ impl State {
                         rank: Slot::Error as u8,
                     };
                 }
+                // A generic wrapper decides only for want of better: the process's last
+                // words, when they are a specific exception, are the better evidence.
+                let ev = match superseding {
+                    Some(t) if slot == Slot::ErrorWeak => &t.evidence,
+                    _ => ev,
+                };
                 return Verdict {
                     class: slot.class(),
                     evidence: Some(ev.clone()),
