@@ -42,6 +42,9 @@ pub(crate) struct Position {
     pub mention: bool,
     /// The body starts like a report: an exception name or an error word.
     pub reports: bool,
+    /// The segment starts at the start of its line (false for a piece of an over-long
+    /// line whose start was dropped).
+    pub start_known: bool,
 }
 
 impl Position {
@@ -55,6 +58,7 @@ impl Position {
             level,
             mention,
             reports,
+            start_known: true,
         }
     }
 
@@ -66,7 +70,13 @@ impl Position {
             level: Level::Unknown,
             mention: false,
             reports: true,
+            start_known: false,
         }
+    }
+
+    /// Is a needle at `at` inside a quoted string of the body?
+    pub(crate) fn quoted(&self, seg: &[u8], at: usize) -> bool {
+        at > self.body && in_quotes(&seg[self.body..at])
     }
 
     /// May a match of a `kind` signature starting at `at` decide a class?
@@ -425,7 +435,9 @@ fn is_config_line(b: &[u8]) -> bool {
 /// after a non-word byte and close only before one (so `can't` is no quote).
 pub(crate) fn in_quotes(before: &[u8]) -> bool {
     let mut open: Option<u8> = None;
-    for (k, &c) in before.iter().enumerate() {
+    // Jump from quote character to quote character (SIMD); most bodies have few.
+    for k in memchr::memchr3_iter(b'"', b'\'', b'`', before) {
+        let c = before[k];
         let word_before = k > 0 && is_word(before[k - 1]);
         let word_after = before.get(k + 1).is_some_and(|&n| is_word(n));
         match (open, c) {

@@ -4,13 +4,15 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use aho_corasick::{AhoCorasick, Input, MatchKind};
+
 use memchr::memmem::Finder;
 use memchr::{memchr, memchr_iter, memrchr};
 use regex::bytes::Regex;
 
 use super::memory::{self, MemoryFacts, Phase};
-use super::position::Position;
-use super::rules::{Action, RULES, Rule, SLOTS, Slot};
+use super::position::{Level, Position};
+use super::rules::{Action, Kind, RULES, Rule, SLOTS, Slot};
 use super::terminal::{self, ExcKind, Terminal};
 use super::text::evidence;
 use super::{Evidence, FailureClass, Verdict};
@@ -35,12 +37,16 @@ struct CompiledRule {
 
 /// Everything compiled once per process.
 pub(crate) struct Engine {
-    /// Alternation of every needle of every rule. With this many literals the regex crate
-    /// keeps only 3-byte prefixes for its Teddy prefilter and confirms with a lazy DFA
-    /// (a pure Aho-Corasick/Teddy search would need the `aho-corasick` crate directly).
-    candidates: Regex,
-    /// Needle bytes -> bitmask of rules (indexes into `rules`) that need that needle.
-    needle_rules: HashMap<&'static [u8], u64>,
+    /// Every needle of every rule, leftmost-first: a SIMD Teddy search that confirms
+    /// candidates by comparing the literal and reports which needle matched.
+    candidates: AhoCorasick,
+    /// Needle (pattern id of `candidates`) -> bitmask of rules (indexes into `rules`)
+    /// that need that needle.
+    needle_rules: Vec<u64>,
+    /// Rules of [`Kind::Message`] (dropped on warning/info-level lines).
+    message_rules: u64,
+    /// Rules that claim their segment (they run even when their slot is full).
+    claim_rules: u64,
     rules: Vec<CompiledRule>,
     /// Per slot: the rules that can only produce a hit in that slot (once the slot holds
     /// its earliest hit, they need not run again).
@@ -82,8 +88,21 @@ impl Engine {
                 *e |= 1 << i;
             }
         }
-        let alternation: Vec<String> = order.iter().map(|n| regex::escape(n)).collect();
-        let candidates = Regex::new(&alternation.join("|")).expect("candidate regex");
+        let candidates = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&order)
+            .expect("needle automaton");
+        let needle_rules: Vec<u64> = order.iter().map(|n| needle_rules[n.as_bytes()]).collect();
+        let message_rules = RULES
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.kind == Kind::Message)
+            .fold(0u64, |m, (i, _)| m | 1 << i);
+        let claim_rules = RULES
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.claims)
+            .fold(0u64, |m, (i, _)| m | 1 << i);
         let mut slot_rules = [0u64; SLOTS];
         let (mut memory_rules, mut weak_rules) = (0u64, 0u64);
         for (i, rule) in RULES.iter().enumerate() {
@@ -110,6 +129,8 @@ impl Engine {
         Engine {
             candidates,
             needle_rules,
+            message_rules,
+            claim_rules,
             rules,
             slot_rules,
             memory_rules,
@@ -132,9 +153,9 @@ impl Engine {
     pub(crate) fn matches_any(&self, seg: &[u8], mask: u64) -> bool {
         let pos = Position::of(seg);
         let mut from = 0;
-        while let Some(m) = self.candidates.find_at(seg, from) {
-            from = m.start() + 1;
-            let todo = self.needle_rules.get(m.as_bytes()).copied().unwrap_or(0) & mask;
+        while let Some((start, _, needle)) = self.find(seg, from) {
+            from = start + 1;
+            let todo = needle & mask;
             for (i, cr) in self.rules.iter().enumerate() {
                 if todo & (1 << i) == 0 {
                     continue;
@@ -148,6 +169,21 @@ impl Engine {
             }
         }
         false
+    }
+}
+
+impl Engine {
+    /// The leftmost needle at or after `from`: its span and the rules that need it.
+    #[inline]
+    pub(crate) fn find(&self, hay: &[u8], from: usize) -> Option<(usize, usize, u64)> {
+        let m = self
+            .candidates
+            .find(Input::new(hay).span(from..hay.len()))?;
+        Some((
+            m.start(),
+            m.end(),
+            self.needle_rules[m.pattern().as_usize()],
+        ))
     }
 }
 
@@ -260,36 +296,41 @@ impl State {
         debug_assert_eq!(buf.last(), Some(&b'\n'));
         let mut pos = 0;
         let mut line = self.lines + 1;
-        // Span of the next candidate needle at or after `pos` (cached across lines).
-        let mut next: Option<(usize, usize)> = None;
+        // The next candidate needle at or after `pos` (cached across lines).
+        let mut next: Option<(usize, usize, u64)> = None;
         while pos < buf.len() {
-            if next.is_none_or(|(s, _)| s < pos) {
-                next = eng
-                    .candidates
-                    .find_at(buf, pos)
-                    .map(|m| (m.start(), m.end()));
+            if next.is_none_or(|(s, ..)| s < pos) {
+                next = eng.find(buf, pos);
             }
             if self.tb.is_some() {
                 // Following a traceback: walk line by line (tracebacks are short).
                 let end = pos + memchr(b'\n', &buf[pos..]).expect("region ends with \\n");
                 let l = &buf[pos..end];
                 self.tb_step(eng, l, line);
-                if let Some((s, e)) = next
+                if let Some((s, e, n)) = next
                     && s < end
                 {
-                    self.scan_line(eng, l, Some((s - pos, e - pos)), line, true, false, false);
+                    self.scan_line(
+                        eng,
+                        l,
+                        Some((s - pos, e - pos, n)),
+                        line,
+                        true,
+                        false,
+                        false,
+                    );
                 }
                 pos = end + 1;
                 line += 1;
                 continue;
             }
-            let Some((s, e)) = next else {
+            let Some((s, e, n)) = next else {
                 break;
             };
             let start = memrchr(b'\n', &buf[pos..s]).map_or(pos, |i| pos + i + 1);
             line += count_newlines(&buf[pos..start]);
             let end = s + memchr(b'\n', &buf[s..]).expect("region ends with \\n");
-            let first = Some((s - start, e - start));
+            let first = Some((s - start, e - start, n));
             self.scan_line(eng, &buf[start..end], first, line, true, false, false);
             pos = end + 1;
             line += 1;
@@ -302,7 +343,7 @@ impl State {
 
     /// Confirm the candidates in one line (or one piece of an over-long line).
     ///
-    /// `first`: the first needle's span in `l`, when the caller already found it.
+    /// `first`: the first needle's span in `l` and its rules, when the caller found it.
     /// `at_start`: `l[0]` is the true start of the line. `truncated`: bytes before `l[0]`
     /// were dropped. `set_x`: the (dropped) start of this line was a `set -x` echo.
     #[allow(clippy::too_many_arguments)]
@@ -310,7 +351,7 @@ impl State {
         &mut self,
         eng: &Engine,
         l: &[u8],
-        first: Option<(usize, usize)>,
+        first: Option<(usize, usize, u64)>,
         line: u64,
         at_start: bool,
         truncated: bool,
@@ -321,43 +362,48 @@ impl State {
             return;
         }
         // Group needles by the `\r`-segment they fall in; confirm each segment once.
-        let mut seg: Option<(usize, usize)> = None;
+        // A needle inside quotes, or on a mention line, selects no rule; on a warning /
+        // info-level line no message rule (most trap lines end here, before any regex).
+        let mut seg: Option<(usize, usize, Option<Position>)> = None;
         let mut mask = 0u64;
         let mut from = 0;
         let mut pending = first;
-        while let Some((ms, me)) = pending.take().or_else(|| {
-            eng.candidates
-                .find_at(l, from)
-                .map(|m| (m.start(), m.end()))
-        }) {
+        while let Some((ms, me, needle)) = pending.take().or_else(|| eng.find(l, from)) {
             from = ms + 1;
             let a = memrchr(b'\r', &l[..ms]).map_or(0, |i| i + 1);
-            if seg.is_none_or(|(sa, _)| sa != a) {
-                if let Some((sa, sb)) = seg {
-                    self.confirm(
-                        eng,
-                        &l[sa..sb],
-                        mask,
-                        line,
-                        sa > 0 || at_start,
-                        truncated && sa == 0,
-                    );
+            if seg.as_ref().is_none_or(|&(sa, ..)| sa != a) {
+                if let Some((sa, sb, Some(pos))) = seg {
+                    self.confirm(eng, &l[sa..sb], &pos, mask, line, truncated && sa == 0);
                 }
                 let b = memchr(b'\r', &l[me..]).map_or(l.len(), |i| me + i);
-                seg = Some((a, b));
+                seg = Some((a, b, None));
                 mask = 0;
             }
-            mask |= eng.needle_rules.get(&l[ms..me]).copied().unwrap_or(0);
+            let Some((sa, sb, pos)) = seg.as_mut() else {
+                unreachable!("segment set above");
+            };
+            if needle & (!self.done | eng.claim_rules) == 0 {
+                continue; // every rule this needle could fire already has its earliest hit
+            }
+            let start_known = *sa > 0 || at_start;
+            let pos = pos.get_or_insert_with(|| {
+                if start_known {
+                    Position::of(&l[*sa..*sb])
+                } else {
+                    Position::unknown_start()
+                }
+            });
+            if pos.mention || pos.quoted(&l[*sa..*sb], ms - *sa) {
+                continue;
+            }
+            mask |= if pos.level == Level::Quiet {
+                needle & !eng.message_rules
+            } else {
+                needle
+            };
         }
-        if let Some((sa, sb)) = seg {
-            self.confirm(
-                eng,
-                &l[sa..sb],
-                mask,
-                line,
-                sa > 0 || at_start,
-                truncated && sa == 0,
-            );
+        if let Some((sa, sb, Some(pos))) = seg {
+            self.confirm(eng, &l[sa..sb], &pos, mask, line, truncated && sa == 0);
         }
     }
 
@@ -366,9 +412,9 @@ impl State {
         &mut self,
         eng: &Engine,
         seg: &[u8],
+        pos: &Position,
         mask: u64,
         line: u64,
-        seg_start_known: bool,
         truncated: bool,
     ) {
         let todo = mask & !self.done;
@@ -378,18 +424,8 @@ impl State {
         // Traps: config dumps and (yaml / shell) comment lines quote knob names,
         // experiment names and advice, never failures.
         if eng.server_args.find(seg).is_some()
-            || (seg_start_known && (is_comment(seg) || eng.config_dump.is_match(seg)))
+            || (pos.start_known && (is_comment(seg) || eng.config_dump.is_match(seg)))
         {
-            return;
-        }
-        // Where on the line: a piece of an over-long line has no known start, so only
-        // quotes within the piece can be judged.
-        let pos = if seg_start_known {
-            Position::of(seg)
-        } else {
-            Position::unknown_start()
-        };
-        if pos.mention {
             return;
         }
         let selected = |m: u64| {
