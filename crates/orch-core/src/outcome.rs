@@ -124,6 +124,7 @@ mod tests {
                 line,
                 text: format!("{class:?} here"),
             }),
+            memory: None,
         }
     }
 
