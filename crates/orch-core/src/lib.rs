@@ -5,9 +5,11 @@
 //! failure is classified (the `orch-classify` crate) and answered by the [`ladder`]. See
 //! docs/ARCHITECTURE.md for the whole map.
 
+pub mod atomic;
 pub mod backend;
 pub mod config;
 pub mod error;
+pub mod host;
 pub mod ladder;
 pub mod ledger;
 pub mod notify;

@@ -20,7 +20,7 @@ use indicatif::ProgressBar;
 use crate::backend::{Backend, JobEnd, JobRef, JobSpec, JobState};
 use crate::config::Catalog;
 use crate::ladder::Next;
-use crate::ledger::{Event, EvidenceRecord, RunDir, RunRecord, RunState, now};
+use crate::ledger::{Decision, Event, EvidenceRecord, RunDir, RunRecord, RunState, now};
 use crate::outcome::Outcome;
 use crate::plan::{ChangeRecord, Plan, Setup};
 use crate::progress::{Progress, elapsed};
@@ -215,28 +215,11 @@ impl RunDriver {
                 },
             },
             Some(a) => {
-                let outcome = match a.outcome.as_deref() {
-                    Some("succeeded") => Outcome::Succeeded,
-                    Some("cancelled") => Outcome::Cancelled,
-                    Some(name) => Outcome::Failed(
-                        serde_json::from_value(serde_json::Value::String(name.to_string()))
-                            .with_context(|| format!("unknown outcome {name} in the ledger"))?,
-                    ),
-                    None => unreachable!("matched above"),
-                };
-                // How the job ended, as far as the ledger says (the failed node, for --exclude).
-                let end = match a
-                    .job_state
-                    .as_deref()
-                    .and_then(|s| s.strip_prefix("node_fail ("))
-                {
-                    Some(node) => JobEnd::NodeFail {
-                        node: Some(node.trim_end_matches(')').to_string()),
-                    },
-                    None => JobEnd::Failed {
-                        exit_code: a.exit_code,
-                    },
-                };
+                let outcome = a.outcome.expect("matched above");
+                // How the job ended (the failed node, for --exclude).
+                let end = a.job_state.clone().unwrap_or(JobEnd::Failed {
+                    exit_code: a.exit_code,
+                });
                 Start::Decide(outcome, a.evidence.clone(), end)
             }
         };
@@ -274,7 +257,7 @@ impl RunDriver {
             checkpoint_dir: seen(&self.run.checkpoint_dir())?,
         };
         let files = crate::render::render(ctx.catalog, &self.setup, &self.plan, &info)?;
-        crate::ledger::write_atomic(
+        crate::atomic::write_atomic(
             &dir.join("plan.yaml"),
             serde_yaml::to_string(&self.plan)?.as_bytes(),
         )?;
@@ -475,8 +458,8 @@ impl RunDriver {
         self.run.append(&Event::Finished {
             ts: now(),
             attempt: self.attempt,
-            outcome: outcome.name().to_string(),
-            job_state: end.describe(),
+            outcome,
+            job_state: end.clone(),
             exit_code: end.exit_code(),
             evidence: evidence.clone(),
         })?;
@@ -533,7 +516,7 @@ impl RunDriver {
                 }
                 if n >= self.max_attempts && !matches!(next, Next::GiveUp { .. }) {
                     let reason = format!("{} attempts used (--max-attempts)", self.max_attempts);
-                    self.decided(n, "give_up", &reason)?;
+                    self.decided(n, Decision::GiveUp, &reason)?;
                     return self.give_up(ctx, &reason);
                 }
                 match next {
@@ -543,7 +526,7 @@ impl RunDriver {
                         changes,
                     } => {
                         let text: Vec<String> = changes.iter().map(ToString::to_string).collect();
-                        self.decided(n, &format!("step {}", step.name), &step.why)?;
+                        self.decided(n, Decision::Step(step.name.clone()), &step.why)?;
                         ctx.progress.say(format!(
                             "[{}] next: step {}{} — {}\n    {}",
                             self.name(),
@@ -569,14 +552,14 @@ impl RunDriver {
                             plan.resources.exclude.push(node.clone());
                             reason.push_str(&format!("; excluding node {node}"));
                         }
-                        self.decided(n, "resume", &reason)?;
+                        self.decided(n, Decision::Resume, &reason)?;
                         ctx.progress
                             .say(format!("[{}] next: {reason}", self.name()));
                         self.pending = (reason, Vec::new(), false);
                         self.plan = plan;
                     }
                     Next::GiveUp { reason } => {
-                        self.decided(n, "give_up", &reason)?;
+                        self.decided(n, Decision::GiveUp, &reason)?;
                         return self.give_up(ctx, &reason);
                     }
                 }
@@ -620,7 +603,7 @@ impl RunDriver {
         crate::notify::notify(&hook, &json);
     }
 
-    fn decided(&self, attempt: u32, decision: &str, reason: &str) -> anyhow::Result<()> {
+    fn decided(&self, attempt: u32, decision: Decision, reason: &str) -> anyhow::Result<()> {
         // After a restart the same decision is made again; record it once.
         let already = self
             .run
@@ -634,7 +617,7 @@ impl RunDriver {
         let event = Event::Decided {
             ts: now(),
             attempt,
-            decision: decision.to_string(),
+            decision,
             reason: reason.to_string(),
         };
         self.run.append(&event)?;
@@ -652,7 +635,7 @@ impl RunDriver {
                     "attempt {} ({}) → {}",
                     a.attempt,
                     a.step,
-                    a.outcome.as_deref().unwrap_or("?")
+                    a.outcome.map_or("?", Outcome::name)
                 )
             })
             .collect();

@@ -10,8 +10,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
 /// What a backend needs to start one attempt.
 #[derive(Debug, Clone)]
 pub struct JobSpec {
@@ -32,25 +30,35 @@ pub struct JobRef {
     pub dir: PathBuf,
 }
 
-/// How a job ended, as the backend saw it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// How a job ended, as the backend saw it. The ledger stores it as its [`JobEnd::describe`] text
+/// (`failed (exit code 1)`, `node_fail (n3)`), which [`str::parse`] reads back.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobEnd {
+    /// Exit code 0.
     Completed,
+    /// A non-zero exit, or a failure the scheduler reports without one.
     Failed {
+        /// The job's exit code, when it is known.
         exit_code: Option<i32>,
     },
+    /// Cancelled (by orch, a person, or the scheduler).
     Cancelled,
+    /// The scheduler's time limit.
     Timeout,
+    /// The scheduler's (cgroup) memory limit.
     OutOfMemory,
+    /// The node died under the job.
     NodeFail {
+        /// The failed node, when the scheduler names it (excluded from the next attempt).
         node: Option<String>,
     },
+    /// Preempted by a higher-priority job.
     Preempted,
     /// The job vanished without a trace of how it ended.
     Lost,
     /// orch cancelled it: running, but its logs had not grown for this long.
     Hung {
+        /// Seconds without log output.
         silent_secs: u64,
     },
 }
@@ -73,12 +81,59 @@ impl JobEnd {
         }
     }
 
+    /// The exit code the ledger records: 0 for success, the job's code for a plain failure.
     pub fn exit_code(&self) -> Option<i32> {
         match self {
             JobEnd::Completed => Some(0),
             JobEnd::Failed { exit_code } => *exit_code,
             _ => None,
         }
+    }
+}
+
+impl std::fmt::Display for JobEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl std::str::FromStr for JobEnd {
+    type Err = String;
+
+    /// The inverse of [`JobEnd::describe`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let inner = |prefix: &str| {
+            s.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(')'))
+        };
+        Ok(match s {
+            "completed" => JobEnd::Completed,
+            "failed" => JobEnd::Failed { exit_code: None },
+            "cancelled" => JobEnd::Cancelled,
+            "timeout" => JobEnd::Timeout,
+            "out_of_memory" => JobEnd::OutOfMemory,
+            "node_fail" => JobEnd::NodeFail { node: None },
+            "preempted" => JobEnd::Preempted,
+            "lost" => JobEnd::Lost,
+            _ => {
+                if let Some(code) = inner("failed (exit code ").and_then(|c| c.parse().ok()) {
+                    JobEnd::Failed {
+                        exit_code: Some(code),
+                    }
+                } else if let Some(node) = inner("node_fail (") {
+                    JobEnd::NodeFail {
+                        node: Some(node.to_string()),
+                    }
+                } else if let Some(secs) = inner("hung (no log output for ")
+                    .and_then(|r| r.strip_suffix(" s"))
+                    .and_then(|n| n.parse().ok())
+                {
+                    JobEnd::Hung { silent_secs: secs }
+                } else {
+                    return Err(format!("unknown job state `{s}` in the ledger"));
+                }
+            }
+        })
     }
 }
 
