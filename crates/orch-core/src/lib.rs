@@ -17,4 +17,5 @@ pub mod outcome;
 pub mod plan;
 pub mod progress;
 pub mod render;
+pub mod run;
 pub mod watch;
