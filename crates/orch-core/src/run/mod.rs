@@ -2,13 +2,22 @@
 //!
 //! # Theory of operation
 //! ```text
-//!   new run ──► Queued ──render──► Submitting ──launch──► Live ──job ends──► Finished
-//!                 ▲  (intent recorded)   ▲       │  │ (job id recorded)        │ (outcome
-//!                 │                      │       │  └─hand_off─► HandedOff     │  recorded)
-//!                 │            Unsure ─recover───┘                           decide
-//!                 │     (after a restart: is the job there?)                   │
-//!                 └────────── failure: ladder step or resume (decision recorded)┤
-//!                                                  success, give up, cancel ──►  Ended
+//!             new run                       after a restart, intent but no job id
+//!                │                                     │
+//!                ▼        render                       ▼      recover (job found?)
+//!  ┌──────►  Queued ─────────────►  Submitting  ◄──── Unsure ──────────────┐
+//!  │       (why, changes)  intent      │  launch        no                 │ yes: record id
+//!  │                      recorded     ▼  job id recorded                  │
+//!  │                                  Live ◄───────────────────────────────┘
+//!  │                        (job, logs │ queue, last growth)
+//!  │                                   │──── hand_off (--detach on Slurm) ──► HandedOff
+//!  │                                   │ job ends / hangs / cancel
+//!  │                                   ▼ outcome recorded
+//!  │    ladder step or resume      Finished (outcome, evidence, end)
+//!  └───────────────────────────────── │ decide (decision recorded)
+//!                                      ▼ success, give up, cancel
+//!                                    Ended (state)          any failed transition:
+//!                                                           Broken ──► Ended(failed)
 //! ```
 //! Each arrow is one transition ([`transition`]): a small function that appends its event to
 //! the ledger (synced) before the phase changes, so a run killed anywhere is rebuilt from the
@@ -23,6 +32,9 @@
 
 mod phase;
 pub mod transition;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashSet;
 use std::path::PathBuf;

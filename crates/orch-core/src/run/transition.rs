@@ -322,13 +322,18 @@ impl RunDriver {
         Ok(())
     }
 
-    /// Live → Finished: decide the outcome from the job's end and its logs, and record it; then
-    /// take what follows.
+    /// Live → Finished, then on: the job ended.
     async fn job_ended<B: Scheduler>(
         &mut self,
         end: JobEnd,
         ctx: &Ctx<'_, B>,
     ) -> anyhow::Result<()> {
+        self.finish(end).await?;
+        self.advance(ctx).await
+    }
+
+    /// Live → Finished: decide the outcome from the job's end and its logs, and record it.
+    pub(crate) async fn finish(&mut self, end: JobEnd) -> anyhow::Result<()> {
         self.read_logs().await;
         let Phase::Live(live) = std::mem::replace(&mut self.phase, Phase::Broken) else {
             anyhow::bail!("attempt {} has no live job", self.attempt);
@@ -348,7 +353,7 @@ impl RunDriver {
             evidence,
             end,
         });
-        self.advance(ctx).await
+        Ok(())
     }
 
     /// After a failed transition: say why and end the run (unless it already ended).
