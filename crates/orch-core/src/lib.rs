@@ -1,7 +1,8 @@
 //! orch's engine: everything between a command line and a finished run.
 //!
 //! Configuration ([`config`]) is layered into a [`plan`], rendered to scripts ([`render`]),
-//! submitted through a [`backend`], watched ([`watch`]) and recorded in the [`ledger`]; each
+//! submitted through a [`backend`], driven as a state machine ([`run`]) by the watcher
+//! ([`watch`]) and recorded in the [`ledger`]; each
 //! failure is classified (the `orch-classify` crate) and answered by the [`ladder`]. See
 //! docs/ARCHITECTURE.md for the whole map.
 
