@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
-# Benchmark `orch classify` against `grep -E` with the same signatures on a ~1 GB log.
+# Benchmark `orch classify` against grep/ripgrep with the same signatures on two ~1 GB logs,
+# a realistic one and an adversarial one, and print a table per log (seconds, MB/s):
+#   orch            orch classify LOG --json
+#   grep -E -f      GNU grep with the ERE signatures (`orch classify --dump-patterns`)
+#   rg -f           ripgrep with the same patterns
+#   rg -F -f        ripgrep with only the literal needles of the signature table
+#   cat             reading the file (the floor)
 #
 #   scripts/bench-classify.sh [SIZE_MB]        (default 1024)
 #
-# Env: KEEP=1 keeps the generated log (path printed); RUNS=N timed runs per tool (default 3);
-#      BENCH_DIR=dir generates into (or reuses a log already in) dir instead of a fresh temp
-#      dir; NO_BUILD=1 skips cargo; GEN_ONLY=1 only generates the log (use with BENCH_DIR).
+# Env: KEEP=1 keeps the generated logs (paths printed); RUNS=N timed runs per tool (default 3);
+#      BENCH_DIR=dir generates into (or reuses logs already in) dir instead of a fresh temp
+#      dir; NO_BUILD=1 skips cargo; GEN_ONLY=1 only generates the logs (use with BENCH_DIR);
+#      LOGS="realistic adversarial" picks the logs (default both).
+# Needs hyperfine (falls back to `date` timing) and rg (apt-get install ripgrep; skipped
+# when missing), and python3 to extract the needles from crates/orch-classify/src/rules.rs.
 #
-# The log is a realistic verl-on-Slurm stream: Ray-prefixed progress bars (with `\r`
+# The realistic log is a verl-on-Slurm stream: Ray-prefixed progress bars (with `\r`
 # rewrites), metric lines, vLLM INFO lines, verl memory reports, recovered warnings
 # (vLLM RECOMPUTE preemption, SGLang retract, verl sleep-level), `set -x` echoes, a config
 # dump, periodic caught tracebacks, and ONE real CUDA OOM (Ray-wrapped) near the end,
 # followed by the NCCL watchdog noise and Hydra's last words.
 # Expected verdict: gpu_oom.
+#
+# The adversarial log is the same stream where every other line holds a signature's words
+# in a trap context, rotating through: a yaml `notes: "..."` config value quoting a torch
+# OOM, a library tip ("to avoid torch.OutOfMemoryError ..."), a `set -x` echo of a
+# `grep -c 'CUDA out of memory'`, its `$ ` prompt form, a verl pprint config dump, a
+# WARNING-level logger line, a Python UserWarning, a JSON event quoting the OOM, argparse
+# help text, a markdown tip in backticks, and a Slurm line quoted in a yaml hint. The
+# classifier must look at each of these lines and reject it. Same ending; expected gpu_oom.
 set -euo pipefail
 
 SIZE_MB=${1:-1024}
@@ -33,8 +50,8 @@ else
     DIR=$(mktemp -d "${TMPDIR:-/tmp}/bench-classify.XXXXXX")
     [[ -n ${KEEP:-} ]] || trap 'rm -rf "$DIR"' EXIT
 fi
-LOG=$DIR/train.log
 PATTERNS=$DIR/patterns.ere
+LITERALS=$DIR/literals.txt
 
 # ---------------------------------------------------------------- generate the log
 gen_block() {
@@ -80,8 +97,31 @@ gen_block() {
     }'
 }
 
-if [[ ! -s $LOG || $(stat -c %s "$LOG") -lt $((SIZE_MB * 1024 * 1024 * 9 / 10)) ]]; then
-    echo "generating ~${SIZE_MB} MB log in $DIR ..." >&2
+gen_adversarial_block() {
+    # ~4 MiB: realistic noise on odd lines, a trap on even lines.
+    gen_block "$1" | awk -v blk="$1" '{
+        print;
+        k = (NR + blk) % 11;
+        if (k == 0) printf "notes: \"attempt %d died with torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 17.68 GiB; halved ppo_micro_batch_size_per_gpu\"\n", NR;
+        else if (k == 1) printf "(TaskRunner pid=2841) [verl] tip: to avoid torch.OutOfMemoryError: CUDA out of memory during update_actor, lower ppo_micro_batch_size_per_gpu (step %d)\n", NR;
+        else if (k == 2) printf "++ grep -c \047CUDA out of memory\047 /scratch/runs/qwen7b/attempt-%d/slurm-494583.out\n", NR;
+        else if (k == 3) printf "$ grep -c \"RuntimeError: CUDA error: out of memory\" rank%d.log\n", NR % 8;
+        else if (k == 4) printf "(TaskRunner pid=2841)  \047trainer\047: {\047experiment_name\047: \047qwen7b-CUDA out of memory-sweep-%d\047, \047n_gpus_per_node\047: 8}}\n", NR;
+        else if (k == 5) printf "(WorkerDict pid=231421) WARNING 03-14 14:33:45 [gpu_model_runner.py:2011] CUDA out of memory during cuda graph capture for batch size %d; skipping this size.\n", NR % 512;
+        else if (k == 6) printf "/usr/local/lib/python3.10/dist-packages/accelerate/utils/memory.py:150: UserWarning: Caught CUDA out of memory; reducing batch size to %d and retrying\n", NR % 64;
+        else if (k == 7) printf "{\"event\": \"attempt_finished\", \"attempt\": %d, \"class\": \"gpu_oom\", \"evidence\": \"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 17.68 GiB\"}\n", NR;
+        else if (k == 8) printf "  --oom-retries N       how many times to retry a step after torch.OutOfMemoryError: CUDA out of memory (default: %d)\n", NR % 4;
+        else if (k == 9) printf "- `No available memory for the cache blocks` at step %d: raise `gpu_memory_utilization`.\n", NR;
+        else printf "  on_host_oom: \047slurmstepd: error: Detected 1 oom_kill event in StepId=%d.0\047\n", NR;
+    }'
+}
+
+gen_log() { # $1 = path, $2 = block generator
+    local log=$1 gen=$2
+    if [[ -s $log && $(stat -c %s "$log") -ge $((SIZE_MB * 1024 * 1024 * 9 / 10)) ]]; then
+        return
+    fi
+    echo "generating ~${SIZE_MB} MB $(basename "$log") in $DIR ..." >&2
     {
         cat <<'EOF'
 + python3 -m verl.trainer.main_ppo algorithm.adv_estimator=grpo data.train_batch_size=1024 actor_rollout_ref.rollout.gpu_memory_utilization=0.6 trainer.experiment_name=qwen7b-grpo-oom-sweep
@@ -91,7 +131,7 @@ if [[ ! -s $LOG || $(stat -c %s "$LOG") -lt $((SIZE_MB * 1024 * 1024 * 9 / 10)) 
 [2025-03-29 18:18:34] server_args=ServerArgs(model_path='Qwen/Qwen2.5-7B-Instruct', mem_fraction_static=0.717, max_running_requests=None, disable_cuda_graph=False)
 EOF
         # Build one ~4 MiB block set and repeat it (cat is fast); vary blocks a little.
-        for b in 0 1 2 3; do gen_block "$b"; done >"$DIR/block"
+        for b in 0 1 2 3; do "$gen" "$b"; done >"$DIR/block"
         block_size=$(stat -c %s "$DIR/block")
         reps=$(( (SIZE_MB * 1024 * 1024) / block_size ))
         for ((k = 0; k < reps; k++)); do cat "$DIR/block"; done
@@ -107,53 +147,88 @@ EOF
 (WorkerDict pid=231421) [rank1]:[E314 14:43:45.172185860 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=4711, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600009 milliseconds before timing out.
 Error executing job with overrides: ['algorithm.adv_estimator=grpo', 'data.train_batch_size=1024', 'actor_rollout_ref.rollout.gpu_memory_utilization=0.6']
 EOF
-    } >"$LOG"
-fi
-SIZE_BYTES=$(stat -c %s "$LOG")
-echo "log: $LOG ($(( SIZE_BYTES / 1024 / 1024 )) MiB)" >&2
+    } >"$log"
+}
+
+LOGS=${LOGS:-realistic adversarial}
+for kind in $LOGS; do
+    case $kind in
+    realistic) gen_log "$DIR/realistic.log" gen_block ;;
+    adversarial) gen_log "$DIR/adversarial.log" gen_adversarial_block ;;
+    *) echo "error: unknown log kind '$kind'" >&2; exit 1 ;;
+    esac
+done
 [[ -z ${GEN_ONLY:-} ]] || exit 0
 
 if ! "$ORCH" classify --dump-patterns >"$PATTERNS" 2>/dev/null || [[ ! -s $PATTERNS ]]; then
     echo "error: '$ORCH classify --dump-patterns' did not print patterns (CLI flag not wired yet?)" >&2
     exit 1
 fi
-echo "verdict: $("$ORCH" classify "$LOG" --json)" >&2
-echo "grep -E matching lines: $(grep -E -c -f "$PATTERNS" "$LOG" || true)" >&2
+# The literal needles of the signature table (what orch's prefilter searches for).
+python3 - "$ROOT/crates/orch-classify/src/rules.rs" >"$LITERALS" <<'PY'
+import re, sys
+src = open(sys.argv[1]).read()
+seen = []
+# Needle arrays are the only `&["..", ..]` string-array literals in the table.
+for arr in re.findall(r'&\[\s*("(?:[^"\\]|\\.)*"(?:\s*,\s*"(?:[^"\\]|\\.)*")*)\s*,?\s*\]', src):
+    for lit in re.findall(r'"((?:[^"\\]|\\.)*)"', arr):
+        lit = lit.encode().decode("unicode_escape")
+        if lit not in seen:
+            seen.append(lit)
+print("\n".join(seen))
+PY
 
-# Warm the page cache so both tools read from memory.
-cat "$LOG" >/dev/null
+# ripgrep 13 rejects POSIX's `[]...]` bracket (a `]` first in a class): escape it.
+sed 's/\[\]\[/[\\]\\[/g' "$PATTERNS" >"$DIR/patterns.rg"
 
-# ---------------------------------------------------------------- time it
-declare -A MEAN
-# Output goes to real files: GNU grep treats a /dev/null stdout like -q and stops at the
-# first match (even with -c), which would make it look ~100x faster than it is.
-CMD_ORCH="$ORCH classify $LOG --json >$DIR/orch.out"
-CMD_GREP="grep -E -c -f $PATTERNS $LOG >$DIR/grep.out"
+HAVE_RG=$(command -v rg >/dev/null 2>&1 && echo 1 || true)
+[[ -n $HAVE_RG ]] || echo "note: rg not found (apt-get install ripgrep); skipping its rows" >&2
 
-if command -v hyperfine >/dev/null 2>&1; then
-    CSV=$DIR/hyperfine.csv
-    hyperfine --warmup 1 --runs "$RUNS" -i --export-csv "$CSV" \
-        -n orch "$CMD_ORCH" -n grep-E "$CMD_GREP" >&2
-    # CSV columns: command,mean,stddev,... ; `command` is the -n name.
-    while IFS=, read -r name mean _; do MEAN[$name]=$mean; done < <(tail -n +2 "$CSV")
-else
-    time_cmd() { # prints mean seconds over $RUNS runs
-        local total=0 t0 t1
-        for ((r = 0; r < RUNS; r++)); do
-            t0=$(date +%s.%N)
-            bash -c "$1" || true
-            t1=$(date +%s.%N)
-            total=$(awk -v a="$total" -v b="$t0" -v c="$t1" 'BEGIN { printf "%.6f", a + c - b }')
-        done
-        awk -v t="$total" -v n="$RUNS" 'BEGIN { printf "%.4f", t / n }'
-    }
-    MEAN[orch]=$(time_cmd "$CMD_ORCH")
-    MEAN[grep-E]=$(time_cmd "$CMD_GREP")
-fi
+time_cmd() { # prints mean seconds over $RUNS runs
+    local total=0 t0 t1
+    bash -c "$1" || true # warm-up
+    for ((r = 0; r < RUNS; r++)); do
+        t0=$(date +%s.%N)
+        bash -c "$1" || true
+        t1=$(date +%s.%N)
+        total=$(awk -v a="$total" -v b="$t0" -v c="$t1" 'BEGIN { printf "%.6f", a + c - b }')
+    done
+    awk -v t="$total" -v n="$RUNS" 'BEGIN { printf "%.4f", t / n }'
+}
 
-printf '\n%-8s %12s %10s\n' tool mean_s GB/s
-for name in orch grep-E; do
-    awk -v n="$name" -v t="${MEAN[$name]}" -v b="$SIZE_BYTES" \
-        'BEGIN { printf "%-8s %12.3f %10.2f\n", n, t, b / t / 1e9 }'
-done
-awk -v a="${MEAN[orch]}" -v b="${MEAN[grep-E]}" 'BEGIN { printf "orch / grep-E time ratio: %.2f\n", a / b }'
+bench_log() { # $1 = kind
+    local kind=$1 log=$DIR/$1.log size names=() cmds=() name
+    size=$(stat -c %s "$log")
+    echo >&2
+    echo "== $kind log: $log ($((size / 1024 / 1024)) MiB)" >&2
+    echo "verdict: $("$ORCH" classify "$log" --json | tr -d '\n' | cut -c1-200)" >&2
+    echo "grep -E matching lines: $(grep -E -c -f "$PATTERNS" "$log" || true)" >&2
+    cat "$log" >/dev/null # warm the page cache
+    # Output goes to real files: GNU grep treats a /dev/null stdout like -q and stops at
+    # the first match (even with -c), which would make it look ~100x faster than it is.
+    names+=(orch) cmds+=("$ORCH classify $log --json >$DIR/orch.out")
+    names+=("grep -E -f") cmds+=("grep -E -c -f $PATTERNS $log >$DIR/grep.out")
+    if [[ -n $HAVE_RG ]]; then
+        names+=("rg -f") cmds+=("rg -c -f $DIR/patterns.rg $log >$DIR/rg.out")
+        names+=("rg -F -f") cmds+=("rg -c -F -f $LITERALS $log >$DIR/rgF.out")
+    fi
+    names+=(cat) cmds+=("cat $log >/dev/null")
+    declare -A MEAN=()
+    if command -v hyperfine >/dev/null 2>&1; then
+        local csv=$DIR/hyperfine-$kind.csv args=() k
+        for k in "${!names[@]}"; do args+=(-n "${names[$k]}" "${cmds[$k]}"); done
+        hyperfine --warmup 1 --runs "$RUNS" -i --style basic --export-csv "$csv" "${args[@]}" >&2
+        # CSV columns: command,mean,stddev,... ; `command` is the -n name (no commas in ours).
+        while IFS=, read -r name mean _; do MEAN[$name]=$mean; done < <(tail -n +2 "$csv")
+    else
+        for k in "${!names[@]}"; do MEAN[${names[$k]}]=$(time_cmd "${cmds[$k]}"); done
+    fi
+    printf '\n%s log, %d MiB, mean of %d runs\n' "$kind" $((size / 1024 / 1024)) "$RUNS"
+    printf '| %-12s | %9s | %9s |\n|---|---:|---:|\n' tool seconds MB/s
+    for name in "${names[@]}"; do
+        awk -v n="$name" -v t="${MEAN[$name]}" -v b="$size" \
+            'BEGIN { printf "| %-12s | %9.3f | %9.0f |\n", n, t, b / t / 1e6 }'
+    done
+}
+
+for kind in $LOGS; do bench_log "$kind"; done

@@ -10,35 +10,63 @@
 //! 1. **Candidate search over whole regions.** Every signature in the rule table
 //!    (`rules.rs`) names one or more case-sensitive *needles*, literals that any match
 //!    must contain (`"CUDA out of memory"`, `"CANCELLED AT"`, `"oom_kill event"`, ...).
-//!    All needles form one `regex::bytes::Regex`, a plain alternation of literals, which
-//!    the regex crate runs as a SIMD Teddy prefilter over short needle prefixes with a
-//!    lazy DFA confirming the full literal. It runs over the complete-lines part of each
-//!    chunk in one go; no per-line work happens for lines without a needle.
+//!    All needles form one leftmost-first `aho-corasick` automaton, run as a SIMD (fat)
+//!    Teddy search that confirms the literal and reports which needle matched. It runs
+//!    over the complete-lines part of each chunk in one go; no per-line work happens for
+//!    lines without a needle.
 //! 2. **Map a hit back to its line.** `memrchr`/`memchr` find the enclosing `\n`s; the
 //!    line number is maintained lazily by SIMD-counting `\n` only between hits (and once
 //!    over the remainder of a chunk). Lines without a needle cost nothing else.
-//! 3. **Confirm on the segment.** A line may hold several `\r`-separated segments (tqdm
-//!    rewrites its bar with `\r`); each needle selects the rules that use it and their
-//!    precise regex (plus an optional `unless` trap regex) runs on that segment only.
+//! 3. **Reporting position or mention** (`position.rs`). A line may hold several
+//!    `\r`-separated segments (tqdm rewrites its bar with `\r`). Each segment holding a
+//!    needle is stripped of the prefixes tools put before what they report (ANSI, Ray's
+//!    `(WorkerDict pid=..)`, `[rank3]:`, glog `[E314 ..ProcessGroupNCCL.cpp:607]`,
+//!    timestamps, vLLM/SGLang/Python-logging headers with their level, `srun -l` labels).
+//!    A needle selects nothing when the body is a *mention*: an echoed command (`+ `,
+//!    `$ `), a `key: value` / `key=value` / `--flag` config or help line, or when the
+//!    needle sits inside quotes; on a warning/info-level line no *message* rule counts.
+//!    These checks are byte-level and come before any regex, so trap lines cost little.
+//! 4. **Confirm on the segment.** Each remaining needle selects the rules that use it and
+//!    their precise regex (plus an optional `unless` trap regex) runs on that segment only.
+//!    A rule of kind *message* (the words of an error message: `CUDA out of memory`, `No
+//!    available memory for the cache blocks`, ...) decides only where a report starts —
+//!    the body starts with an exception name (`torch.OutOfMemoryError: `,
+//!    `ray.exceptions.RayTaskError(X): `) or an error word (`error:`, `failed`), an
+//!    error-level header introduced the line, or the match opens the body. A rule of kind
+//!    *format* (Slurm banners, cgroup events, NCCL watchdog, torchrun's exit report) is
+//!    its own line format and decides unless the line is a mention.
 //!    Segment-level traps skip `set -x` echoes (line starts with `+`s and a space),
 //!    `#` comment lines (a dumped yaml config), SGLang `ServerArgs(...)` dumps and verl
 //!    `pprint` config dumps. Some rules *claim* their segment (Hydra's override list,
 //!    SGLang's CUDA-graph advice): when they match, nothing else on that segment counts.
-//! 4. **Record the first hit per precedence slot** (see below), as [`Evidence`]: 1-based
+//! 5. **Record the first hit per precedence slot** (see below), as [`Evidence`]: 1-based
 //!    line number and the segment's text (lossy UTF-8, ANSI colour stripped, trimmed,
 //!    capped at ~400 chars, windowed around the match for very long segments). Once a
 //!    slot holds its hit, the rules feeding it are skipped for the rest of the stream,
 //!    so a log that repeats one failure line a million times stays cheap.
-//! 5. **Python tracebacks.** A `Traceback (most recent call last)` header starts a small
-//!    follower that walks the next lines (only while active), learns the frame prefix
-//!    (Ray's `(WorkerDict pid=..)`, vLLM's logger header, or none), skips interleaved
-//!    output of other processes and records the final `SomeError: message` line as a
-//!    weak `error`.
+//! 6. **Python tracebacks and the terminal exception** (`terminal.rs`). A `Traceback
+//!    (most recent call last)` header starts a small follower that walks the next lines
+//!    (only while active), learns the frame prefix (Ray's `(WorkerDict pid=..)`, vLLM's
+//!    logger header, torchrun's Root Cause indentation, or none), skips interleaved output
+//!    of other processes and records the final `SomeError: message` line as a weak
+//!    `error` (the first one) and as the *terminal* exception (the last one). Ray's
+//!    `RayTaskError(X): ...` is followed on to the worker's own exception line below it.
+//!    Tracebacks after `Exception ignored in` / atexit / logging-error reports are
+//!    swallowed exceptions and end nothing. The terminal exception is *memory* (a memory
+//!    rule matches it), *teardown* (NCCL / c10d errors, `ChildFailedError`,
+//!    `ActorDiedError`, `RayTaskError(..)`, `KeyboardInterrupt`, `SignalException`, broken
+//!    pipes, DataLoader workers killed, wrapper lines) or *other*.
 //!
-//! Throughput (2-core VM, single thread, release build): ~3.9 GB/s in memory and
-//! ~2.3 GB/s from a file for a realistic 1 GB verl log — about 5x `grep -E` with the
-//! same signatures (`scripts/bench-classify.sh`); ~0.6 GB/s on an adversarial log where
-//! half the lines hold a needle (about `grep -E` parity).
+//! Throughput: see `scripts/bench-classify.sh` (a realistic and an adversarial 1 GB log,
+//! against `grep -E -f`, `rg -f`, `rg -F -f` of the needles, and `cat`).
+//!
+//! **Memory numbers.** A hit in a memory slot (`kv_cache`, `host_oom`, `gpu_oom`) also reads
+//! the numbers its whole line states — torch's request, capacity, free, allocated,
+//! reserved-but-unallocated and other processes; vLLM's start-up and KV-cache figures;
+//! SGLang's `mem_fraction_static`; host use — into [`MemoryFacts`] (see [`memory`]), with the
+//! stage and step that the traceback it ends names (`update_actor`, `backward`, ...).
+//! Tracebacks note their phase only from their own frame lines, so this costs nothing on
+//! lines without a needle.
 //!
 //! Memory is bounded: the partial last line is kept up to [`LINE_CAP`] bytes. A longer
 //! line (e.g. megabytes of `\r` progress bar) is scanned in pieces as it grows, keeping a
@@ -61,6 +89,15 @@
 //! | 10 | `error` (weak) | wrappers: Ray `ActorDiedError`, `Engine core initialization failed`, `Scheduler hit an exception`, sigquit, Hydra `Error executing job with overrides`, torchrun `ChildFailedError`; final exception line of any Python traceback |
 //! | – | `none` | nothing recognised |
 //!
+//! **The terminal error decides.** A memory hit (slots 4–7) is superseded when the
+//! terminal exception is *other* and comes after it: a caught/retried OOM followed by a
+//! `FileNotFoundError` that ends the process is `error`, with that exception (or a
+//! slot-9 hit) as evidence. Teardown after an OOM (NCCL watchdog, `ChildFailedError`,
+//! Ray `ActorDiedError`, `RayTaskError(OutOfMemoryError)`, Hydra) leaves the OOM standing.
+//! Slurm banners (slots 1–3) are never superseded. When a weak `error` wins and the
+//! terminal exception is *other*, it is the evidence rather than an earlier wrapper.
+//! Mentions (step 3) never reach any slot.
+//!
 //! Within a slot the earliest line wins. A class's strong slot beats its weak slot even
 //! when the weak hit came first (e.g. a specific `ImportError` beats an earlier Ray
 //! `ActorDiedError`).
@@ -71,8 +108,11 @@
 //! OOM killer leaves its peers hanging in collectives) and above generic errors. A bash
 //! `Killed` line alone is not evidence of anything.
 
+pub mod memory;
+mod position;
 mod rules;
 mod scan;
+mod terminal;
 mod text;
 
 use std::io::Read;
@@ -80,6 +120,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use memory::{MemoryFacts, ProcessUse, Stage, Step};
 pub use scan::LINE_CAP;
 
 /// What went wrong with an attempt. Names are the wire names used in `--json` output.
@@ -128,10 +169,15 @@ pub struct Evidence {
 }
 
 /// Result of scanning one stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub class: FailureClass,
     pub evidence: Option<Evidence>,
+    /// The numbers the deciding line states about memory (request, capacity, free, other
+    /// processes, vLLM/SGLang sizing, host use) and the phase it happened in, for memory
+    /// failures (`gpu_oom`, `kv_cache`, `host_oom`) whose log states any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryFacts>,
     /// Precedence of the deciding signature (lower wins), so that verdicts of several logs
     /// of one job can be compared the way the scanner ranks lines within one log (a bare
     /// SIGKILL is weaker evidence of host OOM than a cgroup kill). `u8::MAX` for `none`.
@@ -212,7 +258,9 @@ pub fn grep_patterns() -> Vec<(FailureClass, String)> {
         .map(|r| {
             let class = match r.action {
                 rules::Action::Hit(slot) => slot.class(),
-                rules::Action::TracebackStart => FailureClass::Error,
+                rules::Action::TracebackStart | rules::Action::IgnoredTracebackNext => {
+                    FailureClass::Error
+                }
             };
             (class, r.ere.to_string())
         })

@@ -55,6 +55,14 @@ impl Slot {
         Slot::ErrorWeak,
     ];
 
+    /// Slots of memory failures, whose lines state numbers worth reading.
+    pub(crate) fn is_memory(self) -> bool {
+        matches!(
+            self,
+            Slot::KvCache | Slot::HostOom | Slot::GpuOom | Slot::HostOomWeak
+        )
+    }
+
     /// The class this slot reports as.
     pub(crate) fn class(self) -> FailureClass {
         match self {
@@ -78,6 +86,21 @@ pub(crate) enum Action {
     /// A Python `Traceback (most recent call last):` header: start following the
     /// traceback to its final exception line, which is recorded as [`Slot::ErrorWeak`].
     TracebackStart,
+    /// Python swallowed an exception; the next traceback does not end the process.
+    IgnoredTracebackNext,
+}
+
+/// Where a signature's words may stand to decide a class (see [`super::position`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A line format of its own (Slurm banners, cgroup events, NCCL watchdog, torchrun's
+    /// exit report): decides unless the line is a mention (echo, comment, config line,
+    /// inside quotes).
+    Format,
+    /// The text of an error message, which tips, configs and help text quote: decides
+    /// only in a reporting position (after an exception name or error word, on an
+    /// error-level logger line, or at the start of the line's body).
+    Message,
 }
 
 /// One recognised signature.
@@ -86,6 +109,7 @@ pub(crate) struct Rule {
     /// Short identifier (tests, debugging).
     pub name: &'static str,
     pub action: Action,
+    pub kind: Kind,
     /// Case-sensitive literals; every match of `pattern` contains at least one of them.
     pub needles: &'static [&'static str],
     /// Precise Rust regex, run on the `\r`-segment that contains a needle.
@@ -109,11 +133,26 @@ const fn hit(
     Rule {
         name,
         action: Action::Hit(slot),
+        kind: Kind::Format,
         needles,
         pattern,
         unless: None,
         claims: false,
         ere,
+    }
+}
+
+/// A [`Kind::Message`] signature: the text of an error message.
+const fn msg(
+    name: &'static str,
+    slot: Slot,
+    needles: &'static [&'static str],
+    pattern: &'static str,
+    ere: &'static str,
+) -> Rule {
+    Rule {
+        kind: Kind::Message,
+        ..hit(name, slot, needles, pattern, ere)
     }
 }
 
@@ -171,35 +210,35 @@ pub(crate) static RULES: &[Rule] = &[
         banner_ere!(r"CANCELLED AT [^ ]+ \*\*\*"),
     ),
     // ------------------------------------------------------------------- KV cache
-    hit(
+    msg(
         "vllm-no-cache-blocks",
         Slot::KvCache,
         &["No available memory for the cache blocks"],
         r"No available memory for the cache blocks",
         r"No available memory for the cache blocks",
     ),
-    hit(
+    msg(
         "vllm-v0-max-seq-len",
         Slot::KvCache,
         &["tokens that can be stored in KV cache"],
         r"larger than the maximum number of tokens that can be stored in KV cache",
         r"larger than the maximum number of tokens that can be stored in KV cache",
     ),
-    hit(
+    msg(
         "vllm-v1-max-seq-len",
         Slot::KvCache,
         &["KV cache is needed, which is larger"],
         r"KV cache is needed, which is larger than the available KV cache memory",
         r"KV cache is needed, which is larger than the available KV cache memory",
     ),
-    hit(
+    msg(
         "sglang-mem-fraction-static",
         Slot::KvCache,
         &["Not enough memory. Please try"],
         r"Not enough memory\. Please try to increase --mem-fraction-static",
         r"Not enough memory\. Please try to increase --mem-fraction-static",
     ),
-    hit(
+    msg(
         "sglang-token-pool",
         Slot::KvCache,
         &["Prefill out of memory", "Decode out of memory"],
@@ -237,6 +276,7 @@ pub(crate) static RULES: &[Rule] = &[
     ),
     Rule {
         name: "slurm-exceeded-limit",
+        kind: Kind::Format,
         action: Action::Hit(Slot::HostOom),
         needles: &["Exceeded job memory limit", "Exceeded step memory limit"],
         pattern: r"(?:srun|slurmstepd[-\w]*): (?:error: )?Exceeded (?:job|step) memory limit",
@@ -276,14 +316,14 @@ pub(crate) static RULES: &[Rule] = &[
         r"[Oo]ut of memory: Kill(ed)? process [0-9]+",
     ),
     // -------------------------------------------------------------------- GPU OOM
-    hit(
+    msg(
         "torch-oom",
         Slot::GpuOom,
         &["CUDA out of memory", "HIP out of memory"],
         r"(?:CUDA|HIP) out of memory",
         r"(CUDA|HIP) out of memory",
     ),
-    hit(
+    msg(
         "cuda-error-oom",
         Slot::GpuOom,
         &[
@@ -294,7 +334,7 @@ pub(crate) static RULES: &[Rule] = &[
         r"(?:CUDA|HIP) [Ee]rror: out of memory",
         r"(CUDA|HIP) [Ee]rror: out of memory",
     ),
-    hit(
+    msg(
         "cuda-error-enum-oom",
         Slot::GpuOom,
         &[
@@ -306,7 +346,7 @@ pub(crate) static RULES: &[Rule] = &[
         r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
         r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
     ),
-    hit(
+    msg(
         "cublas-alloc-failed",
         Slot::GpuOom,
         &["CUBLAS_STATUS_ALLOC_FAILED"],
@@ -322,14 +362,14 @@ pub(crate) static RULES: &[Rule] = &[
     ),
     // DEVIATION from the reference (which files these under kv_cache): the GPU is
     // over-subscribed by someone else, the remedy is to LOWER utilisation.
-    hit(
+    msg(
         "vllm-startup-free-memory",
         Slot::GpuOom,
         &["less than desired GPU memory utilization"],
         r"on startup is less than desired GPU memory utilization",
         r"on startup is less than desired GPU memory utilization",
     ),
-    hit(
+    msg(
         "vllm-memory-profiling",
         Slot::GpuOom,
         &["Error in memory profiling"],
@@ -388,28 +428,28 @@ pub(crate) static RULES: &[Rule] = &[
         r#"(?:^|[\s:>\]\)('"])(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError): "#,
         r"(ModuleNotFoundError|ImportError): ",
     ),
-    hit(
+    msg(
         "cuda-illegal-memory-access",
         Slot::Error,
         &["illegal memory access"],
         r"an illegal memory access was encountered",
         r"an illegal memory access was encountered",
     ),
-    hit(
+    msg(
         "cuda-device-assert",
         Slot::Error,
         &["device-side assert triggered"],
         r"device-side assert triggered",
         r"device-side assert triggered",
     ),
-    hit(
+    msg(
         "config-divisible",
         Slot::Error,
         &["be divisible by"],
         r"(?:must|should) be divisible by",
         r"(must|should) be divisible by",
     ),
-    hit(
+    msg(
         "verl-max-token-len",
         Slot::Error,
         &["must be greater than the sequence length"],
@@ -420,6 +460,7 @@ pub(crate) static RULES: &[Rule] = &[
     // the line itself is an `error`, nothing else on it counts.
     Rule {
         name: "sglang-capture-cuda-graph",
+        kind: Kind::Message,
         action: Action::Hit(Slot::Error),
         needles: &["Capture cuda graph failed"],
         pattern: r"Capture cuda graph failed",
@@ -474,6 +515,7 @@ pub(crate) static RULES: &[Rule] = &[
     // (experiment names with "oom", memory knobs), so it claims the line.
     Rule {
         name: "hydra-error-executing-job",
+        kind: Kind::Format,
         action: Action::Hit(Slot::ErrorWeak),
         needles: &["Error executing job with overrides"],
         pattern: r"Error executing job with overrides",
@@ -483,11 +525,28 @@ pub(crate) static RULES: &[Rule] = &[
     },
     Rule {
         name: "python-traceback",
+        kind: Kind::Format,
         action: Action::TracebackStart,
         needles: &["(most recent call last)"],
         pattern: r"Traceback \(most recent call last\)",
         unless: None,
         claims: false,
         ere: r"Traceback \(most recent call last\)",
+    },
+    // Python's report of an exception it swallowed (`__del__`, `atexit` handlers, logging
+    // errors): the traceback that follows does not end the process.
+    Rule {
+        name: "python-ignored-exception",
+        kind: Kind::Format,
+        action: Action::IgnoredTracebackNext,
+        needles: &[
+            "Exception ignored in",
+            "Error in atexit._run_exitfuncs",
+            "--- Logging error ---",
+        ],
+        pattern: r"Exception ignored in|Error in atexit\._run_exitfuncs|--- Logging error ---",
+        unless: None,
+        claims: false,
+        ere: r"Exception ignored in|Error in atexit\._run_exitfuncs|--- Logging error ---",
     },
 ];

@@ -4,11 +4,16 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use aho_corasick::{AhoCorasick, Input, MatchKind};
+
 use memchr::memmem::Finder;
 use memchr::{memchr, memchr_iter, memrchr};
 use regex::bytes::Regex;
 
-use super::rules::{Action, RULES, Rule, SLOTS, Slot};
+use super::memory::{self, MemoryFacts, Phase};
+use super::position::{Level, Position};
+use super::rules::{Action, Kind, RULES, Rule, SLOTS, Slot};
+use super::terminal::{self, ExcKind, Terminal};
 use super::text::evidence;
 use super::{Evidence, FailureClass, Verdict};
 
@@ -32,16 +37,25 @@ struct CompiledRule {
 
 /// Everything compiled once per process.
 pub(crate) struct Engine {
-    /// Alternation of every needle of every rule. With this many literals the regex crate
-    /// keeps only 3-byte prefixes for its Teddy prefilter and confirms with a lazy DFA
-    /// (a pure Aho-Corasick/Teddy search would need the `aho-corasick` crate directly).
-    candidates: Regex,
-    /// Needle bytes -> bitmask of rules (indexes into `rules`) that need that needle.
-    needle_rules: HashMap<&'static [u8], u64>,
+    /// Every needle of every rule, leftmost-first: a SIMD Teddy search that confirms
+    /// candidates by comparing the literal and reports which needle matched.
+    candidates: AhoCorasick,
+    /// Needle (pattern id of `candidates`) -> bitmask of rules (indexes into `rules`)
+    /// that need that needle.
+    needle_rules: Vec<u64>,
+    /// Rules of [`Kind::Message`] (dropped on warning/info-level lines).
+    message_rules: u64,
+    /// Rules that claim their segment (they run even when their slot is full).
+    claim_rules: u64,
     rules: Vec<CompiledRule>,
     /// Per slot: the rules that can only produce a hit in that slot (once the slot holds
     /// its earliest hit, they need not run again).
     slot_rules: [u64; SLOTS],
+    /// Rules of the memory slots (an exception line is checked against them even when
+    /// their slots are full, to know whether it ends a memory failure).
+    pub(crate) memory_rules: u64,
+    /// Rules of the weak error slot (wrappers: an exception line matching one is teardown).
+    pub(crate) weak_rules: u64,
     /// SGLang `server_args=ServerArgs(...)` dump.
     server_args: Finder<'static>,
     /// A traceback frame line, `  File "..."`.
@@ -74,15 +88,35 @@ impl Engine {
                 *e |= 1 << i;
             }
         }
-        let alternation: Vec<String> = order.iter().map(|n| regex::escape(n)).collect();
-        let candidates = Regex::new(&alternation.join("|")).expect("candidate regex");
+        let candidates = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&order)
+            .expect("needle automaton");
+        let needle_rules: Vec<u64> = order.iter().map(|n| needle_rules[n.as_bytes()]).collect();
+        let message_rules = RULES
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.kind == Kind::Message)
+            .fold(0u64, |m, (i, _)| m | 1 << i);
+        let claim_rules = RULES
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.claims)
+            .fold(0u64, |m, (i, _)| m | 1 << i);
         let mut slot_rules = [0u64; SLOTS];
+        let (mut memory_rules, mut weak_rules) = (0u64, 0u64);
         for (i, rule) in RULES.iter().enumerate() {
-            let slot = match rule.action {
-                Action::Hit(slot) => slot,
-                Action::TracebackStart => Slot::ErrorWeak,
-            };
-            slot_rules[slot as usize] |= 1 << i;
+            // Traceback headers are never "done": every traceback is followed, the last
+            // one that ends the process decides (see `terminal`).
+            if let Action::Hit(slot) = rule.action {
+                slot_rules[slot as usize] |= 1 << i;
+                if slot.is_memory() {
+                    memory_rules |= 1 << i;
+                }
+                if slot == Slot::ErrorWeak {
+                    weak_rules |= 1 << i;
+                }
+            }
         }
         let rules = RULES
             .iter()
@@ -95,8 +129,12 @@ impl Engine {
         Engine {
             candidates,
             needle_rules,
+            message_rules,
+            claim_rules,
             rules,
             slot_rules,
+            memory_rules,
+            weak_rules,
             server_args: Finder::new(b"ServerArgs("),
             frame: Finder::new(b"File \""),
             config_dump: Regex::new(
@@ -109,6 +147,46 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Does any rule in `mask` match `seg` in reporting position (ignoring which slots are
+    /// already full)? Only run on exception lines, which are rare.
+    pub(crate) fn matches_any(&self, seg: &[u8], mask: u64) -> bool {
+        let pos = Position::of(seg);
+        let mut from = 0;
+        while let Some((start, _, needle)) = self.find(seg, from) {
+            from = start + 1;
+            let todo = needle & mask;
+            for (i, cr) in self.rules.iter().enumerate() {
+                if todo & (1 << i) == 0 {
+                    continue;
+                }
+                if let Some(rm) = cr.re.find(seg)
+                    && !cr.unless.as_ref().is_some_and(|u| u.is_match(seg))
+                    && pos.allows(seg, cr.rule.kind, rm.start())
+                {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
+impl Engine {
+    /// The leftmost needle at or after `from`: its span and the rules that need it.
+    #[inline]
+    pub(crate) fn find(&self, hay: &[u8], from: usize) -> Option<(usize, usize, u64)> {
+        let m = self
+            .candidates
+            .find(Input::new(hay).span(from..hay.len()))?;
+        Some((
+            m.start(),
+            m.end(),
+            self.needle_rules[m.pattern().as_usize()],
+        ))
+    }
+}
+
 /// A traceback being followed to its final exception line.
 #[derive(Debug, Clone)]
 struct Traceback {
@@ -118,6 +196,10 @@ struct Traceback {
     prefix: Option<Vec<u8>>,
     /// Lines looked at so far.
     seen: u32,
+    /// Stage and step named by the frames so far (for a memory failure's phase).
+    phase: Phase,
+    /// Python swallowed this exception (`Exception ignored in ...`): it ends nothing.
+    ignored: bool,
 }
 
 /// Everything the scanner remembers about complete lines: bounded and cheap to clone.
@@ -127,9 +209,19 @@ pub(crate) struct State {
     lines: u64,
     /// First hit per precedence slot.
     hits: [Option<Evidence>; SLOTS],
+    /// Memory numbers of the hit in the same slot (memory slots only).
+    memory: [Option<MemoryFacts>; SLOTS],
+    /// Line and phase of the last traceback that reached its exception line: a memory
+    /// failure's exception line ends the traceback before the failure rule sees it.
+    last_tb: Option<(u64, Phase)>,
     /// Rules whose slot already holds its earliest hit (bitmask over `RULES`).
     done: u64,
     tb: Option<Traceback>,
+    /// The last exception line that ended a followed traceback (the process's last words,
+    /// unless teardown noise of an earlier failure).
+    terminal: Option<Terminal>,
+    /// Line of the last `Exception ignored in` / atexit / logging-error report.
+    ignored_at: Option<u64>,
 }
 
 /// `set -x` echo: one or more `+` then a space at the very start of the line.
@@ -157,11 +249,35 @@ fn count_newlines(b: &[u8]) -> u64 {
 impl State {
     /// The verdict by precedence over the recorded hits.
     pub(crate) fn verdict(&self) -> Verdict {
+        // A different fatal exception that ends the process after a memory failure was
+        // reported: the memory failure was survived (caught, retried) or is not the cause.
+        let superseding = self.terminal.as_ref().filter(|t| t.kind == ExcKind::Other);
         for slot in Slot::ALL {
             if let Some(ev) = &self.hits[slot as usize] {
+                if let Some(t) = superseding
+                    && slot.is_memory()
+                    && t.evidence.line > ev.line
+                {
+                    let ev = self.hits[Slot::Error as usize]
+                        .clone()
+                        .unwrap_or_else(|| t.evidence.clone());
+                    return Verdict {
+                        class: FailureClass::Error,
+                        evidence: Some(ev),
+                        memory: None,
+                        rank: Slot::Error as u8,
+                    };
+                }
+                // A generic wrapper decides only for want of better: the process's last
+                // words, when they are a specific exception, are the better evidence.
+                let ev = match superseding {
+                    Some(t) if slot == Slot::ErrorWeak => &t.evidence,
+                    _ => ev,
+                };
                 return Verdict {
                     class: slot.class(),
                     evidence: Some(ev.clone()),
+                    memory: self.memory[slot as usize].clone(),
                     rank: slot as u8,
                 };
             }
@@ -169,6 +285,7 @@ impl State {
         Verdict {
             class: FailureClass::None,
             evidence: None,
+            memory: None,
             rank: u8::MAX,
         }
     }
@@ -179,36 +296,41 @@ impl State {
         debug_assert_eq!(buf.last(), Some(&b'\n'));
         let mut pos = 0;
         let mut line = self.lines + 1;
-        // Span of the next candidate needle at or after `pos` (cached across lines).
-        let mut next: Option<(usize, usize)> = None;
+        // The next candidate needle at or after `pos` (cached across lines).
+        let mut next: Option<(usize, usize, u64)> = None;
         while pos < buf.len() {
-            if next.is_none_or(|(s, _)| s < pos) {
-                next = eng
-                    .candidates
-                    .find_at(buf, pos)
-                    .map(|m| (m.start(), m.end()));
+            if next.is_none_or(|(s, ..)| s < pos) {
+                next = eng.find(buf, pos);
             }
             if self.tb.is_some() {
                 // Following a traceback: walk line by line (tracebacks are short).
                 let end = pos + memchr(b'\n', &buf[pos..]).expect("region ends with \\n");
                 let l = &buf[pos..end];
                 self.tb_step(eng, l, line);
-                if let Some((s, e)) = next
+                if let Some((s, e, n)) = next
                     && s < end
                 {
-                    self.scan_line(eng, l, Some((s - pos, e - pos)), line, true, false, false);
+                    self.scan_line(
+                        eng,
+                        l,
+                        Some((s - pos, e - pos, n)),
+                        line,
+                        true,
+                        false,
+                        false,
+                    );
                 }
                 pos = end + 1;
                 line += 1;
                 continue;
             }
-            let Some((s, e)) = next else {
+            let Some((s, e, n)) = next else {
                 break;
             };
             let start = memrchr(b'\n', &buf[pos..s]).map_or(pos, |i| pos + i + 1);
             line += count_newlines(&buf[pos..start]);
             let end = s + memchr(b'\n', &buf[s..]).expect("region ends with \\n");
-            let first = Some((s - start, e - start));
+            let first = Some((s - start, e - start, n));
             self.scan_line(eng, &buf[start..end], first, line, true, false, false);
             pos = end + 1;
             line += 1;
@@ -221,7 +343,7 @@ impl State {
 
     /// Confirm the candidates in one line (or one piece of an over-long line).
     ///
-    /// `first`: the first needle's span in `l`, when the caller already found it.
+    /// `first`: the first needle's span in `l` and its rules, when the caller found it.
     /// `at_start`: `l[0]` is the true start of the line. `truncated`: bytes before `l[0]`
     /// were dropped. `set_x`: the (dropped) start of this line was a `set -x` echo.
     #[allow(clippy::too_many_arguments)]
@@ -229,7 +351,7 @@ impl State {
         &mut self,
         eng: &Engine,
         l: &[u8],
-        first: Option<(usize, usize)>,
+        first: Option<(usize, usize, u64)>,
         line: u64,
         at_start: bool,
         truncated: bool,
@@ -240,43 +362,48 @@ impl State {
             return;
         }
         // Group needles by the `\r`-segment they fall in; confirm each segment once.
-        let mut seg: Option<(usize, usize)> = None;
+        // A needle inside quotes, or on a mention line, selects no rule; on a warning /
+        // info-level line no message rule (most trap lines end here, before any regex).
+        let mut seg: Option<(usize, usize, Option<Position>)> = None;
         let mut mask = 0u64;
         let mut from = 0;
         let mut pending = first;
-        while let Some((ms, me)) = pending.take().or_else(|| {
-            eng.candidates
-                .find_at(l, from)
-                .map(|m| (m.start(), m.end()))
-        }) {
+        while let Some((ms, me, needle)) = pending.take().or_else(|| eng.find(l, from)) {
             from = ms + 1;
             let a = memrchr(b'\r', &l[..ms]).map_or(0, |i| i + 1);
-            if seg.is_none_or(|(sa, _)| sa != a) {
-                if let Some((sa, sb)) = seg {
-                    self.confirm(
-                        eng,
-                        &l[sa..sb],
-                        mask,
-                        line,
-                        sa > 0 || at_start,
-                        truncated && sa == 0,
-                    );
+            if seg.as_ref().is_none_or(|&(sa, ..)| sa != a) {
+                if let Some((sa, sb, Some(pos))) = seg {
+                    self.confirm(eng, &l[sa..sb], &pos, mask, line, truncated && sa == 0);
                 }
                 let b = memchr(b'\r', &l[me..]).map_or(l.len(), |i| me + i);
-                seg = Some((a, b));
+                seg = Some((a, b, None));
                 mask = 0;
             }
-            mask |= eng.needle_rules.get(&l[ms..me]).copied().unwrap_or(0);
+            let Some((sa, sb, pos)) = seg.as_mut() else {
+                unreachable!("segment set above");
+            };
+            if needle & (!self.done | eng.claim_rules) == 0 {
+                continue; // every rule this needle could fire already has its earliest hit
+            }
+            let start_known = *sa > 0 || at_start;
+            let pos = pos.get_or_insert_with(|| {
+                if start_known {
+                    Position::of(&l[*sa..*sb])
+                } else {
+                    Position::unknown_start()
+                }
+            });
+            if pos.mention || pos.quoted(&l[*sa..*sb], ms - *sa) {
+                continue;
+            }
+            mask |= if pos.level == Level::Quiet {
+                needle & !eng.message_rules
+            } else {
+                needle
+            };
         }
-        if let Some((sa, sb)) = seg {
-            self.confirm(
-                eng,
-                &l[sa..sb],
-                mask,
-                line,
-                sa > 0 || at_start,
-                truncated && sa == 0,
-            );
+        if let Some((sa, sb, Some(pos))) = seg {
+            self.confirm(eng, &l[sa..sb], &pos, mask, line, truncated && sa == 0);
         }
     }
 
@@ -285,9 +412,9 @@ impl State {
         &mut self,
         eng: &Engine,
         seg: &[u8],
+        pos: &Position,
         mask: u64,
         line: u64,
-        seg_start_known: bool,
         truncated: bool,
     ) {
         let todo = mask & !self.done;
@@ -297,7 +424,7 @@ impl State {
         // Traps: config dumps and (yaml / shell) comment lines quote knob names,
         // experiment names and advice, never failures.
         if eng.server_args.find(seg).is_some()
-            || (seg_start_known && (is_comment(seg) || eng.config_dump.is_match(seg)))
+            || (pos.start_known && (is_comment(seg) || eng.config_dump.is_match(seg)))
         {
             return;
         }
@@ -312,7 +439,9 @@ impl State {
         // own slot is already filled).
         for cr in selected(mask).filter(|cr| cr.rule.claims) {
             if let Some(m) = cr.re.find(seg) {
-                self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
+                if pos.allows(seg, cr.rule.kind, m.start()) {
+                    self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
+                }
                 return;
             }
         }
@@ -320,7 +449,9 @@ impl State {
             let Some(m) = cr.re.find(seg) else {
                 continue;
             };
-            if cr.unless.as_ref().is_some_and(|u| u.is_match(seg)) {
+            if cr.unless.as_ref().is_some_and(|u| u.is_match(seg))
+                || !pos.allows(seg, cr.rule.kind, m.start())
+            {
                 continue;
             }
             self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
@@ -341,11 +472,10 @@ impl State {
                 let h = &mut self.hits[slot as usize];
                 if h.is_none() {
                     *h = Some(evidence(seg, at, line, truncated));
-                    self.done |= eng.slot_rules[slot as usize];
-                    if slot == Slot::ErrorWeak {
-                        // The follower can only produce another (later) ErrorWeak hit.
-                        self.tb = None;
+                    if slot.is_memory() {
+                        self.memory[slot as usize] = self.memory_facts(seg, line);
                     }
+                    self.done |= eng.slot_rules[slot as usize];
                 }
             }
             Action::TracebackStart => {
@@ -353,8 +483,11 @@ impl State {
                     header_prefix: seg[..at.min(TB_MAX_PREFIX)].to_vec(),
                     prefix: None,
                     seen: 0,
+                    phase: Phase::default(),
+                    ignored: self.ignored_at.is_some_and(|l| l + 1 >= line),
                 });
             }
+            Action::IgnoredTracebackNext => self.ignored_at = Some(line),
         }
     }
 
@@ -378,6 +511,7 @@ impl State {
                 && tb.header_prefix.starts_with(&l[..i - 2])
             {
                 tb.prefix = Some(l[..i - 2].to_vec());
+                tb.phase.observe(&l[i..]);
             } else if tb.seen > TB_MAX_LINES_BEFORE_FRAME {
                 self.tb = None;
             }
@@ -387,12 +521,31 @@ impl State {
             return; // interleaved output of another process
         };
         match rest.first() {
-            None | Some(b' ' | b'\t') => {} // frame, source line, caret markers
+            // Frame, source line, caret markers: only the frames and source lines name a
+            // phase, and only memory failures ask for it (cheap substring checks).
+            None | Some(b' ' | b'\t') => tb.phase.observe(rest),
             Some(_) => {
                 if eng.exception_line.is_match(rest) {
                     let at = prefix.len();
-                    self.tb = None;
-                    self.record(eng, Action::Hit(Slot::ErrorWeak), l, at, line, false);
+                    let ignored = tb.ignored;
+                    let phase = tb.phase;
+                    // Ray appends the remote traceback to `RayTaskError(X): ...`; its last
+                    // line is the worker's own exception: keep following.
+                    let wrapper = terminal::is_ray_task_error(rest);
+                    if wrapper {
+                        tb.seen = 0;
+                    } else {
+                        self.tb = None;
+                    }
+                    self.last_tb = Some((line, phase));
+                    if !ignored {
+                        let kind = terminal::kind_of(eng, l, rest);
+                        let evidence = evidence(l, at, line, false);
+                        self.terminal = Some(Terminal { kind, evidence });
+                    }
+                    if !ignored {
+                        self.record(eng, Action::Hit(Slot::ErrorWeak), l, at, line, false);
+                    }
                 } else {
                     // "During handling of the above exception..." or something we do not
                     // understand: stop; a chained traceback restarts at its own header.
@@ -400,6 +553,24 @@ impl State {
                 }
             }
         }
+    }
+
+    /// The memory numbers of a memory failure's line, with the phase the traceback it ends
+    /// (or is inside of) names, or a Ray task name on the line itself.
+    fn memory_facts(&self, seg: &[u8], line: u64) -> Option<MemoryFacts> {
+        let mut facts = memory::read(seg);
+        let phase = match (&self.tb, self.last_tb) {
+            (Some(tb), _) => tb.phase,
+            (None, Some((l, phase))) if l == line => phase,
+            _ => Phase::default(),
+        };
+        let mut phase = phase;
+        if phase.is_empty() {
+            phase.observe(seg);
+        }
+        facts.stage = phase.stage;
+        facts.step = phase.step;
+        (!facts.is_empty()).then_some(facts)
     }
 
     pub(crate) fn tb_active(&self) -> bool {

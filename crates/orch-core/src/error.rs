@@ -1,7 +1,9 @@
 //! Errors a user sees, and the one place that maps them to exit codes.
 //!
-//! Library code returns typed errors (`ConfigError`, `RenderError`, ...); subcommand glue wraps them
-//! in `anyhow` with context. `report` prints the chain once, nextest-style.
+//! Library code returns typed errors ([`ConfigError`], [`RenderError`], [`UsageError`]);
+//! subcommand glue wraps them in `anyhow` with context, and the binary prints the chain once.
+//! [`exit_code`] finds these types anywhere in that chain: bad input exits 2, anything else 1.
+//! This module imports nothing else of orch, so every other module may use it.
 
 use std::path::PathBuf;
 
@@ -47,6 +49,7 @@ pub enum ConfigError {
     /// Anything else about a specific file.
     #[error("{origin}: {message}")]
     Other { origin: String, message: String },
+    /// A configuration file that exists but could not be read.
     #[error("cannot read {path}: {source}")]
     Io {
         path: PathBuf,
@@ -55,30 +58,41 @@ pub enum ConfigError {
     },
 }
 
+impl ConfigError {
+    /// One problem with `experiment`'s configuration.
+    pub fn invalid(experiment: &str, problem: String) -> Self {
+        ConfigError::Invalid {
+            experiment: experiment.to_string(),
+            problems: vec![problem],
+        }
+    }
+}
+
+/// A template that could not be rendered: which file, which line, and minijinja's reason.
+#[derive(Debug, thiserror::Error)]
+#[error("template {name}{}: {message}", line.map(|l| format!(" line {l}")).unwrap_or_default())]
+pub struct RenderError {
+    /// The template's name: its repository-relative path, or its path on disk.
+    pub name: String,
+    /// The 1-based line, when minijinja knows it.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
 /// Marks an error as bad input (exit code 2) rather than a failed run.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// Exit code for an error that ended a command.
+/// Exit code for an error that ended a command: [`code::USAGE`] when any cause is bad input
+/// (nothing was submitted), else [`code::RUN_FAILED`].
 pub fn exit_code(err: &anyhow::Error) -> u8 {
     for cause in err.chain() {
-        if cause.is::<ConfigError>()
-            || cause.is::<UsageError>()
-            || cause.is::<crate::render::RenderError>()
-        {
+        if cause.is::<ConfigError>() || cause.is::<UsageError>() || cause.is::<RenderError>() {
             return code::USAGE;
         }
     }
     code::RUN_FAILED
-}
-
-/// Print an error and its causes once, to stderr.
-pub fn report(err: &anyhow::Error) {
-    eprintln!("error: {err}");
-    for cause in err.chain().skip(1) {
-        eprintln!("  caused by: {cause}");
-    }
 }
 
 /// The closest of `known` to `name`, if it is close enough to be a likely typo.

@@ -51,17 +51,42 @@ pub fn next(
             ),
         };
     }
-    let mut uses: HashMap<&str, u32> = HashMap::new();
-    for s in &current.steps {
-        *uses.entry(s.as_str()).or_default() += 1;
-    }
     let answering: Vec<&Step> = setup
         .ladder
         .steps
         .iter()
         .filter(|s| s.answers.contains(&class))
         .collect();
-    for step in &answering {
+    if let Some(next) = first_usable_step(setup, current, &answering, tried, notes) {
+        return next;
+    }
+    if class == FailureClass::NcclTimeout && !current.resume {
+        return Next::Resume {
+            plan: current.resumed(setup),
+            reason:
+                "nccl_timeout with no ladder step for it: retrying once from the last checkpoint"
+                    .into(),
+        };
+    }
+    Next::GiveUp {
+        reason: give_up_reason(current, class, answering.is_empty()),
+    }
+}
+
+/// The first of `answering` (in ladder order) that is not used up, changes something, gives a
+/// configuration not tried in this run and passes the template's rules.
+fn first_usable_step(
+    setup: &Setup,
+    current: &Plan,
+    answering: &[&Step],
+    tried: &HashSet<String>,
+    notes: &mut Vec<String>,
+) -> Option<Next> {
+    let mut uses: HashMap<&str, u32> = HashMap::new();
+    for s in &current.steps {
+        *uses.entry(s.as_str()).or_default() += 1;
+    }
+    for step in answering {
         if uses.get(step.name.as_str()).copied().unwrap_or(0) >= step.repeat {
             continue;
         }
@@ -93,21 +118,18 @@ pub fn next(
             ));
             continue;
         }
-        return Next::Step {
+        return Some(Next::Step {
             plan,
             step: (*step).clone(),
             changes,
-        };
+        });
     }
-    if class == FailureClass::NcclTimeout && !current.resume {
-        return Next::Resume {
-            plan: current.resumed(setup),
-            reason:
-                "nccl_timeout with no ladder step for it: retrying once from the last checkpoint"
-                    .into(),
-        };
-    }
-    let reason = if answering.is_empty() {
+    None
+}
+
+/// Why the run ends: no step answers the class at all, or every one that does is spent.
+fn give_up_reason(current: &Plan, class: FailureClass, unanswered: bool) -> String {
+    if unanswered {
         match class {
             FailureClass::Error => "error: a failure that smaller batches will not fix (see the evidence); fix it and resubmit".to_string(),
             other => format!("{}: ladder {} has no step for this failure", other.as_str(), current.ladder),
@@ -123,6 +145,5 @@ pub fn next(
                 current.steps.join(", ")
             }
         )
-    };
-    Next::GiveUp { reason }
+    }
 }

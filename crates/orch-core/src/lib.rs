@@ -1,13 +1,16 @@
 //! orch's engine: everything between a command line and a finished run.
 //!
 //! Configuration ([`config`]) is layered into a [`plan`], rendered to scripts ([`render`]),
-//! submitted through a [`backend`], watched ([`watch`]) and recorded in the [`ledger`]; each
+//! submitted through a [`backend`], driven as a state machine ([`run`]) by the watcher
+//! ([`watch`]) and recorded in the [`ledger`]; each
 //! failure is classified (the `orch-classify` crate) and answered by the [`ladder`]. See
 //! docs/ARCHITECTURE.md for the whole map.
 
+pub mod atomic;
 pub mod backend;
 pub mod config;
 pub mod error;
+pub mod host;
 pub mod ladder;
 pub mod ledger;
 pub mod notify;
@@ -15,4 +18,5 @@ pub mod outcome;
 pub mod plan;
 pub mod progress;
 pub mod render;
+pub mod run;
 pub mod watch;

@@ -2,10 +2,14 @@
 //! down, resumed, failed or finished), with the event as JSON on its stdin and as its last
 //! argument (`on_event: ["notify-send", "orch"]` in an experiment, or `--on-event CMD`).
 //! The hook never holds the run up: it runs in the background and is killed after 30 s.
+//! Its failures are the user's to fix (it is their command), so they are printed through the
+//! output layer ([`crate::progress::say`]) like other events, not hidden among diagnostics.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::progress::say;
 
 /// Run `hook` (argv) with `event`; failures are reported on stderr, never fatal.
 pub fn notify(hook: &[String], event: &serde_json::Value) {
@@ -13,6 +17,7 @@ pub fn notify(hook: &[String], event: &serde_json::Value) {
         return;
     };
     let json = event.to_string();
+    tracing::debug!(hook = ?hook, "running the on_event hook");
     let spawned = Command::new(program)
         .args(args)
         .arg(&json)
@@ -23,7 +28,9 @@ pub fn notify(hook: &[String], event: &serde_json::Value) {
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("orch: the on_event hook `{program}` could not start: {e}");
+            say(format!(
+                "orch: the on_event hook `{program}` could not start: {e}"
+            ));
             return;
         }
     };
@@ -36,14 +43,18 @@ pub fn notify(hook: &[String], event: &serde_json::Value) {
         loop {
             match child.try_wait() {
                 Ok(Some(status)) if !status.success() => {
-                    eprintln!("orch: the on_event hook `{program}` exited with {status}");
+                    say(format!(
+                        "orch: the on_event hook `{program}` exited with {status}"
+                    ));
                     return;
                 }
                 Ok(Some(_)) | Err(_) => return,
                 Ok(None) if Instant::now() > deadline => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    eprintln!("orch: the on_event hook `{program}` took over 30 s; killed");
+                    say(format!(
+                        "orch: the on_event hook `{program}` took over 30 s; killed"
+                    ));
                     return;
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(100)),

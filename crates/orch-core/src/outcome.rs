@@ -2,6 +2,9 @@
 //! classifier found in its logs. The scheduler's word on time limits, preemption, node failure
 //! and cgroup OOM kills outranks the log; a job that exited 0 succeeded whatever its log says
 //! (OOMs that were caught and retried inside the job are not failures).
+//!
+//! In the ledger an outcome is its [`Outcome::name`]: `succeeded`, `cancelled` or the failure
+//! class's wire name (`gpu_oom`, `hang`, …).
 
 use crate::backend::JobEnd;
 use crate::ledger::EvidenceRecord;
@@ -10,17 +13,42 @@ use orch_classify::{FailureClass, Verdict};
 /// What became of an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
+    /// The job exited 0.
     Succeeded,
+    /// Stopped by orch or by a person.
     Cancelled,
+    /// Failed, for this reason.
     Failed(FailureClass),
 }
 
 impl Outcome {
+    /// The wire name, as the ledger and `--json` write it.
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Succeeded => "succeeded",
             Outcome::Cancelled => "cancelled",
             Outcome::Failed(c) => c.as_str(),
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Outcome {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "succeeded" => Ok(Outcome::Succeeded),
+            "cancelled" => Ok(Outcome::Cancelled),
+            // A failure class by its serde name, so a class added later parses with no change here.
+            name => serde_json::from_value(serde_json::Value::String(name.to_string()))
+                .map(Outcome::Failed)
+                .map_err(|_| format!("unknown outcome `{name}` in the ledger")),
         }
     }
 }
@@ -124,6 +152,7 @@ mod tests {
                 line,
                 text: format!("{class:?} here"),
             }),
+            memory: None,
         }
     }
 

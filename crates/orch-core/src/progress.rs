@@ -1,8 +1,12 @@
-//! The progress display: one spinner line per run (state, attempt, step, elapsed time, last log
-//! line) with events printed above the lines. Lines are drawn only when stdout is a terminal and
-//! `--quiet` is off; events then go to stderr as plain lines.
+//! The user-facing output layer: one spinner line per run (state, attempt, step, elapsed time,
+//! last log line) with events printed above the lines. Lines are drawn only when stdout is a
+//! terminal and `--quiet` is off; events then go to stderr as plain lines.
+//!
+//! Everything here writes through `std::io::Write` and ignores write errors: a closed or broken
+//! stderr must not panic the library (as `eprintln!` would) in the middle of driving a run.
+//! Diagnostics for developers go through `tracing` instead, off unless asked for.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -51,9 +55,15 @@ impl Progress {
         if self.bars {
             let _ = self.multi.println(message.as_ref());
         } else {
-            eprintln!("{}", message.as_ref());
+            say(message);
         }
     }
+}
+
+/// Print a message a user needs to see on stderr, whatever the display state (a run's hook
+/// failing, where no [`Progress`] is at hand). Write errors are ignored, not panicked on.
+pub fn say(message: impl AsRef<str>) {
+    let _ = writeln!(std::io::stderr().lock(), "{}", message.as_ref());
 }
 
 /// `1m 05s`, `42s`.

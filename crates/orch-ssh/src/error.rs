@@ -1,8 +1,12 @@
-//! [`SshError`]: what went wrong, on which host, at which step, and what to do about it.
+//! [`SshError`]: what went wrong, on which host, at which step, and what to do about it; and
+//! what libssh2's own error codes mean (which ones say the connection is gone).
 
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
+use std::time::Duration;
+
+use ssh2::ErrorCode;
 
 /// An SSH failure. Every variant names the destination (`dest`, as [`super::Target`]'s
 /// `Display` writes it) and the step that failed; the messages say what to do where there is
@@ -253,6 +257,41 @@ impl SshError {
     }
 }
 
+/// libssh2 and SFTP error codes that mean the transport is gone or stopped answering.
+pub(crate) fn is_lost_error(e: &ssh2::Error) -> bool {
+    match e.code() {
+        // SOCKET_NONE, BANNER_RECV, BANNER_SEND, INVALID_MAC, SOCKET_SEND, TIMEOUT, DECRYPT,
+        // SOCKET_DISCONNECT, SOCKET_TIMEOUT, SOCKET_RECV, BAD_SOCKET
+        ErrorCode::Session(c) => {
+            matches!(c, -1 | -2 | -3 | -4 | -7 | -9 | -12 | -13 | -30 | -43 | -45)
+        }
+        // NO_CONNECTION, CONNECTION_LOST
+        ErrorCode::SFTP(c) => matches!(c, 6 | 7),
+    }
+}
+
+/// A libssh2 error in words: what a lost-connection code means, then libssh2's own message.
+pub(crate) fn describe(e: &ssh2::Error, timeout: Duration) -> String {
+    let reason = match e.code() {
+        ErrorCode::Session(-9) | ErrorCode::Session(-30) => format!("no answer within {timeout:?}"),
+        ErrorCode::Session(-43) => "the connection was closed or reset (receive failed)".into(),
+        ErrorCode::Session(-7) => "the connection was closed or reset (send failed)".into(),
+        ErrorCode::Session(-13) => "the server disconnected".into(),
+        ErrorCode::Session(-2) => "no SSH banner from the server (is it an SSH server?)".into(),
+        ErrorCode::Session(-4) | ErrorCode::Session(-12) => "corrupt data on the connection".into(),
+        _ => return Libssh2(e).to_string(),
+    };
+    format!("{reason} ({})", Libssh2(e))
+}
+
+/// libssh2's session error code (0 for an SFTP status).
+pub(crate) fn session_code(e: &ssh2::Error) -> i32 {
+    match e.code() {
+        ErrorCode::Session(c) => c,
+        ErrorCode::SFTP(_) => 0,
+    }
+}
+
 /// `[code] message` of a libssh2 error, without the noise of its `Display`.
 pub(crate) struct Libssh2<'a>(pub &'a ssh2::Error);
 
@@ -260,8 +299,8 @@ impl fmt::Display for Libssh2<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let msg = self.0.message();
         match self.0.code() {
-            ssh2::ErrorCode::Session(code) => write!(f, "{msg} (libssh2 error {code})"),
-            ssh2::ErrorCode::SFTP(code) => write!(f, "{msg} (SFTP status {code})"),
+            ErrorCode::Session(code) => write!(f, "{msg} (libssh2 error {code})"),
+            ErrorCode::SFTP(code) => write!(f, "{msg} (SFTP status {code})"),
         }
     }
 }

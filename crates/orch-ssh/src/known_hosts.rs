@@ -16,8 +16,6 @@ use std::path::Path;
 
 use ssh2::{CheckResult, KnownHostFileKind, Session};
 
-use super::b64;
-
 /// One usable known_hosts line.
 pub(crate) struct Entry {
     /// 1-based line number.
@@ -165,9 +163,9 @@ pub(crate) fn verify(entries: &[Entry], name: &str, key: &[u8]) -> Verdict {
     }
 }
 
-/// Append `name key_type base64(key)` to `path` in OpenSSH's format, creating the file (0600)
-/// and its directory (0700) if needed.
-pub(crate) fn append(path: &Path, name: &str, key_type: &str, key: &[u8]) -> io::Result<()> {
+/// Append `name key` to `path` (`key` is `TYPE BASE64`, as [`crate::keys::HostKey`] writes
+/// it), creating the file (0600) and its directory (0700) if needed.
+pub(crate) fn append(path: &Path, name: &str, key: &str) -> io::Result<()> {
     if let Some(dir) = path.parent()
         && !dir.as_os_str().is_empty()
         && !dir.exists()
@@ -192,21 +190,9 @@ pub(crate) fn append(path: &Path, name: &str, key_type: &str, key: &[u8]) -> io:
             line.push('\n');
         }
     }
-    line.push_str(&format!("{name} {key_type} {}\n", b64::encode(key, true)));
+    line.push_str(&format!("{name} {key}\n"));
     file.write_all(line.as_bytes())?;
     file.sync_all()
-}
-
-/// The key type named inside an SSH public key blob (`string type, ...`).
-pub(crate) fn blob_key_type(blob: &[u8]) -> Option<String> {
-    let len = u32::from_be_bytes(blob.get(..4)?.try_into().ok()?) as usize;
-    let name = blob.get(4..4 + len)?;
-    std::str::from_utf8(name).ok().map(str::to_string)
-}
-
-/// `SHA256:` and the unpadded base64 of a SHA-256 digest, as `ssh-keygen -l` prints it.
-pub(crate) fn fingerprint(sha256: &[u8]) -> String {
-    format!("SHA256:{}", b64::encode(sha256, false))
 }
 
 #[cfg(test)]
@@ -228,14 +214,5 @@ mod tests {
             "rsa-sha2-512,rsa-sha2-256,ssh-rsa,ssh-ed25519,ecdsa-sha2-nistp256"
         );
         assert_eq!(algorithm_preference(&["ssh-dss".into()], &supported), None);
-    }
-
-    #[test]
-    fn reads_key_type_from_blob() {
-        let mut blob = 11u32.to_be_bytes().to_vec();
-        blob.extend_from_slice(b"ssh-ed25519");
-        blob.extend_from_slice(&[0, 0, 0, 1, 7]);
-        assert_eq!(blob_key_type(&blob).as_deref(), Some("ssh-ed25519"));
-        assert_eq!(blob_key_type(&blob[..6]), None);
     }
 }

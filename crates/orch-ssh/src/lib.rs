@@ -49,24 +49,44 @@
 //! One connection does one thing at a time (libssh2 sessions are not concurrent): a long
 //! `exec` delays a `read_from` on the same [`Connection`]; open a second one for that.
 //!
+//! # Layers
+//!
+//! Each module uses only those on the lines above it; nothing below knows of what is above.
+//!
+//! 1. `error` ([`SshError`], what libssh2's codes mean), `target` (where: [`Target`],
+//!    [`resolve`]), `prompt` ([`Prompter`]), `options` ([`ConnectOptions`]), `socket`
+//!    (TCP, `poll`, shutting a dead socket), `keys` (key formats, via `ssh-key`).
+//! 2. The steps of connecting, each on a bare `ssh2::Session`: `known_hosts` and `host_key`
+//!    (step "host key"), `auth` (step "auth": agent, key files, prompts), `proxy` (a
+//!    ProxyJump tunnel over any jump connection).
+//! 3. `connection` ([`Connection`]: the steps put together, then `exec` and `sftp` on top).
+//! 4. [`remote`] (one reconnecting connection for orch's backends), [`tail`]; [`retry`] (the
+//!    backoff loop that [`remote`] and orch's Slurm backend share) stands alone.
+//!
 //! Not supported: `ProxyCommand`, `Match` blocks, `/etc/ssh/ssh_config`, config options other
 //! than those above (`UserKnownHostsFile`, `ConnectTimeout`, ... are the caller's
 //! [`ConnectOptions`]), certificates, security keys (`sk-*`), agent forwarding, and hosts that
 //! disable the SFTP subsystem.
 
 mod auth;
-mod b64;
 mod connection;
 mod error;
+mod host_key;
+mod keys;
 mod known_hosts;
+mod options;
+mod prompt;
 mod proxy;
 pub mod remote;
+pub mod retry;
+mod socket;
 pub mod tail;
 mod target;
 
-pub use auth::{Prompter, TtyPrompter};
-pub use connection::{ConnectOptions, Connection, ExecOutput};
+pub use connection::{Connection, ExecOutput};
 pub use error::{HostKeyInfo, SshError};
+pub use options::ConnectOptions;
+pub use prompt::{Prompter, TtyPrompter};
 pub use target::{DEFAULT_IDENTITY_FILES, Target, resolve};
 
 /// Quote `s` as one word for a POSIX remote shell (`sh`, `bash`, `zsh`), via `shlex`:

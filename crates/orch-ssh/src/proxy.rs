@@ -2,30 +2,43 @@
 //!
 //! libssh2 wants a real socket for a session, so the target session gets one end of a
 //! `UnixStream::pair()` and a pump thread copies bytes between the other end and the channel.
-//! The pump owns the jump host's [`Connection`] and drives its session in non-blocking mode
-//! (one libssh2 session cannot read and write from two threads at once), waiting in `poll(2)`
-//! on both sockets. It ends when either side closes, when the jump connection fails, or when
-//! the target [`Connection`] is dropped; its end of the pair then closes, so a target session
-//! whose jump host died sees end-of-file and fails at once.
+//! The pump owns the jump host's connection (any [`Carrier`]: in practice a
+//! [`crate::Connection`], which sits above this module) and drives its session in non-blocking
+//! mode (one libssh2 session cannot read and write from two threads at once), waiting in
+//! `poll(2)` on both sockets. It ends when either side closes, when the jump connection fails,
+//! or when the target connection is dropped; its end of the pair then closes, so a target
+//! session whose jump host died sees end-of-file and fails at once.
 
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use ssh2::{BlockDirections, Channel};
+use ssh2::{BlockDirections, Channel, Session};
 
-use super::SshError;
-use super::connection::{Connection, is_lost_error, poll_fds};
-use super::error::Libssh2;
+use crate::error::{Libssh2, SshError, is_lost_error};
+use crate::socket::poll_fds;
 
 /// The longest the pump sleeps in `poll` before looking at its stop flag and keepalives.
 const TICK: Duration = Duration::from_millis(250);
 /// How long dropping the target connection waits for the pump to wind down.
 const JOIN_WAIT: Duration = Duration::from_secs(2);
+
+/// What the tunnel needs of the jump host's connection: its session, the socket under it, a way
+/// to give it up, and its name for messages.
+pub(crate) trait Carrier: Send + 'static {
+    /// The jump host's authenticated session.
+    fn session(&self) -> &Session;
+    /// The socket that session runs on, to wait on.
+    fn socket_fd(&self) -> RawFd;
+    /// Give the connection up: shut its socket so that nothing waits on it any more.
+    fn mark_lost(&self);
+    /// The jump host, as errors name it.
+    fn dest(&self) -> &str;
+}
 
 /// The pump thread of one tunnel. Dropping it stops the thread.
 pub(crate) struct Pump {
@@ -59,8 +72,8 @@ impl Drop for Pump {
 
 /// Open a tunnel from `jump` to `host:port` (as the jump host resolves it) and start pumping.
 /// Returns the socket to run the target session on.
-pub(crate) fn start(
-    jump: Connection,
+pub(crate) fn start<C: Carrier>(
+    jump: C,
     host: &str,
     port: u16,
     dest: &str,
@@ -127,7 +140,7 @@ fn would_block(e: &io::Error) -> bool {
 }
 
 /// Copy bytes both ways until one side closes or fails, or `stop` is set.
-fn pump(jump: &Connection, mut channel: Channel, local: UnixStream, stop: &AtomicBool) {
+fn pump(jump: &impl Carrier, mut channel: Channel, local: UnixStream, stop: &AtomicBool) {
     let session = jump.session();
     session.set_blocking(false);
     if local.set_nonblocking(true).is_err() {

@@ -5,21 +5,25 @@
 //! One [`crate::Connection`] is kept and reused for every command, upload and log read.
 //! ssh2 is blocking, so each operation runs on tokio's blocking pool. When an operation fails
 //! because the connection itself was lost (sshd restarted, network blip, laptop asleep), the
-//! connection is re-established with jittered backoff and the operation is tried again; failures
-//! of the operation itself (a command's exit code, a refused host key) are returned as they are.
+//! connection is re-established with jittered backoff ([`crate::retry`]) and the operation is
+//! tried again; the user hears of each wait through the [`crate::Prompter`]. Failures of the
+//! operation itself (a command's exit code, a refused host key) are returned as they are.
 //! Log files are read by byte offset over SFTP, so only new bytes cross the network.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 
+use crate::retry::{Attempt, Backoff, retry};
 use crate::{ConnectOptions, Connection, ExecOutput, SshError, Target};
 
-/// How long reconnecting may take before an operation gives up (the watcher then retries on
-/// its next tick).
-const RECONNECT_FOR: Duration = Duration::from_secs(120);
+/// How operations reconnect: waits from 0.5 s doubling up to 15 s, with jitter, for up to two
+/// minutes; after that the operation fails (the watcher then retries on its next tick).
+const RECONNECT: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(15))
+    .within(Duration::from_secs(120));
 
 /// A remote host and the directory orch keeps runs in there.
 pub struct Remote {
@@ -29,7 +33,7 @@ pub struct Remote {
     opts: ConnectOptions,
     conn: Mutex<Option<Connection>>,
     /// Bytes read over connections since replaced (a reconnect starts a fresh counter).
-    earlier_bytes: std::sync::atomic::AtomicU64,
+    earlier_bytes: AtomicU64,
     /// Absolute path of the runs directory on the remote host.
     pub root: String,
 }
@@ -80,7 +84,7 @@ impl Remote {
             target,
             opts,
             conn: Mutex::new(Some(conn)),
-            earlier_bytes: std::sync::atomic::AtomicU64::new(0),
+            earlier_bytes: AtomicU64::new(0),
             root: String::new(),
         });
         let quoted = crate::shell_quote(runs_dir)?;
@@ -114,64 +118,69 @@ impl Remote {
     async fn with_conn_tries<T: Send + 'static>(
         self: &Arc<Self>,
         what: &str,
-        retry: bool,
+        retry_lost: bool,
         f: impl Fn(&Connection) -> Result<T, SshError> + Send + Sync + 'static,
     ) -> anyhow::Result<T> {
         let f = Arc::new(f);
-        let started = std::time::Instant::now();
-        let mut delay = Duration::from_millis(500);
-        loop {
-            let me = Arc::clone(self);
-            let op = Arc::clone(&f);
-            let result = tokio::task::spawn_blocking(move || {
-                let mut guard = me.conn.lock().expect("connection lock");
-                if guard.is_none() {
-                    *guard = Some(Connection::connect(&me.target, &me.opts)?);
+        let outcome = retry(
+            &RECONNECT,
+            |_| {
+                let attempt = self.attempt(Arc::clone(&f));
+                async move {
+                    match attempt.await {
+                        Ok(Err(e)) if retry_lost && e.is_connection_lost() => Attempt::Again(e),
+                        Ok(result) => Attempt::Done(Ok(result)),
+                        Err(join) => Attempt::Done(Err(join)),
+                    }
                 }
-                let result = op(guard.as_ref().expect("connected"));
-                if let Err(e) = &result
-                    && e.is_connection_lost()
-                    && let Some(old) = guard.take()
-                {
-                    // Reconnect next time; keep the old connection's count.
-                    me.earlier_bytes.fetch_add(
-                        old.bytes_transferred(),
-                        std::sync::atomic::Ordering::Relaxed,
-                    );
-                }
-                result
-            })
-            .await?;
-            match result {
-                Ok(v) => return Ok(v),
-                Err(e) if retry && e.is_connection_lost() && started.elapsed() < RECONNECT_FOR => {
-                    eprintln!(
-                        "orch: {}: {e}; reconnecting in {:.1}s",
-                        self.name,
-                        delay.as_secs_f64()
-                    );
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_secs(15));
-                }
-                Err(e) => {
-                    return Err(anyhow::Error::new(e).context(format!("{what} on {}", self.name)));
-                }
+            },
+            |e, wait| {
+                self.opts.prompter.show(&format!(
+                    "orch: {}: {e}; reconnecting in {:.1}s",
+                    self.name,
+                    wait.as_secs_f64()
+                ));
+            },
+        )
+        .await;
+        match outcome {
+            Ok(Ok(Ok(v))) => Ok(v),
+            Ok(Ok(Err(e))) | Err(e) => {
+                Err(anyhow::Error::new(e).context(format!("{what} on {}", self.name)))
             }
+            Ok(Err(join)) => Err(join.into()),
         }
+    }
+
+    /// One try of `op` on the blocking pool: connect first if there is no connection, and
+    /// drop the connection when `op` lost it, so that the next try reconnects.
+    fn attempt<T: Send + 'static>(
+        self: &Arc<Self>,
+        op: Arc<impl Fn(&Connection) -> Result<T, SshError> + Send + Sync + 'static>,
+    ) -> tokio::task::JoinHandle<Result<T, SshError>> {
+        let me = Arc::clone(self);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = me.conn.lock().expect("connection lock");
+            if guard.is_none() {
+                *guard = Some(Connection::connect(&me.target, &me.opts)?);
+            }
+            let result = op(guard.as_ref().expect("connected"));
+            if let Err(e) = &result
+                && e.is_connection_lost()
+                && let Some(old) = guard.take()
+            {
+                // Reconnect next time; keep the old connection's count.
+                me.earlier_bytes
+                    .fetch_add(old.bytes_transferred(), Ordering::Relaxed);
+            }
+            result
+        })
     }
 
     /// Run a shell command line. `ORCH_REMOTE_PATH` (here) is put in front of the remote PATH,
     /// for tools a non-interactive SSH session does not find (module systems, conda).
     pub async fn exec(self: &Arc<Self>, command: String) -> anyhow::Result<ExecOutput> {
-        let command = match std::env::var("ORCH_REMOTE_PATH") {
-            Ok(extra) if !extra.is_empty() => {
-                format!(
-                    "PATH={}:\"$PATH\"; export PATH; {command}",
-                    crate::shell_quote(&extra)?
-                )
-            }
-            _ => command,
-        };
+        let command = with_remote_path(command)?;
         self.with_conn("running a command", move |c| c.exec(&command))
             .await
     }
@@ -219,10 +228,7 @@ impl Remote {
             .ok()
             .and_then(|g| g.as_ref().map(Connection::bytes_transferred))
             .unwrap_or(0);
-        current
-            + self
-                .earlier_bytes
-                .load(std::sync::atomic::Ordering::Relaxed)
+        current + self.earlier_bytes.load(Ordering::Relaxed)
     }
 
     /// The remote counterpart of a local path under the local runs directory.
@@ -251,6 +257,7 @@ impl Remote {
     }
 }
 
+/// `program` and `args`, each quoted for the remote shell.
 fn command_line(program: &str, args: &[&str]) -> anyhow::Result<String> {
     let mut line = crate::shell_quote(program)?;
     for a in args {

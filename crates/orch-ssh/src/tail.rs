@@ -13,6 +13,7 @@ const MAX_READ: u64 = 16 << 20;
 /// Where a followed file is.
 #[derive(Debug, Clone)]
 pub enum Source {
+    /// On this machine.
     Local(PathBuf),
     /// On a remote host, read over SFTP by offset.
     Remote(Arc<Remote>, String),
@@ -21,12 +22,15 @@ pub enum Source {
 /// A file being followed from a byte offset.
 #[derive(Debug, Clone)]
 pub struct Tail {
+    /// The file (on the remote host for a remote one).
     pub path: PathBuf,
+    /// Bytes read so far: the next read starts here.
     pub offset: u64,
     remote: Option<(Arc<Remote>, String)>,
 }
 
 impl Tail {
+    /// Follow a local file from its start.
     pub fn new(path: PathBuf) -> Self {
         Self {
             path,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use ssh2_config::{ParseRule, SshConfig};
 
-use super::SshError;
+use crate::error::SshError;
 
 /// How deep ProxyJump may nest (a jump host that itself needs a jump host, ...). Also what
 /// stops a loop of aliases that jump through each other.
@@ -324,29 +324,12 @@ pub(crate) fn local_user() -> String {
     passwd_name().unwrap_or_else(|| "root".to_string())
 }
 
+/// The name of the current uid in the password database.
 fn passwd_name() -> Option<String> {
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    // SAFETY: `passwd` is plain old data that getpwuid_r fills in; `buf` outlives every pointer
-    // it stores there, and we copy the name out before `buf` is dropped.
-    unsafe {
-        let mut pwd: libc::passwd = std::mem::zeroed();
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        let rc = libc::getpwuid_r(
-            libc::getuid(),
-            &mut pwd,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut found,
-        );
-        if rc != 0 || found.is_null() || pwd.pw_name.is_null() {
-            return None;
-        }
-        Some(
-            std::ffi::CStr::from_ptr(pwd.pw_name)
-                .to_string_lossy()
-                .into_owned(),
-        )
-    }
+    nix::unistd::User::from_uid(nix::unistd::Uid::current())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod cmd;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -27,7 +28,7 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            report(&anyhow::anyhow!("cannot start the async runtime: {e}"));
             return ExitCode::from(orch_core::error::code::RUN_FAILED);
         }
     };
@@ -37,7 +38,7 @@ pub fn main() -> ExitCode {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            orch_core::error::report(&err);
+            report(&err);
             ExitCode::from(orch_core::error::exit_code(&err))
         }
     }
@@ -63,6 +64,17 @@ fn init_diagnostics(verbose: u8) {
         .init();
 }
 
+/// Print an error and its causes once, to stderr. A failed write is ignored: there is nowhere
+/// left to say anything, and the exit code still tells.
+fn report(err: &anyhow::Error) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "error: {err}");
+    for cause in err.chain().skip(1) {
+        let _ = writeln!(stderr, "  caused by: {cause}");
+    }
+}
+
+/// Writing to a closed pipe (`orch status | head`) is how a reader says it has seen enough.
 fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()

@@ -144,7 +144,7 @@ fn every_crash_point_is_tested() {
             "no test for {p}"
         );
     }
-    let watch = include_str!("../../orch-core/src/watch.rs").to_string()
+    let watch = include_str!("../../orch-core/src/run/transition.rs").to_string()
         + include_str!("../src/cmd/submit.rs");
     for p in POINTS {
         assert!(

@@ -11,4 +11,5 @@ mod support;
 
 mod cli;
 mod local_loop;
+mod old_runs;
 mod snapshots;

@@ -326,8 +326,15 @@ fn wire_names_are_stable() {
     let v = classify_bytes(format!("{OOM}\n").as_bytes());
     assert_eq!(
         serde_json::to_value(&v).unwrap(),
-        serde_json::json!({"class": "gpu_oom", "evidence": {"line": 1, "text": OOM}})
+        serde_json::json!({
+            "class": "gpu_oom",
+            "evidence": {"line": 1, "text": OOM},
+            "memory": {"tried_to_allocate_gib": 20.0 / 1024.0}
+        })
     );
+    // A verdict without memory numbers has no `memory` key (older records read the same).
+    let v = classify_bytes(b"ImportError: cannot import name 'x'\n");
+    assert!(serde_json::to_value(&v).unwrap().get("memory").is_none());
 }
 
 #[test]

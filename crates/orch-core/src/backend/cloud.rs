@@ -21,9 +21,11 @@ use orch_ssh::shell_quote;
 /// Runs jobs as detached processes on a remote machine.
 #[derive(Debug)]
 pub struct Cloud {
+    /// The machine, and the runs directory there.
     pub remote: Arc<Remote>,
     /// The local runs directory, mirrored under the remote one.
     pub local_root: PathBuf,
+    /// Poll interval.
     pub tick: Duration,
 }
 
@@ -33,6 +35,8 @@ impl Cloud {
         self.remote.path_for(&self.local_root, local)
     }
 
+    /// Upload the attempt directory and start its job script detached; the job's id is the
+    /// pid of its process group. Starting an attempt that already has a `pid` file returns that.
     pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
         let dir = self.remote_dir(&spec.dir);
         self.remote
@@ -129,6 +133,8 @@ else echo "$id lost"; fi; done"#,
         Ok(states)
     }
 
+    /// Mark the attempt cancelled and stop its process group: TERM, then KILL if it is still
+    /// there five seconds later.
     pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
         let dir = shell_quote(&self.remote_dir(&job.dir))?;
         let id = shell_quote(&job.id)?;

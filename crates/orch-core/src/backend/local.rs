@@ -15,6 +15,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use super::{JobEnd, JobRef, JobSpec, JobState};
+use crate::host::boot_id;
 
 /// The wrapper: claim the attempt directory by creating `pid` (noclobber: a second start of
 /// the same attempt exits at once and touches nothing), then run the job and record its exit
@@ -36,6 +37,7 @@ pub struct Local {
 }
 
 impl Local {
+    /// Start the job script under the wrapper, unless the attempt directory already has a job.
     pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
         // Started before (orch died before recording it)? Then that is the job.
         if let Some(job) = self.find(&spec.dir) {
@@ -68,7 +70,7 @@ impl Local {
             .context("the job exited before it could be recorded")?;
         // A pid means nothing after a reboot; remember which boot it belongs to.
         if let Some(boot) = boot_id() {
-            crate::ledger::write_atomic(&spec.dir.join("boot_id"), boot.as_bytes())?;
+            crate::atomic::write_atomic(&spec.dir.join("boot_id"), boot.as_bytes())?;
         }
         // Reap the wrapper when it exits so it does not linger as a zombie; its state is read
         // from the files it leaves.
@@ -96,9 +98,10 @@ impl Local {
         jobs.iter().map(|j| (j.id.clone(), state(j))).collect()
     }
 
+    /// TERM the job's process group, then KILL it if it is still there after 5 s.
     pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
         let pgid = Pid::from_raw(job.id.parse().context("a local job id is a process id")?);
-        crate::ledger::write_atomic(&job.dir.join("cancelled"), b"")?;
+        crate::atomic::write_atomic(&job.dir.join("cancelled"), b"")?;
         let recorded_boot = std::fs::read_to_string(job.dir.join("boot_id")).ok();
         if recorded_boot.is_some() && recorded_boot != boot_id() {
             return Ok(()); // died with the last boot; that pid is someone else's now
@@ -154,10 +157,6 @@ fn state(job: &JobRef) -> JobState {
     } else {
         JobState::Finished(JobEnd::Lost)
     }
-}
-
-fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()
 }
 
 fn read_exit_code(dir: &Path) -> Option<i32> {

@@ -1,16 +1,18 @@
 //! Backends: where an attempt's job script runs. A small interface — submit, the state of many
 //! jobs in one call, cancel — so that the watcher can drive any number of runs with one query
 //! per tick whatever the backend.
+//!
+//! [`Scheduler`] is that interface as a trait: the run machine ([`crate::run`]) is written
+//! against it, [`Backend`] (the enum of real backends) implements it, and the machine's unit
+//! tests drive it with a fake that starts no process.
 
 pub mod cloud;
 pub mod local;
 pub mod slurm;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 /// What a backend needs to start one attempt.
 #[derive(Debug, Clone)]
@@ -32,25 +34,35 @@ pub struct JobRef {
     pub dir: PathBuf,
 }
 
-/// How a job ended, as the backend saw it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// How a job ended, as the backend saw it. The ledger stores it as its [`JobEnd::describe`] text
+/// (`failed (exit code 1)`, `node_fail (n3)`), which [`str::parse`] reads back.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobEnd {
+    /// Exit code 0.
     Completed,
+    /// A non-zero exit, or a failure the scheduler reports without one.
     Failed {
+        /// The job's exit code, when it is known.
         exit_code: Option<i32>,
     },
+    /// Cancelled (by orch, a person, or the scheduler).
     Cancelled,
+    /// The scheduler's time limit.
     Timeout,
+    /// The scheduler's (cgroup) memory limit.
     OutOfMemory,
+    /// The node died under the job.
     NodeFail {
+        /// The failed node, when the scheduler names it (excluded from the next attempt).
         node: Option<String>,
     },
+    /// Preempted by a higher-priority job.
     Preempted,
     /// The job vanished without a trace of how it ended.
     Lost,
     /// orch cancelled it: running, but its logs had not grown for this long.
     Hung {
+        /// Seconds without log output.
         silent_secs: u64,
     },
 }
@@ -73,12 +85,59 @@ impl JobEnd {
         }
     }
 
+    /// The exit code the ledger records: 0 for success, the job's code for a plain failure.
     pub fn exit_code(&self) -> Option<i32> {
         match self {
             JobEnd::Completed => Some(0),
             JobEnd::Failed { exit_code } => *exit_code,
             _ => None,
         }
+    }
+}
+
+impl std::fmt::Display for JobEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.describe())
+    }
+}
+
+impl std::str::FromStr for JobEnd {
+    type Err = String;
+
+    /// The inverse of [`JobEnd::describe`].
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let inner = |prefix: &str| {
+            s.strip_prefix(prefix)
+                .and_then(|rest| rest.strip_suffix(')'))
+        };
+        Ok(match s {
+            "completed" => JobEnd::Completed,
+            "failed" => JobEnd::Failed { exit_code: None },
+            "cancelled" => JobEnd::Cancelled,
+            "timeout" => JobEnd::Timeout,
+            "out_of_memory" => JobEnd::OutOfMemory,
+            "node_fail" => JobEnd::NodeFail { node: None },
+            "preempted" => JobEnd::Preempted,
+            "lost" => JobEnd::Lost,
+            _ => {
+                if let Some(code) = inner("failed (exit code ").and_then(|c| c.parse().ok()) {
+                    JobEnd::Failed {
+                        exit_code: Some(code),
+                    }
+                } else if let Some(node) = inner("node_fail (") {
+                    JobEnd::NodeFail {
+                        node: Some(node.to_string()),
+                    }
+                } else if let Some(secs) = inner("hung (no log output for ")
+                    .and_then(|r| r.strip_suffix(" s"))
+                    .and_then(|n| n.parse().ok())
+                {
+                    JobEnd::Hung { silent_secs: secs }
+                } else {
+                    return Err(format!("unknown job state `{s}` in the ledger"));
+                }
+            }
+        })
     }
 }
 
@@ -188,6 +247,109 @@ impl Backend {
             Backend::Local(b) => b.cancel(job).await,
             Backend::Slurm(b) => b.cancel(job).await,
             Backend::Cloud(b) => b.cancel(job).await,
+        }
+    }
+}
+
+/// A Slurm job that runs `command` once job `after` ends (`submit --detach`).
+#[derive(Debug, Clone)]
+pub struct FollowUpJob<'a> {
+    /// Scheduler job name (`orch-<run>-f<N>`).
+    pub name: &'a str,
+    /// The job it waits for.
+    pub after: &'a str,
+    /// The partition the attempt runs in.
+    pub partition: &'a str,
+    /// Working directory (the project directory).
+    pub cwd: &'a Path,
+    /// Its output file.
+    pub log: &'a Path,
+    /// `orch … resume RUN --detach --quiet`.
+    pub command: &'a [String],
+}
+
+/// What the run machine needs from a backend.
+#[allow(async_fn_in_trait)] // used with generics only, never as `dyn`
+pub trait Scheduler {
+    /// The backend's name, as the ledger records it (`local`, `slurm`, `ssh`).
+    fn name(&self) -> &'static str;
+    /// How often to poll when nothing changes.
+    fn tick(&self) -> Duration;
+    /// Start a job.
+    async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef>;
+    /// The state of every job in one query.
+    async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>>;
+    /// A job already submitted for this attempt; an error means the backend cannot tell.
+    async fn find(&self, dir: &Path, name: &str) -> anyhow::Result<Option<JobRef>>;
+    /// Stop a job.
+    async fn cancel(&self, job: &JobRef) -> anyhow::Result<()>;
+    /// Where a job's log is.
+    fn log_source(&self, job: &JobRef, name: &str) -> orch_ssh::tail::Source;
+    /// How a job sees a local path under the runs directory.
+    fn job_path(&self, local: &Path) -> PathBuf;
+    /// Jobs are children of this machine that nobody else watches (local): an interrupted
+    /// orch cancels them instead of leaving them running.
+    fn cancels_on_interrupt(&self) -> bool;
+    /// Whether follow-up jobs can carry a run on ([`Scheduler::submit_follow_up`]).
+    fn follows_up(&self) -> bool {
+        false
+    }
+    /// Submit a follow-up job; returns its id.
+    async fn submit_follow_up(&self, job: &FollowUpJob<'_>) -> anyhow::Result<String> {
+        anyhow::bail!(
+            "the {} backend has no follow-up jobs ({})",
+            self.name(),
+            job.name
+        )
+    }
+}
+
+impl Scheduler for Backend {
+    fn name(&self) -> &'static str {
+        Backend::name(self)
+    }
+    fn tick(&self) -> Duration {
+        Backend::tick(self)
+    }
+    async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
+        Backend::submit(self, spec).await
+    }
+    async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
+        Backend::poll(self, jobs).await
+    }
+    async fn find(&self, dir: &Path, name: &str) -> anyhow::Result<Option<JobRef>> {
+        Backend::find(self, dir, name).await
+    }
+    async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
+        Backend::cancel(self, job).await
+    }
+    fn log_source(&self, job: &JobRef, name: &str) -> orch_ssh::tail::Source {
+        Backend::log_source(self, job, name)
+    }
+    fn job_path(&self, local: &Path) -> PathBuf {
+        Backend::job_path(self, local)
+    }
+    fn cancels_on_interrupt(&self) -> bool {
+        matches!(self, Backend::Local(_))
+    }
+    fn follows_up(&self) -> bool {
+        matches!(self, Backend::Slurm(_))
+    }
+    async fn submit_follow_up(&self, job: &FollowUpJob<'_>) -> anyhow::Result<String> {
+        match self {
+            Backend::Slurm(slurm) => {
+                slurm
+                    .submit_follow_up(
+                        job.name,
+                        job.after,
+                        job.partition,
+                        job.cwd,
+                        job.log,
+                        job.command,
+                    )
+                    .await
+            }
+            _ => anyhow::bail!("the {} backend has no follow-up jobs", self.name()),
         }
     }
 }

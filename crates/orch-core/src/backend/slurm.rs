@@ -9,19 +9,29 @@
 //! call (the controller keeps finished jobs for `MinJobAge`), else from the exit marker the job
 //! script leaves. Controller hiccups (`Socket timed out`, `Unable to contact slurm controller`,
 //! ...) never count against a job: the tick is skipped, or the command retried with jittered
-//! backoff. An `sbatch` that failed that way may still have created the job, so before submitting
-//! again orch looks the job up by name.
+//! backoff ([`orch_ssh::retry`]). An `sbatch` that failed that way may still have created the
+//! job, so before submitting again orch looks the job up by name. What the user should know of
+//! this (a controller that is down, a job found after all) goes to the backend's [`Notices`].
 
 use std::collections::HashMap;
+use std::fmt;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 
 use super::{JobEnd, JobRef, JobSpec, JobState};
 use orch_ssh::remote::Remote;
+use orch_ssh::retry::{Attempt, Backoff, retry};
+
+/// How commands wait for a controller that is busy or down: 1 s doubling up to 30 s, ±25 %
+/// jitter; how many tries is [`Slurm::retries`].
+const CONTROLLER_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+/// Tries to look a job up by name: waits of about 1 + 2 + 4 + 8 + 16 s in between.
+const LOOKUP_ATTEMPTS: u32 = 6;
 
 /// Errors from the controller that say nothing about the job; retry later.
 const TRANSIENT: &[&str] = &[
@@ -48,14 +58,55 @@ pub fn is_transient(stderr: &str) -> bool {
 /// A command that ran.
 #[derive(Debug)]
 pub struct Output {
+    /// Exit status; `None` when it did not run to an end (killed, or the SSH link dropped).
     pub code: Option<i32>,
+    /// What it wrote to stdout.
     pub stdout: String,
+    /// What it wrote to stderr.
     pub stderr: String,
 }
 
 impl Output {
     fn ok(&self) -> bool {
         self.code == Some(0)
+    }
+}
+
+/// Where the backend's messages for the user go, one line each: that the controller is busy or
+/// down and how long orch waits, that a job exists although `sbatch` said it failed. These
+/// explain a wait or a decision, so they are shown by default (on stderr, [`Notices::stderr`]);
+/// a caller with its own output layer passes its own ([`Slurm::with_notices`]). Diagnostics go
+/// to `tracing` instead.
+#[derive(Clone)]
+pub struct Notices(Arc<dyn Fn(&str) + Send + Sync>);
+
+impl Notices {
+    /// Send each line to `show`.
+    pub fn new(show: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Notices(Arc::new(show))
+    }
+
+    /// Each line to stderr (the default).
+    pub fn stderr() -> Self {
+        Notices::new(|line| {
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
+        })
+    }
+
+    fn say(&self, line: &str) {
+        (self.0)(line)
+    }
+}
+
+impl Default for Notices {
+    fn default() -> Self {
+        Notices::stderr()
+    }
+}
+
+impl fmt::Debug for Notices {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Notices")
     }
 }
 
@@ -70,16 +121,25 @@ pub struct Slurm {
     accounting: AtomicU8,
     /// The login node, when orch runs elsewhere (`--host`); `None` on the login node itself.
     remote: Option<(Arc<Remote>, PathBuf)>,
+    /// Where messages for the user go.
+    notices: Notices,
 }
 
 impl Slurm {
+    /// Slurm on this machine (a login node), polled every `tick`.
     pub fn new(tick: Duration) -> Self {
         Slurm {
             tick,
             retries: 8,
             accounting: AtomicU8::new(0),
             remote: None,
+            notices: Notices::default(),
         }
+    }
+
+    /// Send the messages for the user to `notices` instead of stderr.
+    pub fn with_notices(self, notices: Notices) -> Self {
+        Slurm { notices, ..self }
     }
 
     /// Slurm on a login node reached over SSH; `local_root` (the local runs directory) is
@@ -145,21 +205,39 @@ impl Slurm {
         })
     }
 
-    /// Run a command, retrying with jittered backoff while the controller is unreachable.
-    async fn run_retrying(&self, program: &str, args: &[&str]) -> anyhow::Result<Output> {
-        let mut delay = Duration::from_secs(1);
-        for attempt in 1..=self.retries {
-            let out = self.run(program, args).await?;
-            if out.ok() || !is_transient(&out.stderr) || attempt == self.retries {
-                return Ok(out);
-            }
-            tracing_note(program, &out.stderr, delay);
-            tokio::time::sleep(jitter(delay)).await;
-            delay = (delay * 2).min(Duration::from_secs(30));
-        }
-        unreachable!("the loop returns on its last try")
+    /// [`CONTROLLER_BACKOFF`] with this backend's number of tries.
+    fn backoff(&self) -> Backoff {
+        CONTROLLER_BACKOFF.attempts(self.retries)
     }
 
+    /// Tell the user that `program` found the controller busy or down and is tried again.
+    fn note_busy(&self, program: &str, stderr: &str, wait: Duration) {
+        self.notices.say(&format!(
+            "orch: {program}: {} — the controller is busy or down; retrying in ~{:.0}s",
+            stderr.trim().lines().last().unwrap_or(""),
+            wait.as_secs_f64()
+        ));
+    }
+
+    /// Run a command, retrying with jittered backoff while the controller is unreachable.
+    /// Out of tries, the last failed output is returned for the caller to report.
+    async fn run_retrying(&self, program: &str, args: &[&str]) -> anyhow::Result<Output> {
+        retry(
+            &self.backoff(),
+            move |_| async move {
+                match self.run(program, args).await {
+                    Ok(out) if !out.ok() && is_transient(&out.stderr) => Attempt::Again(out),
+                    other => Attempt::Done(other),
+                }
+            },
+            |out, wait| self.note_busy(program, &out.stderr, wait),
+        )
+        .await
+        .unwrap_or_else(Ok)
+    }
+
+    /// Submit one attempt (uploading its directory first when the cluster is remote); while
+    /// the controller is unreachable, look the job up by name before trying `sbatch` again.
     pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
         let name = spec.name.as_str();
         if let Some((host, _)) = &self.remote {
@@ -184,44 +262,65 @@ impl Slurm {
             &dir,
             &script,
         ];
-        let mut delay = Duration::from_secs(1);
-        for attempt in 1..=self.retries {
-            let out = self.run("sbatch", &args).await?;
-            if out.ok() {
-                let id = parse_parsable(&out.stdout).with_context(|| {
-                    format!("sbatch printed no job id: {:?}", out.stdout.trim())
-                })?;
-                return Ok(JobRef {
-                    id,
-                    dir: spec.dir.clone(),
-                });
-            }
-            if !is_transient(&out.stderr) {
-                bail!("sbatch refused the job: {}", out.stderr.trim());
-            }
-            // The controller may have created the job before the reply was lost. If it cannot
-            // be asked, stop: a second sbatch could run the attempt twice.
-            let found = self.find_by_name(name).await.with_context(|| {
-                format!("sbatch said `{}` and orch cannot tell whether the job exists; not submitting again (`orch resume` looks again later)", out.stderr.trim())
-            })?;
-            if let Some(id) = found {
-                eprintln!(
+        let args = &args[..];
+        let outcome = retry(
+            &self.backoff(),
+            move |_| self.try_sbatch(name, args),
+            |out, wait| self.note_busy("sbatch", &out.stderr, wait),
+        )
+        .await;
+        match outcome {
+            Ok(id) => Ok(JobRef {
+                id: id?,
+                dir: spec.dir.clone(),
+            }),
+            Err(out) => bail!(
+                "sbatch failed {} times: {}",
+                self.retries,
+                out.stderr.trim()
+            ),
+        }
+    }
+
+    /// One `sbatch` of the job `name`: its id, a failure to report, or (the controller was
+    /// unreachable and the job does not exist) the output, to try again.
+    async fn try_sbatch(
+        &self,
+        name: &str,
+        args: &[&str],
+    ) -> Attempt<anyhow::Result<String>, Output> {
+        let out = match self.run("sbatch", args).await {
+            Ok(out) => out,
+            Err(e) => return Attempt::Done(Err(e)),
+        };
+        if out.ok() {
+            return Attempt::Done(
+                parse_parsable(&out.stdout)
+                    .with_context(|| format!("sbatch printed no job id: {:?}", out.stdout.trim())),
+            );
+        }
+        if !is_transient(&out.stderr) {
+            return Attempt::Done(Err(anyhow!(
+                "sbatch refused the job: {}",
+                out.stderr.trim()
+            )));
+        }
+        // The controller may have created the job before the reply was lost. If it cannot
+        // be asked, stop: a second sbatch could run the attempt twice.
+        match self.find_by_name(name).await {
+            Err(e) => Attempt::Done(Err(e.context(format!(
+                "sbatch said `{}` and orch cannot tell whether the job exists; not submitting again (`orch resume` looks again later)",
+                out.stderr.trim()
+            )))),
+            Ok(Some(id)) => {
+                self.notices.say(&format!(
                     "orch: sbatch said `{}`, but the job exists as {id}; not submitting it again",
                     out.stderr.trim().lines().last().unwrap_or("")
-                );
-                return Ok(JobRef {
-                    id,
-                    dir: spec.dir.clone(),
-                });
+                ));
+                Attempt::Done(Ok(id))
             }
-            if attempt == self.retries {
-                bail!("sbatch failed {attempt} times: {}", out.stderr.trim());
-            }
-            tracing_note("sbatch", &out.stderr, delay);
-            tokio::time::sleep(jitter(delay)).await;
-            delay = (delay * 2).min(Duration::from_secs(30));
+            Ok(None) => Attempt::Again(out),
         }
-        unreachable!("the loop returns on its last try")
     }
 
     /// Submit a small job that runs `command` once job `after` has ended, however it ended.
@@ -278,21 +377,31 @@ impl Slurm {
                 .find(|l| !l.is_empty())
                 .map(str::to_string)
         };
-        let mut delay = Duration::from_secs(1);
         // `-t all`: also the jobs that already ended but the controller still holds.
-        let queued = loop {
-            let out = self
-                .run("squeue", &["-h", "-t", "all", "--name", name, "-o", "%i"])
-                .await?;
-            if out.ok() {
-                break first_id(&out.stdout);
-            }
-            if !is_transient(&out.stderr) || delay > Duration::from_secs(30) {
-                bail!("cannot look job {name} up: squeue: {}", out.stderr.trim());
-            }
-            tokio::time::sleep(jitter(delay)).await;
-            delay *= 2;
-        };
+        let args = ["-h", "-t", "all", "--name", name, "-o", "%i"];
+        let out = retry(
+            &CONTROLLER_BACKOFF.attempts(LOOKUP_ATTEMPTS),
+            |_| async {
+                match self.run("squeue", &args).await {
+                    Ok(out) if !out.ok() && is_transient(&out.stderr) => Attempt::Again(out),
+                    other => Attempt::Done(other),
+                }
+            },
+            |out, wait| {
+                tracing::debug!(
+                    job = name,
+                    ?wait,
+                    stderr = out.stderr.trim(),
+                    "squeue failed; retrying"
+                );
+            },
+        )
+        .await
+        .unwrap_or_else(Ok)?;
+        if !out.ok() {
+            bail!("cannot look job {name} up: squeue: {}", out.stderr.trim());
+        }
+        let queued = first_id(&out.stdout);
         if queued.is_some() {
             return Ok(queued);
         }
@@ -351,9 +460,10 @@ impl Slurm {
             if let Some(state) = map_state(fields[1], None, fields.get(3).copied()) {
                 states.insert(fields[0].to_string(), state);
             } else {
-                eprintln!(
-                    "orch: job {} is in Slurm state {}, which orch does not know; still watching",
-                    fields[0], fields[1]
+                tracing::warn!(
+                    job = fields[0],
+                    state = fields[1],
+                    "a Slurm state orch does not know; still watching"
                 );
             }
         }
@@ -362,62 +472,9 @@ impl Slurm {
             return Ok(states);
         }
         let gone_ids: Vec<&str> = gone.iter().map(|j| j.id.as_str()).collect();
-        // One more call at most: sacct when accounting works, else scontrol. A job neither
-        // knows is settled by its exit marker; when the call itself fails the jobs simply stay
-        // unsettled until the next tick.
-        let mut finished: HashMap<String, JobState> = HashMap::new();
-        let settled = if self.accounting.load(Ordering::Relaxed) != 2 {
-            let out = self
-                .run(
-                    "sacct",
-                    &[
-                        "-X",
-                        "-n",
-                        "-P",
-                        "-j",
-                        &gone_ids.join(","),
-                        "-o",
-                        "JobIDRaw,State,ExitCode,Reason,NodeList",
-                    ],
-                )
-                .await?;
-            if out.ok() {
-                self.accounting.store(1, Ordering::Relaxed);
-                for line in out.stdout.lines() {
-                    let f: Vec<&str> = line.trim().split('|').collect();
-                    if f.len() >= 3
-                        && let Some(state @ JobState::Finished(_)) =
-                            map_state(f[1], parse_exit(f[2]), f.get(4).copied())
-                    {
-                        finished.insert(f[0].to_string(), state);
-                    }
-                }
-                true
-            } else if out
-                .stderr
-                .to_lowercase()
-                .contains("accounting storage is disabled")
-            {
-                // No slurmdbd: from the next tick on, ask scontrol.
-                self.accounting.store(2, Ordering::Relaxed);
-                false
-            } else {
-                bail!("sacct: {}", out.stderr.trim());
-            }
-        } else {
-            let out = self.run("scontrol", &["show", "job", "-o"]).await?;
-            if !out.ok() && !out.stderr.contains("No jobs in the system") {
-                bail!("scontrol: {}", out.stderr.trim());
-            }
-            for job in parse_scontrol(&out.stdout) {
-                if gone_ids.contains(&job.id.as_str())
-                    && let Some(state @ JobState::Finished(_)) =
-                        map_state(&job.state, job.exit_code, job.node.as_deref())
-                {
-                    finished.insert(job.id, state);
-                }
-            }
-            true
+        let (settled, mut finished) = match self.finished_jobs(&gone_ids).await? {
+            Some(finished) => (true, finished),
+            None => (false, HashMap::new()),
         };
         for job in gone {
             if let Some(state) = finished.remove(&job.id) {
@@ -449,6 +506,70 @@ impl Slurm {
         Ok(states)
     }
 
+    /// How the jobs `ids`, which left the queue, ended, in one call: `sacct` when accounting
+    /// works, else `scontrol`. A job neither knows is settled by its exit marker; when the call
+    /// itself fails the jobs simply stay unsettled until the next tick. `None` when this tick
+    /// found that accounting is off (nothing is settled; `scontrol` is asked from now on).
+    async fn finished_jobs(
+        &self,
+        ids: &[&str],
+    ) -> anyhow::Result<Option<HashMap<String, JobState>>> {
+        let mut finished: HashMap<String, JobState> = HashMap::new();
+        if self.accounting.load(Ordering::Relaxed) != 2 {
+            let out = self
+                .run(
+                    "sacct",
+                    &[
+                        "-X",
+                        "-n",
+                        "-P",
+                        "-j",
+                        &ids.join(","),
+                        "-o",
+                        "JobIDRaw,State,ExitCode,Reason,NodeList",
+                    ],
+                )
+                .await?;
+            if out.ok() {
+                self.accounting.store(1, Ordering::Relaxed);
+                for line in out.stdout.lines() {
+                    let f: Vec<&str> = line.trim().split('|').collect();
+                    if f.len() >= 3
+                        && let Some(state @ JobState::Finished(_)) =
+                            map_state(f[1], parse_exit(f[2]), f.get(4).copied())
+                    {
+                        finished.insert(f[0].to_string(), state);
+                    }
+                }
+            } else if out
+                .stderr
+                .to_lowercase()
+                .contains("accounting storage is disabled")
+            {
+                // No slurmdbd: from the next tick on, ask scontrol.
+                self.accounting.store(2, Ordering::Relaxed);
+                return Ok(None);
+            } else {
+                bail!("sacct: {}", out.stderr.trim());
+            }
+        } else {
+            let out = self.run("scontrol", &["show", "job", "-o"]).await?;
+            if !out.ok() && !out.stderr.contains("No jobs in the system") {
+                bail!("scontrol: {}", out.stderr.trim());
+            }
+            for job in parse_scontrol(&out.stdout) {
+                if ids.contains(&job.id.as_str())
+                    && let Some(state @ JobState::Finished(_)) =
+                        map_state(&job.state, job.exit_code, job.node.as_deref())
+                {
+                    finished.insert(job.id, state);
+                }
+            }
+        }
+        Ok(Some(finished))
+    }
+
+    /// `scancel` the job, retrying while the controller is unreachable.
     pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
         let out = self.run_retrying("scancel", &[&job.id]).await?;
         if !out.ok() {
@@ -524,10 +645,15 @@ pub fn map_state(state: &str, exit_code: Option<i32>, node: Option<&str>) -> Opt
 /// One job from `scontrol show job -o`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScontrolJob {
+    /// `JobId`.
     pub id: String,
+    /// `JobName`.
     pub name: Option<String>,
+    /// `JobState`, e.g. `TIMEOUT`.
     pub state: String,
+    /// `ExitCode`: the exit status, 128 + N for a signal N.
     pub exit_code: Option<i32>,
+    /// `NodeList`.
     pub node: Option<String>,
 }
 
@@ -550,24 +676,6 @@ pub fn parse_scontrol(text: &str) -> Vec<ScontrolJob> {
             })
         })
         .collect()
-}
-
-fn jitter(d: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|t| t.subsec_nanos())
-        .unwrap_or(0);
-    // ±25 %
-    let factor = 0.75 + f64::from(nanos % 1000) / 2000.0;
-    d.mul_f64(factor)
-}
-
-fn tracing_note(program: &str, stderr: &str, delay: Duration) {
-    eprintln!(
-        "orch: {program}: {} — the controller is busy or down; retrying in ~{}s",
-        stderr.trim().lines().last().unwrap_or(""),
-        delay.as_secs()
-    );
 }
 
 #[cfg(test)]

@@ -102,8 +102,7 @@ impl Experiment {
     pub fn find(catalog: &Catalog, name: &str) -> Result<Vec<Experiment>, ConfigError> {
         let names = catalog.names(Kind::Experiments);
         if names.iter().any(|n| n == name) {
-            let (file, origin) =
-                catalog.load::<ExperimentFile>(Kind::Experiments, "experiment", name)?;
+            let (file, origin) = load_file(catalog, name)?;
             return Ok(expand(name, file, origin));
         }
         // A sweep member: the longest file name that prefixes it.
@@ -113,8 +112,7 @@ impl Experiment {
             .collect();
         candidates.sort_by_key(|n| std::cmp::Reverse(n.len()));
         for base in candidates {
-            let (file, origin) =
-                catalog.load::<ExperimentFile>(Kind::Experiments, "experiment", base)?;
+            let (file, origin) = load_file(catalog, base)?;
             if let Some(found) = expand(base, file, origin)
                 .into_iter()
                 .find(|e| e.name == name)
@@ -124,8 +122,7 @@ impl Experiment {
         }
         let mut members = names.clone();
         for base in &names {
-            if let Ok((file, _)) =
-                catalog.load::<ExperimentFile>(Kind::Experiments, "experiment", base)
+            if let Ok((file, _)) = load_file(catalog, base)
                 && let Some(sweep) = &file.sweep
             {
                 members.extend(sweep.members(base).into_iter().map(|m| m.0));
@@ -143,7 +140,7 @@ impl Experiment {
     pub fn known(catalog: &Catalog) -> Vec<String> {
         let mut out = Vec::new();
         for name in catalog.names(Kind::Experiments) {
-            match catalog.load::<ExperimentFile>(Kind::Experiments, "experiment", &name) {
+            match load_file(catalog, &name) {
                 Ok((file, _)) => match &file.sweep {
                     Some(sweep) => {
                         let members: Vec<String> =
@@ -159,6 +156,12 @@ impl Experiment {
     }
 }
 
+/// Read and parse `experiments/<name>.yaml`.
+fn load_file(catalog: &Catalog, name: &str) -> Result<(ExperimentFile, Origin), ConfigError> {
+    catalog.load(Kind::Experiments, "experiment", name)
+}
+
+/// The experiments one file defines: itself, or each member of its sweep with the swept value set.
 fn expand(name: &str, file: ExperimentFile, origin: Origin) -> Vec<Experiment> {
     let Some(sweep) = file.sweep.clone() else {
         return vec![Experiment {

@@ -7,8 +7,12 @@
 //! directory, or `--config-dir` / `ORCH_CONFIG_DIR`) replaces the built-in one, and new files add
 //! new names. [`Catalog`] is that layered view. Each YAML file is parsed strictly: unknown keys
 //! are errors, and every error names the file, line and key.
+//!
+//! Template files and template rules are written in one language, set up in [`jinja`]; it sits
+//! here, below both the plan (which checks rules) and the renderer (which renders files).
 
 pub mod experiment;
+pub mod jinja;
 pub mod ladder;
 pub mod profile;
 pub mod template;
@@ -128,28 +132,24 @@ impl Catalog {
         let mut names = BTreeSet::new();
         let builtin = kind.builtin();
         if kind == Kind::Templates {
-            for dir in builtin.dirs() {
-                if dir.get_file(dir.path().join("template.yaml")).is_some() {
-                    names.insert(dir.path().display().to_string());
-                }
-            }
+            let dirs = builtin.dirs();
+            names.extend(
+                dirs.filter(|d| d.get_file(d.path().join("template.yaml")).is_some())
+                    .map(|d| d.path().display().to_string()),
+            );
         } else {
-            for file in builtin.files() {
-                if let Some(stem) = yaml_stem(file.path()) {
-                    names.insert(stem);
-                }
-            }
+            names.extend(builtin.files().filter_map(|f| yaml_stem(f.path())));
         }
         if let Ok(entries) = std::fs::read_dir(self.project_dir.join(kind.dir())) {
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if kind == Kind::Templates {
-                    if path.join("template.yaml").is_file() {
-                        names.insert(entry.file_name().to_string_lossy().into_owned());
-                    }
-                } else if let Some(stem) = yaml_stem(&path) {
-                    names.insert(stem);
-                }
+            for path in entries.flatten().map(|e| e.path()) {
+                let name = if kind == Kind::Templates {
+                    path.join("template.yaml")
+                        .is_file()
+                        .then(|| file_name(&path))
+                } else {
+                    yaml_stem(&path)
+                };
+                names.extend(name);
             }
         }
         names.into_iter().collect()
@@ -183,6 +183,12 @@ impl Catalog {
         let value = parse_yaml(&doc)?;
         Ok((value, doc.origin))
     }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 fn yaml_stem(path: &Path) -> Option<String> {

@@ -4,13 +4,20 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::cli::{LadderArgs, ListArgs, RenderArgs};
+use crate::cli::{ConfigArgs, LadderArgs, ListArgs, RenderArgs};
 use orch_core::config::experiment::Experiment;
 use orch_core::config::profile::Profile;
 use orch_core::config::{Catalog, Kind};
 use orch_core::error::{UsageError, code};
-use orch_core::plan::{Setup, linear_path};
+use orch_core::plan::{Plan, Setup, linear_path};
 use orch_core::render::AttemptInfo;
+
+/// `name`'s setup and first plan; a sweep's name is refused, these commands show one experiment.
+fn load_one(catalog: &Catalog, name: &str, config: &ConfigArgs) -> anyhow::Result<(Setup, Plan)> {
+    let experiment = one_experiment(catalog, name)?;
+    let profile = config.profile.as_deref();
+    Ok(Setup::load(catalog, experiment, profile, &config.sets)?)
+}
 
 fn one_experiment(catalog: &Catalog, name: &str) -> anyhow::Result<Experiment> {
     let mut found = Experiment::find(catalog, name)?;
@@ -25,14 +32,9 @@ fn one_experiment(catalog: &Catalog, name: &str) -> anyhow::Result<Experiment> {
     Ok(found.remove(0))
 }
 
+/// `orch render`: write one experiment's job files (optionally after N ladder steps).
 pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
-    let experiment = one_experiment(catalog, &args.experiment)?;
-    let (setup, base) = Setup::load(
-        catalog,
-        experiment,
-        args.config.profile.as_deref(),
-        &args.config.sets,
-    )?;
+    let (setup, base) = load_one(catalog, &args.experiment, &args.config)?;
     base.check(&setup)?;
     let plan = if args.step == 0 {
         base
@@ -70,6 +72,7 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
     Ok(code::OK)
 }
 
+/// `orch profiles`: a table (or JSON) of the hardware profiles.
 pub fn profiles(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
     let mut rows = Vec::new();
     for name in catalog.names(Kind::Profiles) {
@@ -103,6 +106,7 @@ pub fn profiles(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
     Ok(code::OK)
 }
 
+/// `orch experiments`: every experiment name, sweeps with their members.
 pub fn experiments(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
     let names = Experiment::known(catalog);
     if args.json {
@@ -115,14 +119,9 @@ pub fn experiments(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
     Ok(code::OK)
 }
 
+/// `orch ladder`: an experiment's ladder walked in file order, with what each step changes.
 pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
-    let experiment = one_experiment(catalog, &args.experiment)?;
-    let (setup, base) = Setup::load(
-        catalog,
-        experiment,
-        args.config.profile.as_deref(),
-        &args.config.sets,
-    )?;
+    let (setup, base) = load_one(catalog, &args.experiment, &args.config)?;
     println!(
         "ladder {} ({}) for {} on {}: {}",
         base.ladder, setup.ladder_origin, base.experiment, base.profile, setup.ladder.description

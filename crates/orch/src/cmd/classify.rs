@@ -4,6 +4,7 @@ use crate::cli::ClassifyArgs;
 use orch_classify::{classify_path, grep_patterns};
 use orch_core::error::code;
 
+/// Classify each log (or print the patterns), as text or JSON on stdout.
 pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
     if args.dump_patterns {
         for (_, pattern) in grep_patterns() {

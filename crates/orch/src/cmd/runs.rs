@@ -6,9 +6,10 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::cli::{CancelArgs, HistoryArgs, LogsArgs, StatusArgs};
-use orch_core::backend::JobRef;
+use orch_core::backend::{JobEnd, JobRef};
 use orch_core::error::{UsageError, code};
 use orch_core::ledger::{Event, Ledger, RunRecord, RunState, now};
+use orch_core::outcome::Outcome;
 use orch_ssh::tail::Tail;
 
 pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
@@ -41,7 +42,7 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
             format!("{}/{}", r.attempts.len(), r.max_attempts),
             last.map(|a| a.step.as_str()).unwrap_or("-"),
             last.and_then(|a| a.job_id.as_deref()).unwrap_or("-"),
-            last.and_then(|a| a.outcome.as_deref()).unwrap_or("-"),
+            last.and_then(|a| a.outcome).map_or("-", Outcome::name),
         );
     }
     Ok(code::OK)
@@ -60,7 +61,7 @@ fn summary_json(r: &RunRecord) -> serde_json::Value {
         "max_attempts": r.max_attempts,
         "step": last.map(|a| a.step.clone()),
         "job_id": last.and_then(|a| a.job_id.clone()),
-        "outcome": last.and_then(|a| a.outcome.clone()),
+        "outcome": last.and_then(|a| a.outcome),
         "summary": r.summary,
     })
 }
@@ -97,7 +98,7 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
                 ""
             },
             a.job_id.as_deref().unwrap_or("not submitted"),
-            a.outcome.as_deref().unwrap_or("running"),
+            a.outcome.map_or("running", Outcome::name),
         );
         if !a.why.is_empty() {
             println!("  why: {}", a.why);
@@ -261,8 +262,8 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
                     run.append(&Event::Finished {
                         ts: now(),
                         attempt: a.attempt,
-                        outcome: "cancelled".into(),
-                        job_state: "cancelled".into(),
+                        outcome: Outcome::Cancelled,
+                        job_state: JobEnd::Cancelled,
                         exit_code: None,
                         evidence: None,
                     })?;

@@ -137,7 +137,7 @@ pub async fn submit(
             plan.ladder
         ));
         // The first plan, with every --set, for an orch that resumes the run before attempt 1.
-        orch_core::ledger::write_atomic(
+        orch_core::atomic::write_atomic(
             &run.path.join("plan.yaml"),
             serde_yaml::to_string(&plan)?.as_bytes(),
         )?;

@@ -1,0 +1,660 @@
+//! Where on its line a signature stands: in a *reporting position* (the line is an error
+//! being raised or reported by the program that failed) or a *mention* (the same words
+//! inside a config value, a quoted string, a tip, help text, an echoed command).
+//!
+//! A line is first stripped of the prefixes that tools put in front of what they report:
+//! ANSI colour, Ray's `(WorkerDict pid=..)` / `(raylet)`, torch's `[rank3]:`, glog
+//! `[E314 14:33:45.17 ProcessGroupNCCL.cpp:607]` / `E1122 12:00:00.123 12 file.cc:12]`,
+//! timestamps (`[2026-09-13 16:06:07]`, `[2025-07-02 07:41:59 DP0 TP0]`,
+//! `2025-03-14 14:23:09,117`), vLLM's `ERROR 11-18 18:07:28 engine.py:366]` and
+//! `ERROR 10-25 13:08:43 [core.py:708]` headers, Python logging's `ERROR:name:`, `srun -l`
+//! task labels (`3: `), docker-compose's `vllm-1  | `, torchrun's `[0]:` failure index.
+//! What is left is the *body*; the strongest level word seen on the way is remembered.
+//!
+//! A match is a mention when the body is an echoed command (`+ `, `$ `), a `#` comment, a
+//! `key: value` / `key=value` config line, or when the match sits inside quotes. A
+//! [`Kind::Message`] signature (the text of an error message, which tips and configs
+//! quote) must moreover stand where a report starts: at the start of the body, after an
+//! exception name (`torch.OutOfMemoryError: `, `ray.exceptions.RayTaskError(X): `), after
+//! an error word (`error:`, `failed`, `fatal`), or on a line that an error-level logger
+//! header introduced. Warning/info-level lines never report a message signature.
+
+use super::rules::Kind;
+
+/// The level word of a stripped logger header, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(crate) enum Level {
+    #[default]
+    Unknown,
+    /// DEBUG / INFO / WARNING (and glog I / W).
+    Quiet,
+    /// ERROR / CRITICAL / FATAL (and glog E / F).
+    Error,
+}
+
+/// The shape of one segment, computed once per segment that holds a candidate.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Position {
+    /// Offset of the body (after the known prefixes).
+    pub body: usize,
+    pub level: Level,
+    /// The whole segment is a mention: echo, comment, config line.
+    pub mention: bool,
+    /// The body starts like a report: an exception name or an error word.
+    pub reports: bool,
+    /// The segment starts at the start of its line (false for a piece of an over-long
+    /// line whose start was dropped).
+    pub start_known: bool,
+}
+
+impl Position {
+    pub(crate) fn of(seg: &[u8]) -> Position {
+        let (body, level) = strip_prefixes(seg);
+        let b = &seg[body..];
+        let mention = is_echo(b) || b.first() == Some(&b'#') || is_config_line(b);
+        let reports = !mention && (exception_name_len(b).is_some() || starts_with_error_word(b));
+        Position {
+            body,
+            level,
+            mention,
+            reports,
+            start_known: true,
+        }
+    }
+
+    /// A piece of an over-long line whose start was dropped: only quotes within the
+    /// piece can be judged.
+    pub(crate) fn unknown_start() -> Position {
+        Position {
+            body: 0,
+            level: Level::Unknown,
+            mention: false,
+            reports: true,
+            start_known: false,
+        }
+    }
+
+    /// Is a needle at `at` inside a quoted string of the body?
+    pub(crate) fn quoted(&self, seg: &[u8], at: usize) -> bool {
+        at > self.body && in_quotes(&seg[self.body..at])
+    }
+
+    /// May a match of a `kind` signature starting at `at` decide a class?
+    pub(crate) fn allows(&self, seg: &[u8], kind: Kind, at: usize) -> bool {
+        if self.mention {
+            return false;
+        }
+        let at = at.max(self.body);
+        if in_quotes(&seg[self.body..at]) {
+            return false;
+        }
+        match kind {
+            Kind::Format => true,
+            Kind::Message => {
+                if self.level == Level::Quiet {
+                    return false;
+                }
+                self.reports || self.level == Level::Error || at <= lead_end(seg, self.body)
+            }
+        }
+    }
+}
+
+/// Skip `...`/`…`/spaces (and counters like `+5 `) in front of a bare message (app code
+/// printing `str(e)`).
+fn lead_end(seg: &[u8], mut i: usize) -> usize {
+    loop {
+        match seg.get(i..) {
+            Some([b'.' | b' ' | b'\t' | b'+' | b'0'..=b'9', ..]) => i += 1,
+            Some([0xe2, 0x80, 0xa6, ..]) => i += 3,
+            _ => return i,
+        }
+    }
+}
+
+/// Body offset and strongest level after stripping every known prefix, repeatedly.
+pub(crate) fn strip_prefixes(seg: &[u8]) -> (usize, Level) {
+    let mut i = 0;
+    let mut level = Level::Unknown;
+    let mut first = true;
+    loop {
+        let before = i;
+        i = skip_space_and_ansi(seg, i);
+        if first {
+            first = false;
+            if let Some(j) = srun_label(seg, i).or_else(|| compose_prefix(seg, i)) {
+                i = j;
+                continue;
+            }
+        }
+        let step = match seg.get(i) {
+            Some(b'(') => paren_prefix(seg, i).map(|j| (j, Level::Unknown)),
+            Some(b'[') => bracket_prefix(seg, i),
+            Some(c) if c.is_ascii_digit() => timestamp(seg, i).map(|j| (j, Level::Unknown)),
+            Some(c) if c.is_ascii_uppercase() => level_header(seg, i),
+            Some(c) if c.is_ascii_lowercase() => logger_name_level(seg, i),
+            _ => None,
+        };
+        if let Some((j, lv)) = step {
+            i = j;
+            level = level.max(lv);
+        }
+        if i == before {
+            return (i, level);
+        }
+    }
+}
+
+fn skip_space_and_ansi(seg: &[u8], mut i: usize) -> usize {
+    loop {
+        match seg.get(i..) {
+            Some([b' ' | b'\t', ..]) => i += 1,
+            Some([0x1b, b'[', ..]) => {
+                let mut j = i + 2;
+                while j < seg.len() && (0x20..=0x3f).contains(&seg[j]) {
+                    j += 1;
+                }
+                i = (j + 1).min(seg.len());
+            }
+            _ => return i,
+        }
+    }
+}
+
+/// `(WorkerDict pid=231421)`, `(EngineCore_DP0 pid=268)`, `(raylet)`, `(raylet, ip=..)`.
+fn paren_prefix(seg: &[u8], i: usize) -> Option<usize> {
+    let rest = &seg[i + 1..seg.len().min(i + 200)];
+    let close = rest.iter().position(|&b| b == b')')?;
+    let inner = &rest[..close];
+    if inner.contains(&b'(') {
+        return None;
+    }
+    let word_len = inner
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+        .count();
+    let ok = word_len > 0
+        && (contains(inner, b"pid=")
+            || word_len == inner.len()
+            || inner[word_len..].starts_with(b", ip="));
+    ok.then_some(i + 1 + close + 1)
+}
+
+/// `[rank3]:`, `[Rank 1]`, `[0]:`, glog `[E314 14:33:45.17 ProcessGroupNCCL.cpp:607]`,
+/// `[E ProcessGroupNCCL.cpp:737]`, timestamps `[2026-09-13 16:06:07 TP0]`, Ray's
+/// `[2026-01-20 08:13:25,391 E 2105 2105]`, source locations `[core.py:708]`, DeepSpeed's
+/// `[INFO]`.
+fn bracket_prefix(seg: &[u8], i: usize) -> Option<(usize, Level)> {
+    let rest = &seg[i + 1..seg.len().min(i + 100)];
+    let close = rest.iter().position(|&b| b == b']')?;
+    let inner = &rest[..close];
+    let mut end = i + 1 + close + 1;
+    if seg.get(end) == Some(&b':') {
+        end += 1;
+    }
+    let first = *inner.first()?;
+    let level = if let Some(r) = inner
+        .strip_prefix(b"rank")
+        .or_else(|| inner.strip_prefix(b"Rank "))
+    {
+        (!r.is_empty() && r.iter().all(u8::is_ascii_digit)).then_some(Level::Unknown)?
+    } else if inner.iter().all(u8::is_ascii_digit) {
+        Level::Unknown
+    } else if first.is_ascii_digit() {
+        // A timestamp; Ray's C++ header carries a level letter as its third word.
+        let third = inner.split(|&b| b == b' ').nth(2);
+        if !inner[..inner.len().min(4)].iter().all(u8::is_ascii_digit) && !is_time_like(inner) {
+            return None;
+        }
+        third.map_or(Level::Unknown, glog_level)
+    } else if matches!(first, b'I' | b'W' | b'E' | b'F')
+        && inner
+            .get(1)
+            .is_none_or(|b| b.is_ascii_digit() || *b == b' ')
+        && contains(inner, b":")
+    {
+        glog_level(&inner[..1])
+    } else if let Some(lv) = level_word(inner).filter(|&(n, _)| n == inner.len()) {
+        lv.1
+    } else if is_source_location(inner) {
+        Level::Unknown
+    } else {
+        return None;
+    };
+    Some((end, level))
+}
+
+fn glog_level(w: &[u8]) -> Level {
+    match w {
+        b"E" | b"F" => Level::Error,
+        b"I" | b"W" => Level::Quiet,
+        _ => Level::Unknown,
+    }
+}
+
+/// `12:00:00`-style or `11-18`-style leading token.
+fn is_time_like(b: &[u8]) -> bool {
+    b.len() >= 5 && b[..2].iter().all(u8::is_ascii_digit) && matches!(b[2], b':' | b'-')
+}
+
+/// `file.py:708`, `real_accelerator.py:191:get_accelerator`.
+fn is_source_location(b: &[u8]) -> bool {
+    let Some(colon) = b.iter().position(|&c| c == b':') else {
+        return false;
+    };
+    contains(&b[..colon], b".") && b.get(colon + 1).is_some_and(u8::is_ascii_digit)
+}
+
+/// `2025-03-14 14:23:09,117`, `2024-03-14T14:33:45.123Z`, `11-18 18:07:28`, optionally
+/// followed by ` - `/` | `/`:` separators.
+fn timestamp(seg: &[u8], i: usize) -> Option<usize> {
+    let b = &seg[i..];
+    let date = b.len() > 10 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-';
+    if !(is_time_like(b) || date) {
+        return None;
+    }
+    let mut j = i;
+    let mut saw_colon = false;
+    while let Some(&c) = seg.get(j) {
+        match c {
+            b'0'..=b'9' | b'-' | b'.' | b',' | b'T' | b'Z' | b'+' => j += 1,
+            b':' => {
+                saw_colon = true;
+                j += 1;
+            }
+            b' ' if seg.get(j + 1).is_some_and(u8::is_ascii_digit) => j += 1,
+            _ => break,
+        }
+    }
+    if !saw_colon {
+        return None;
+    }
+    Some(skip_separators(seg, j))
+}
+
+fn skip_separators(seg: &[u8], mut j: usize) -> usize {
+    loop {
+        match seg.get(j..) {
+            Some([b' ' | b'\t', ..]) => j += 1,
+            Some([b'-' | b'|' | b':', b' ', ..]) => j += 2,
+            _ => return j,
+        }
+    }
+}
+
+/// `ERROR 11-18 18:07:28 engine.py:366] `, `ERROR 10-25 13:08:43 [core.py:708] `,
+/// `ERROR:root:`, `WARNING:2025-03-14 ...:`, `E1122 12:00:00.123456  1234 file.cc:12] `,
+/// `INFO worker.py:1654 -- `.
+fn level_header(seg: &[u8], i: usize) -> Option<(usize, Level)> {
+    let b = &seg[i..];
+    if let Some((n, level)) = level_word(b) {
+        let mut j = i + n;
+        match seg.get(j) {
+            Some(b':') => {
+                // Python logging `LEVEL:logger:` (the logger name has no spaces).
+                j += 1;
+                let name = seg[j..]
+                    .iter()
+                    .take_while(|&&c| c != b':' && c != b' ')
+                    .count();
+                if seg.get(j + name) == Some(&b':') {
+                    j += name + 1;
+                }
+            }
+            Some(b' ' | b'\t') => {
+                j = skip_separators(seg, j);
+                if let Some(k) = timestamp(seg, j) {
+                    j = k;
+                }
+                // `engine.py:366] ` or `worker.py:1654 -- `
+                let tok = seg[j..].iter().take_while(|&&c| c != b' ').count();
+                if is_source_location(
+                    seg[j..j + tok]
+                        .strip_suffix(b"]")
+                        .unwrap_or(&seg[j..j + tok]),
+                ) {
+                    j = skip_separators(seg, j + tok);
+                    if seg[j..].starts_with(b"-- ") {
+                        j += 3;
+                    }
+                }
+            }
+            _ => return None,
+        }
+        return Some((j, level));
+    }
+    // Unbracketed glog: `E1122 12:00:00.123456  1234 file.cc:12] `.
+    let lv = glog_level(&b[..1]);
+    if lv != Level::Unknown && b.len() > 5 && b[1..5].iter().all(u8::is_ascii_digit) {
+        let close = b[..b.len().min(80)].iter().position(|&c| c == b']')?;
+        return Some((skip_separators(seg, i + close + 1), lv));
+    }
+    None
+}
+
+/// torch elastic's `torch.distributed.elastic.multiprocessing.api: [ERROR] `: a logger
+/// name, then a bracketed level word.
+fn logger_name_level(seg: &[u8], i: usize) -> Option<(usize, Level)> {
+    let n = seg[i..]
+        .iter()
+        .take_while(|&&c| is_word(c) || c == b'.')
+        .count();
+    let j = i + n;
+    if !seg[j..].starts_with(b": [") {
+        return None;
+    }
+    let rest = &seg[j + 3..];
+    let (w, level) = level_word(rest)?;
+    (rest.get(w) == Some(&b']')).then(|| (skip_separators(seg, j + 3 + w + 1), level))
+}
+
+/// A level word at the start of `b` and its length.
+fn level_word(b: &[u8]) -> Option<(usize, Level)> {
+    const WORDS: [(&[u8], Level); 7] = [
+        (b"ERROR", Level::Error),
+        (b"CRITICAL", Level::Error),
+        (b"FATAL", Level::Error),
+        (b"WARNING", Level::Quiet),
+        (b"WARN", Level::Quiet),
+        (b"INFO", Level::Quiet),
+        (b"DEBUG", Level::Quiet),
+    ];
+    WORDS
+        .iter()
+        .find(|(w, _)| {
+            b.starts_with(w) && b.get(w.len()).is_none_or(|c| !c.is_ascii_alphanumeric())
+        })
+        .map(|&(w, l)| (w.len(), l))
+}
+
+/// `srun -l`'s task label: `3: ` (only at the very start of the line).
+fn srun_label(seg: &[u8], i: usize) -> Option<usize> {
+    let n = seg[i..].iter().take_while(|b| b.is_ascii_digit()).count();
+    (n > 0 && n <= 5 && seg[i + n..].starts_with(b": ")).then_some(i + n + 2)
+}
+
+/// docker-compose's `vllm-1  | `.
+fn compose_prefix(seg: &[u8], i: usize) -> Option<usize> {
+    let n = seg[i..]
+        .iter()
+        .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        .count();
+    let sp = seg[i + n..].iter().take_while(|&&b| b == b' ').count();
+    (n > 0 && sp > 0 && seg[i + n + sp..].starts_with(b"| ")).then_some(i + n + sp + 2)
+}
+
+/// An echoed shell command: `set -x`'s `+ `/`++ `, a prompt `$ ` / `> ` / `# ` / `>>> `.
+fn is_echo(b: &[u8]) -> bool {
+    let plus = b.iter().take_while(|&&c| c == b'+').count();
+    (plus > 0 && b.get(plus) == Some(&b' '))
+        || b.starts_with(b"$ ")
+        || b.starts_with(b"> ")
+        || b.starts_with(b">>> ")
+}
+
+/// A config line: `key: value`, `key = value`, `- key: value`, `--flag=value`, or argparse
+/// help (`  --flag N   text`), where the key is a lower-case identifier. Keys that tools
+/// use to report (`error:`, torchrun's `traceback :` / `exitcode  :`) are not config.
+fn is_config_line(b: &[u8]) -> bool {
+    let b = b.strip_prefix(b"- ").unwrap_or(b);
+    if b.starts_with(b"--") && b.get(2).is_some_and(u8::is_ascii_lowercase) {
+        return true;
+    }
+    let key = b
+        .iter()
+        .take_while(|c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'.' | b'-')
+        })
+        .count();
+    if key == 0 || !b[0].is_ascii_lowercase() {
+        return false;
+    }
+    let rest = &b[key..];
+    let sp = rest.iter().take_while(|&&c| c == b' ').count();
+    let sep_ok = match rest.get(sp) {
+        Some(b':') => rest
+            .get(sp + 1)
+            .is_none_or(|c| matches!(c, b' ' | b'"' | b'\'' | b'|' | b'>')),
+        Some(b'=') => true,
+        _ => false,
+    };
+    const REPORTERS: [&[u8]; 8] = [
+        b"error",
+        b"traceback",
+        b"exitcode",
+        b"error_file",
+        b"srun",
+        b"fatal",
+        b"warning",
+        b"slurmstepd",
+    ];
+    sep_ok && !REPORTERS.contains(&&b[..key]) && !b[..key].starts_with(b"slurmstepd-")
+}
+
+/// Is the end of `before` inside a quoted string? `"` toggles; `'` and `` ` `` open only
+/// after a non-word byte and close only before one (so `can't` is no quote).
+pub(crate) fn in_quotes(before: &[u8]) -> bool {
+    let mut open: Option<u8> = None;
+    // Jump from quote character to quote character (SIMD); most bodies have few.
+    for k in memchr::memchr3_iter(b'"', b'\'', b'`', before) {
+        let c = before[k];
+        let word_before = k > 0 && is_word(before[k - 1]);
+        let word_after = before.get(k + 1).is_some_and(|&n| is_word(n));
+        match (open, c) {
+            (None, b'"') => open = Some(b'"'),
+            (Some(b'"'), b'"') => open = None,
+            (None, b'\'' | b'`') if !word_before => open = Some(c),
+            (Some(q), _) if q == c && q != b'"' && !word_after => open = None,
+            _ => {}
+        }
+    }
+    open.is_some()
+}
+
+fn is_word(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// `torch.OutOfMemoryError:`, `RuntimeError:`, `ray.exceptions.RayTaskError(OutOfMemoryError):`,
+/// `Exception:`, `KeyboardInterrupt` (end of line): the length of the name part (before
+/// the `:`), or `None`. Names ending in `Warning` are not errors.
+pub(crate) fn exception_name_len(b: &[u8]) -> Option<usize> {
+    let n = b.iter().take_while(|&&c| is_word(c) || c == b'.').count();
+    if n == 0 || !(b[0].is_ascii_alphabetic() || b[0] == b'_') {
+        return None;
+    }
+    let name = &b[..n];
+    let last = name.rsplit(|&c| c == b'.').next()?;
+    if !last.first().is_some_and(u8::is_ascii_uppercase) {
+        return None;
+    }
+    const ENDS: [&[u8]; 7] = [
+        b"Error",
+        b"Exception",
+        b"Exit",
+        b"Interrupt",
+        b"Failure",
+        b"Fault",
+        b"Exceeded",
+    ];
+    if !ENDS.iter().any(|e| last.ends_with(e)) {
+        return None;
+    }
+    let mut j = n;
+    if b.get(j) == Some(&b'(') {
+        let inner = b[j + 1..]
+            .iter()
+            .take_while(|&&c| is_word(c) || c == b'.')
+            .count();
+        if b.get(j + 1 + inner) != Some(&b')') {
+            return None;
+        }
+        j += inner + 2;
+    }
+    match b.get(j) {
+        None => Some(j),
+        Some(b':') if b.get(j + 1).is_none_or(|c| c.is_ascii_whitespace()) => Some(j),
+        _ => None,
+    }
+}
+
+/// `error:`, `Error while ...`, `failed (exitcode ...)`, `FAILED`, `fatal:`.
+fn starts_with_error_word(b: &[u8]) -> bool {
+    const WORDS: [&[u8]; 4] = [b"error", b"failed", b"failure", b"fatal"];
+    WORDS
+        .iter()
+        .any(|w| b.len() > w.len() && b[..w.len()].eq_ignore_ascii_case(w) && !is_word(b[w.len()]))
+}
+
+pub(crate) fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(hay, needle).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(s: &str) -> (&str, Level) {
+        let (i, l) = strip_prefixes(s.as_bytes());
+        (&s[i..], l)
+    }
+
+    #[test]
+    fn strips_tool_prefixes() {
+        let cases = [
+            (
+                "(WorkerDict pid=1) [rank3]: torch.OutOfMemoryError: x",
+                "torch.OutOfMemoryError: x",
+                Level::Unknown,
+            ),
+            (
+                "[rank1]:[E314 14:33:45.172185860 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog",
+                "Watchdog",
+                Level::Error,
+            ),
+            (
+                "[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog",
+                "Watchdog",
+                Level::Error,
+            ),
+            (
+                "vllm-1  | ERROR 11-18 18:07:28 engine.py:366] ValueError: No",
+                "ValueError: No",
+                Level::Error,
+            ),
+            (
+                "(EngineCore_DP0 pid=268) ERROR 10-21 00:35:03 [core.py:708] ValueError: To",
+                "ValueError: To",
+                Level::Error,
+            ),
+            (
+                "[2026-09-13 16:06:07] KV cache pool",
+                "KV cache pool",
+                Level::Unknown,
+            ),
+            (
+                "[2025-07-02 07:41:59 DP0 TP0] max_total",
+                "max_total",
+                Level::Unknown,
+            ),
+            (
+                "(raylet) [2026-01-20 08:13:25,391 E 2105 2105] (raylet) node_manager.cc:3099: 1 W",
+                "node_manager.cc:3099: 1 W",
+                Level::Error,
+            ),
+            (
+                "E1122 12:00:00.123456  1234 file.cc:12] boom",
+                "boom",
+                Level::Error,
+            ),
+            (
+                "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9)",
+                "failed (exitcode: -9)",
+                Level::Error,
+            ),
+            (
+                "2025-03-14 14:23:09,117\tINFO worker.py:1654 -- Connecting",
+                "Connecting",
+                Level::Quiet,
+            ),
+            (
+                "  3: torch.OutOfMemoryError: x",
+                "torch.OutOfMemoryError: x",
+                Level::Unknown,
+            ),
+            (
+                "\x1b[36m(WorkerDict pid=2)\x1b[0m \x1b[31mRuntimeError: y",
+                "RuntimeError: y",
+                Level::Unknown,
+            ),
+            (
+                "WARNING 05-09 00:49:33 scheduler.py:1057 Sequence group",
+                "Sequence group",
+                Level::Quiet,
+            ),
+            (
+                "[2024-11-02 19:58:41,307] torch.distributed.elastic.multiprocessing.api: [ERROR] failed",
+                "failed",
+                Level::Error,
+            ),
+        ];
+        for (s, want, lv) in cases {
+            assert_eq!(body(s), (want, lv), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn exception_names() {
+        for s in [
+            "torch.OutOfMemoryError: CUDA",
+            "ray.exceptions.RayTaskError(OutOfMemoryError): ray::W",
+            "Exception: Capture",
+            "KeyboardInterrupt",
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        ] {
+            assert!(exception_name_len(s.as_bytes()).is_some(), "{s}");
+        }
+        for s in [
+            "UserWarning: CUDA",
+            "notes: x",
+            "rank3.log:torch.OutOfMemoryError: x",
+            "Error executing job",
+            "OOMError-prone config: x",
+        ] {
+            assert!(exception_name_len(s.as_bytes()).is_none(), "{s}");
+        }
+    }
+
+    #[test]
+    fn quotes() {
+        assert!(in_quotes(br#"notes: "torch.OutOfMemoryError: "#));
+        assert!(in_quotes(b"grep -c '"));
+        assert!(!in_quotes(b"the worker's "));
+        assert!(!in_quotes(br#"a "b" "#));
+        assert!(in_quotes(b"see `"));
+    }
+
+    #[test]
+    fn config_lines() {
+        for s in [
+            "notes: \"x\"",
+            "oom_hint: lower",
+            "- name: x",
+            "max_retries=3",
+            "--oom-retry  retry",
+        ] {
+            assert!(is_config_line(s.as_bytes()), "{s}");
+        }
+        for s in [
+            "error: Detected",
+            "traceback : Signal 9",
+            "exitcode  : -9",
+            "srun: error:",
+            "slurmstepd-n1: error:",
+            "torch.OutOfMemoryError: x",
+            "failed (exitcode: -9)",
+        ] {
+            assert!(!is_config_line(s.as_bytes()), "{s}");
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! The process's last words: which exception ended it, and whether that exception is a
+//! failure of its own or the teardown that follows an earlier memory failure.
+//!
+//! Every followed traceback's final exception line (except those Python reports as
+//! swallowed: `Exception ignored in`, atexit, logging errors) replaces the previous one,
+//! so after the stream the last one is known. It is one of three kinds:
+//!
+//! * **memory** — the line itself reports a memory failure (a memory rule matches it in
+//!   reporting position): `torch.OutOfMemoryError: CUDA out of memory ...`,
+//!   `ValueError: No available memory for the cache blocks`.
+//! * **teardown** — what other ranks, launchers and drivers raise after some process died:
+//!   NCCL / c10d errors (`DistBackendError`, `RuntimeError: NCCL communicator was aborted`),
+//!   torchrun's `ChildFailedError`, Ray's `ActorDiedError` / `RayActorError` and the
+//!   `RayTaskError(X)` wrapper, `KeyboardInterrupt` / `SystemExit`, broken pipes and reset
+//!   connections, and any line a weak-error (wrapper) rule matches (`Engine core
+//!   initialization failed`).
+//! * **other** — anything else (`FileNotFoundError`, `ValueError` from config,
+//!   `ImportError`, ...): a different failure. When it comes after the evidence of a
+//!   memory failure, the memory failure is not what killed the job (see `State::verdict`).
+
+use super::Evidence;
+use super::position;
+use super::scan::Engine;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ExcKind {
+    Memory,
+    Teardown,
+    Other,
+}
+
+/// The last exception line that ended a followed traceback.
+#[derive(Debug, Clone)]
+pub(crate) struct Terminal {
+    pub kind: ExcKind,
+    pub evidence: Evidence,
+}
+
+/// Exception names (last dotted component) raised as a consequence of another process
+/// dying, never a cause of their own.
+const TEARDOWN_NAMES: &[&[u8]] = &[
+    b"ChildFailedError",
+    b"DistBackendError",
+    b"DistNetworkError",
+    b"DistStoreError",
+    b"DistError",
+    b"ActorDiedError",
+    b"RayActorError",
+    b"ActorUnavailableError",
+    b"WorkerCrashedError",
+    b"NodeDiedError",
+    b"OwnerDiedError",
+    b"ObjectLostError",
+    b"RaySystemError",
+    b"KeyboardInterrupt",
+    b"SystemExit",
+    b"SignalException",
+    b"BrokenPipeError",
+    b"ConnectionResetError",
+    b"ConnectionAbortedError",
+    b"EOFError",
+    b"CancelledError",
+];
+
+/// Message fragments of generic exceptions (`RuntimeError: ...`) raised by teardown.
+const TEARDOWN_MESSAGES: &[&[u8]] = &[
+    b"NCCL",
+    b"ProcessGroup",
+    b"DataLoader worker",
+    b"Connection closed by peer",
+    b"Connection reset by peer",
+    b"killed by signal",
+];
+
+/// `ray.exceptions.RayTaskError(X): ...` (Ray's re-raise of a task's exception).
+pub(crate) fn is_ray_task_error(rest: &[u8]) -> bool {
+    let n = position::exception_name_len(rest).unwrap_or(0);
+    let name = &rest[..n];
+    name.starts_with(b"RayTaskError(") || position::contains(name, b".RayTaskError(")
+}
+
+/// Classify an exception line: `l` is the whole line, `rest` the part after the
+/// traceback's prefix (starting at the exception name).
+pub(crate) fn kind_of(eng: &Engine, l: &[u8], rest: &[u8]) -> ExcKind {
+    if eng.matches_any(l, eng.memory_rules) {
+        return ExcKind::Memory;
+    }
+    let n = position::exception_name_len(rest).unwrap_or(0);
+    let name = &rest[..n];
+    let base = name.split(|&c| c == b'(').next().unwrap_or(name);
+    let last = base.rsplit(|&c| c == b'.').next().unwrap_or(base);
+    let message = &rest[n..];
+    let teardown = is_ray_task_error(rest)
+        || TEARDOWN_NAMES.contains(&last)
+        || TEARDOWN_MESSAGES
+            .iter()
+            .any(|m| position::contains(message, m))
+        || eng.matches_any(l, eng.weak_rules);
+    if teardown {
+        ExcKind::Teardown
+    } else {
+        ExcKind::Other
+    }
+}

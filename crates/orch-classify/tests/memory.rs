@@ -1,0 +1,97 @@
+//! The memory numbers and phase read from real-format fixture logs (`tests/fixtures/`): what
+//! a planner gets to work with after each kind of memory failure.
+
+use std::path::Path;
+
+use orch_classify::{FailureClass, MemoryFacts, Stage, Step, classify_path};
+
+fn facts(name: &str) -> (FailureClass, MemoryFacts) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let v = classify_path(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    (v.class, v.memory.unwrap_or_default())
+}
+
+fn gib(v: Option<f64>) -> f64 {
+    (v.expect("a figure") * 100.0).round() / 100.0
+}
+
+#[test]
+fn verl_actor_update_oom_in_a_ray_worker() {
+    let (class, f) = facts("verl-gpu-oom-ray-wrapped.log");
+    assert_eq!(class, FailureClass::GpuOom);
+    assert_eq!(gib(f.tried_to_allocate_gib), 17.66);
+    assert_eq!(gib(f.capacity_gib), 79.14);
+    assert_eq!(gib(f.free_gib), 4.97);
+    assert_eq!(gib(f.allocated_gib), 70.77);
+    assert_eq!(gib(f.reserved_unallocated_gib), 2.12);
+    // torch listed the worker itself as "Process 231424": the `(WorkerDict pid=231424)`
+    // prefix says it is this process, not another program on the card.
+    assert_eq!(gib(f.process_in_use_gib), 74.16);
+    assert!(f.other_processes.is_empty());
+    assert_eq!(f.device, Some(3));
+    assert_eq!(f.stage, Some(Stage::ActorUpdate));
+    assert_eq!(f.step, Some(Step::Backward));
+}
+
+#[test]
+fn vllm_start_up_check_names_free_and_desired_memory() {
+    let (class, f) = facts("vllm-startup-free-memory.log");
+    assert_eq!(class, FailureClass::GpuOom);
+    assert_eq!(gib(f.free_gib), 19.77);
+    assert_eq!(gib(f.capacity_gib), 22.05);
+    assert_eq!(f.desired_utilization, Some(0.9));
+    assert_eq!(gib(f.desired_gib), 19.84);
+}
+
+#[test]
+fn vllm_kv_cache_shortfalls() {
+    let (class, f) = facts("vllm-v1-kv-cache-max-seq-len.log");
+    assert_eq!(class, FailureClass::KvCache);
+    assert_eq!(f.max_seq_len, Some(262_144));
+    assert_eq!(gib(f.kv_cache_needed_gib), 24.0);
+    assert_eq!(gib(f.kv_cache_available_gib), 8.04);
+    assert_eq!(f.estimated_max_model_len, Some(87_840));
+    assert_eq!(f.stage, Some(Stage::RolloutStartup));
+
+    let (class, f) = facts("vllm-v0-max-seq-len-llamafactory.log");
+    assert_eq!(class, FailureClass::KvCache);
+    assert_eq!((f.max_seq_len, f.kv_cache_tokens), (Some(4096), Some(3664)));
+}
+
+#[test]
+fn legacy_and_rocm_torch_messages() {
+    let (_, f) = facts("tqdm-carriage-return.log");
+    assert_eq!(gib(f.tried_to_allocate_gib), 2.0);
+    assert_eq!(gib(f.reserved_unallocated_gib), 1.81);
+    let (class, f) = facts("hip-oom-rocm.log");
+    assert_eq!(class, FailureClass::GpuOom);
+    // A request larger than the whole card: no configuration of the allocator helps.
+    assert!(f.tried_to_allocate_gib > f.capacity_gib);
+}
+
+#[test]
+fn host_memory_from_the_kernel_and_a_forward_pass_oom() {
+    let (class, f) = facts("kernel-oom-killer.log");
+    assert_eq!(class, FailureClass::HostOom);
+    assert!(f.host_used_gib.is_some_and(|g| g > 100.0));
+    let (_, f) = facts("oom-rank3-then-nccl-watchdog.log");
+    assert_eq!(f.step, Some(Step::Forward));
+    assert_eq!(gib(f.process_in_use_gib), 78.12);
+}
+
+#[test]
+fn failures_that_are_not_about_memory_carry_no_numbers() {
+    for name in [
+        "import-error.log",
+        "slurm-timeout-old-format.log",
+        "nccl-watchdog-timeout.log",
+        "clean-success.log",
+    ] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name);
+        assert_eq!(classify_path(&path).unwrap().memory, None, "{name}");
+    }
+}

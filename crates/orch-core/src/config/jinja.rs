@@ -1,0 +1,80 @@
+//! The template language: the one minijinja [`environment`] every template file and every
+//! template rule is evaluated in.
+//!
+//! Undefined values are errors (strict undefined), so a misspelt variable fails the render
+//! instead of becoming an empty string. Two filters keep values from escaping their place in a
+//! script: `shq` quotes any value for a POSIX shell, so `x$(touch /tmp/p)` reaches the trainer
+//! as that literal string; `directive` refuses values that could end or extend an `#SBATCH`
+//! line. This module depends on nothing else of orch, so both the plan (which checks rules)
+//! and the renderer (which renders files) can use it without depending on each other.
+
+use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value};
+use serde::Serialize;
+
+/// The environment every template and rule is evaluated in.
+pub fn environment() -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(UndefinedBehavior::Strict);
+    env.set_syntax(
+        minijinja::syntax::SyntaxConfig::builder()
+            // minijinja drops a template's final newline by default; scripts should end in one.
+            .keep_trailing_newline(true)
+            .build()
+            .expect("default delimiters are valid"),
+    );
+    env.add_filter("shq", shq);
+    env.add_filter("directive", directive);
+    env
+}
+
+/// Quote a value for a POSIX shell (safe values are left as they are).
+pub fn shq(value: Value) -> Result<String, minijinja::Error> {
+    let text = text_of(&value)?;
+    shlex::try_quote(&text)
+        .map(|q| q.into_owned())
+        .map_err(|e| {
+            minijinja::Error::new(
+                ErrorKind::InvalidOperation,
+                format!("cannot quote {text:?}: {e}"),
+            )
+        })
+}
+
+/// Allow only characters that cannot end or extend an `#SBATCH` directive.
+pub fn directive(value: Value) -> Result<String, minijinja::Error> {
+    let text = text_of(&value)?;
+    let ok = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:,=/@%+-[]".contains(&b));
+    if ok {
+        Ok(text)
+    } else {
+        Err(minijinja::Error::new(
+            ErrorKind::InvalidOperation,
+            format!(
+                "{text:?} cannot go on an #SBATCH line (letters, digits and ._:,=/@%+-[] only)"
+            ),
+        ))
+    }
+}
+
+/// Any serializable value as a template value.
+pub fn to_value<T: Serialize>(value: T) -> Value {
+    Value::from(minijinja::value::Serde(value))
+}
+
+/// A filter's input as text; an undefined value is an error here too, never an empty string
+/// that would quote or pass as `''`.
+fn text_of(value: &Value) -> Result<String, minijinja::Error> {
+    if value.is_undefined() {
+        return Err(minijinja::Error::new(
+            ErrorKind::UndefinedError,
+            "undefined value",
+        ));
+    }
+    Ok(match value.as_str() {
+        Some(s) => s.to_string(),
+        None => value.to_string(),
+    })
+}

@@ -1,0 +1,14 @@
+//! Facts about this machine that records need: its name (who holds a run's lock) and its boot
+//! (a pid recorded before a reboot names someone else's process after it).
+
+/// This machine's host name, or `?`.
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// The kernel's id of the current boot (Linux), if it has one.
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()
+}

@@ -1,0 +1,279 @@
+//! The events of `events.jsonl`, typed. Every value that was once written as free text — an
+//! attempt's outcome, how the scheduler ended its job, what orch decided next — is an enum here
+//! that serialises to exactly the text earlier versions wrote, so old run directories load and
+//! new ones read the same to a person or a script.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::backend::JobEnd;
+use crate::outcome::Outcome;
+use crate::plan::ChangeRecord;
+
+/// Version of the on-disk format, written in each run's first event.
+pub const FORMAT: u32 = 1;
+
+/// How a run ended, or that it has not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Not ended: an orch (or a follow-up job) may be driving it, or it waits for `orch resume`.
+    Running,
+    /// An attempt succeeded.
+    Succeeded,
+    /// orch gave up (ladder exhausted, attempts used, or an error it cannot answer).
+    Failed,
+    /// Stopped by Ctrl-C on a local run or by `orch cancel`.
+    Cancelled,
+}
+
+impl RunState {
+    /// The wire name (same as serde's).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Succeeded => "succeeded",
+            RunState::Failed => "failed",
+            RunState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What orch decided after a failed attempt. Written as `step <name>`, `resume` or `give_up`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Take the named ladder step.
+    Step(String),
+    /// Run the same configuration again from its checkpoint.
+    Resume,
+    /// End the run as failed.
+    GiveUp,
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Decision::Step(name) => write!(f, "step {name}"),
+            Decision::Resume => f.write_str("resume"),
+            Decision::GiveUp => f.write_str("give_up"),
+        }
+    }
+}
+
+impl FromStr for Decision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "resume" => Ok(Decision::Resume),
+            "give_up" => Ok(Decision::GiveUp),
+            _ => match s.strip_prefix("step ") {
+                Some(name) if !name.is_empty() => Ok(Decision::Step(name.to_string())),
+                _ => Err(format!("unknown decision `{s}` in the ledger")),
+            },
+        }
+    }
+}
+
+/// Serialise through the text form, so that the JSON is a plain string.
+macro_rules! serde_as_text {
+    ($t:ty) => {
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = String::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+serde_as_text!(Decision);
+serde_as_text!(Outcome);
+serde_as_text!(JobEnd);
+
+/// The line that explained an attempt's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceRecord {
+    /// The log file (or `scheduler`).
+    pub file: String,
+    /// 1-based line in `file`; 0 when the evidence is not a log line.
+    pub line: u64,
+    /// The line itself, or what the scheduler or watcher saw.
+    pub text: String,
+}
+
+/// One line of `events.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+#[allow(missing_docs)] // the fields are the file format; docs/ARCHITECTURE.md describes it
+pub enum Event {
+    /// The run exists: what it runs, where, and how many attempts it may use.
+    Created {
+        ts: String,
+        format: u32,
+        run: String,
+        experiment: String,
+        profile: String,
+        template: String,
+        ladder: String,
+        backend: String,
+        #[serde(default)]
+        host: Option<String>,
+        /// The runs directory on the host (absolute), when there is one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        remote_dir: Option<String>,
+        max_attempts: u32,
+        simulate: bool,
+        /// The notification hook (argv), if any.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        on_event: Vec<String>,
+    },
+    /// The intent to submit an attempt, written before the scheduler is called.
+    Rendered {
+        ts: String,
+        attempt: u32,
+        step: String,
+        steps: Vec<String>,
+        changes: Vec<ChangeRecord>,
+        #[serde(default)]
+        why: String,
+        changes_semantics: bool,
+        resume: bool,
+        /// Why the trainer's checkpoint may not load into this configuration, if it may not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        checkpoint_warning: Option<String>,
+        job_name: String,
+        dir: PathBuf,
+        files: Vec<PathBuf>,
+        overrides: BTreeMap<String, serde_json::Value>,
+    },
+    /// The scheduler accepted the attempt's job.
+    Submitted {
+        ts: String,
+        attempt: u32,
+        job_id: String,
+        stdout: PathBuf,
+        stderr: PathBuf,
+    },
+    /// The attempt's job ended and its outcome was decided.
+    Finished {
+        ts: String,
+        attempt: u32,
+        /// `succeeded`, `cancelled` or a failure class.
+        outcome: Outcome,
+        /// What the scheduler said about the job (`failed (exit code 1)`, `node_fail (n3)`, …).
+        job_state: JobEnd,
+        exit_code: Option<i32>,
+        evidence: Option<EvidenceRecord>,
+    },
+    /// What orch decided after a failure.
+    Decided {
+        ts: String,
+        attempt: u32,
+        decision: Decision,
+        reason: String,
+    },
+    /// A Slurm job that will run `orch resume` when the attempt's job ends (`--detach`).
+    FollowUp {
+        ts: String,
+        attempt: u32,
+        job_id: String,
+    },
+    /// `orch cancel` asked for the run to stop.
+    CancelRequested { ts: String },
+    /// The run is over.
+    Ended {
+        ts: String,
+        state: RunState,
+        summary: String,
+    },
+}
+
+/// Now, as RFC 3339 UTC.
+pub fn now() -> String {
+    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use orch_classify::FailureClass;
+
+    /// Every text form round-trips, and reads back as what earlier versions wrote.
+    #[test]
+    fn text_forms_round_trip() {
+        let ends = [
+            (JobEnd::Completed, "completed"),
+            (
+                JobEnd::Failed { exit_code: Some(1) },
+                "failed (exit code 1)",
+            ),
+            (
+                JobEnd::Failed {
+                    exit_code: Some(-9),
+                },
+                "failed (exit code -9)",
+            ),
+            (JobEnd::Failed { exit_code: None }, "failed"),
+            (JobEnd::Cancelled, "cancelled"),
+            (JobEnd::Timeout, "timeout"),
+            (JobEnd::OutOfMemory, "out_of_memory"),
+            (
+                JobEnd::NodeFail {
+                    node: Some("n3".into()),
+                },
+                "node_fail (n3)",
+            ),
+            (JobEnd::NodeFail { node: None }, "node_fail"),
+            (JobEnd::Preempted, "preempted"),
+            (JobEnd::Lost, "lost"),
+            (
+                JobEnd::Hung { silent_secs: 1 },
+                "hung (no log output for 1 s)",
+            ),
+        ];
+        for (end, text) in ends {
+            assert_eq!(serde_json::to_value(&end).unwrap(), text);
+            assert_eq!(serde_json::from_value::<JobEnd>(text.into()).unwrap(), end);
+        }
+        let outcomes = [
+            (Outcome::Succeeded, "succeeded"),
+            (Outcome::Cancelled, "cancelled"),
+            (Outcome::Failed(FailureClass::GpuOom), "gpu_oom"),
+            (Outcome::Failed(FailureClass::Hang), "hang"),
+        ];
+        for (outcome, text) in outcomes {
+            assert_eq!(serde_json::to_value(outcome).unwrap(), text);
+            assert_eq!(
+                serde_json::from_value::<Outcome>(text.into()).unwrap(),
+                outcome
+            );
+        }
+        let decisions = [
+            (
+                Decision::Step("halve-micro-batch".into()),
+                "step halve-micro-batch",
+            ),
+            (Decision::Resume, "resume"),
+            (Decision::GiveUp, "give_up"),
+        ];
+        for (decision, text) in decisions {
+            assert_eq!(serde_json::to_value(&decision).unwrap(), text);
+            assert_eq!(
+                serde_json::from_value::<Decision>(text.into()).unwrap(),
+                decision
+            );
+        }
+        assert!(serde_json::from_value::<Outcome>("exploded".into()).is_err());
+        assert!(serde_json::from_value::<Decision>("step ".into()).is_err());
+    }
+}

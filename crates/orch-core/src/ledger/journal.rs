@@ -1,0 +1,112 @@
+//! The record of a run one orch is driving, kept in memory and brought up to date by reading
+//! only the bytes `events.jsonl` gained since the last look. The driver appends through it, and
+//! another process (`orch cancel`) may append too, so every look checks the file's length: one
+//! full replay per command, then only new lines.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use anyhow::Context;
+
+use super::RunDir;
+use super::event::Event;
+use super::record::RunRecord;
+
+/// A run's directory with its record cached.
+#[derive(Debug)]
+pub struct Journal {
+    run: RunDir,
+    record: RunRecord,
+    /// Bytes of `events.jsonl` folded into `record`: always the end of a complete line.
+    offset: u64,
+}
+
+impl Journal {
+    /// Replay the run's events once.
+    pub fn open(run: RunDir) -> anyhow::Result<Journal> {
+        let (record, offset) = replay_from_start(&run)?;
+        Ok(Journal {
+            run,
+            record,
+            offset,
+        })
+    }
+
+    /// The run's directory.
+    pub fn run(&self) -> &RunDir {
+        &self.run
+    }
+
+    /// The record as of the last look, without looking at the file.
+    pub fn cached(&self) -> &RunRecord {
+        &self.record
+    }
+
+    /// The record with every complete event written so far, by anyone.
+    pub fn record(&mut self) -> anyhow::Result<&RunRecord> {
+        self.catch_up()?;
+        Ok(&self.record)
+    }
+
+    /// Append one event (synced before this returns) and fold it into the record.
+    pub fn append(&mut self, event: &Event) -> anyhow::Result<()> {
+        self.run.append_line(event)?;
+        self.catch_up()?;
+        let _ = self.run.write_summary(&self.record);
+        Ok(())
+    }
+
+    fn catch_up(&mut self) -> anyhow::Result<()> {
+        let path = self.run.events_path();
+        let mut file = std::fs::File::open(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let len = file.metadata()?.len();
+        if len == self.offset {
+            return Ok(());
+        }
+        if len < self.offset {
+            // Someone cut the file below what we read (a torn tail we had not folded in is
+            // never below it): start again rather than guess.
+            (self.record, self.offset) = replay_from_start(&self.run)?;
+            return Ok(());
+        }
+        file.seek(SeekFrom::Start(self.offset))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        // Only whole lines: a line still being written (or torn) is read on a later look.
+        let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
+            return Ok(());
+        };
+        for line in bytes[..end].split(|&b| b == b'\n') {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let event: Event = serde_json::from_slice(line).with_context(|| {
+                format!("{}: a bad event after byte {}", path.display(), self.offset)
+            })?;
+            self.record
+                .apply(event)
+                .with_context(|| format!("run {}", self.run.id))?;
+        }
+        self.offset += end as u64 + 1;
+        Ok(())
+    }
+}
+
+/// The record from every complete line, and where those lines end.
+fn replay_from_start(run: &RunDir) -> anyhow::Result<(RunRecord, u64)> {
+    let path = run.events_path();
+    let text = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let end = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut events = Vec::new();
+    for (i, line) in text[..end].split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let event = serde_json::from_slice(line)
+            .with_context(|| format!("{}:{}", path.display(), i + 1))?;
+        events.push(event);
+    }
+    let mut record = RunRecord::replay(&events).with_context(|| format!("run {}", run.id))?;
+    record.checkpoint_dir = run.absolute_checkpoint_dir();
+    Ok((record, end as u64))
+}

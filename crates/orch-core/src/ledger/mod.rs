@@ -1,0 +1,369 @@
+//! The run ledger: everything orch knows about a run, on disk, so that nothing is lost when orch
+//! stops and a person can read it without orch.
+//!
+//! ```text
+//! .orch/runs/<run-id>/
+//!   events.jsonl        append-only, one JSON event per line, the source of truth
+//!   run.yaml            human-readable summary, rewritten (atomically) after every event
+//!   attempts/<N>/       rendered files, plan.yaml, attempt.yaml, stdout.log, stderr.log
+//!   checkpoints/        the trainer's checkpoints, shared by all attempts
+//! ```
+//! An attempt is recorded as `rendered` (the intent to submit, with its files) before the
+//! scheduler is called and as `submitted` (with the job id) right after, so a reader can always
+//! tell which attempts may exist in the scheduler.
+//!
+//! [`event`] is the file format (typed events whose JSON is the format's text), [`record`]
+//! folds events into a [`RunRecord`], [`journal`] keeps one run's record in memory for the orch
+//! driving it, and this module holds the directories, the lock and the crash points.
+
+mod event;
+mod journal;
+mod record;
+mod run_id;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+
+/// Kept here for the callers that found it here before it had a module of its own.
+pub use crate::atomic::write_atomic;
+pub use event::{Decision, Event, EvidenceRecord, FORMAT, RunState, now};
+pub use journal::Journal;
+pub use record::{AttemptRecord, RunRecord};
+
+/// All runs under one directory.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    root: PathBuf,
+}
+
+impl Ledger {
+    /// The runs under `root` (created on the first run).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// Create a new run directory with its first event.
+    pub fn create(&self, experiment: &str, created: Event) -> anyhow::Result<RunDir> {
+        std::fs::create_dir_all(&self.root)
+            .with_context(|| format!("cannot create the runs directory {}", self.root.display()))?;
+        for _ in 0..100 {
+            let id = run_id::new_run_id(experiment);
+            let path = self.root.join(&id);
+            match std::fs::create_dir(&path) {
+                Ok(()) => {
+                    let run = RunDir { id, path };
+                    let mut created = created;
+                    if let Event::Created { run: field, .. } = &mut created {
+                        *field = run.id.clone();
+                    }
+                    run.append(&created)?;
+                    return Ok(run);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot create {}", path.display()));
+                }
+            }
+        }
+        bail!("could not find a free run id under {}", self.root.display())
+    }
+
+    /// Open a run by id (or a unique prefix of one).
+    pub fn open(&self, id: &str) -> anyhow::Result<RunDir> {
+        let ids = self.ids();
+        if ids.iter().any(|i| i == id) {
+            return Ok(RunDir {
+                id: id.to_string(),
+                path: self.root.join(id),
+            });
+        }
+        let matches: Vec<&String> = ids.iter().filter(|i| i.starts_with(id)).collect();
+        match matches.as_slice() {
+            [one] => Ok(RunDir {
+                id: one.to_string(),
+                path: self.root.join(one),
+            }),
+            [] => Err(crate::error::UsageError(format!(
+                "no run `{id}` in {}{}",
+                self.root.display(),
+                if ids.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; recent runs: {}",
+                        ids.iter()
+                            .rev()
+                            .take(5)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            ))
+            .into()),
+            many => Err(crate::error::UsageError(format!(
+                "`{id}` matches several runs: {}",
+                many.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .into()),
+        }
+    }
+
+    /// Run ids, oldest first.
+    pub fn ids(&self) -> Vec<String> {
+        let mut runs: Vec<(String, String)> = std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().join("events.jsonl").is_file())
+            .map(|e| {
+                let id = e.file_name().to_string_lossy().into_owned();
+                (created_at(&e.path()).unwrap_or_default(), id)
+            })
+            .collect();
+        runs.sort();
+        runs.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// The runs directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+/// When a run was created, from its first event alone (listing runs must not replay them all).
+fn created_at(run: &Path) -> Option<String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(run.join("events.jsonl")).ok()?;
+    let mut first = String::new();
+    std::io::BufReader::new(file).read_line(&mut first).ok()?;
+    match serde_json::from_str(&first).ok()? {
+        Event::Created { ts, .. } => Some(ts),
+        _ => None,
+    }
+}
+
+/// One run's directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    /// The run id (the directory's name).
+    pub id: String,
+    /// The run directory.
+    pub path: PathBuf,
+}
+
+impl RunDir {
+    /// Append one event and flush it to disk before returning, then rewrite the summaries.
+    /// An orch driving the run appends through its [`Journal`] instead, which does not replay.
+    pub fn append(&self, event: &Event) -> anyhow::Result<()> {
+        self.append_line(event)?;
+        if let Ok(record) = self.record() {
+            let _ = self.write_summary(&record);
+        }
+        Ok(())
+    }
+
+    fn events_path(&self) -> PathBuf {
+        self.path.join("events.jsonl")
+    }
+
+    /// Append one event as a line and sync it.
+    fn append_line(&self, event: &Event) -> anyhow::Result<()> {
+        let mut line = serde_json::to_vec(event)?;
+        line.push(b'\n');
+        let path = self.events_path();
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        drop_torn_tail(&path).with_context(|| format!("cannot repair {}", path.display()))?;
+        file.write_all(&line)
+            .and_then(|()| file.sync_data())
+            .with_context(|| format!("cannot append to {}", path.display()))
+    }
+
+    /// Every event, in order. A torn last line (orch killed mid-write) is ignored.
+    pub fn events(&self) -> anyhow::Result<Vec<Event>> {
+        let path = self.path.join("events.jsonl");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let mut events = Vec::with_capacity(lines.len());
+        for (i, line) in lines.iter().enumerate() {
+            match serde_json::from_str(line) {
+                Ok(e) => events.push(e),
+                Err(_) if i + 1 == lines.len() && !text.ends_with('\n') => break,
+                Err(e) => bail!("{}:{}: {e}", path.display(), i + 1),
+            }
+        }
+        Ok(events)
+    }
+
+    /// The run as its events tell it.
+    pub fn record(&self) -> anyhow::Result<RunRecord> {
+        let mut record =
+            RunRecord::replay(&self.events()?).with_context(|| format!("run {}", self.id))?;
+        record.checkpoint_dir = self.absolute_checkpoint_dir();
+        Ok(record)
+    }
+
+    fn absolute_checkpoint_dir(&self) -> PathBuf {
+        std::path::absolute(self.checkpoint_dir()).unwrap_or_else(|_| self.checkpoint_dir())
+    }
+
+    /// Take the run's lock: one orch drives a run at a time. The lock is an `flock` on
+    /// `<run>/lock`, released by the kernel when its holder dies, so a stale lock from a killed
+    /// orch is simply taken over.
+    pub fn lock(&self) -> anyhow::Result<RunLock> {
+        use nix::fcntl::{Flock, FlockArg};
+        let path = self.path.join("lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(mut lock) => {
+                use std::io::Seek;
+                let _ = lock.set_len(0);
+                let _ = lock.seek(std::io::SeekFrom::Start(0));
+                let _ = writeln!(lock, "{} {}", std::process::id(), crate::host::hostname());
+                Ok(RunLock { _lock: lock })
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                let holder = holder.split_whitespace().collect::<Vec<_>>();
+                Err(crate::error::UsageError(format!(
+                    "run {} is being driven by another orch (pid {} on {}); wait for it, or stop it first",
+                    self.id,
+                    holder.first().unwrap_or(&"?"),
+                    holder.get(1).unwrap_or(&"?")
+                ))
+                .into())
+            }
+            Err((_, e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
+        }
+    }
+
+    /// Directory of attempt `n`.
+    pub fn attempt_dir(&self, n: u32) -> PathBuf {
+        self.path.join("attempts").join(n.to_string())
+    }
+
+    /// The trainer's checkpoints, shared by all attempts.
+    pub fn checkpoint_dir(&self) -> PathBuf {
+        self.path.join("checkpoints")
+    }
+
+    fn write_summary(&self, record: &RunRecord) -> anyhow::Result<()> {
+        let mut text = format!(
+            "# Summary of run {} (rewritten by orch after every event; the record is events.jsonl)\n",
+            record.run
+        );
+        text.push_str(&serde_yaml::to_string(record)?);
+        write_atomic(&self.path.join("run.yaml"), text.as_bytes())?;
+        for a in &record.attempts {
+            if a.dir.is_dir() {
+                let text = serde_yaml::to_string(a)?;
+                write_atomic(&a.dir.join("attempt.yaml"), text.as_bytes())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An orch killed mid-write can leave a last line without its newline; cut it off so the next
+/// event starts on a line of its own (the torn event was never acted on).
+fn drop_torn_tail(path: &Path) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)?;
+    let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::Start(len - 1))?;
+    file.read_exact(&mut last)?;
+    if last[0] == b'\n' {
+        return Ok(());
+    }
+    let mut text = Vec::new();
+    file.seek(SeekFrom::Start(0))?;
+    file.read_to_end(&mut text)?;
+    let keep = text
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map(|i| i + 1)
+        .unwrap_or(0);
+    file.set_len(keep as u64)?;
+    file.sync_data()
+}
+
+/// Held while an orch drives a run.
+#[derive(Debug)]
+pub struct RunLock {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+/// For crash tests: when `ORCH_CRASH_AT` names this point, die here as `kill -9` would.
+pub fn crash_point(name: &str) {
+    if std::env::var("ORCH_CRASH_AT").is_ok_and(|v| v == name) {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_last_line_is_cut_before_the_next_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(dir.path());
+        let created = Event::Created {
+            ts: now(),
+            format: FORMAT,
+            run: String::new(),
+            experiment: "x".into(),
+            profile: "a40".into(),
+            template: "verl-grpo".into(),
+            ladder: "verl-grpo".into(),
+            backend: "local".into(),
+            host: None,
+            remote_dir: None,
+            max_attempts: 5,
+            simulate: true,
+            on_event: vec![],
+        };
+        let run = ledger.create("x", created).unwrap();
+        // orch killed in the middle of writing an event:
+        let path = run.path.join("events.jsonl");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"event\":\"cancel_req").unwrap();
+        drop(f);
+        assert_eq!(run.record().unwrap().state, RunState::Running);
+        run.append(&Event::Ended {
+            ts: now(),
+            state: RunState::Failed,
+            summary: "s".into(),
+        })
+        .unwrap();
+        let record = run.record().unwrap();
+        assert_eq!(record.state, RunState::Failed);
+        assert!(!record.cancel_requested);
+    }
+}

@@ -1,0 +1,242 @@
+//! A run as its events tell it: [`RunRecord`] is built from the `created` event and then folds in
+//! one event at a time ([`RunRecord::apply`]), so a reader that already holds a record only needs
+//! the events written since.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+
+use super::event::{Decision, Event, EvidenceRecord, RunState};
+use crate::backend::JobEnd;
+use crate::outcome::Outcome;
+use crate::plan::ChangeRecord;
+
+/// One attempt as the events tell it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[allow(missing_docs)] // the fields are those of the events they come from
+pub struct AttemptRecord {
+    pub attempt: u32,
+    pub step: String,
+    pub steps: Vec<String>,
+    pub changes: Vec<ChangeRecord>,
+    pub why: String,
+    pub changes_semantics: bool,
+    pub resume: bool,
+    pub checkpoint_warning: Option<String>,
+    pub job_name: String,
+    pub job_id: Option<String>,
+    pub dir: PathBuf,
+    pub stdout: Option<PathBuf>,
+    pub stderr: Option<PathBuf>,
+    pub outcome: Option<Outcome>,
+    pub job_state: Option<JobEnd>,
+    pub exit_code: Option<i32>,
+    pub evidence: Option<EvidenceRecord>,
+    pub decision: Option<Decision>,
+    pub rendered_at: String,
+    pub submitted_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub overrides: BTreeMap<String, serde_json::Value>,
+}
+
+/// A run as the events tell it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[allow(missing_docs)] // the fields are those of the events they come from
+pub struct RunRecord {
+    pub run: String,
+    pub experiment: String,
+    pub profile: String,
+    pub template: String,
+    pub ladder: String,
+    pub backend: String,
+    pub host: Option<String>,
+    pub remote_dir: Option<String>,
+    pub simulate: bool,
+    pub on_event: Vec<String>,
+    pub checkpoint_dir: PathBuf,
+    pub created: String,
+    pub max_attempts: u32,
+    pub state: RunState,
+    pub summary: Option<String>,
+    pub cancel_requested: bool,
+    /// Follow-up jobs (`--detach` on Slurm), oldest first.
+    pub follow_ups: Vec<String>,
+    pub attempts: Vec<AttemptRecord>,
+}
+
+impl RunRecord {
+    /// Replay a whole event list, `created` first.
+    pub fn replay(events: &[Event]) -> anyhow::Result<RunRecord> {
+        let Some((first, rest)) = events.split_first() else {
+            bail!("the first event is not `created`");
+        };
+        let mut rec = RunRecord::created(first)?;
+        for event in rest {
+            rec.apply(event.clone())?;
+        }
+        Ok(rec)
+    }
+
+    /// The record of a run that has only its `created` event.
+    pub fn created(event: &Event) -> anyhow::Result<RunRecord> {
+        let Event::Created {
+            ts,
+            run,
+            experiment,
+            profile,
+            template,
+            ladder,
+            backend,
+            host,
+            remote_dir,
+            max_attempts,
+            simulate,
+            on_event,
+            ..
+        } = event
+        else {
+            bail!("the first event is not `created`");
+        };
+        Ok(RunRecord {
+            run: run.clone(),
+            experiment: experiment.clone(),
+            profile: profile.clone(),
+            template: template.clone(),
+            ladder: ladder.clone(),
+            backend: backend.clone(),
+            host: host.clone(),
+            remote_dir: remote_dir.clone(),
+            simulate: *simulate,
+            on_event: on_event.clone(),
+            checkpoint_dir: PathBuf::new(),
+            created: ts.clone(),
+            max_attempts: *max_attempts,
+            state: RunState::Running,
+            summary: None,
+            cancel_requested: false,
+            follow_ups: Vec::new(),
+            attempts: Vec::new(),
+        })
+    }
+
+    /// Fold one more event into the record.
+    pub fn apply(&mut self, event: Event) -> anyhow::Result<()> {
+        match event {
+            Event::Created { .. } => bail!("a second `created` event"),
+            Event::Rendered {
+                ts,
+                attempt,
+                step,
+                steps,
+                changes,
+                why,
+                changes_semantics,
+                resume,
+                checkpoint_warning,
+                job_name,
+                dir,
+                overrides,
+                ..
+            } => self.attempts.push(AttemptRecord {
+                attempt,
+                step,
+                steps,
+                changes,
+                why,
+                changes_semantics,
+                resume,
+                checkpoint_warning,
+                job_name,
+                job_id: None,
+                dir,
+                stdout: None,
+                stderr: None,
+                outcome: None,
+                job_state: None,
+                exit_code: None,
+                evidence: None,
+                decision: None,
+                rendered_at: ts,
+                submitted_at: None,
+                finished_at: None,
+                overrides,
+            }),
+            Event::Submitted {
+                ts,
+                attempt,
+                job_id,
+                stdout,
+                stderr,
+            } => {
+                let a = self.attempt_mut(attempt)?;
+                a.job_id = Some(job_id);
+                a.stdout = Some(stdout);
+                a.stderr = Some(stderr);
+                a.submitted_at = Some(ts);
+            }
+            Event::Finished {
+                ts,
+                attempt,
+                outcome,
+                job_state,
+                exit_code,
+                evidence,
+            } => {
+                let a = self.attempt_mut(attempt)?;
+                a.outcome = Some(outcome);
+                a.job_state = Some(job_state);
+                a.exit_code = exit_code;
+                a.evidence = evidence;
+                a.finished_at = Some(ts);
+            }
+            Event::Decided {
+                attempt, decision, ..
+            } => self.attempt_mut(attempt)?.decision = Some(decision),
+            Event::FollowUp { job_id, .. } => self.follow_ups.push(job_id),
+            Event::CancelRequested { .. } => self.cancel_requested = true,
+            Event::Ended { state, summary, .. } => {
+                self.state = state;
+                self.summary = Some(summary);
+            }
+        }
+        Ok(())
+    }
+
+    fn attempt_mut(&mut self, n: u32) -> anyhow::Result<&mut AttemptRecord> {
+        self.attempts
+            .iter_mut()
+            .find(|a| a.attempt == n)
+            .with_context(|| format!("an event for attempt {n}, which was never rendered"))
+    }
+
+    /// The attempt still in the scheduler's hands, if any.
+    pub fn live_attempt(&self) -> Option<&AttemptRecord> {
+        self.attempts
+            .last()
+            .filter(|a| a.outcome.is_none() && self.state == RunState::Running)
+    }
+
+    /// The `--json` shape shared by `submit` and `history`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "run": self.run,
+            "experiment": self.experiment,
+            "state": self.state.as_str(),
+            "checkpoint_dir": self.checkpoint_dir,
+            "attempts": self.attempts.iter().map(|a| serde_json::json!({
+                "attempt": a.attempt,
+                "step": a.step,
+                "steps": a.steps,
+                "changes_semantics": a.changes_semantics,
+                "resume": a.resume,
+                "checkpoint_warning": a.checkpoint_warning,
+                "job_id": a.job_id,
+                "outcome": a.outcome,
+                "evidence": a.evidence,
+                "overrides": a.overrides,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}

@@ -1,0 +1,165 @@
+//! [`Plan::check`]: everything the trainer or the scheduler would refuse, found before anything
+//! is rendered or submitted, each problem named with where its value came from.
+
+use crate::config::experiment::scalar_text;
+use crate::config::jinja;
+use crate::config::template::Rule;
+use crate::error::ConfigError;
+
+use super::{Plan, Setup};
+
+impl Plan {
+    /// Everything wrong with this plan, or nothing: unknown keys, values out of range, the
+    /// trainer's own rules, resources the profile cannot give.
+    pub fn check(&self, setup: &Setup) -> Result<(), ConfigError> {
+        let mut problems = self.key_problems(setup);
+        problems.extend(self.env_problems());
+        problems.extend(self.resource_problems(setup));
+        problems.extend(self.rule_violations(setup));
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid {
+                experiment: self.experiment.clone(),
+                problems,
+            })
+        }
+    }
+
+    /// Overrides of keys orch sets itself, or that the trainer does not know.
+    fn key_problems(&self, setup: &Setup) -> Vec<String> {
+        let template = &setup.template;
+        let mut problems = Vec::new();
+        for (key, setting) in &self.overrides {
+            if let Some((_, hint)) = template.owned_keys().into_iter().find(|(k, _)| k == key) {
+                problems.push(format!(
+                    "{key} (from {}): orch sets this key; {hint}",
+                    setting.source
+                ));
+            } else if !template.knows(key) {
+                let hint = template
+                    .suggest(key)
+                    .map(|s| format!(" (did you mean `{s}`?)"))
+                    .unwrap_or_default();
+                problems.push(format!(
+                    "{key} (from {}): not a key the {} trainer accepts{hint}; prefix it with `+` to add a new key on purpose",
+                    setting.source, template.spec.simulator
+                ));
+            }
+        }
+        problems
+    }
+
+    fn env_problems(&self) -> Vec<String> {
+        self.env
+            .iter()
+            .filter(|(name, _)| !is_env_name(name))
+            .map(|(name, setting)| {
+                format!(
+                    "env {name:?} (from {}): not a valid environment variable name",
+                    setting.source
+                )
+            })
+            .collect()
+    }
+
+    /// Resources the profile's hardware cannot give, or Slurm would refuse.
+    fn resource_problems(&self, setup: &Setup) -> Vec<String> {
+        let mut problems = Vec::new();
+        let r = &self.resources;
+        let card = &setup.profile;
+        if r.gpus == 0 || r.gpus > card.gpu.per_node {
+            problems.push(format!(
+                "resources.gpus = {}: profile {} has 1 to {} GPUs per node",
+                r.gpus, self.profile, card.gpu.per_node
+            ));
+        }
+        if r.nodes == 0 {
+            problems.push("resources.nodes must be at least 1".into());
+        }
+        if r.mem_gb == 0 || f64::from(r.mem_gb) > card.host.memory_gib {
+            problems.push(format!(
+                "resources.mem_gb = {}: profile {} nodes have {} GiB",
+                r.mem_gb, self.profile, card.host.memory_gib
+            ));
+        }
+        if r.cpus_per_task == 0 {
+            problems.push("resources.cpus_per_task must be at least 1".into());
+        }
+        if !valid_slurm_time(&r.time) {
+            problems.push(format!(
+                "resources.time = {:?}: use minutes, HH:MM:SS or D-HH:MM:SS",
+                r.time
+            ));
+        }
+        problems
+    }
+
+    /// The template's rules this plan breaks, each with the values it read.
+    fn rule_violations(&self, setup: &Setup) -> Vec<String> {
+        let env = jinja::environment();
+        let mut ctx = self.config_tree(setup);
+        if let serde_json::Value::Object(map) = &mut ctx {
+            map.insert("gpus".into(), self.resources.gpus.into());
+            map.insert("nodes".into(), self.resources.nodes.into());
+        }
+        let ctx = jinja::to_value(&ctx);
+        let mut out = Vec::new();
+        for rule in &setup.template.spec.rules {
+            let passed = env
+                .compile_expression(&rule.check)
+                .and_then(|expr| expr.eval(&ctx))
+                .map(|v| v.is_true());
+            let message = match passed {
+                Ok(true) => continue,
+                Ok(false) => env
+                    .render_str(&rule.message, &ctx)
+                    .unwrap_or_else(|_| rule.message.clone()),
+                Err(e) => format!("could not evaluate `{}`: {e}", rule.check),
+            };
+            let mut text = format!(
+                "rule `{}` ({}): {message}",
+                rule.name, setup.template.origin
+            );
+            for v in self.rule_values(rule, setup) {
+                text.push_str(&format!("\n      {v}"));
+            }
+            out.push(text);
+        }
+        out
+    }
+
+    /// `key = value (from source)` for each key a rule reads, so the user sees which layer to fix.
+    fn rule_values(&self, rule: &Rule, setup: &Setup) -> Vec<String> {
+        rule.keys
+            .iter()
+            .map(|k| match self.overrides.get(k) {
+                Some(s) => format!("{k} = {} (from {})", scalar_text(&s.value), s.source),
+                None => format!(
+                    "{k} = {} (trainer default)",
+                    setup
+                        .template
+                        .keys
+                        .get(k)
+                        .map(scalar_text)
+                        .unwrap_or("unset".into())
+                ),
+            })
+            .collect()
+    }
+}
+
+fn is_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn valid_slurm_time(t: &str) -> bool {
+    let (days, rest) = match t.split_once('-') {
+        Some((d, r)) => (Some(d), r),
+        None => (None, t),
+    };
+    let digits = |s: &str| !s.is_empty() && s.len() <= 4 && s.bytes().all(|b| b.is_ascii_digit());
+    days.is_none_or(digits) && rest.split(':').count() <= 3 && rest.split(':').all(digits)
+}

@@ -1,0 +1,249 @@
+//! [`Setup`]: what is fixed for a whole run (experiment, profile, template, ladder), and the
+//! first plan built from it. Layers, lowest first: template defaults, the profile's overrides
+//! for the template, the experiment file, then `--set`.
+
+use std::collections::BTreeMap;
+
+use serde_yaml::Value;
+
+use super::{Plan, SetArg, Setting, Source, put};
+use crate::config::experiment::{Experiment, ExperimentFile, scalar_text};
+use crate::config::ladder::Ladder;
+use crate::config::profile::{Profile, Resources};
+use crate::config::template::Template;
+use crate::config::{Catalog, Kind, Origin};
+use crate::error::ConfigError;
+
+/// Everything fixed for a run: the experiment, its profile, template and ladder.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    pub experiment: Experiment,
+    pub profile: Profile,
+    pub template: Template,
+    pub ladder: Ladder,
+    pub ladder_origin: Origin,
+    pub max_attempts: Option<u32>,
+}
+
+impl Setup {
+    /// Load an experiment's profile (or `profile`), template and ladder, and build its first plan
+    /// with the `--set` values on top.
+    pub fn load(
+        catalog: &Catalog,
+        mut experiment: Experiment,
+        profile: Option<&str>,
+        sets: &[SetArg],
+    ) -> Result<(Setup, Plan), ConfigError> {
+        check_name(&experiment)?;
+        let mut profile_name = profile
+            .map(str::to_string)
+            .unwrap_or_else(|| experiment.file.profile.clone());
+        let mut rest = Vec::new();
+        for set in sets {
+            if set.key == "profile" {
+                profile_name = scalar_text(&set.value);
+            } else if !set_experiment_field(&mut experiment.file, &experiment.name, set)? {
+                rest.push(set);
+            }
+        }
+        let (profile, _) = catalog.load::<Profile>(Kind::Profiles, "profile", &profile_name)?;
+        let template = Template::load(catalog, &experiment.file.template)?;
+        let ladder_name = experiment
+            .file
+            .ladder
+            .clone()
+            .unwrap_or_else(|| template.name.clone());
+        let (ladder, ladder_origin) =
+            catalog.load::<Ladder>(Kind::Ladders, "ladder", &ladder_name)?;
+        ladder.check(&ladder_origin)?;
+        let setup = Setup {
+            max_attempts: experiment.file.max_attempts,
+            experiment,
+            profile,
+            template,
+            ladder,
+            ladder_origin,
+        };
+        let mut plan = setup.base_plan(profile_name, ladder_name)?;
+        for set in rest {
+            plan.set(set)?;
+        }
+        Ok((setup, plan))
+    }
+
+    /// The plan from the configuration files alone, before `--set`.
+    fn base_plan(&self, profile: String, ladder: String) -> Result<Plan, ConfigError> {
+        let mut vars = self.template.spec.vars.clone();
+        vars.extend(self.experiment.file.vars.clone());
+        Ok(Plan {
+            experiment: self.experiment.name.clone(),
+            template: self.template.name.clone(),
+            overrides: self.base_overrides(&profile),
+            env: self.base_env(&profile),
+            resources: self.base_resources()?,
+            profile,
+            ladder,
+            vars,
+            steps: Vec::new(),
+            resume: false,
+        })
+    }
+
+    /// Trainer overrides: template defaults < profile < experiment fields < experiment overrides.
+    fn base_overrides(&self, profile: &str) -> BTreeMap<String, Setting> {
+        let template = &self.template;
+        let from_file = Source::Experiment(self.experiment.origin.to_string());
+        let mut overrides = BTreeMap::new();
+        for (k, v) in &template.spec.defaults {
+            put(
+                &mut overrides,
+                k,
+                v.clone(),
+                Source::Template(template.name.clone()),
+            );
+        }
+        for (k, v) in self
+            .profile
+            .overrides
+            .get(&template.name)
+            .into_iter()
+            .flatten()
+        {
+            put(
+                &mut overrides,
+                k,
+                v.clone(),
+                Source::Profile(profile.to_string()),
+            );
+        }
+        for (k, v) in self.experiment_fields() {
+            put(&mut overrides, k, v, from_file.clone());
+        }
+        for (k, v) in &self.experiment.file.overrides {
+            put(&mut overrides, k, v.clone(), from_file.clone());
+        }
+        overrides
+    }
+
+    /// The experiment's own fields (model, data, seed, name) under the trainer keys the template
+    /// maps them to; fields the template has no key for, or the experiment leaves unset, are skipped.
+    fn experiment_fields(&self) -> Vec<(&str, Value)> {
+        let file = &self.experiment.file;
+        let fields: [(&str, Option<Value>); 5] = [
+            ("model", file.model.clone().map(Value::from)),
+            ("train_files", file.train_files.clone().map(Value::from)),
+            ("val_files", file.val_files.clone().map(Value::from)),
+            ("seed", file.seed.map(Value::from)),
+            ("name", Some(Value::from(self.experiment.name.clone()))),
+        ];
+        let keys = &self.template.spec.experiment_keys;
+        fields
+            .into_iter()
+            .filter_map(|(field, value)| Some((keys.get(field)?.as_str(), value?)))
+            .collect()
+    }
+
+    /// Environment: the profile's, then the experiment's.
+    fn base_env(&self, profile: &str) -> BTreeMap<String, Setting> {
+        let from_file = Source::Experiment(self.experiment.origin.to_string());
+        let mut env = BTreeMap::new();
+        for (k, v) in &self.profile.env {
+            put(
+                &mut env,
+                k,
+                Value::from(v.clone()),
+                Source::Profile(profile.to_string()),
+            );
+        }
+        for (k, v) in &self.experiment.file.env {
+            put(&mut env, k, Value::from(v.clone()), from_file.clone());
+        }
+        env
+    }
+
+    /// The profile's scheduler resources with the experiment's changes.
+    fn base_resources(&self) -> Result<Resources, ConfigError> {
+        let mut resources = self.profile.slurm.clone();
+        for (k, v) in &self.experiment.file.resources {
+            resources.set(k, v).map_err(|e| {
+                let origin = &self.experiment.origin;
+                ConfigError::invalid(
+                    &self.experiment.name,
+                    format!("resources.{k} ({origin}): {e}"),
+                )
+            })?;
+        }
+        Ok(resources)
+    }
+}
+
+impl Plan {
+    /// Apply one `--set` that is not an experiment field: `resources.FIELD`, `env.NAME`,
+    /// `vars.NAME` or a trainer key.
+    fn set(&mut self, set: &SetArg) -> Result<(), ConfigError> {
+        if let Some(k) = set.key.strip_prefix("resources.") {
+            self.resources.set(k, &set.value).map_err(|e| {
+                ConfigError::invalid(&self.experiment, format!("--set resources.{k}: {e}"))
+            })?;
+        } else if let Some(k) = set.key.strip_prefix("env.") {
+            put(&mut self.env, k, Value::from(set.raw.clone()), Source::Set);
+        } else if let Some(k) = set.key.strip_prefix("vars.") {
+            self.vars.insert(k.to_string(), set.value.clone());
+        } else {
+            put(
+                &mut self.overrides,
+                &set.key,
+                set.value.clone(),
+                Source::Set,
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Names end up in run ids, job names and paths, so a sweep over arbitrary values is refused
+/// here rather than producing a name the scheduler or the shell would mangle.
+fn check_name(experiment: &Experiment) -> Result<(), ConfigError> {
+    if crate::config::valid_name(&experiment.name) {
+        return Ok(());
+    }
+    Err(ConfigError::Other {
+        origin: experiment.origin.to_string(),
+        message: format!(
+            "experiment name `{}` may only use letters, digits, `-`, `_` and `.` (for a sweep, set `label:` and use simple values)",
+            experiment.name
+        ),
+    })
+}
+
+/// Apply `set` when it names a field of the experiment file itself (template, ladder, model,
+/// data, seed, attempts); `false` when it names something else.
+fn set_experiment_field(
+    file: &mut ExperimentFile,
+    experiment: &str,
+    set: &SetArg,
+) -> Result<bool, ConfigError> {
+    let text = scalar_text(&set.value);
+    match set.key.as_str() {
+        "template" => file.template = text,
+        "ladder" => file.ladder = Some(text),
+        "model" => file.model = Some(text),
+        "train_files" => file.train_files = Some(text),
+        "val_files" => file.val_files = Some(text),
+        "seed" => {
+            file.seed = Some(set.value.as_i64().ok_or_else(|| {
+                ConfigError::invalid(experiment, format!("--set seed={text}: not an integer"))
+            })?)
+        }
+        "max_attempts" => {
+            file.max_attempts = Some(set.value.as_u64().map(|n| n as u32).ok_or_else(|| {
+                ConfigError::invalid(
+                    experiment,
+                    format!("--set max_attempts={text}: not a positive integer"),
+                )
+            })?)
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}

@@ -1,0 +1,170 @@
+//! What templates see: one [`Context`] per attempt, built from the setup, the plan and the
+//! attempt. Its field names are the variables template authors write (`experiment.model`,
+//! `resources.gpus`, `config.data.train_batch_size`, `run.dir`, ...), so they are part of the
+//! template interface and do not change lightly.
+
+use std::collections::BTreeMap;
+
+use minijinja::Value;
+use serde::Serialize;
+
+use super::AttemptInfo;
+use crate::config::experiment::scalar_text;
+use crate::config::jinja::to_value;
+use crate::config::profile::Resources;
+use crate::plan::{Plan, Setup, insert_dotted, trainer_value};
+
+/// One trainer override as `key=value` text for a command line.
+#[derive(Serialize)]
+struct Override {
+    key: String,
+    value: String,
+}
+
+/// The variables every template of an attempt is rendered with.
+#[derive(Serialize)]
+pub(super) struct Context<'a> {
+    experiment: BTreeMap<&'static str, Value>,
+    profile: BTreeMap<&'static str, Value>,
+    resources: &'a Resources,
+    overrides: Vec<Override>,
+    /// Trainer keys (defaults and overrides) as nested values: `config.data.train_batch_size`.
+    config: serde_json::Value,
+    /// The overrides as a nested YAML document, for trainers that read a config file.
+    config_yaml: String,
+    env: BTreeMap<String, String>,
+    sim_env: BTreeMap<String, String>,
+    simulate: bool,
+    orch_bin: String,
+    resume: bool,
+    checkpoint_dir: String,
+    run: BTreeMap<&'static str, Value>,
+}
+
+impl<'a> Context<'a> {
+    pub(super) fn new(setup: &'a Setup, plan: &'a Plan, info: &AttemptInfo) -> Self {
+        let overrides = trainer_overrides(setup, plan, info);
+        Context {
+            experiment: experiment_values(setup, plan),
+            profile: profile_values(setup, plan),
+            resources: &plan.resources,
+            overrides: overrides
+                .iter()
+                .map(|(k, v)| Override {
+                    key: k.clone(),
+                    value: trainer_value(v),
+                })
+                .collect(),
+            config: plan.config_tree(setup),
+            config_yaml: nested_yaml(&overrides),
+            env: plan
+                .env
+                .iter()
+                .map(|(k, s)| (k.clone(), scalar_text(&s.value)))
+                .collect(),
+            sim_env: sim_env(setup, plan),
+            simulate: info.simulate,
+            orch_bin: orch_bin(info),
+            resume: plan.resume,
+            checkpoint_dir: info.checkpoint_dir.display().to_string(),
+            run: run_values(plan, info),
+        }
+    }
+}
+
+/// The plan's effective overrides, plus the checkpoint directory under the template's
+/// checkpoint key unless the plan sets that key itself.
+fn trainer_overrides(
+    setup: &Setup,
+    plan: &Plan,
+    info: &AttemptInfo,
+) -> BTreeMap<String, serde_yaml::Value> {
+    let mut overrides = plan.effective_overrides(setup);
+    if let Some(key) = &setup.template.spec.checkpoint_key
+        && !plan.overrides.contains_key(key)
+    {
+        overrides.insert(
+            key.clone(),
+            info.checkpoint_dir.display().to_string().into(),
+        );
+    }
+    overrides
+}
+
+/// Overrides as one nested YAML document; `+` (a key added on purpose) is not part of the key.
+fn nested_yaml(overrides: &BTreeMap<String, serde_yaml::Value>) -> String {
+    let mut tree = serde_yaml::Value::Mapping(Default::default());
+    for (k, v) in overrides {
+        insert_dotted(&mut tree, k.trim_start_matches('+'), v.clone());
+    }
+    serde_yaml::to_string(&tree).unwrap_or_default()
+}
+
+fn experiment_values(setup: &Setup, plan: &Plan) -> BTreeMap<&'static str, Value> {
+    let file = &setup.experiment.file;
+    BTreeMap::from([
+        ("name", Value::from(setup.experiment.name.clone())),
+        ("file", Value::from(setup.experiment.file_name.clone())),
+        ("description", Value::from(file.description.clone())),
+        ("model", to_value(&file.model)),
+        ("train_files", to_value(&file.train_files)),
+        ("val_files", to_value(&file.val_files)),
+        ("seed", to_value(file.seed)),
+        ("vars", to_value(&plan.vars)),
+    ])
+}
+
+fn profile_values(setup: &Setup, plan: &Plan) -> BTreeMap<&'static str, Value> {
+    BTreeMap::from([
+        ("name", Value::from(plan.profile.clone())),
+        (
+            "description",
+            Value::from(setup.profile.description.clone()),
+        ),
+        ("gpu", to_value(&setup.profile.gpu)),
+        ("host", to_value(&setup.profile.host)),
+    ])
+}
+
+/// What the simulated trainer needs to behave like the profile's hardware.
+fn sim_env(setup: &Setup, plan: &Plan) -> BTreeMap<String, String> {
+    let gpu = &setup.profile.gpu;
+    BTreeMap::from([
+        ("ORCH_SIM_GPU_NAME".to_string(), gpu.model.clone()),
+        (
+            "ORCH_SIM_GPU_MEM_GIB".to_string(),
+            gpu.memory_gib.to_string(),
+        ),
+        ("ORCH_SIM_GPUS".to_string(), plan.resources.gpus.to_string()),
+        (
+            "ORCH_SIM_HOST_MEM_GIB".to_string(),
+            plan.resources.mem_gb.to_string(),
+        ),
+    ])
+}
+
+fn run_values(plan: &Plan, info: &AttemptInfo) -> BTreeMap<&'static str, Value> {
+    BTreeMap::from([
+        ("id", Value::from(info.run_id.clone())),
+        ("attempt", Value::from(info.attempt)),
+        ("dir", Value::from(info.dir.display().to_string())),
+        ("run_dir", Value::from(info.run_dir.display().to_string())),
+        ("job_name", Value::from(info.job_name.clone())),
+        ("step_name", Value::from(plan.step_name().to_string())),
+        ("steps", to_value(&plan.steps)),
+    ])
+}
+
+/// The `orch` the job runs for the simulator. Here, this very binary; on a remote host (the job
+/// sees another directory than the one written here), whatever ORCH_REMOTE_ORCH names, else
+/// the `orch` on the host's PATH.
+fn orch_bin(info: &AttemptInfo) -> String {
+    let remote = info.dir != info.write_dir;
+    match std::env::var("ORCH_REMOTE_ORCH") {
+        Ok(bin) if remote => bin,
+        _ if remote => "orch".into(),
+        _ => std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "orch".into()),
+    }
+}

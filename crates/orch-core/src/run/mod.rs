@@ -1,0 +1,249 @@
+//! The run as a state machine: one [`RunDriver`] per run, in one [`Phase`] at a time.
+//!
+//! # Theory of operation
+//! ```text
+//!             new run                       after a restart, intent but no job id
+//!                │                                     │
+//!                ▼        render                       ▼      recover (job found?)
+//!  ┌──────►  Queued ─────────────►  Submitting  ◄──── Unsure ──────────────┐
+//!  │       (why, changes)  intent      │  launch        no                 │ yes: record id
+//!  │                      recorded     ▼  job id recorded                  │
+//!  │                                  Live ◄───────────────────────────────┘
+//!  │                        (job, logs │ queue, last growth)
+//!  │                                   │──── hand_off (--detach on Slurm) ──► HandedOff
+//!  │                                   │ job ends / hangs / cancel
+//!  │                                   ▼ outcome recorded
+//!  │    ladder step or resume      Finished (outcome, evidence, end)
+//!  └───────────────────────────────── │ decide (decision recorded)
+//!                                      ▼ success, give up, cancel
+//!                                    Ended (state)          any failed transition:
+//!                                                           Broken ──► Ended(failed)
+//! ```
+//! Each arrow is one transition ([`transition`]): a small function that appends its event to
+//! the ledger (synced) before the phase changes, so a run killed anywhere is rebuilt from the
+//! ledger into the phase it was in ([`Phase::from_record`]) and takes the same next step. The
+//! crash points that tests stop orch at (`ORCH_CRASH_AT`) sit between those appends and the
+//! backend calls; the one dangerous gap, a job submitted but not yet recorded, is why a resumed
+//! run starts in `Unsure` and asks the backend before submitting.
+//!
+//! Transitions that need no news from the backend are taken at once ([`RunDriver::advance`]);
+//! `Live` waits for the watcher ([`crate::watch::drive`]), which polls every live job of every
+//! run in one query per tick and hands each driver its job's state ([`RunDriver::observe`]).
+
+mod phase;
+pub mod transition;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use indicatif::ProgressBar;
+
+pub use phase::{Finish, Live, Pending, Phase, Queue, Resumed};
+
+use crate::backend::{Backend, Scheduler};
+use crate::config::Catalog;
+use crate::ledger::{Journal, RunDir, RunLock, RunRecord};
+use crate::plan::{Plan, Setup};
+use crate::progress::{Progress, elapsed};
+
+/// What every run in one watcher shares.
+pub struct Ctx<'a, B = Backend> {
+    /// Templates, ladders and profiles.
+    pub catalog: &'a Catalog,
+    /// Where jobs run.
+    pub backend: &'a B,
+    /// Run lines and messages.
+    pub progress: &'a Progress,
+    /// A running job whose logs do not grow for this long is declared hung.
+    pub hang_timeout: Duration,
+    /// Hand each submitted attempt to a Slurm follow-up job instead of watching it.
+    pub follow_up: Option<FollowUp>,
+}
+
+/// How a follow-up job runs `orch resume` on the cluster (`submit --detach` on Slurm).
+#[derive(Debug, Clone)]
+pub struct FollowUp {
+    /// Arguments before `resume`: the orch binary and its global options.
+    pub orch: Vec<String>,
+    /// Working directory of the follow-up (the project directory).
+    pub cwd: PathBuf,
+}
+
+/// One run being driven: its phase, and what every phase needs (the plan, the ledger).
+pub struct RunDriver {
+    phase: Phase,
+    _lock: RunLock,
+    setup: Setup,
+    plan: Plan,
+    journal: Journal,
+    /// The latest attempt rendered (0 before the first).
+    attempt: u32,
+    max_attempts: u32,
+    /// Canonical forms of the plans submitted, so that no configuration is tried twice.
+    tried: HashSet<String>,
+    /// Scripts call the simulated trainer (decided when the run was created).
+    simulate: bool,
+    bar: ProgressBar,
+    started: Instant,
+    last_line: String,
+}
+
+impl RunDriver {
+    /// A driver for a new run, which it locks.
+    pub fn new(
+        setup: Setup,
+        plan: Plan,
+        run: RunDir,
+        max_attempts: u32,
+        progress: &Progress,
+    ) -> anyhow::Result<Self> {
+        let lock = run.lock()?;
+        let journal = Journal::open(run)?;
+        let bar = progress.bar(&plan.experiment);
+        Ok(RunDriver {
+            phase: Phase::Queued(Pending::default()),
+            _lock: lock,
+            simulate: journal.cached().simulate,
+            setup,
+            plan,
+            journal,
+            attempt: 0,
+            max_attempts,
+            tried: HashSet::new(),
+            bar,
+            started: Instant::now(),
+            last_line: String::new(),
+        })
+    }
+
+    /// A driver for an existing run, in the phase its ledger says. An attempt recorded as
+    /// rendered but not submitted is looked up in the backend (it may have been started) before
+    /// this returns, and only submitted later when it is not there.
+    pub async fn reattach(
+        catalog: &Catalog,
+        run: RunDir,
+        backend: &impl Scheduler,
+        progress: &Progress,
+    ) -> anyhow::Result<Self> {
+        let lock = run.lock()?;
+        let journal = Journal::open(run)?;
+        let record = journal.cached().clone();
+        let (setup, plan, tried) = replan(catalog, &journal, &record)?;
+        let mut driver = RunDriver {
+            phase: Phase::Broken,
+            _lock: lock,
+            simulate: record.simulate,
+            setup,
+            plan,
+            journal,
+            attempt: record.attempts.last().map(|a| a.attempt).unwrap_or(0),
+            max_attempts: record.max_attempts,
+            tried,
+            bar: progress.bar(&record.experiment),
+            started: Instant::now(),
+            last_line: String::new(),
+        };
+        driver.phase = match Phase::from_record(&record) {
+            Resumed::Phase(Phase::Unsure) => driver.recover(backend, progress).await?,
+            Resumed::Phase(phase) => phase,
+            Resumed::Watch(job) => Phase::Live(Live::new(job, backend)),
+        };
+        if matches!(driver.phase, Phase::Ended(_)) {
+            driver.bar.finish_and_clear();
+        }
+        Ok(driver)
+    }
+
+    /// The run's directory.
+    pub fn run(&self) -> &RunDir {
+        self.journal.run()
+    }
+
+    /// Where the run is.
+    pub fn phase(&self) -> &Phase {
+        &self.phase
+    }
+
+    /// The run, as its ledger says now.
+    pub fn record(&mut self) -> anyhow::Result<RunRecord> {
+        self.journal.record().cloned()
+    }
+
+    /// This orch still has something to do for the run.
+    pub fn is_active(&self) -> bool {
+        !matches!(self.phase, Phase::Ended(_) | Phase::HandedOff)
+    }
+
+    /// The run's experiment, as run lines name it.
+    pub fn name(&self) -> &str {
+        &self.plan.experiment
+    }
+
+    /// Read what the live job's logs gained since the last tick.
+    pub async fn read_logs(&mut self) {
+        if let Phase::Live(live) = &mut self.phase
+            && let Some(line) = live.read_logs().await
+        {
+            self.last_line = line;
+        }
+    }
+
+    /// Redraw the run's progress line.
+    pub fn redraw(&self) {
+        let state = match &self.phase {
+            Phase::Live(live) => live.queue.as_str(),
+            _ => "done",
+        };
+        let mut line = self.last_line.clone();
+        if line.chars().count() > 100 {
+            line = line.chars().take(99).collect::<String>() + "…";
+        }
+        self.bar.set_message(format!(
+            "{state} · attempt {}/{} · {} · {} · {line}",
+            self.attempt,
+            self.max_attempts,
+            self.plan.step_name(),
+            elapsed(self.started.elapsed())
+        ));
+    }
+}
+
+/// The setup and latest plan of a recorded run, and the plans it already submitted.
+fn replan(
+    catalog: &Catalog,
+    journal: &Journal,
+    record: &RunRecord,
+) -> anyhow::Result<(Setup, Plan, HashSet<String>)> {
+    let experiment = crate::config::experiment::Experiment::find(catalog, &record.experiment)?
+        .into_iter()
+        .find(|e| e.name == record.experiment)
+        .with_context(|| format!("experiment {} is no longer defined", record.experiment))?;
+    // The template and ladder the run was submitted with, even if --set chose them.
+    let chosen = [
+        crate::plan::SetArg::text("template", &record.template),
+        crate::plan::SetArg::text("ladder", &record.ladder),
+    ];
+    let (setup, base) = Setup::load(catalog, experiment, Some(&record.profile), &chosen)?;
+    let mut tried = HashSet::new();
+    // Before attempt 1 the run's own plan.yaml holds the first plan, --set values included.
+    let mut plan = match std::fs::read_to_string(journal.run().path.join("plan.yaml")) {
+        Ok(text) => serde_yaml::from_str(&text).context("cannot parse the run's plan.yaml")?,
+        Err(_) => base,
+    };
+    for a in &record.attempts {
+        let path = a.dir.join("plan.yaml");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        plan = serde_yaml::from_str(&text)
+            .with_context(|| format!("cannot parse {}", path.display()))?;
+        if a.job_id.is_some() {
+            tried.insert(plan.canonical(&setup));
+        }
+    }
+    Ok((setup, plan, tried))
+}

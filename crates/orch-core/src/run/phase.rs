@@ -1,0 +1,191 @@
+//! Where a run is: [`Phase`], one variant per state of the machine, each carrying the data that
+//! state needs and nothing else. A phase is rebuilt from the ledger on resume
+//! ([`Phase::from_record`]), so every state a crash can leave on disk has a variant here.
+
+use std::time::Instant;
+
+use orch_classify::Scanner;
+use orch_ssh::tail::{Tail, last_line};
+
+use crate::backend::{JobEnd, JobRef, Scheduler};
+use crate::ledger::{EvidenceRecord, RunRecord, RunState};
+use crate::outcome::Outcome;
+use crate::plan::ChangeRecord;
+
+/// Where a run is.
+#[derive(Debug)]
+pub enum Phase {
+    /// The next attempt is to be rendered with the current plan (a new run, or after a
+    /// decision), for this reason.
+    Queued(Pending),
+    /// The attempt is rendered and its intent recorded, but orch stopped before recording a job
+    /// id: the backend is asked whether the job exists before anything is submitted.
+    Unsure,
+    /// The attempt is rendered and its intent recorded; it is to be submitted.
+    Submitting,
+    /// A job in the backend's hands, watched from here.
+    Live(Live),
+    /// The job ended and its outcome is recorded; what follows is not decided yet.
+    Finished(Finish),
+    /// A follow-up job carries the run on; this orch is done with it.
+    HandedOff,
+    /// A transition failed; the watcher ends the run as failed, saying why.
+    Broken,
+    /// The run is over.
+    Ended(RunState),
+}
+
+impl Phase {
+    /// Where a run picks up, from its record. An attempt rendered but never recorded as
+    /// submitted is [`Phase::Unsure`]; a live job is returned as [`Resumed::Watch`] since
+    /// watching it needs the backend.
+    pub fn from_record(record: &RunRecord) -> Resumed {
+        if record.state != RunState::Running {
+            return Resumed::Phase(Phase::Ended(record.state));
+        }
+        let Some(a) = record.attempts.last() else {
+            return Resumed::Phase(Phase::Queued(Pending::default()));
+        };
+        match (&a.outcome, &a.job_id) {
+            (Some(outcome), _) => Resumed::Phase(Phase::Finished(Finish {
+                outcome: *outcome,
+                evidence: a.evidence.clone(),
+                // Written with every outcome; the fallback only keeps a hand-edited ledger going.
+                end: a.job_state.clone().unwrap_or(JobEnd::Failed {
+                    exit_code: a.exit_code,
+                }),
+            })),
+            (None, Some(id)) => Resumed::Watch(JobRef {
+                id: id.clone(),
+                dir: a.dir.clone(),
+            }),
+            (None, None) => Resumed::Phase(Phase::Unsure),
+        }
+    }
+
+    /// A short name, for tests and traces.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Phase::Queued(_) => "queued",
+            Phase::Unsure => "unsure",
+            Phase::Submitting => "submitting",
+            Phase::Live(_) => "live",
+            Phase::Finished(_) => "finished",
+            Phase::HandedOff => "handed-off",
+            Phase::Broken => "broken",
+            Phase::Ended(_) => "ended",
+        }
+    }
+}
+
+/// Where a resumed run picks up.
+#[derive(Debug)]
+pub enum Resumed {
+    /// In this phase.
+    Phase(Phase),
+    /// Watching this job.
+    Watch(JobRef),
+}
+
+/// Why the next attempt is made and what it changes, for its `rendered` event.
+#[derive(Debug, Clone, Default)]
+pub struct Pending {
+    /// The ladder step's reason, or the resume's; empty for the first attempt.
+    pub why: String,
+    /// What the step changed.
+    pub changes: Vec<ChangeRecord>,
+    /// Whether the step changes training semantics.
+    pub changes_semantics: bool,
+}
+
+/// An attempt's recorded end.
+#[derive(Debug, Clone)]
+pub struct Finish {
+    /// What became of it.
+    pub outcome: Outcome,
+    /// The line that says why.
+    pub evidence: Option<EvidenceRecord>,
+    /// How the backend saw the job end (a failed node is excluded from the next attempt).
+    pub end: JobEnd,
+}
+
+/// What the backend last said of a live job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queue {
+    /// Waiting for resources.
+    Pending,
+    /// Started.
+    Running,
+}
+
+impl Queue {
+    /// As the progress line shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Queue::Pending => "pending",
+            Queue::Running => "running",
+        }
+    }
+}
+
+/// A job being watched: its logs are read as they grow and classified as they are read.
+#[derive(Debug)]
+pub struct Live {
+    /// The job.
+    pub job: JobRef,
+    logs: Vec<LogFile>,
+    /// What the last poll said.
+    pub queue: Queue,
+    /// When the logs last grew (or the job started running).
+    pub last_growth: Instant,
+}
+
+#[derive(Debug)]
+struct LogFile {
+    label: String,
+    tail: Tail,
+    scanner: Scanner,
+}
+
+impl Live {
+    /// Follow a submitted job's logs from their start.
+    pub fn new(job: JobRef, backend: &impl Scheduler) -> Live {
+        let log = |label: &str| LogFile {
+            label: label.into(),
+            tail: Tail::at(backend.log_source(&job, label)),
+            scanner: Scanner::new(),
+        };
+        Live {
+            logs: vec![log("stdout.log"), log("stderr.log")],
+            job,
+            queue: Queue::Pending,
+            last_growth: Instant::now(),
+        }
+    }
+
+    /// Feed what the logs gained since the last read to their classifiers; returns the last
+    /// complete line read, if any.
+    pub async fn read_logs(&mut self) -> Option<String> {
+        let mut last = None;
+        for log in &mut self.logs {
+            if let Ok(bytes) = log.tail.read_new_any().await
+                && !bytes.is_empty()
+            {
+                self.last_growth = Instant::now();
+                log.scanner.feed(&bytes);
+                if let Some(line) = last_line(&bytes) {
+                    last = Some(line);
+                }
+            }
+        }
+        last
+    }
+
+    /// Each log's verdict, as `(file, verdict)`.
+    pub fn verdicts(&self) -> Vec<(String, orch_classify::Verdict)> {
+        self.logs
+            .iter()
+            .map(|l| (l.label.clone(), l.scanner.verdict()))
+            .collect()
+    }
+}

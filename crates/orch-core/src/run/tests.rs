@@ -1,0 +1,485 @@
+//! The run machine against a fake backend: no process, no scheduler. The fake ends each job as
+//! its script says (writing the log lines a real trainer would) and logs every call, so a test
+//! can check what was submitted, cancelled and handed on, and that a run rebuilt from its ledger
+//! after a stop at any crash point never submits an attempt twice.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::{Ctx, FollowUp, Phase, RunDriver};
+use crate::backend::{FollowUpJob, JobEnd, JobRef, JobSpec, JobState, Scheduler};
+use crate::config::Catalog;
+use crate::config::experiment::Experiment;
+use crate::ledger::{Decision, Event, FORMAT, Ledger, RunRecord, RunState, now};
+use crate::outcome::Outcome;
+use crate::plan::Setup;
+use crate::progress::Progress;
+use orch_classify::FailureClass;
+
+const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. \
+                   GPU 0 has a total capacity of 79.18 GiB of which 1.00 GiB is free.\n";
+
+/// How one job behaves.
+#[derive(Debug, Clone)]
+enum Act {
+    /// Ends so at the first poll, having written this to stderr.
+    End(JobEnd, &'static str),
+    /// Runs and writes nothing until cancelled.
+    Hang,
+}
+
+fn oom() -> Act {
+    Act::End(JobEnd::Failed { exit_code: Some(1) }, OOM)
+}
+
+fn ok() -> Act {
+    Act::End(JobEnd::Completed, "done\n")
+}
+
+#[derive(Debug)]
+struct FakeJob {
+    name: String,
+    act: Act,
+    cancelled: bool,
+}
+
+/// A backend whose jobs follow a script.
+#[derive(Debug, Default)]
+struct Fake {
+    /// Acts for the jobs to come, in submission order; after them, `then`.
+    script: Mutex<VecDeque<Act>>,
+    then: Option<Act>,
+    jobs: Mutex<BTreeMap<String, FakeJob>>,
+    /// Every call that changes something: `submit <name>`, `cancel <id>`, `follow-up <id>`.
+    calls: Mutex<Vec<String>>,
+    follows_up: bool,
+}
+
+impl Fake {
+    fn new(script: impl IntoIterator<Item = Act>) -> Fake {
+        Fake {
+            script: Mutex::new(script.into_iter().collect()),
+            ..Fake::default()
+        }
+    }
+
+    fn calls(&self) -> Vec<String> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// Names of the jobs submitted.
+    fn submitted(&self) -> Vec<String> {
+        self.calls()
+            .iter()
+            .filter_map(|c| c.strip_prefix("submit orch-"))
+            .map(|n| n.rsplit('-').next().unwrap().to_string())
+            .collect()
+    }
+}
+
+impl Scheduler for Fake {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn tick(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+    async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
+        let act = self.script.lock().unwrap().pop_front();
+        let act = act.or_else(|| self.then.clone()).unwrap_or_else(ok);
+        let text = match &act {
+            Act::End(_, text) => *text,
+            Act::Hang => "",
+        };
+        std::fs::write(&spec.stderr, text)?;
+        std::fs::write(&spec.stdout, "")?;
+        let mut jobs = self.jobs.lock().unwrap();
+        let id = (jobs.len() + 1).to_string();
+        jobs.insert(
+            id.clone(),
+            FakeJob {
+                name: spec.name.clone(),
+                act,
+                cancelled: false,
+            },
+        );
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("submit {}", spec.name));
+        Ok(JobRef {
+            id,
+            dir: spec.dir.clone(),
+        })
+    }
+    async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
+        let known = self.jobs.lock().unwrap();
+        Ok(jobs
+            .iter()
+            .filter_map(|j| known.get(&j.id).map(|k| (j.id.clone(), k)))
+            .map(|(id, job)| {
+                let state = match (&job.act, job.cancelled) {
+                    (_, true) => JobState::Finished(JobEnd::Cancelled),
+                    (Act::End(end, _), false) => JobState::Finished(end.clone()),
+                    (Act::Hang, false) => JobState::Running,
+                };
+                (id, state)
+            })
+            .collect())
+    }
+    async fn find(&self, dir: &Path, name: &str) -> anyhow::Result<Option<JobRef>> {
+        let jobs = self.jobs.lock().unwrap();
+        Ok(jobs
+            .iter()
+            .find(|(_, j)| j.name == name)
+            .map(|(id, _)| JobRef {
+                id: id.clone(),
+                dir: dir.to_path_buf(),
+            }))
+    }
+    async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
+        if let Some(j) = self.jobs.lock().unwrap().get_mut(&job.id) {
+            j.cancelled = true;
+        }
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("cancel {}", job.id));
+        Ok(())
+    }
+    fn log_source(&self, job: &JobRef, name: &str) -> orch_ssh::tail::Source {
+        orch_ssh::tail::Source::Local(job.dir.join(name))
+    }
+    fn job_path(&self, local: &Path) -> PathBuf {
+        local.to_path_buf()
+    }
+    fn cancels_on_interrupt(&self) -> bool {
+        true
+    }
+    fn follows_up(&self) -> bool {
+        self.follows_up
+    }
+    async fn submit_follow_up(&self, job: &FollowUpJob<'_>) -> anyhow::Result<String> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("follow-up {}", job.after));
+        Ok(format!("f{}", job.after))
+    }
+}
+
+/// A project directory with the built-in catalog, its runs, and the fake.
+struct World {
+    dir: tempfile::TempDir,
+    catalog: Catalog,
+    progress: Progress,
+    fake: Fake,
+    hang_timeout: Duration,
+    follow_up: Option<FollowUp>,
+}
+
+impl World {
+    fn new(fake: Fake) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        World {
+            catalog: Catalog::new(dir.path()),
+            dir,
+            progress: Progress::new(true, false),
+            fake,
+            hang_timeout: Duration::from_secs(3600),
+            follow_up: None,
+        }
+    }
+
+    fn ledger(&self) -> Ledger {
+        Ledger::new(self.dir.path().join("runs"))
+    }
+
+    fn ctx(&self) -> Ctx<'_, Fake> {
+        Ctx {
+            catalog: &self.catalog,
+            backend: &self.fake,
+            progress: &self.progress,
+            hang_timeout: self.hang_timeout,
+            follow_up: self.follow_up.clone(),
+        }
+    }
+
+    /// A new run of diamonds-seed0 (which OOMs on its first plan), as `orch submit` makes it.
+    fn submit(&self, max_attempts: u32) -> RunDriver {
+        let experiment = Experiment::find(&self.catalog, "diamonds-seed0")
+            .unwrap()
+            .remove(0);
+        let (setup, plan) = Setup::load(&self.catalog, experiment, None, &[]).unwrap();
+        let run = self
+            .ledger()
+            .create(
+                &plan.experiment,
+                Event::Created {
+                    ts: now(),
+                    format: FORMAT,
+                    run: String::new(),
+                    experiment: plan.experiment.clone(),
+                    profile: plan.profile.clone(),
+                    template: plan.template.clone(),
+                    ladder: plan.ladder.clone(),
+                    backend: "fake".into(),
+                    host: None,
+                    remote_dir: None,
+                    max_attempts,
+                    simulate: true,
+                    on_event: vec![],
+                },
+            )
+            .unwrap();
+        crate::atomic::write_atomic(
+            &run.path.join("plan.yaml"),
+            serde_yaml::to_string(&plan).unwrap().as_bytes(),
+        )
+        .unwrap();
+        RunDriver::new(setup, plan, run, max_attempts, &self.progress).unwrap()
+    }
+
+    /// Pick a run up from its ledger, as `orch resume` does.
+    async fn reattach(&self, id: &str) -> RunDriver {
+        let run = self.ledger().open(id).unwrap();
+        RunDriver::reattach(&self.catalog, run, &self.fake, &self.progress)
+            .await
+            .unwrap()
+    }
+
+    async fn drive(&self, driver: RunDriver) -> RunRecord {
+        let (mut records, interrupted) = crate::watch::drive(vec![driver], &self.ctx())
+            .await
+            .unwrap();
+        assert!(!interrupted);
+        records.remove(0)
+    }
+}
+
+fn outcomes(record: &RunRecord) -> Vec<Option<Outcome>> {
+    record.attempts.iter().map(|a| a.outcome).collect()
+}
+
+#[tokio::test]
+async fn success_on_the_first_attempt() {
+    let world = World::new(Fake::new([ok()]));
+    let record = world.drive(world.submit(5)).await;
+    assert_eq!(record.state, RunState::Succeeded);
+    assert_eq!(outcomes(&record), [Some(Outcome::Succeeded)]);
+    assert_eq!(world.fake.submitted(), ["a1"]);
+}
+
+#[tokio::test]
+async fn a_failure_takes_a_ladder_step_and_resubmits() {
+    let world = World::new(Fake::new([oom(), ok()]));
+    let record = world.drive(world.submit(5)).await;
+    assert_eq!(record.state, RunState::Succeeded);
+    let first = &record.attempts[0];
+    assert_eq!(first.outcome, Some(Outcome::Failed(FailureClass::GpuOom)));
+    assert_eq!(
+        first.decision,
+        Some(Decision::Step("expandable-segments".into()))
+    );
+    assert_eq!(record.attempts[1].step, "expandable-segments");
+    assert!(!record.attempts[1].why.is_empty());
+    assert_eq!(world.fake.submitted(), ["a1", "a2"]);
+}
+
+#[tokio::test]
+async fn an_exhausted_ladder_ends_the_run_without_repeating_a_configuration() {
+    let mut fake = Fake::new([]);
+    fake.then = Some(oom());
+    let world = World::new(fake);
+    let record = world.drive(world.submit(50)).await;
+    assert_eq!(record.state, RunState::Failed);
+    let summary = record.summary.clone().unwrap();
+    assert!(summary.contains("is exhausted for gpu_oom"), "{summary}");
+    let last = record.attempts.last().unwrap();
+    assert_eq!(last.decision, Some(Decision::GiveUp));
+    let mut overrides: Vec<String> = record
+        .attempts
+        .iter()
+        .map(|a| serde_json::to_string(&a.overrides).unwrap() + &a.steps.join(","))
+        .collect();
+    let n = overrides.len();
+    overrides.dedup();
+    assert_eq!(overrides.len(), n, "a configuration was tried twice");
+    assert_eq!(world.fake.submitted().len(), n);
+}
+
+#[tokio::test]
+async fn max_attempts_ends_the_run() {
+    let world = World::new(Fake::new([oom()]));
+    let record = world.drive(world.submit(1)).await;
+    assert_eq!(record.state, RunState::Failed);
+    assert_eq!(
+        record.summary.as_deref(),
+        Some("failed: 1 attempts used (--max-attempts); tried: attempt 1 (base) → gpu_oom")
+    );
+}
+
+#[tokio::test]
+async fn a_silent_job_is_cancelled_as_hung_and_resumed() {
+    let mut world = World::new(Fake::new([Act::Hang, ok()]));
+    world.hang_timeout = Duration::ZERO;
+    let record = world.drive(world.submit(5)).await;
+    assert_eq!(record.state, RunState::Succeeded);
+    assert_eq!(
+        record.attempts[0].outcome,
+        Some(Outcome::Failed(FailureClass::Hang))
+    );
+    assert!(matches!(
+        record.attempts[0].job_state,
+        Some(JobEnd::Hung { .. })
+    ));
+    assert_eq!(record.attempts[0].decision, Some(Decision::Resume));
+    assert!(record.attempts[1].resume);
+    let calls = world.fake.calls();
+    assert!(
+        calls[0].starts_with("submit ")
+            && calls[1] == "cancel 1"
+            && calls[2].starts_with("submit ")
+    );
+}
+
+#[tokio::test]
+async fn each_attempt_is_handed_to_a_follow_up_job() {
+    let mut fake = Fake::new([Act::Hang]);
+    fake.follows_up = true;
+    let mut world = World::new(fake);
+    world.follow_up = Some(FollowUp {
+        orch: vec!["orch".into()],
+        cwd: PathBuf::from("."),
+    });
+    let driver = world.submit(5);
+    let id = driver.run().id.clone();
+    let record = world.drive(driver).await;
+    assert_eq!(record.state, RunState::Running);
+    assert_eq!(record.follow_ups, ["f1"]);
+    assert_eq!(record.attempts[0].job_id.as_deref(), Some("1"));
+    assert_eq!(world.fake.calls().len(), 2);
+    assert_eq!(world.fake.calls()[1], "follow-up 1");
+    // The follow-up's `orch resume --detach` finds the job still running: passes it on again.
+    let resumed = world.reattach(&id).await;
+    assert_eq!(resumed.phase().name(), "live");
+    let record = world.drive(resumed).await;
+    assert_eq!(record.follow_ups, ["f1", "f1"]);
+    assert_eq!(world.fake.submitted(), ["a1"]);
+}
+
+#[tokio::test]
+async fn cancel_stops_the_live_job_and_ends_the_run() {
+    let world = World::new(Fake::new([Act::Hang]));
+    let mut driver = world.submit(5);
+    driver.advance(&world.ctx()).await.unwrap();
+    assert_eq!(driver.phase().name(), "live");
+    driver.cancel(&world.ctx()).await.unwrap();
+    assert!(matches!(driver.phase(), Phase::Ended(RunState::Cancelled)));
+    let record = driver.record().unwrap();
+    assert_eq!(
+        record.summary.as_deref(),
+        Some("cancelled during attempt 1")
+    );
+    assert_eq!(outcomes(&record), [Some(Outcome::Cancelled)]);
+    assert_eq!(world.fake.calls()[1], "cancel 1");
+}
+
+#[tokio::test]
+async fn a_cancel_requested_during_an_attempt_stops_the_run_after_it() {
+    let world = World::new(Fake::new([oom()]));
+    let mut driver = world.submit(5);
+    driver.advance(&world.ctx()).await.unwrap();
+    // `orch cancel` from another process, while the job runs.
+    driver
+        .run()
+        .append(&Event::CancelRequested { ts: now() })
+        .unwrap();
+    let record = world.drive(driver).await;
+    assert_eq!(record.state, RunState::Cancelled);
+    assert_eq!(record.summary.as_deref(), Some("cancelled after attempt 1"));
+    assert_eq!(world.fake.submitted(), ["a1"]);
+}
+
+/// Take `n` transitions that need no news from the backend.
+async fn steps(d: &mut RunDriver, ctx: &Ctx<'_, Fake>, n: usize) {
+    for _ in 0..n {
+        assert!(d.step(ctx).await.unwrap());
+    }
+}
+
+/// Stop a new run (OOM, then success) at `point` as a crash there would; returns its id.
+async fn stop_at(world: &World, point: &str) -> String {
+    let ctx = world.ctx();
+    let mut d = world.submit(5);
+    let id = d.run().id.clone();
+    match point {
+        "created" => {}
+        "rendered" => steps(&mut d, &ctx, 1).await,
+        "submitted" => {
+            steps(&mut d, &ctx, 1).await;
+            // The job exists, but orch died before recording its id.
+            let dir = std::path::absolute(d.run().attempt_dir(1)).unwrap();
+            let spec = JobSpec {
+                name: format!("orch-{id}-a1"),
+                script: dir.join("job.sbatch"),
+                stdout: dir.join("stdout.log"),
+                stderr: dir.join("stderr.log"),
+                dir,
+            };
+            world.fake.submit(&spec).await.unwrap();
+        }
+        "recorded" => steps(&mut d, &ctx, 2).await,
+        "finished" | "decided" => {
+            steps(&mut d, &ctx, 2).await;
+            d.finish(JobEnd::Failed { exit_code: Some(1) })
+                .await
+                .unwrap();
+            if point == "decided" {
+                steps(&mut d, &ctx, 1).await;
+                assert_eq!(d.phase().name(), "queued");
+            }
+        }
+        other => panic!("no crash point {other}"),
+    }
+    id
+}
+
+#[tokio::test]
+async fn a_run_stopped_at_any_crash_point_resumes_from_its_ledger_and_submits_each_attempt_once() {
+    let expected = [
+        ("created", "queued"),
+        ("rendered", "submitting"),
+        ("submitted", "live"),
+        ("recorded", "live"),
+        ("finished", "finished"),
+        // The decision is recorded, but deciding again gives the same one (recorded once).
+        ("decided", "finished"),
+    ];
+    for (point, phase) in expected {
+        let world = World::new(Fake::new([oom(), ok()]));
+        let id = stop_at(&world, point).await;
+        let resumed = world.reattach(&id).await;
+        assert_eq!(resumed.phase().name(), phase, "after a stop at {point}");
+        let record = world.drive(resumed).await;
+        assert_eq!(record.state, RunState::Succeeded, "after a stop at {point}");
+        assert_eq!(
+            world.fake.submitted(),
+            ["a1", "a2"],
+            "after a stop at {point}"
+        );
+        assert!(record.attempts.iter().all(|a| a.job_id.is_some()));
+        let decisions = world
+            .ledger()
+            .open(&id)
+            .unwrap()
+            .events()
+            .unwrap()
+            .iter()
+            .filter(|e| matches!(e, Event::Decided { .. }))
+            .count();
+        assert_eq!(decisions, 1, "after a stop at {point}");
+    }
+}

@@ -1,0 +1,594 @@
+//! The transitions of the run machine, one small function per arrow of the diagram in
+//! [`crate::run`]. Each appends its event to the ledger before it returns the next phase; the
+//! `crash_point`s mark where a test may kill orch to prove that a restart takes up the run from
+//! the ledger alone.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Context;
+
+use super::{Ctx, Finish, Live, Pending, Phase, Queue, RunDriver};
+use crate::backend::{FollowUpJob, JobEnd, JobRef, JobSpec, JobState, Scheduler};
+use crate::ladder::Next;
+use crate::ledger::{Decision, Event, EvidenceRecord, RunState, crash_point, now};
+use crate::outcome::Outcome;
+use crate::plan::ChangeRecord;
+use crate::progress::{Progress, elapsed};
+use crate::render::AttemptInfo;
+use orch_classify::FailureClass;
+
+impl RunDriver {
+    /// Take every transition that needs no news from the backend, until the run waits on a job
+    /// or is over. On an error the phase is [`Phase::Broken`]; the caller ends the run.
+    pub async fn advance<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<()> {
+        while self.step(ctx).await? {}
+        Ok(())
+    }
+
+    /// Take one transition, if the phase has one that needs no news; false if it has none.
+    pub async fn step<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<bool> {
+        let next = match std::mem::replace(&mut self.phase, Phase::Broken) {
+            Phase::Queued(pending) => self.render(ctx, pending),
+            Phase::Unsure => self.recover(ctx.backend, ctx.progress).await,
+            Phase::Submitting => self.launch(ctx).await,
+            Phase::Finished(finish) => self.decide(ctx, finish),
+            waiting => {
+                self.phase = waiting;
+                return Ok(false);
+            }
+        };
+        self.phase = next?;
+        if matches!(self.phase, Phase::Live(_)) {
+            self.redraw();
+        }
+        Ok(true)
+    }
+
+    /// Queued → Submitting: render the next attempt and record the intent to submit it.
+    fn render<B: Scheduler>(
+        &mut self,
+        ctx: &Ctx<'_, B>,
+        pending: Pending,
+    ) -> anyhow::Result<Phase> {
+        self.plan.check(&self.setup)?;
+        self.attempt += 1;
+        let n = self.attempt;
+        let run = self.journal.run().clone();
+        let dir = run.attempt_dir(n);
+        let job_name = format!("orch-{}-a{n}", run.id);
+        // The job sees the run directory where the backend puts it (on a remote host, its copy).
+        let seen = |p: &Path| absolute(p).map(|a| ctx.backend.job_path(&a));
+        let info = AttemptInfo {
+            run_id: run.id.clone(),
+            attempt: n,
+            dir: seen(&dir)?,
+            write_dir: absolute(&dir)?,
+            run_dir: seen(&run.path)?,
+            job_name: job_name.clone(),
+            simulate: self.simulate,
+            checkpoint_dir: seen(&run.checkpoint_dir())?,
+        };
+        let files = crate::render::render(ctx.catalog, &self.setup, &self.plan, &info)?;
+        crate::atomic::write_atomic(
+            &dir.join("plan.yaml"),
+            serde_yaml::to_string(&self.plan)?.as_bytes(),
+        )?;
+        let overrides = self
+            .plan
+            .effective_overrides(&self.setup)
+            .iter()
+            .map(|(k, v)| (k.clone(), crate::plan::yaml_to_json(v)))
+            .collect();
+        let checkpoint_warning = self.checkpoint_warning(&pending.changes);
+        self.journal.append(&Event::Rendered {
+            ts: now(),
+            attempt: n,
+            step: self.plan.step_name().to_string(),
+            steps: self.plan.steps.clone(),
+            changes: pending.changes,
+            why: pending.why,
+            changes_semantics: pending.changes_semantics,
+            resume: self.plan.resume,
+            checkpoint_warning,
+            job_name,
+            dir: info.write_dir,
+            files,
+            overrides,
+        })?;
+        crash_point("rendered");
+        Ok(Phase::Submitting)
+    }
+
+    /// Unsure → Live | Submitting: orch stopped between recording the intent and the job id;
+    /// the job is looked up (by pid file or job name) and only submitted if it is not there.
+    pub(super) async fn recover(
+        &mut self,
+        backend: &impl Scheduler,
+        progress: &Progress,
+    ) -> anyhow::Result<Phase> {
+        let n = self.attempt;
+        let record = self.journal.record()?;
+        let a = record
+            .attempts
+            .iter()
+            .find(|a| a.attempt == n)
+            .with_context(|| format!("attempt {n} was never rendered"))?;
+        let (dir, job_name) = (a.dir.clone(), a.job_name.clone());
+        let found = backend
+            .find(&dir, &job_name)
+            .await
+            .with_context(|| format!("attempt {n} may or may not have been submitted"))?;
+        let Some(job) = found else {
+            return Ok(Phase::Submitting);
+        };
+        progress.say(format!(
+            "[{}] attempt {n} was submitted as job {} before orch stopped; recording it",
+            record.experiment, job.id
+        ));
+        self.record_submitted(n, &job, &dir)?;
+        Ok(Phase::Live(Live::new(job, backend)))
+    }
+
+    /// Submitting → Live | HandedOff: submit the attempt whose intent is recorded, and record
+    /// its job id.
+    async fn launch<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
+        let n = self.attempt;
+        let dir = std::path::absolute(self.journal.run().attempt_dir(n))?;
+        let job_name = self
+            .journal
+            .record()?
+            .attempts
+            .iter()
+            .find(|a| a.attempt == n)
+            .map(|a| a.job_name.clone())
+            .with_context(|| format!("attempt {n} was never rendered"))?;
+        let spec = JobSpec {
+            name: job_name,
+            script: dir.join(&self.setup.template.spec.files[0].output),
+            dir: dir.clone(),
+            stdout: dir.join("stdout.log"),
+            stderr: dir.join("stderr.log"),
+        };
+        let job = ctx
+            .backend
+            .submit(&spec)
+            .await
+            .with_context(|| format!("submitting attempt {n} of {}", self.name()))?;
+        crash_point("submitted");
+        self.record_submitted(n, &job, &dir)?;
+        crash_point("recorded");
+        self.tried.insert(self.plan.canonical(&self.setup));
+        if ctx.follow_up.is_some() && ctx.backend.follows_up() {
+            match self.hand_off(&job, ctx).await {
+                Ok(()) => return Ok(Phase::HandedOff),
+                Err(e) => ctx.progress.say(format!(
+                    "[{}] {e:#}; watching job {} from here instead",
+                    self.name(),
+                    job.id
+                )),
+            }
+        }
+        ctx.progress.say(format!(
+            "[{}] attempt {n}/{} ({}) submitted: {} job {}",
+            self.name(),
+            self.max_attempts,
+            self.plan.step_name(),
+            ctx.backend.name(),
+            job.id
+        ));
+        Ok(Phase::Live(Live::new(job, ctx.backend)))
+    }
+
+    fn record_submitted(&mut self, attempt: u32, job: &JobRef, dir: &Path) -> anyhow::Result<()> {
+        self.journal.append(&Event::Submitted {
+            ts: now(),
+            attempt,
+            job_id: job.id.clone(),
+            stdout: dir.join("stdout.log"),
+            stderr: dir.join("stderr.log"),
+        })
+    }
+
+    /// Live → HandedOff: submit the job that carries the run on once `job` ends. The caller
+    /// sets the phase (on an error the job is still watched from here).
+    async fn hand_off<B: Scheduler>(
+        &mut self,
+        job: &JobRef,
+        ctx: &Ctx<'_, B>,
+    ) -> anyhow::Result<()> {
+        let follow = ctx.follow_up.as_ref().context("no follow-up command")?;
+        let n = self.attempt;
+        let run = self.journal.run().clone();
+        let mut command: Vec<String> = follow.orch.clone();
+        command.extend([
+            "resume".into(),
+            run.id.clone(),
+            "--detach".into(),
+            "--quiet".into(),
+        ]);
+        let log = std::path::absolute(run.path.join(format!("follow-up-{n}.log")))?;
+        let name = format!("orch-{}-f{n}", run.id);
+        let id = ctx
+            .backend
+            .submit_follow_up(&FollowUpJob {
+                name: &name,
+                after: &job.id,
+                partition: &self.plan.resources.partition,
+                cwd: &follow.cwd,
+                log: &log,
+                command: &command,
+            })
+            .await
+            .with_context(|| format!("submitting the follow-up of attempt {n}"))?;
+        self.journal.append(&Event::FollowUp {
+            ts: now(),
+            attempt: n,
+            job_id: id.clone(),
+        })?;
+        ctx.progress.say(format!(
+            "[{}] attempt {n} is job {}; follow-up job {id} carries the run on when it ends (log: {})",
+            self.name(),
+            job.id,
+            log.display()
+        ));
+        self.bar.finish_and_clear();
+        Ok(())
+    }
+
+    /// Live: what the backend said of the job at this tick. Ends, hangs and hand-offs move
+    /// the run on; a failure to do so ends it. Returns whether anything changed.
+    pub async fn observe<B: Scheduler>(
+        &mut self,
+        state: Option<&JobState>,
+        ctx: &Ctx<'_, B>,
+    ) -> anyhow::Result<bool> {
+        let Phase::Live(live) = &mut self.phase else {
+            return Ok(false);
+        };
+        let before = live.queue;
+        let job = live.job.clone();
+        let changed = match state {
+            Some(JobState::Finished(end)) => {
+                let result = self.job_ended(end.clone(), ctx).await;
+                self.fail_on_error(result, ctx)?;
+                true
+            }
+            Some(JobState::Running | JobState::Pending)
+                if ctx.follow_up.is_some() && ctx.backend.follows_up() =>
+            {
+                // A follow-up woke while its attempt still runs (requeued, say): pass it on.
+                match self.hand_off(&job, ctx).await {
+                    Ok(()) => self.phase = Phase::HandedOff,
+                    Err(e) => ctx.progress.say(format!("[{}] {e:#}", self.name())),
+                }
+                true
+            }
+            Some(JobState::Running) => {
+                if live.queue != Queue::Running {
+                    // The clock starts when the job starts, not while it queues.
+                    live.last_growth = Instant::now();
+                }
+                live.queue = Queue::Running;
+                let silent = live.last_growth.elapsed();
+                if silent > ctx.hang_timeout {
+                    self.hung(job, silent, ctx).await?;
+                    true
+                } else {
+                    before != Queue::Running
+                }
+            }
+            Some(JobState::Pending) => {
+                live.queue = Queue::Pending;
+                before != Queue::Pending
+            }
+            None => false,
+        };
+        self.redraw();
+        Ok(changed)
+    }
+
+    /// Live → Finished (and on): cancel a running job whose logs stopped growing.
+    async fn hung<B: Scheduler>(
+        &mut self,
+        job: JobRef,
+        silent: std::time::Duration,
+        ctx: &Ctx<'_, B>,
+    ) -> anyhow::Result<()> {
+        ctx.progress.say(format!(
+            "[{}] job {} has written nothing for {}; cancelling it as hung",
+            self.name(),
+            job.id,
+            elapsed(silent)
+        ));
+        if let Err(e) = ctx.backend.cancel(&job).await {
+            // Still live: the next tick tries again.
+            ctx.progress.say(format!("[{}] {e:#}", self.name()));
+            return Ok(());
+        }
+        let end = JobEnd::Hung {
+            silent_secs: silent.as_secs(),
+        };
+        let result = self.job_ended(end, ctx).await;
+        self.fail_on_error(result, ctx)
+    }
+
+    /// Stop the live job (Ctrl-C on a local run) and record it as cancelled.
+    pub async fn cancel<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<()> {
+        if let Phase::Live(live) = &self.phase {
+            ctx.backend.cancel(&live.job).await?;
+            self.job_ended(JobEnd::Cancelled, ctx).await?;
+        }
+        Ok(())
+    }
+
+    /// Live → Finished, then on: the job ended.
+    async fn job_ended<B: Scheduler>(
+        &mut self,
+        end: JobEnd,
+        ctx: &Ctx<'_, B>,
+    ) -> anyhow::Result<()> {
+        self.finish(end).await?;
+        self.advance(ctx).await
+    }
+
+    /// Live → Finished: decide the outcome from the job's end and its logs, and record it.
+    pub(crate) async fn finish(&mut self, end: JobEnd) -> anyhow::Result<()> {
+        self.read_logs().await;
+        let Phase::Live(live) = std::mem::replace(&mut self.phase, Phase::Broken) else {
+            anyhow::bail!("attempt {} has no live job", self.attempt);
+        };
+        let (outcome, evidence) = crate::outcome::decide(&end, &live.verdicts());
+        self.journal.append(&Event::Finished {
+            ts: now(),
+            attempt: self.attempt,
+            outcome,
+            job_state: end.clone(),
+            exit_code: end.exit_code(),
+            evidence: evidence.clone(),
+        })?;
+        crash_point("finished");
+        self.phase = Phase::Finished(Finish {
+            outcome,
+            evidence,
+            end,
+        });
+        Ok(())
+    }
+
+    /// After a failed transition: say why and end the run (unless it already ended).
+    pub fn fail_on_error<B: Scheduler>(
+        &mut self,
+        result: anyhow::Result<()>,
+        ctx: &Ctx<'_, B>,
+    ) -> anyhow::Result<()> {
+        if let Err(e) = result {
+            let msg = format!("{e:#}");
+            ctx.progress.say(format!("[{}] {msg}", self.name()));
+            if !matches!(self.phase, Phase::Ended(_)) {
+                self.end(RunState::Failed, format!("failed: {msg}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finished → Ended | Queued: end the run, or decide the next attempt.
+    fn decide<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>, finish: Finish) -> anyhow::Result<Phase> {
+        let n = self.attempt;
+        match finish.outcome {
+            Outcome::Succeeded => self.succeeded(ctx),
+            Outcome::Cancelled => {
+                ctx.progress
+                    .say(format!("[{}] attempt {n} cancelled", self.name()));
+                self.end(RunState::Cancelled, format!("cancelled during attempt {n}"))
+            }
+            Outcome::Failed(class) => {
+                ctx.progress.say(format!(
+                    "[{}] attempt {n} ({}) failed: {}{}",
+                    self.name(),
+                    self.plan.step_name(),
+                    finish.outcome.name(),
+                    evidence_line(&finish.evidence)
+                ));
+                let Some(pending) = self.next_after(ctx, class, &finish.end)? else {
+                    return Ok(std::mem::replace(&mut self.phase, Phase::Broken));
+                };
+                crash_point("decided");
+                if self.journal.record()?.cancel_requested {
+                    return self.end(RunState::Cancelled, format!("cancelled after attempt {n}"));
+                }
+                Ok(Phase::Queued(pending))
+            }
+        }
+    }
+
+    fn succeeded<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
+        let n = self.attempt;
+        let failures = n - 1;
+        let summary = if failures == 0 {
+            format!("succeeded on the first attempt ({})", self.plan.step_name())
+        } else {
+            format!(
+                "succeeded on attempt {n} after {failures} failure{} (steps: {})",
+                if failures == 1 { "" } else { "s" },
+                self.plan.steps.join(", ")
+            )
+        };
+        ctx.progress.say(format!(
+            "[{}] {summary}; record: {}",
+            self.name(),
+            self.journal.run().path.display()
+        ));
+        self.end(RunState::Succeeded, summary)
+    }
+
+    /// Ask the ladder what follows a failure and record the decision. Returns why the next
+    /// attempt is made, or None when the run gave up (its phase is then `Ended`).
+    fn next_after<B: Scheduler>(
+        &mut self,
+        ctx: &Ctx<'_, B>,
+        class: FailureClass,
+        end: &JobEnd,
+    ) -> anyhow::Result<Option<Pending>> {
+        let n = self.attempt;
+        let mut notes = Vec::new();
+        let next = crate::ladder::next(&self.setup, &self.plan, class, &self.tried, &mut notes);
+        for note in &notes {
+            ctx.progress.say(format!("[{}]   {note}", self.name()));
+        }
+        if n >= self.max_attempts && !matches!(next, Next::GiveUp { .. }) {
+            let reason = format!("{} attempts used (--max-attempts)", self.max_attempts);
+            return self.give_up(ctx, &reason).map(|()| None);
+        }
+        let pending = match next {
+            Next::Step {
+                plan,
+                step,
+                changes,
+            } => {
+                self.decided(n, Decision::Step(step.name.clone()), &step.why)?;
+                let text: Vec<String> = changes.iter().map(ToString::to_string).collect();
+                ctx.progress.say(format!(
+                    "[{}] next: step {}{} — {}\n    {}",
+                    self.name(),
+                    step.name,
+                    if step.changes_semantics {
+                        " (changes training semantics)"
+                    } else {
+                        ""
+                    },
+                    step.why,
+                    text.join("\n    ")
+                ));
+                self.plan = plan;
+                Pending {
+                    why: step.why,
+                    changes,
+                    changes_semantics: step.changes_semantics,
+                }
+            }
+            Next::Resume {
+                mut plan,
+                mut reason,
+            } => {
+                if let JobEnd::NodeFail { node: Some(node) } = end
+                    && !plan.resources.exclude.contains(node)
+                {
+                    plan.resources.exclude.push(node.clone());
+                    reason.push_str(&format!("; excluding node {node}"));
+                }
+                self.decided(n, Decision::Resume, &reason)?;
+                ctx.progress
+                    .say(format!("[{}] next: {reason}", self.name()));
+                self.plan = plan;
+                Pending {
+                    why: reason,
+                    ..Pending::default()
+                }
+            }
+            Next::GiveUp { reason } => return self.give_up(ctx, &reason).map(|()| None),
+        };
+        Ok(Some(pending))
+    }
+
+    /// Record a decision once: after a restart the same decision is made again.
+    fn decided(&mut self, attempt: u32, decision: Decision, reason: &str) -> anyhow::Result<()> {
+        let already = self
+            .journal
+            .record()?
+            .attempts
+            .iter()
+            .any(|a| a.attempt == attempt && a.decision.is_some());
+        if already {
+            return Ok(());
+        }
+        let event = Event::Decided {
+            ts: now(),
+            attempt,
+            decision,
+            reason: reason.to_string(),
+        };
+        self.journal.append(&event)?;
+        self.notify(&event);
+        Ok(())
+    }
+
+    fn give_up<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>, reason: &str) -> anyhow::Result<()> {
+        self.decided(self.attempt, Decision::GiveUp, reason)?;
+        let tried: Vec<String> = self
+            .journal
+            .cached()
+            .attempts
+            .iter()
+            .map(|a| {
+                format!(
+                    "attempt {} ({}) → {}",
+                    a.attempt,
+                    a.step,
+                    a.outcome.map_or("?", Outcome::name)
+                )
+            })
+            .collect();
+        let summary = format!("failed: {reason}; tried: {}", tried.join("; "));
+        ctx.progress.say(format!("[{}] {summary}", self.name()));
+        self.end(RunState::Failed, summary).map(drop)
+    }
+
+    /// Any phase → Ended (the phase is set here too, for callers that end a run from outside
+    /// a transition).
+    pub fn end(&mut self, state: RunState, summary: String) -> anyhow::Result<Phase> {
+        let event = Event::Ended {
+            ts: now(),
+            state,
+            summary,
+        };
+        self.journal.append(&event)?;
+        self.notify(&event);
+        self.bar.finish_and_clear();
+        self.phase = Phase::Ended(state);
+        Ok(Phase::Ended(state))
+    }
+
+    /// Why the checkpoint may not load after these changes, if a checkpoint-sensitive key changed.
+    fn checkpoint_warning(&self, changes: &[ChangeRecord]) -> Option<String> {
+        let sensitive = &self.setup.template.spec.checkpoint_sensitive;
+        let hits: Vec<&str> = changes
+            .iter()
+            .filter(|c| sensitive.iter().any(|k| k == &c.key))
+            .map(|c| c.key.as_str())
+            .collect();
+        (!hits.is_empty()).then(|| {
+            format!(
+                "changes {}: the last checkpoint in {} may not load into this configuration",
+                hits.join(", "),
+                self.journal.run().checkpoint_dir().display()
+            )
+        })
+    }
+
+    /// Tell the user's hook, if there is one.
+    fn notify(&self, event: &Event) {
+        let hook = &self.journal.cached().on_event;
+        if hook.is_empty() {
+            return;
+        }
+        let mut json = serde_json::to_value(event).unwrap_or_default();
+        if let serde_json::Value::Object(map) = &mut json {
+            map.insert("run".into(), self.journal.run().id.clone().into());
+            map.insert("experiment".into(), self.plan.experiment.clone().into());
+        }
+        crate::notify::notify(hook, &json);
+    }
+}
+
+fn evidence_line(evidence: &Option<EvidenceRecord>) -> String {
+    match evidence {
+        Some(e) if e.line > 0 => format!("\n    {}:{}: {}", e.file, e.line, e.text),
+        Some(e) => format!("\n    {}: {}", e.file, e.text),
+        None => String::new(),
+    }
+}
+
+fn absolute(path: &Path) -> anyhow::Result<std::path::PathBuf> {
+    std::path::absolute(path).with_context(|| format!("cannot resolve {}", path.display()))
+}
