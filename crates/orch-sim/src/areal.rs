@@ -9,14 +9,15 @@
 
 use std::path::{Path, PathBuf};
 
-use super::arch::Arch;
 use super::args::{Overrides, take_flag};
-use super::memory::{
-    self, ArealConfig, FailAt, FailKind, Failure, GIB, SimConfig, Workload, areal_colocated,
-};
 use super::outputs::{self, Framework, Vars};
 use super::report::{self, OwnProcess};
 use super::{Ctx, TAG, metric, write_file};
+use orch_memory::estimate::{
+    self as memory, ArealConfig, FailAt, FailKind, Failure, GIB, SimConfig, Workload,
+    areal_colocated,
+};
+use orch_memory::shape::Arch;
 
 const ENTRY: &str = "examples/math/gsm8k_grpo.py";
 
@@ -485,7 +486,7 @@ mod tests {
     #[test]
     fn default_config_on_a40_fails_like_seed_000() {
         let tmp = tempfile::tempdir().unwrap();
-        let a = args(tmp.path(), &crate::memory::tests::areal_default());
+        let a = args(tmp.path(), &orch_memory::estimate::seeds::areal_default());
         let (code, cap) = run_capture("areal", &a, &a40_env("1", &[]));
         assert_eq!(code, 1, "{}", cap.all());
         let err = cap.stderr();
@@ -504,7 +505,10 @@ mod tests {
     #[test]
     fn a40_config_completes_and_recovers() {
         let tmp = tempfile::tempdir().unwrap();
-        let a = args(tmp.path(), &crate::memory::tests::areal_a40_optimized());
+        let a = args(
+            tmp.path(),
+            &orch_memory::estimate::seeds::areal_a40_optimized(),
+        );
         let env = a40_env("1", &[("USER", "alice")]);
         let (code, cap) = run_capture("areal", &a, &env);
         assert_eq!(code, 0, "{}", cap.all());
@@ -534,7 +538,7 @@ mod tests {
     #[test]
     fn tiny_fraction_fails_in_sglang() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut pairs = crate::memory::tests::areal_a40_optimized();
+        let mut pairs = orch_memory::estimate::seeds::areal_a40_optimized();
         pairs.push(("sglang.mem_fraction_static", "0.05"));
         let (code, cap) = run_capture("areal", &args(tmp.path(), &pairs), &a40_env("1", &[]));
         assert_eq!(code, 1);

@@ -2,23 +2,24 @@
 //!
 //! There is no GPU, verl, vLLM, SGLang or torch on the machines orch is developed and demoed
 //! on, so the rendered launch scripts call this instead of the real trainer. It reads the
-//! trainer's own arguments exactly as the real trainer would, estimates per-GPU memory with a
-//! documented model ([`memory`], `docs/SIMULATOR.md`), and then behaves like the real job:
+//! trainer's own arguments exactly as the real trainer would, decides fit or OOM with the same
+//! memory estimator orch plans with (`orch_memory::estimate`, docs/SIMULATOR.md), and then
+//! behaves like the real job:
 //! progress lines and checkpoints when the configuration fits, or — after a short, realistic
 //! delay — the real trainer's failure output (torch OOM, vLLM KV-cache errors, SGLang, Ray's
 //! host-memory monitor) and exit code 1 when it does not. Every run says up front, on stdout
 //! and stderr, that it is simulated.
 //!
-//! Layout: [`arch`] (model shapes), [`args`] (Hydra / YAML / flags), [`memory`] (the memory
-//! model, pure), [`outputs`] (the real trainers' failure output as text templates under
+//! The simulator never decides memory itself: it only adds the real-format output around the
+//! estimator's verdict (one memory model, not two).
+//!
+//! Layout: [`args`] (Hydra / YAML / flags), [`outputs`] (the real trainers' failure output as text templates under
 //! `outputs/`), [`report`] (filling the messages in; ids and time stamps), and one runner per
 //! trainer (`verl/`, `areal.rs`, `torchrun.rs`).
 
 #![warn(missing_docs)]
 
-pub mod arch;
 pub mod args;
-pub mod memory;
 pub mod outputs;
 pub mod report;
 
@@ -29,7 +30,7 @@ mod verl;
 use std::io::Write;
 use std::path::Path;
 
-pub use memory::{
+pub use orch_memory::estimate::{
     Estimate, FailAt, FailKind, Failure, Hardware, OomDetail, SimConfig, Trainer, Workload,
     estimate,
 };

@@ -16,7 +16,7 @@
 //! kept, so `[rank0]: {site_frames}` prefixes every frame; any other placeholder is filled in
 //! place, so a multi-line value such as Ray's message stays one write, as Ray prints it.
 
-use crate::memory::Site;
+use orch_memory::estimate::Site;
 
 /// torch's caching-allocator OOM (`c10/cuda/CUDACachingAllocator.cpp`), without the class.
 pub const TORCH_OOM: &str = include_str!("../outputs/torch_oom.txt");

@@ -9,8 +9,8 @@
 
 use std::time::SystemTime;
 
-use super::memory::{GIB, OomDetail};
 use super::outputs::{self, Vars};
+use orch_memory::estimate::{GIB, OomDetail};
 
 /// Deterministic process ids, actor ids and jitter, seeded from the command line.
 #[derive(Debug, Clone, Copy)]
@@ -323,7 +323,7 @@ mod tests {
     use regex::Regex;
 
     use super::*;
-    use crate::memory::Site;
+    use orch_memory::estimate::Site;
 
     /// The classifier regexes from failure-signatures.md §g.
     const GPU_OOM: &str = r"(CUDA|HIP) out of memory|(CUDA|HIP) error: out of memory|CUDA Error: out of memory at|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUBLAS_STATUS_ALLOC_FAILED|Cuda failure (2 )?'out of memory'";

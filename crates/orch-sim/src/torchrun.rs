@@ -9,10 +9,12 @@
 use std::path::{Path, PathBuf};
 
 use super::args::{Overrides, TorchrunArgs, parse_torchrun};
-use super::memory::{self, FailKind, Failure, SimConfig, TorchrunConfig, Workload};
 use super::outputs::{self, Vars};
 use super::report::{self, OwnProcess};
 use super::{Ctx, TAG, metric, step_from_path, write_file};
+use orch_memory::estimate::{
+    self as memory, FailKind, Failure, SimConfig, TorchrunConfig, Workload,
+};
 
 const SCRIPT: &str = "training/train.py";
 

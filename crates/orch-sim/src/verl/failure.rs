@@ -5,10 +5,10 @@
 //! in the pids, actor ids and messages.
 
 use super::super::Ctx;
-use super::super::memory::{FailAt, FailKind, Failure};
 use super::super::outputs::{self, Framework, Vars};
 use super::super::report::{self, OwnProcess, RayOom};
 use super::Run;
+use orch_memory::estimate::{FailAt, FailKind, Failure};
 
 /// What every verl failure output names: the overrides Hydra echoes, the TaskRunner, the
 /// WorkerDict (whose failing method is `method`) and the vLLM engine process.

@@ -10,11 +10,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::arch::Arch;
 use super::args::Overrides;
-use super::memory::{self, FailAt, FailKind, Failure, GIB, SimConfig, VerlConfig, Workload};
 use super::report;
 use super::{Ctx, TAG, metric, step_from_path, write_file};
+use orch_memory::estimate::{
+    self as memory, FailAt, FailKind, Failure, GIB, SimConfig, VerlConfig, Workload,
+};
+use orch_memory::shape::Arch;
 
 mod failure;
 use failure::fail_exit;
@@ -394,7 +396,7 @@ mod tests {
     }
 
     fn diamonds(dir: &std::path::Path, extra: &[(&str, &str)]) -> Vec<String> {
-        let mut v = args(&crate::memory::tests::diamonds());
+        let mut v = args(&orch_memory::estimate::seeds::diamonds());
         v.push(format!("trainer.default_local_dir={}", dir.display()));
         v.extend(args(extra));
         v

@@ -3,7 +3,7 @@
 
 use super::allocator::{Event, OomDetail};
 use super::hardware::Trainer;
-use crate::arch::Arch;
+use crate::shape::Arch;
 
 /// When, in the run, a failure happens. Steps count from 1 within this run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use super::GIB;
 use super::allocator::{Event, Site, alloc};
 use super::k;
-use crate::arch::Arch;
+use crate::shape::Arch;
 
 /// Training-phase activations for `t` tokens: with checkpointing the stored layer inputs plus
 /// one layer recomputed in backward, without it every layer's full activations.

@@ -6,10 +6,10 @@
 use super::GIB;
 use super::allocator::{Event, Site, alloc, walk};
 use super::config::{Precision, TorchrunConfig};
-use super::estimate::{Estimate, FailAt, FailKind, Failure, item, items_from_events};
 use super::hardware::{Hardware, Trainer};
 use super::host::host_limit;
 use super::k;
+use super::output::{Estimate, FailAt, FailKind, Failure, item, items_from_events};
 
 /// torchrun's activation multiplier without checkpointing: all `34·h` bytes per layer instead of
 /// the `2·h` layer input plus one `34·h` recompute (Korthikanti et al.).

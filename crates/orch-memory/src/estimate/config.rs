@@ -4,7 +4,7 @@
 
 use super::hardware::Hardware;
 use super::k;
-use crate::args::{self, Overrides};
+use crate::overrides::{self, Overrides};
 
 /// What the simulator reads from verl's Hydra config.
 #[derive(Debug, Clone, PartialEq)]
@@ -289,7 +289,7 @@ impl TorchrunConfig {
             });
         let num = |key: &str, d: u64| {
             o.get_suffix(key)
-                .and_then(|v| args::parse_u64(&v))
+                .and_then(|v| overrides::parse_u64(&v))
                 .unwrap_or(d)
                 .max(1)
         };
@@ -310,12 +310,12 @@ impl TorchrunConfig {
             max_seq_len: num("max_seq_len", 1024),
             gradient_checkpointing: o
                 .get_suffix("gradient_checkpointing")
-                .and_then(|v| args::parse_bool(&v))
+                .and_then(|v| overrides::parse_bool(&v))
                 .unwrap_or(false),
             precision,
             n_layers: o
                 .get("model.n_layers")
-                .and_then(|v| args::parse_u64(&v))
+                .and_then(|v| overrides::parse_u64(&v))
                 .unwrap_or(k::TR_LAYERS_DEFAULT as u64)
                 .max(1) as u32,
             nproc: nproc.max(1),

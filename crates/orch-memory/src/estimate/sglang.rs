@@ -3,10 +3,10 @@
 
 use super::GIB;
 use super::config::ArealConfig;
-use super::estimate::{Item, item};
 use super::hardware::Hardware;
 use super::k;
-use crate::arch::Arch;
+use super::output::{Item, item};
+use crate::shape::Arch;
 
 /// GiB the SGLang server holds on each of its GPUs.
 pub fn sglang_in_use_gib(hw: &Hardware, a: &ArealConfig) -> f64 {

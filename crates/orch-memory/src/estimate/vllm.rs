@@ -5,7 +5,7 @@
 use super::GIB;
 use super::config::VerlConfig;
 use super::k;
-use crate::arch::Arch;
+use crate::shape::Arch;
 
 /// vLLM's memory on one GPU, from its start-up profile.
 #[derive(Debug, Clone, PartialEq)]

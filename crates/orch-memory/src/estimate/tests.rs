@@ -2,8 +2,9 @@
 //! docs/SIMULATOR.md), plus the helpers the runners' tests share.
 
 use super::allocator::alloc;
+use super::seeds::{areal_a40_optimized, areal_default, diamonds};
 use super::*;
-use crate::args::Overrides;
+use crate::overrides::Overrides;
 
 pub fn hw(name: &str, gib: f64, gpus: u32, host: f64, expandable: bool) -> Hardware {
     Hardware {
@@ -26,32 +27,6 @@ fn ov(pairs: &[(&str, &str)]) -> Overrides {
     let args: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
     o.apply_hydra(&args);
     o
-}
-
-/// Seed 002's diamonds-seed0 run as first submitted (calibration target (a)).
-pub fn diamonds() -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"),
-        ("data.train_batch_size", "1024"),
-        ("data.max_prompt_length", "512"),
-        ("data.max_response_length", "1024"),
-        ("actor_rollout_ref.actor.ppo_mini_batch_size", "256"),
-        ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "32"),
-        ("actor_rollout_ref.actor.fsdp_config.param_offload", "False"),
-        (
-            "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
-            "False",
-        ),
-        (
-            "actor_rollout_ref.model.enable_gradient_checkpointing",
-            "True",
-        ),
-        ("actor_rollout_ref.rollout.n", "5"),
-        ("actor_rollout_ref.rollout.gpu_memory_utilization", "0.6"),
-        ("actor_rollout_ref.rollout.tensor_model_parallel_size", "1"),
-        ("trainer.n_gpus_per_node", "4"),
-        ("trainer.nnodes", "1"),
-    ]
 }
 
 fn with(
@@ -390,30 +365,6 @@ fn verl_gpu_shortage_and_free_cache_engine() {
         verl(h100(true), &o).failure.unwrap().kind,
         FailKind::GpuOom(_)
     ));
-}
-
-pub fn areal_default() -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("actor.path", "Qwen/Qwen2.5-1.5B-Instruct"),
-        ("sglang.mem_fraction_static", "0.8"),
-        ("train_dataset.batch_size", "8"),
-        ("gconfig.max_new_tokens", "512"),
-        ("actor.mb_spec.max_tokens_per_mb", "5120"),
-        ("rollout.max_concurrent_rollouts", "32"),
-        ("actor.gradient_checkpointing", "false"),
-    ]
-}
-
-pub fn areal_a40_optimized() -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("actor.path", "Qwen/Qwen2.5-1.5B-Instruct"),
-        ("sglang.mem_fraction_static", "0.5"),
-        ("train_dataset.batch_size", "4"),
-        ("gconfig.max_new_tokens", "256"),
-        ("actor.mb_spec.max_tokens_per_mb", "4096"),
-        ("rollout.max_concurrent_rollouts", "16"),
-        ("actor.gradient_checkpointing", "true"),
-    ]
 }
 
 pub fn areal(hw: Hardware, o: &Overrides) -> Estimate {

@@ -7,12 +7,12 @@ use super::GIB;
 use super::activations::activation_events;
 use super::allocator::{Event, Site, Walk, alloc, walk};
 use super::config::VerlConfig;
-use super::estimate::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
 use super::hardware::{Hardware, Trainer};
 use super::host::{VerlHost, host_limit};
 use super::k;
+use super::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
 use super::vllm::Vllm;
-use crate::arch::{Arch, lookup};
+use crate::shape::{Arch, lookup};
 
 /// The FSDP actor's per-GPU state (GiB), sharded over every GPU of the job.
 struct Actor {

@@ -1,9 +1,10 @@
 //! Prints the calibration table of docs/SIMULATOR.md:
 //! `cargo test -p orch-sim memory::table -- --nocapture`.
 
+use super::seeds::{areal_a40_optimized, areal_default, diamonds};
 use super::tests::*;
 use super::*;
-use crate::args::Overrides;
+use crate::overrides::Overrides;
 
 fn ov(pairs: &[(&str, &str)]) -> Overrides {
     let mut o = Overrides::new();

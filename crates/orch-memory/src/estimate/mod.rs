@@ -24,10 +24,11 @@ pub mod activations;
 pub mod allocator;
 pub mod areal;
 pub mod config;
-pub mod estimate;
 pub mod hardware;
 pub mod host;
 pub mod k;
+pub mod output;
+pub mod seeds;
 pub mod sglang;
 pub mod torchrun;
 pub mod verl;
@@ -44,8 +45,8 @@ pub use areal::areal_colocated;
 pub use config::{
     ArealConfig, Precision, SimConfig, TorchrunConfig, VerlConfig, Workload, parse_backend,
 };
-pub use estimate::{Estimate, FailAt, FailKind, Failure, Item};
 pub use hardware::{Hardware, Trainer};
+pub use output::{Estimate, FailAt, FailKind, Failure, Item};
 pub use sglang::sglang_in_use_gib;
 pub use torchrun::torchrun_no_ckpt_factor;
 

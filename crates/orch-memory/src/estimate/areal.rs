@@ -7,12 +7,12 @@ use super::GIB;
 use super::activations::activation_events;
 use super::allocator::{Event, Site, alloc, walk};
 use super::config::ArealConfig;
-use super::estimate::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
 use super::hardware::{Hardware, Trainer};
 use super::host::host_limit;
 use super::k;
+use super::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
 use super::sglang::Sglang;
-use crate::arch::{Arch, lookup};
+use crate::shape::{Arch, lookup};
 
 /// AReaL: is the SGLang server on the trainer's GPUs?
 pub fn areal_colocated(hw: &Hardware, a: &ArealConfig) -> bool {

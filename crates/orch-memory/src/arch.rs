@@ -1,0 +1,228 @@
+//! A decoder-only transformer's shape, as its Hugging Face `config.json` states it.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The keys of a Hugging Face `config.json` that decide memory. Other keys are ignored, so
+/// a whole `config.json` deserialises into this.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Architecture {
+    pub hidden_size: u64,
+    pub num_hidden_layers: u64,
+    pub num_attention_heads: u64,
+    /// Grouped-query attention: fewer K/V heads than query heads. Absent means as many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_key_value_heads: Option<u64>,
+    /// Absent means `hidden_size / num_attention_heads` (Qwen3 and Llama 3.2 1B set it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_dim: Option<u64>,
+    pub intermediate_size: u64,
+    pub vocab_size: u64,
+    /// Input embedding and LM head share one matrix.
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_type: Option<String>,
+    /// Biases on the Q, K and V projections. Absent means the family's convention: Qwen2
+    /// (and Qwen2.5) have them without saying so in `config.json`; Llama says `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_bias: Option<bool>,
+}
+
+/// Why an architecture cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a model config.json: {message}")]
+    Parse { path: String, message: String },
+    #[error("architecture key `{key}` must be a positive number")]
+    NotPositive { key: &'static str },
+    #[error(
+        "architecture: num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv})"
+    )]
+    Heads { heads: u64, kv: u64 },
+}
+
+impl Architecture {
+    /// Read a `config.json` (or a directory holding one).
+    pub fn from_config_file(path: &Path) -> Result<Architecture, ArchError> {
+        let file = if path.is_dir() {
+            path.join("config.json")
+        } else {
+            path.to_path_buf()
+        };
+        let shown = file.display().to_string();
+        let text = std::fs::read_to_string(&file).map_err(|source| ArchError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let arch: Architecture = serde_json::from_str(&text).map_err(|e| ArchError::Parse {
+            path: shown,
+            message: e.to_string(),
+        })?;
+        arch.validate()?;
+        Ok(arch)
+    }
+
+    /// Check the numbers make a model: every size positive, heads grouped evenly.
+    pub fn validate(&self) -> Result<(), ArchError> {
+        for (key, v) in [
+            ("hidden_size", self.hidden_size),
+            ("num_hidden_layers", self.num_hidden_layers),
+            ("num_attention_heads", self.num_attention_heads),
+            ("intermediate_size", self.intermediate_size),
+            ("vocab_size", self.vocab_size),
+            ("num_key_value_heads", self.num_key_value_heads.unwrap_or(1)),
+            ("head_dim", self.head_dim.unwrap_or(1)),
+        ] {
+            if v == 0 {
+                return Err(ArchError::NotPositive { key });
+            }
+        }
+        let kv = self.kv_heads();
+        if !self.num_attention_heads.is_multiple_of(kv) {
+            return Err(ArchError::Heads {
+                heads: self.num_attention_heads,
+                kv,
+            });
+        }
+        Ok(())
+    }
+
+    /// Key/value heads (as many as query heads without grouped-query attention).
+    pub fn kv_heads(&self) -> u64 {
+        self.num_key_value_heads.unwrap_or(self.num_attention_heads)
+    }
+
+    /// Size of one attention head.
+    pub fn head_dim(&self) -> u64 {
+        self.head_dim
+            .unwrap_or(self.hidden_size / self.num_attention_heads.max(1))
+    }
+
+    /// Parameters of one embedding matrix (vocabulary × hidden).
+    pub fn embedding_params(&self) -> f64 {
+        self.vocab_size as f64 * self.hidden_size as f64
+    }
+
+    /// Q, K and V projections carry biases.
+    pub fn has_qkv_bias(&self) -> bool {
+        self.attention_bias
+            .unwrap_or(self.model_type.as_deref() == Some("qwen2"))
+    }
+
+    /// Parameters of one decoder layer: attention (Q, K, V, O projections, with Qwen2's QKV
+    /// biases), a gated MLP (gate, up, down: the SwiGLU of Llama, Qwen and Mistral) and two
+    /// RMSNorms. Qwen2.5-7B comes to 7,615,616,512, its published count exactly.
+    pub fn layer_params(&self) -> f64 {
+        let h = self.hidden_size as f64;
+        let q = (self.num_attention_heads * self.head_dim()) as f64;
+        let kv = (self.kv_heads() * self.head_dim()) as f64;
+        let bias = if self.has_qkv_bias() {
+            q + 2.0 * kv
+        } else {
+            0.0
+        };
+        let attention = h * q + 2.0 * h * kv + q * h + bias;
+        let mlp = 3.0 * h * self.intermediate_size as f64;
+        attention + mlp + 2.0 * h
+    }
+
+    /// Total parameters: layers, the embedding, the LM head unless tied, the final norm.
+    pub fn params(&self) -> f64 {
+        let heads = if self.tie_word_embeddings { 1.0 } else { 2.0 };
+        self.num_hidden_layers as f64 * self.layer_params()
+            + heads * self.embedding_params()
+            + self.hidden_size as f64
+    }
+
+    /// Bytes of K and V cache per token on one GPU, for `bytes_per_value` (2 for bf16) and
+    /// tensor parallelism `tp`: layers × 2 × KV heads × head dim × bytes. KV heads are split
+    /// over TP ranks, and replicated when there are fewer heads than ranks (vLLM, SGLang).
+    pub fn kv_cache_bytes_per_token(&self, bytes_per_value: f64, tp: u64) -> f64 {
+        let heads_per_gpu = self.kv_heads().div_ceil(tp.max(1)).max(1);
+        self.num_hidden_layers as f64
+            * 2.0
+            * heads_per_gpu as f64
+            * self.head_dim() as f64
+            * bytes_per_value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn qwen25_7b() -> Architecture {
+        serde_json::from_str(
+            r#"{"architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584, "num_hidden_layers": 28,
+                "num_attention_heads": 28, "num_key_value_heads": 4, "intermediate_size": 18944,
+                "vocab_size": 152064, "tie_word_embeddings": false, "model_type": "qwen2",
+                "rope_theta": 1000000.0, "torch_dtype": "bfloat16"}"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn parameter_counts_match_the_model_cards() {
+        // Published: Qwen2.5-7B 7.61B, Llama-3.1-8B 8.03B, Qwen2.5-0.5B 0.49B.
+        let q7 = qwen25_7b();
+        assert_eq!(q7.params(), 7_615_616_512.0);
+        let llama = Architecture {
+            hidden_size: 4096,
+            num_hidden_layers: 32,
+            num_attention_heads: 32,
+            num_key_value_heads: Some(8),
+            head_dim: None,
+            intermediate_size: 14336,
+            vocab_size: 128_256,
+            tie_word_embeddings: false,
+            model_type: None,
+            attention_bias: None,
+        };
+        assert!(
+            (llama.params() / 1e9 - 8.03).abs() < 0.02,
+            "{}",
+            llama.params()
+        );
+    }
+
+    #[test]
+    fn kv_cache_per_token() {
+        // 28 layers × 2 × 4 heads × 128 × 2 bytes = 57,344 B/token; TP 2 halves it; TP 8
+        // replicates one head per rank.
+        let q7 = qwen25_7b();
+        assert_eq!(q7.kv_cache_bytes_per_token(2.0, 1), 57_344.0);
+        assert_eq!(q7.kv_cache_bytes_per_token(2.0, 2), 28_672.0);
+        assert_eq!(q7.kv_cache_bytes_per_token(2.0, 8), 14_336.0);
+    }
+
+    #[test]
+    fn config_json_files_and_bad_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.json"),
+            serde_json::to_string(&qwen25_7b()).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            Architecture::from_config_file(dir.path()).unwrap(),
+            qwen25_7b()
+        );
+        std::fs::write(dir.path().join("bad.json"), r#"{"hidden_size": 8}"#).unwrap();
+        let err = Architecture::from_config_file(&dir.path().join("bad.json")).unwrap_err();
+        assert!(err.to_string().contains("bad.json"), "{err}");
+        let mut zero = qwen25_7b();
+        zero.num_hidden_layers = 0;
+        assert!(zero.validate().is_err());
+        let mut uneven = qwen25_7b();
+        uneven.num_key_value_heads = Some(5);
+        assert!(uneven.validate().is_err());
+    }
+}

@@ -1,0 +1,178 @@
+//! The model shape the estimator computes with: an [`Architecture`] reduced to what memory
+//! depends on, with a name and whether it is the model itself or a stand-in.
+//!
+//! Known models come from orch's model table (`models/*.yaml`). For the simulator, which must
+//! simulate something, unknown names fall back to the known shape nearest in size (size parsed from the name, e.g.
+//! `my-org/custom-13b`), or to a Qwen2.5-7B-like shape when the name carries no size.
+
+use crate::arch::Architecture;
+use crate::table::{ModelTable, params_from_name};
+
+/// The shape of a decoder-only transformer, as far as memory is concerned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arch {
+    /// Canonical name from the table, or a description of the fallback.
+    pub name: String,
+    /// Total parameters (embeddings included).
+    pub params: f64,
+    /// Decoder layers.
+    pub layers: u32,
+    /// Hidden size.
+    pub hidden: u32,
+    /// Key/value heads (GQA).
+    pub kv_heads: u32,
+    /// Per-head dimension.
+    pub head_dim: u32,
+    /// MLP intermediate size.
+    pub intermediate: u32,
+    /// Vocabulary size.
+    pub vocab: u32,
+    /// Input embedding and LM head share one matrix.
+    pub tied_embeddings: bool,
+    /// `true` when the name matched the table exactly (not a fallback).
+    pub known: bool,
+}
+
+impl Arch {
+    /// Parameters of one embedding matrix (vocab × hidden).
+    pub fn embed_params(&self) -> f64 {
+        self.vocab as f64 * self.hidden as f64
+    }
+
+    /// Parameters of one decoder layer (what FSDP wraps and gathers as a unit).
+    pub fn layer_params(&self) -> f64 {
+        let embeds = if self.tied_embeddings { 1.0 } else { 2.0 } * self.embed_params();
+        ((self.params - embeds) / self.layers as f64).max(1.0)
+    }
+
+    /// Largest FSDP unit: a decoder layer or an embedding matrix, whichever is bigger.
+    pub fn largest_unit_params(&self) -> f64 {
+        self.layer_params().max(self.embed_params())
+    }
+
+    /// Bytes of bf16 K+V cache per token on one GPU with tensor parallelism `tp`
+    /// (KV heads are split over TP ranks and replicated when there are fewer heads than ranks).
+    pub fn kv_bytes_per_token(&self, tp: u32) -> f64 {
+        let tp = tp.max(1);
+        let heads_per_gpu = self.kv_heads.div_ceil(tp).max(1);
+        2.0 * self.layers as f64 * heads_per_gpu as f64 * self.head_dim as f64 * 2.0
+    }
+}
+
+impl Arch {
+    /// The shape of a known architecture (`known`: it is the model itself, not a stand-in).
+    pub fn from_architecture(name: &str, a: &Architecture, known: bool) -> Arch {
+        Arch {
+            name: name.to_string(),
+            params: a.params(),
+            layers: a.num_hidden_layers as u32,
+            hidden: a.hidden_size as u32,
+            kv_heads: a.kv_heads() as u32,
+            head_dim: a.head_dim() as u32,
+            intermediate: a.intermediate_size as u32,
+            vocab: a.vocab_size as u32,
+            tied_embeddings: a.tie_word_embeddings,
+            known,
+        }
+    }
+}
+
+/// The family unknown models are approximated by.
+const STAND_IN_FAMILY: &str = "Qwen2.5";
+
+/// Architecture for a model path or Hugging Face id, from orch's model table; a stand-in
+/// shape when the table does not know it.
+pub fn lookup(path: &str) -> Arch {
+    lookup_in(ModelTable::builtin(), path)
+}
+
+/// [`lookup`] in a given table.
+pub fn lookup_in(table: &ModelTable, path: &str) -> Arch {
+    if let Some(m) = table.lookup(path) {
+        return Arch::from_architecture(&m.name, &m.arch, true);
+    }
+    let sizes = table.family(STAND_IN_FAMILY);
+    let base = path.rsplit('/').next().unwrap_or(path);
+    match params_from_name(base) {
+        Some(p) => {
+            // The nearest stand-in shape by size, rescaled to the parsed count.
+            let (label, a) = sizes
+                .iter()
+                .min_by(|x, y| {
+                    let dx = (x.1.params().ln() - p.ln()).abs();
+                    let dy = (y.1.params().ln() - p.ln()).abs();
+                    dx.total_cmp(&dy)
+                })
+                .expect("the model table has the stand-in family");
+            let mut arch = Arch::from_architecture(&format!("{STAND_IN_FAMILY}-{label}"), a, false);
+            arch.name = format!("unknown ({:.2}B params, {}-like shape)", p / 1e9, arch.name);
+            arch.params = p;
+            arch
+        }
+        None => {
+            let (label, a) = sizes
+                .iter()
+                .find(|(l, _)| l.as_str() == "7B")
+                .expect("the model table has the stand-in family's 7B");
+            let mut arch = Arch::from_architecture(&format!("{STAND_IN_FAMILY}-{label}"), a, false);
+            arch.name = "unknown (no size in the name; assuming a Qwen2.5-7B-like model)".into();
+            arch
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_models_resolve() {
+        let q7 = lookup("Qwen/Qwen2.5-7B-Instruct");
+        assert!(q7.known);
+        assert_eq!(q7.name, "Qwen2.5-7B");
+        assert_eq!(q7.vocab, 152_064);
+        assert_eq!(q7.layers, 28);
+        let q15 = lookup("Qwen/Qwen2.5-1.5B-Instruct");
+        assert!(q15.known);
+        assert_eq!(q15.hidden, 1536);
+        assert_eq!(lookup("/models/Qwen2.5-Math-1.5B").name, "Qwen2.5-1.5B");
+        assert_eq!(
+            lookup("meta-llama/Llama-3.1-8B-Instruct").name,
+            "Llama-3.1-8B"
+        );
+        assert_eq!(lookup("Qwen/Qwen3-8B").name, "Qwen3-8B");
+        assert_eq!(lookup("Qwen/Qwen3-0.6B").layers, 28);
+        assert_eq!(lookup("~/models/deepseek-llm-7b-chat").kv_heads, 32);
+    }
+
+    #[test]
+    fn sizes_parse_from_names() {
+        assert_eq!(params_from_name("Qwen2.5-7B-Instruct"), Some(7e9));
+        assert_eq!(params_from_name("Qwen2.5-1.5B"), Some(1.5e9));
+        assert_eq!(params_from_name("Llama-3.1-8B"), Some(8e9));
+        assert_eq!(params_from_name("gsa-512m"), Some(512e6));
+        assert_eq!(params_from_name("my-org/custom-13b-chat"), Some(13e9));
+        assert_eq!(params_from_name("gpt2"), None);
+    }
+
+    #[test]
+    fn unknown_models_fall_back() {
+        let a = lookup("my-org/custom-13b");
+        assert!(!a.known);
+        assert!((a.params - 13e9).abs() < 1.0);
+        assert_eq!(a.hidden, 5120); // nearest: Qwen2.5-14B
+        let b = lookup("some/model");
+        assert!(!b.known);
+        assert_eq!(b.hidden, 3584);
+    }
+
+    #[test]
+    fn kv_bytes_per_token_matches_config() {
+        // Qwen2.5-7B: 2 (K,V) × 28 layers × 4 KV heads × 128 × 2 bytes = 57,344 B/token.
+        let q7 = lookup("Qwen/Qwen2.5-7B-Instruct");
+        assert_eq!(q7.kv_bytes_per_token(1), 57_344.0);
+        assert_eq!(q7.kv_bytes_per_token(2), 28_672.0);
+        // 8 ranks, 4 heads: each rank keeps a replicated head.
+        assert_eq!(q7.kv_bytes_per_token(8), 14_336.0);
+    }
+}

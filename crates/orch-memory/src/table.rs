@@ -1,0 +1,282 @@
+//! Common model families as data: `models/*.yaml` at the repository's top level.
+//!
+//! One YAML document per family (a file may hold several, separated by `---`):
+//!
+//! ```yaml
+//! family: Qwen2.5
+//! match: [qwen2.5]            # lower-cased substrings of a model name
+//! model_type: qwen2
+//! sizes:
+//!   7B: {hidden_size: 3584, num_hidden_layers: 28, ...}   # config.json keys
+//! ```
+//!
+//! A name matches a family when it contains one of `match` and the size in its last path
+//! component (`Qwen2.5-7B-Instruct` → 7B, `1.5b`, `512M`) is one of `sizes` (within 2 %).
+//! Families are tried in file-name order, documents in file order.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use include_dir::{Dir, include_dir};
+use regex::Regex;
+use serde::Deserialize;
+
+use crate::arch::Architecture;
+
+static BUILTIN_MODELS: Dir = include_dir!("$CARGO_MANIFEST_DIR/../../models");
+
+/// One family's document.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Family {
+    family: String,
+    #[serde(rename = "match")]
+    patterns: Vec<String>,
+    #[serde(default)]
+    model_type: Option<String>,
+    sizes: BTreeMap<String, Architecture>,
+}
+
+/// A table file that cannot be used, with the file and (from the YAML parser) line named.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct TableError {
+    pub file: String,
+    pub message: String,
+}
+
+/// Known model families and their sizes.
+#[derive(Debug, Clone, Default)]
+pub struct ModelTable {
+    families: Vec<(String, Family)>,
+}
+
+/// A table entry that matched a name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableMatch {
+    /// `Qwen2.5-7B`.
+    pub name: String,
+    /// The file it came from.
+    pub file: String,
+    pub arch: Architecture,
+}
+
+impl ModelTable {
+    /// The families shipped with orch.
+    pub fn builtin() -> &'static ModelTable {
+        static TABLE: OnceLock<ModelTable> = OnceLock::new();
+        TABLE.get_or_init(|| {
+            let mut files: Vec<_> = BUILTIN_MODELS
+                .files()
+                .filter(|f| f.path().extension().is_some_and(|e| e == "yaml"))
+                .collect();
+            files.sort_by_key(|f| f.path().to_path_buf());
+            let mut table = ModelTable::default();
+            for f in files {
+                let name = format!("models/{}", f.path().display());
+                let text = f.contents_utf8().expect("built-in model files are UTF-8");
+                table
+                    .add_file(&name, text)
+                    .unwrap_or_else(|e| panic!("built-in model table: {e}"));
+            }
+            table
+        })
+    }
+
+    /// Add the families of one file, ahead of those already in the table (a user's file
+    /// is consulted before the built-in ones).
+    pub fn add_file(&mut self, file: &str, text: &str) -> Result<(), TableError> {
+        let err = |message: String| TableError {
+            file: file.to_string(),
+            message,
+        };
+        let mut added = Vec::new();
+        for doc in serde_yaml::Deserializer::from_str(text) {
+            let fam = Family::deserialize(doc).map_err(|e| err(e.to_string()))?;
+            if fam.patterns.is_empty() {
+                return Err(err(format!("family `{}` has an empty `match`", fam.family)));
+            }
+            for (size, arch) in &fam.sizes {
+                if params_from_name(size).is_none() {
+                    return Err(err(format!(
+                        "family `{}`: size `{size}` is not a parameter count like 7B or 512M",
+                        fam.family
+                    )));
+                }
+                arch.validate()
+                    .map_err(|e| err(format!("family `{}` size {size}: {e}", fam.family)))?;
+            }
+            added.push((file.to_string(), fam));
+        }
+        added.append(&mut self.families);
+        self.families = added;
+        Ok(())
+    }
+
+    /// Every size of the first family named `family`, as `(size label, architecture)`.
+    pub fn family(&self, family: &str) -> Vec<(String, Architecture)> {
+        self.families
+            .iter()
+            .find(|(_, f)| f.family == family)
+            .map(|(_, f)| {
+                f.sizes
+                    .iter()
+                    .map(|(l, a)| (l.clone(), a.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The table entry for a model name or path, if its family and size are known.
+    pub fn lookup(&self, model: &str) -> Option<TableMatch> {
+        let lower = model.to_ascii_lowercase();
+        let base = lower
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or(&lower);
+        let size = params_from_name(base)?;
+        for (file, fam) in &self.families {
+            if !fam
+                .patterns
+                .iter()
+                .any(|p| base.contains(&p.to_ascii_lowercase()))
+            {
+                continue;
+            }
+            for (label, arch) in &fam.sizes {
+                let Some(p) = params_from_name(label) else {
+                    continue;
+                };
+                if (size - p).abs() / p < 0.02 {
+                    let mut arch = arch.clone();
+                    if arch.model_type.is_none() {
+                        arch.model_type.clone_from(&fam.model_type);
+                    }
+                    return Some(TableMatch {
+                        name: format!("{}-{label}", fam.family),
+                        file: file.clone(),
+                        arch,
+                    });
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Parameter count in a model name (`7B`, `1.5b`, `512M`), in parameters.
+pub fn params_from_name(name: &str) -> Option<f64> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"(?i)(?:^|[^0-9.])(\d+(?:\.\d+)?)([bm])(?:[^a-z0-9]|$)").expect("size regex")
+    });
+    let base = name.rsplit('/').next().unwrap_or(name);
+    let caps = re.captures(base)?;
+    let n: f64 = caps[1].parse().ok()?;
+    let scale = if caps[2].eq_ignore_ascii_case("b") {
+        1e9
+    } else {
+        1e6
+    };
+    Some(n * scale).filter(|p| *p > 0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_families_resolve_by_name() {
+        let t = ModelTable::builtin();
+        let q7 = t.lookup("Qwen/Qwen2.5-7B-Instruct").unwrap();
+        assert_eq!(q7.name, "Qwen2.5-7B");
+        assert_eq!(q7.arch.num_hidden_layers, 28);
+        assert_eq!(q7.arch.model_type.as_deref(), Some("qwen2"));
+        assert_eq!(
+            t.lookup("/models/Qwen2.5-Math-1.5B").unwrap().name,
+            "Qwen2.5-1.5B"
+        );
+        assert_eq!(
+            t.lookup("meta-llama/Llama-3.1-8B-Instruct").unwrap().name,
+            "Llama-3.1-8B"
+        );
+        assert_eq!(
+            t.lookup("meta-llama/Llama-3.2-1B").unwrap().arch.head_dim,
+            Some(64)
+        );
+        assert_eq!(
+            t.lookup("meta-llama/Meta-Llama-3-8B").unwrap().name,
+            "Llama-3-8B"
+        );
+        assert_eq!(t.lookup("Qwen/Qwen3-0.6B").unwrap().arch.head_dim(), 128);
+        assert_eq!(
+            t.lookup("deepseek-ai/deepseek-llm-7b-chat")
+                .unwrap()
+                .arch
+                .kv_heads(),
+            32
+        );
+        assert_eq!(
+            t.lookup("mistralai/Mistral-7B-Instruct-v0.3").unwrap().name,
+            "Mistral-7B"
+        );
+    }
+
+    #[test]
+    fn every_builtin_size_matches_its_published_parameter_count() {
+        // The size label is the model card's rounded count; the shape must agree within the
+        // rounding (0.5B is 0.49B; 1.7B is 2.03B with its tied embedding counted once).
+        for (file, fam) in &ModelTable::builtin().families {
+            for (label, arch) in &fam.sizes {
+                let named = params_from_name(label).unwrap();
+                let ratio = arch.params() / named;
+                assert!(
+                    (0.85..1.25).contains(&ratio),
+                    "{file} {} {label}: shape gives {:.3}B",
+                    fam.family,
+                    arch.params() / 1e9
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_names_and_sizes_are_not_guessed() {
+        let t = ModelTable::builtin();
+        assert_eq!(t.lookup("my-org/custom-13b"), None);
+        assert_eq!(t.lookup("Qwen/Qwen2.5-9B"), None);
+        assert_eq!(t.lookup("gsa-512m"), None);
+        assert_eq!(t.lookup("gpt2"), None);
+    }
+
+    #[test]
+    fn a_users_file_comes_first_and_bad_files_name_themselves() {
+        let mut t = ModelTable::builtin().clone();
+        t.add_file(
+            "models/mine.yaml",
+            "family: Mine\nmatch: [qwen2.5]\nsizes:\n  7B: {hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 2, intermediate_size: 128, vocab_size: 1000}\n",
+        )
+        .unwrap();
+        assert_eq!(t.lookup("Qwen2.5-7B").unwrap().name, "Mine-7B");
+        let err = t
+            .add_file(
+                "models/bad.yaml",
+                "family: X\nmatch: [x]\nsizes:\n  huge: {hidden_size: 1}\n",
+            )
+            .unwrap_err();
+        assert!(err.to_string().starts_with("models/bad.yaml: "), "{err}");
+        let typo = t
+            .add_file("models/typo.yaml", "family: X\nmatchs: [x]\nsizes: {}\n")
+            .unwrap_err();
+        assert!(typo.to_string().contains("matchs"), "{typo}");
+    }
+
+    #[test]
+    fn sizes_parse_from_names() {
+        assert_eq!(params_from_name("Qwen2.5-7B-Instruct"), Some(7e9));
+        assert_eq!(params_from_name("Qwen2.5-1.5B"), Some(1.5e9));
+        assert_eq!(params_from_name("gsa-512m"), Some(512e6));
+        assert_eq!(params_from_name("gpt2"), None);
+    }
+}

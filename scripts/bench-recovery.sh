@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Recovery quality on the simulated trainer: every built-in experiment × every built-in
+# profile, from the experiment's configuration as written, on the local backend. Prints one
+# row per pair and a summary: did it succeed, how many failed attempts before the fit (each
+# one a queue wait on a cluster), which steps changed the training semantics.
+#
+#   scripts/bench-recovery.sh [MAX_ATTEMPTS]        (default 8)
+#
+# Env: ORCH (binary; default target/release/orch, built unless NO_BUILD=1),
+#      EXPERIMENTS / PROFILES (space-separated; default: all built-in ones),
+#      ORCH_SIM_STEP_SECONDS (default 0.05: the simulator's step time; the table does not
+#      depend on it), EXTRA (more arguments for `orch submit`, e.g. "--preflight=off").
+set -euo pipefail
+
+MAX=${1:-8}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ORCH=${ORCH:-$ROOT/target/release/orch}
+if [[ -z ${NO_BUILD:-} ]]; then
+    (cd "$ROOT" && cargo build --release --quiet -p orch)
+fi
+[[ -x $ORCH ]] || { echo "error: $ORCH not built" >&2; exit 1; }
+export ORCH_SIM_STEP_SECONDS=${ORCH_SIM_STEP_SECONDS:-0.05}
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-recovery.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+
+# One member per sweep (the members differ in the seed only).
+EXPERIMENTS=${EXPERIMENTS:-$("$ORCH" experiments --json | python3 -c '
+import json, re, sys
+for e in json.load(sys.stdin):
+    if isinstance(e, dict):
+        members = e.get("members") or []
+        print(members[0] if members else e["name"])
+    else:
+        m = re.match(r"\S+ \(([^,)]+)", e)
+        print(m.group(1) if m else e.split()[0])' | tr '\n' ' ')}
+PROFILES=${PROFILES:-$("$ORCH" profiles --json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin):
+    print(p["name"] if isinstance(p, dict) else p)' | tr '\n' ' ')}
+
+printf '%-16s %-10s %-9s %6s %8s  %s\n' experiment profile result failed attempts "semantic changes (final steps)"
+rows=$WORK/rows.tsv
+: >"$rows"
+for exp in $EXPERIMENTS; do
+    for prof in $PROFILES; do
+        runs="$WORK/runs-$exp-$prof"
+        # shellcheck disable=SC2086
+        ORCH_RUNS_DIR=$runs "$ORCH" submit "$exp" --profile "$prof" --backend local \
+            --max-attempts "$MAX" -q ${EXTRA:-} >/dev/null 2>"$WORK/err" || true
+        run=$(ls "$runs" 2>/dev/null | head -n 1)
+        if [[ -z $run ]]; then
+            printf '%-16s %-10s %-9s %6s %8s  %s\n' "$exp" "$prof" refused - - "$(head -n 1 "$WORK/err")"
+            printf '%s\t%s\trefused\t-\t-\t-\n' "$exp" "$prof" >>"$rows"
+            continue
+        fi
+        ORCH_RUNS_DIR=$runs "$ORCH" history "$run" --json | python3 -c '
+import json, sys
+exp, prof = sys.argv[1], sys.argv[2]
+h = json.load(sys.stdin)
+atts = h["attempts"]
+ok = h["state"] == "succeeded"
+failed = sum(1 for a in atts if a["outcome"] not in ("succeeded",))
+last = atts[-1] if atts else {}
+sem = [a["step"] for a in atts if a.get("changes_semantics")]
+steps = ",".join(last.get("steps", [])) or "-"
+desc = ("yes: " + ",".join(sem) if sem else "no") + " (" + steps + ")"
+print("%-16s %-10s %-9s %6d %8d  %s" % (exp, prof, "ok" if ok else h["state"], failed, len(atts), desc))
+with open(sys.argv[3], "a") as f:
+    f.write("%s\t%s\t%s\t%d\t%d\t%s\n" % (exp, prof, "ok" if ok else h["state"], failed, len(atts), "yes" if sem else "no"))
+' "$exp" "$prof" "$rows"
+    done
+done
+python3 - "$rows" <<'PY'
+import statistics, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+ran = [r for r in rows if r[2] != "refused"]
+ok = [r for r in ran if r[2] == "ok"]
+fails = [int(r[3]) for r in ok]
+print()
+print(f"pairs: {len(rows)}; succeeded: {len(ok)}; did not fit: {len(ran) - len(ok)}; refused: {len(rows) - len(ran)}")
+if fails:
+    print(f"failed attempts before the fit (succeeded pairs): median {statistics.median(fails)}, "
+          f"mean {statistics.mean(fails):.2f}, max {max(fails)}; zero failures: {sum(1 for f in fails if f == 0)}")
+print(f"pairs whose final configuration changes training semantics: {sum(1 for r in ok if r[5] == 'yes')}")
+PY
