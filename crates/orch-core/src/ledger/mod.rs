@@ -12,8 +12,8 @@
 //! scheduler is called and as `submitted` (with the job id) right after, so a reader can always
 //! tell which attempts may exist in the scheduler.
 //!
-//! [`event`] is the file format (typed events whose JSON is the format's text), [`record`]
-//! folds events into a [`RunRecord`], [`journal`] keeps one run's record in memory for the orch
+//! `event` is the file format (typed events whose JSON is the format's text), `record`
+//! folds events into a [`RunRecord`], `journal` keeps one run's record in memory for the orch
 //! driving it, and this module holds the directories, the lock and the crash points.
 
 mod event;

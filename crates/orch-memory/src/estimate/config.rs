@@ -335,7 +335,7 @@ pub enum Workload {
     Torchrun(TorchrunConfig),
 }
 
-/// Everything [`estimate`](fn@crate::estimate) needs.
+/// Everything [`estimate`](fn@crate::estimate::estimate) needs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimConfig {
     /// The machine.
