@@ -223,6 +223,7 @@ fn tr_cfg(micro: u32, seq: u32, ckpt: bool, precision: &str) -> String {
     )
 }
 
+// Long on purpose: one flat list of every pinned case reads better than a list split up.
 fn cases() -> Vec<Case> {
     let c = |name, trainer, env, args| Case {
         name,

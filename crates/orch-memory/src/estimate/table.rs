@@ -46,7 +46,8 @@ fn show(name: &str, e: &Estimate) {
         e.tokens_per_micro
     );
 }
-/// Prints the calibration table of docs/SIMULATOR.md (`-- --nocapture` to see it).
+/// Prints the calibration table of docs/SIMULATOR.md (`-- --nocapture` to see it). Long on
+/// purpose: one row per calibration case, in the order of the document's table.
 #[test]
 fn print_table() {
     let d = diamonds();

@@ -15,7 +15,7 @@ use orch_core::config::experiment::Experiment;
 use orch_core::config::profile::Profile;
 use orch_core::error::{UsageError, code};
 use orch_core::ledger::RunRecord;
-use orch_core::ledger::{Event, FORMAT, Ledger, RunState, now};
+use orch_core::ledger::{Event, FORMAT, Ledger, RunDir, RunState, now};
 use orch_core::plan::{Plan, Setup};
 use orch_core::progress::Progress;
 use orch_core::render::AttemptInfo;
@@ -32,62 +32,13 @@ pub async fn submit(
     quiet: bool,
 ) -> anyhow::Result<u8> {
     let progress = Progress::new(quiet, !args.watch.json);
-    let kind = args.backend.unwrap_or(
-        if args.host.host.is_some() || find_on_path("sbatch").is_some() {
-            BackendKind::Slurm
-        } else {
-            BackendKind::Local
-        },
-    );
-    match (kind, &args.host.host) {
-        (BackendKind::Ssh, None) => {
-            return Err(UsageError(
-                "--backend ssh needs --host (a Host from ~/.ssh/config or user@host:port)".into(),
-            )
-            .into());
-        }
-        (BackendKind::Local, Some(_)) => {
-            return Err(UsageError("--host runs on another machine: use --backend slurm (a login node) or --backend ssh (a machine without a scheduler)".into()).into());
-        }
-        _ => {}
-    }
+    let kind = choose_backend(&args)?;
     let mut args = args;
-    // A cloud machine tells which GPUs it has; pick the matching profile unless one was given.
     let mut remote = None;
     if kind == BackendKind::Ssh && args.config.profile.is_none() {
-        let host = args.host.host.clone().expect("checked above");
-        let r =
-            Remote::connect(&host, args.host.accept_new_host_key, &args.host.remote_dir).await?;
-        let (profile, gpus) = detect_profile(catalog, &r).await?;
-        progress.say(format!(
-            "[{host}] {gpus} GPU(s) detected with nvidia-smi: profile {profile}"
-        ));
-        args.config.profile = Some(profile);
-        if !args.config.sets.iter().any(|s| s.key == "resources.gpus") {
-            args.config.sets.push(orch_core::plan::SetArg {
-                key: "resources.gpus".into(),
-                value: gpus.into(),
-                raw: gpus.to_string(),
-            });
-        }
-        remote = Some(r);
+        remote = Some(detect_remote_profile(catalog, &mut args, &progress).await?);
     }
-    // Resolve and check every experiment before anything is created or submitted.
-    let mut prepared: Vec<(Setup, Plan)> = Vec::new();
-    for name in &args.experiments {
-        for experiment in Experiment::find(catalog, name)? {
-            let (setup, plan) = Setup::load(
-                catalog,
-                experiment,
-                args.config.profile.as_deref(),
-                &args.config.sets,
-            )?;
-            plan.check(&setup)?;
-            // A template error must stop us now, not after the first job has run.
-            orch_core::render::render_to_strings(catalog, &setup, &plan, &dry_run_info(&plan))?;
-            prepared.push((setup, plan));
-        }
-    }
+    let prepared = prepare(catalog, &args)?;
     if remote.is_none()
         && let Some(host) = &args.host.host
     {
@@ -105,25 +56,16 @@ pub async fn submit(
             .or(setup.max_attempts)
             .unwrap_or(DEFAULT_MAX_ATTEMPTS)
             .max(1);
-        let run = ledger.create(
-            &plan.experiment,
-            Event::Created {
-                ts: now(),
-                format: FORMAT,
-                run: String::new(),
-                experiment: plan.experiment.clone(),
-                profile: plan.profile.clone(),
-                template: plan.template.clone(),
-                ladder: plan.ladder.clone(),
-                backend: backend.name().to_string(),
-                host: args.host.host.clone(),
-                remote_dir: remote.as_ref().map(|r| r.root.clone()),
+        let run = create_run(
+            ledger,
+            &args,
+            &setup,
+            &plan,
+            &NewRun {
+                backend: backend.name(),
+                remote: remote.as_ref(),
                 max_attempts,
                 simulate,
-                on_event: match &args.on_event {
-                    Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone(), "orch-hook".into()],
-                    None => setup.experiment.file.on_event.clone(),
-                },
             },
         )?;
         progress.say(format!(
@@ -136,11 +78,6 @@ pub async fn submit(
             setup.profile.gpu.model,
             plan.ladder
         ));
-        // The first plan, with every --set, for an orch that resumes the run before attempt 1.
-        orch_core::atomic::write_atomic(
-            &run.path.join("plan.yaml"),
-            serde_yaml::to_string(&plan)?.as_bytes(),
-        )?;
         // Follow-up jobs need orch and the run directory on the cluster's file system, which
         // holds only on the login node itself; anywhere else a background watcher here does it.
         if args.watch.detach && !(kind == BackendKind::Slurm && args.host.host.is_none()) {
@@ -151,21 +88,7 @@ pub async fn submit(
         orch_core::ledger::crash_point("created");
     }
     if !detached.is_empty() {
-        let log = spawn_watcher(catalog, ledger, &detached, args.watch.hang_timeout)?;
-        progress.say(format!(
-            "detached: a background `orch resume` drives {} (its log: {}); `orch status` to check, `orch resume RUN` to watch",
-            detached.join(", "),
-            log.display()
-        ));
-        if args.watch.json {
-            for id in &detached {
-                println!(
-                    "{}",
-                    serde_json::to_string(&ledger.open(id)?.record()?.to_json())?
-                );
-            }
-        }
-        return Ok(code::OK);
+        return watch_in_background(catalog, ledger, &args, &detached, &progress);
     }
     let ctx = Ctx {
         catalog,
@@ -177,6 +100,142 @@ pub async fn submit(
             .transpose()?,
     };
     finish(drivers, &ctx, args.watch.json, args.watch.detach).await
+}
+
+/// The backend `--backend` names, else Slurm where there is `sbatch` (or a `--host`), else
+/// the local one; refuses combinations that cannot work.
+fn choose_backend(args: &SubmitArgs) -> anyhow::Result<BackendKind> {
+    let kind = args.backend.unwrap_or(
+        if args.host.host.is_some() || find_on_path("sbatch").is_some() {
+            BackendKind::Slurm
+        } else {
+            BackendKind::Local
+        },
+    );
+    match (kind, &args.host.host) {
+        (BackendKind::Ssh, None) => Err(UsageError(
+            "--backend ssh needs --host (a Host from ~/.ssh/config or user@host:port)".into(),
+        )
+        .into()),
+        (BackendKind::Local, Some(_)) => Err(UsageError("--host runs on another machine: use --backend slurm (a login node) or --backend ssh (a machine without a scheduler)".into()).into()),
+        _ => Ok(kind),
+    }
+}
+
+/// A cloud machine tells which GPUs it has: pick the matching profile (and GPU count, unless
+/// `--set resources.gpus` says otherwise) and return the connection for reuse.
+async fn detect_remote_profile(
+    catalog: &Catalog,
+    args: &mut SubmitArgs,
+    progress: &Progress,
+) -> anyhow::Result<Arc<Remote>> {
+    let host = args.host.host.clone().expect("--backend ssh has a --host");
+    let r = Remote::connect(&host, args.host.accept_new_host_key, &args.host.remote_dir).await?;
+    let (profile, gpus) = detect_profile(catalog, &r).await?;
+    progress.say(format!(
+        "[{host}] {gpus} GPU(s) detected with nvidia-smi: profile {profile}"
+    ));
+    args.config.profile = Some(profile);
+    if !args.config.sets.iter().any(|s| s.key == "resources.gpus") {
+        args.config.sets.push(orch_core::plan::SetArg {
+            key: "resources.gpus".into(),
+            value: gpus.into(),
+            raw: gpus.to_string(),
+        });
+    }
+    Ok(r)
+}
+
+/// Resolve, check and trial-render every experiment before anything is created or submitted.
+fn prepare(catalog: &Catalog, args: &SubmitArgs) -> anyhow::Result<Vec<(Setup, Plan)>> {
+    let mut prepared = Vec::new();
+    for name in &args.experiments {
+        for experiment in Experiment::find(catalog, name)? {
+            let (setup, plan) = Setup::load(
+                catalog,
+                experiment,
+                args.config.profile.as_deref(),
+                &args.config.sets,
+            )?;
+            plan.check(&setup)?;
+            // A template error must stop us now, not after the first job has run.
+            orch_core::render::render_to_strings(catalog, &setup, &plan, &dry_run_info(&plan))?;
+            prepared.push((setup, plan));
+        }
+    }
+    Ok(prepared)
+}
+
+/// What a new run's `created` event records besides its plan.
+struct NewRun<'a> {
+    backend: &'a str,
+    remote: Option<&'a Arc<Remote>>,
+    max_attempts: u32,
+    simulate: bool,
+}
+
+/// Create a run directory with its `created` event and its first plan.
+fn create_run(
+    ledger: &Ledger,
+    args: &SubmitArgs,
+    setup: &Setup,
+    plan: &Plan,
+    new: &NewRun,
+) -> anyhow::Result<RunDir> {
+    let run = ledger.create(
+        &plan.experiment,
+        Event::Created {
+            ts: now(),
+            format: FORMAT,
+            run: String::new(),
+            experiment: plan.experiment.clone(),
+            profile: plan.profile.clone(),
+            template: plan.template.clone(),
+            ladder: plan.ladder.clone(),
+            backend: new.backend.to_string(),
+            host: args.host.host.clone(),
+            remote_dir: new.remote.map(|r| r.root.clone()),
+            max_attempts: new.max_attempts,
+            simulate: new.simulate,
+            on_event: match &args.on_event {
+                Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone(), "orch-hook".into()],
+                None => setup.experiment.file.on_event.clone(),
+            },
+        },
+    )?;
+    // The first plan, with every --set, for an orch that resumes the run before attempt 1.
+    orch_core::atomic::write_atomic(
+        &run.path.join("plan.yaml"),
+        serde_yaml::to_string(plan)?.as_bytes(),
+    )?;
+    Ok(run)
+}
+
+/// `--detach` anywhere but on a login node: a background `orch resume` drives the runs.
+fn watch_in_background(
+    catalog: &Catalog,
+    ledger: &Ledger,
+    args: &SubmitArgs,
+    detached: &[String],
+    progress: &Progress,
+) -> anyhow::Result<u8> {
+    {
+        let log = spawn_watcher(catalog, ledger, detached, args.watch.hang_timeout)?;
+        progress.say(format!(
+            "detached: a background `orch resume` drives {} (its log: {}); `orch status` to check, `orch resume RUN` to watch",
+            detached.join(", "),
+            log.display()
+        ));
+        if args.watch.json {
+            for id in detached {
+                println!(
+                    "{}",
+                    serde_json::to_string(&ledger.open(id)?.record()?.to_json())?
+                );
+            }
+        }
+        Ok(code::OK)
+    }
 }
 
 /// How a Slurm follow-up job calls this orch: same binary, same project and runs directories.
