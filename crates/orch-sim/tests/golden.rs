@@ -5,15 +5,12 @@
 //!
 //! Only what differs between machines or moments is masked: wall-clock timestamps and the host
 //! name. Process ids, actor ids and metrics are deterministic functions of the arguments, which
-//! include the checkpoint directory; that is why the cases use fixed paths under `/tmp`. Two
-//! runs at once (two worktrees, two terminals) would clobber each other's checkpoints there, so
-//! the test holds an exclusive `flock` on `/tmp/orch-sim-golden.lock` while it runs: the second
-//! waits for the first. The kernel drops the lock when the process ends, even on a crash.
+//! include the checkpoint directory; that is why the cases use the same *relative* paths on
+//! every machine: the test moves into a fresh temporary directory first (it is this binary's
+//! only test, so changing the process's directory disturbs nothing), so any user can run it and
+//! two runs at once never share a checkpoint.
 
-use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-
-use nix::fcntl::{Flock, FlockArg};
 
 use orch_sim::{SimEnv, Sink};
 use regex::Regex;
@@ -120,20 +117,9 @@ const H100_HOST4T: &[(&str, &str)] = &[
 ];
 const NOTHING: &[(&str, &str)] = &[("USER", "golden")];
 
-/// The directory every case writes under (see the module docs for why it is fixed).
-const WORK: &str = "/tmp/orch-sim-golden";
-
-/// Held while the cases run, so concurrent runs of this test take turns on [`WORK`].
-fn lock_work_dir() -> Flock<File> {
-    let path = format!("{WORK}.lock");
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .unwrap_or_else(|e| panic!("open {path}: {e}"));
-    Flock::lock(file, FlockArg::LockExclusive).unwrap_or_else(|(_, e)| panic!("flock {path}: {e}"))
-}
+/// The directory every case writes under, relative to the test's temporary directory (see the
+/// module docs for why it is the same everywhere).
+const WORK: &str = "orch-sim-golden";
 
 fn work(case: &str) -> PathBuf {
     Path::new(WORK).join(case)
@@ -491,8 +477,8 @@ fn mask(text: &str) -> String {
 fn output_is_byte_identical_to_the_golden_files() {
     let bless = std::env::var_os("ORCH_SIM_BLESS").is_some();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
-    let _lock = lock_work_dir();
-    let _ = std::fs::remove_dir_all(WORK);
+    let tmp = tempfile::tempdir().expect("a temporary directory");
+    std::env::set_current_dir(tmp.path()).expect("cd into the temporary directory");
     let mut failed = Vec::new();
     for case in cases() {
         let env = SimEnv::from_vars(|k| {
