@@ -10,6 +10,7 @@ pub mod atomic;
 pub mod backend;
 pub mod config;
 pub mod error;
+pub mod estimate;
 pub mod host;
 pub mod ladder;
 pub mod ledger;

@@ -33,12 +33,8 @@ pub struct Architecture {
 /// Why an architecture cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ArchError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
     #[error("{path} is not a model config.json: {message}")]
     Parse { path: String, message: String },
     #[error("architecture key `{key}` must be a positive number")]
@@ -58,9 +54,9 @@ impl Architecture {
             path.to_path_buf()
         };
         let shown = file.display().to_string();
-        let text = std::fs::read_to_string(&file).map_err(|source| ArchError::Read {
+        let text = std::fs::read_to_string(&file).map_err(|error| ArchError::Read {
             path: shown.clone(),
-            source,
+            error,
         })?;
         let arch: Architecture = serde_json::from_str(&text).map_err(|e| ArchError::Parse {
             path: shown,

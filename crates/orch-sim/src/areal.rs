@@ -131,6 +131,7 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
         hw: ctx.env.hw.clone(),
         workload: Workload::Areal(a.clone()),
         resumed: start > 0,
+        arch: None,
     });
     let arch = est
         .arch

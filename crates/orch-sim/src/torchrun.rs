@@ -97,6 +97,7 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
         hw: ctx.env.hw.clone(),
         workload: Workload::Torchrun(t.clone()),
         resumed: start > 0,
+        arch: None,
     });
     ctx.banner(
         "torch",

@@ -69,6 +69,8 @@ pub enum Command {
     Experiments(ListArgs),
     /// Show an experiment's ladder: each step, what it answers and what it changes
     Ladder(LadderArgs),
+    /// Estimate an experiment's GPU and host memory on a profile, before submitting anything
+    Estimate(EstimateArgs),
     /// Simulated trainer used by rendered scripts when no GPU is present (see docs/SIMULATOR.md)
     #[cfg(feature = "sim")]
     #[command(hide = true)]
@@ -286,6 +288,16 @@ pub struct LadderArgs {
     pub experiment: String,
     #[command(flatten)]
     pub config: ConfigArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct EstimateArgs {
+    pub experiment: String,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Print the estimate as JSON (the per-GPU peak is `gpu_peak_gib`)
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[cfg(feature = "sim")]

@@ -10,6 +10,7 @@
 mod support;
 
 mod cli;
+mod estimate;
 mod local_loop;
 mod old_runs;
 mod snapshots;

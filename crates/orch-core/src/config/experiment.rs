@@ -24,6 +24,12 @@ pub struct ExperimentFile {
     pub ladder: Option<String>,
     #[serde(default)]
     pub model: Option<String>,
+    /// The model's architecture, for memory estimates: Hugging Face `config.json` keys
+    /// (`hidden_size`, `num_hidden_layers`, ...), or a path to a `config.json` or model
+    /// directory (relative to this file). Without it orch looks `model` up in a local model
+    /// directory, the Hugging Face cache, then its model table (`models/*.yaml`).
+    #[serde(default)]
+    pub architecture: Option<orch_memory::ArchSpec>,
     #[serde(default)]
     pub train_files: Option<String>,
     #[serde(default)]

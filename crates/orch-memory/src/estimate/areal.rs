@@ -88,8 +88,8 @@ fn notes(hw: &Hardware, a: &ArealConfig, arch: &Arch, dp: f64, colocated: bool) 
 }
 
 /// AReaL's estimate.
-pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig) -> Estimate {
-    let arch = lookup(&a.model_path);
+pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch>) -> Estimate {
+    let arch = known.cloned().unwrap_or_else(|| lookup(&a.model_path));
     let c = hw.gpu_mem_gib;
     let frag = hw.frag();
     let colocated = areal_colocated(hw, a);

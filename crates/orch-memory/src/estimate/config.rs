@@ -5,6 +5,7 @@
 use super::hardware::Hardware;
 use super::k;
 use crate::overrides::{self, Overrides};
+use crate::shape::Arch;
 
 /// What the simulator reads from verl's Hydra config.
 #[derive(Debug, Clone, PartialEq)]
@@ -344,4 +345,7 @@ pub struct SimConfig {
     pub workload: Workload,
     /// The run continues from a checkpoint (optimizer state is loaded before the first rollout).
     pub resumed: bool,
+    /// The model's shape when the caller knows it (an experiment's `architecture:`, a
+    /// `config.json`); `None` looks the model path up in the model table.
+    pub arch: Option<Arch>,
 }

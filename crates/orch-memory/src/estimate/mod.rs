@@ -56,8 +56,8 @@ pub const GIB: f64 = 1_073_741_824.0;
 /// Estimate memory for a configuration and find the first failure, if any.
 pub fn estimate(cfg: &SimConfig) -> Estimate {
     match &cfg.workload {
-        Workload::Verl(v) => verl::estimate_verl(&cfg.hw, v, cfg.resumed),
-        Workload::Areal(a) => areal::estimate_areal(&cfg.hw, a),
+        Workload::Verl(v) => verl::estimate_verl(&cfg.hw, v, cfg.resumed, cfg.arch.as_ref()),
+        Workload::Areal(a) => areal::estimate_areal(&cfg.hw, a, cfg.arch.as_ref()),
         Workload::Torchrun(t) => torchrun::estimate_torchrun(&cfg.hw, t),
     }
 }

@@ -182,3 +182,74 @@ pub(crate) fn items_from_events(events: &[Event]) -> Vec<Item> {
         })
         .collect()
 }
+
+impl std::fmt::Display for FailAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FailAt::Init => write!(f, "at start-up"),
+            FailAt::Rollout { step } => write!(f, "in rollout, step {step}"),
+            FailAt::Train { step } => write!(f, "in training, step {step}"),
+            FailAt::AfterUpdate { step } => write!(f, "after the update, step {step}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    /// One line: what fails, where, with the numbers the real message would print.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = self.at;
+        match &self.kind {
+            FailKind::GpuOom(d) => write!(
+                f,
+                "GPU OOM {at} allocating {} ({:.2} GiB) with {:.2} of {:.2} GiB free",
+                d.label, d.tried_gib, d.free_gib, d.capacity_gib
+            ),
+            FailKind::VllmFreeMemory {
+                free_gib,
+                util,
+                requested_gib,
+                ..
+            } => write!(
+                f,
+                "vLLM refuses to start: {free_gib:.2} GiB free < utilization {util} ({requested_gib:.2} GiB)"
+            ),
+            FailKind::VllmNoCacheBlocks { available_gib } => write!(
+                f,
+                "vLLM has no memory for KV cache blocks ({available_gib:.2} GiB left)"
+            ),
+            FailKind::VllmMaxLen {
+                max_model_len,
+                needed_gib,
+                available_gib,
+                estimated_max_len,
+            } => write!(
+                f,
+                "vLLM KV cache too small for max_model_len {max_model_len}: needs {needed_gib:.2} GiB, has {available_gib:.2} (fits {estimated_max_len} tokens)"
+            ),
+            FailKind::VllmWakeUp {
+                needed_gib,
+                free_gib,
+            } => write!(
+                f,
+                "vLLM cannot wake up {at}: needs {needed_gib:.2} GiB, {free_gib:.2} free"
+            ),
+            FailKind::SglangNotEnough { mem_fraction } => write!(
+                f,
+                "SGLang has no room for its KV pool at mem_fraction_static {mem_fraction}"
+            ),
+            FailKind::HostOom {
+                used_gib,
+                total_gib,
+                task,
+                ..
+            } => write!(
+                f,
+                "host memory {at}: {used_gib:.1} of {total_gib:.1} GiB in use ({task})"
+            ),
+            FailKind::NotEnoughGpus {
+                available,
+                required,
+            } => write!(f, "needs {required} GPUs, the node has {available}"),
+        }
+    }
+}

@@ -43,6 +43,7 @@ pub fn verl(hw: Hardware, o: &Overrides) -> Estimate {
         hw,
         workload: Workload::Verl(VerlConfig::from_overrides(o)),
         resumed: false,
+        arch: None,
     })
 }
 
@@ -372,6 +373,7 @@ pub fn areal(hw: Hardware, o: &Overrides) -> Estimate {
         hw,
         workload: Workload::Areal(ArealConfig::from_overrides(o)),
         resumed: false,
+        arch: None,
     })
 }
 
@@ -457,6 +459,7 @@ pub fn torchrun(hw: Hardware, micro: u64, seq: u64, ckpt: bool) -> Estimate {
         hw,
         workload: Workload::Torchrun(TorchrunConfig::from_overrides(&o, 4)),
         resumed: false,
+        arch: None,
     })
 }
 

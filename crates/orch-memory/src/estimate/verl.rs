@@ -295,8 +295,13 @@ fn first_failure(
 
 /// verl's estimate. `resumed`: the run continues from a checkpoint, so the optimizer state is
 /// loaded before the first rollout.
-pub(crate) fn estimate_verl(hw: &Hardware, v: &VerlConfig, resumed: bool) -> Estimate {
-    let arch = lookup(&v.model_path);
+pub(crate) fn estimate_verl(
+    hw: &Hardware,
+    v: &VerlConfig,
+    resumed: bool,
+    known: Option<&Arch>,
+) -> Estimate {
+    let arch = known.cloned().unwrap_or_else(|| lookup(&v.model_path));
     let c = hw.gpu_mem_gib;
     let frag = hw.frag();
     let mut notes = v.notes.clone();

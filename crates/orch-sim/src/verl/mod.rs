@@ -117,6 +117,7 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Run {
         hw: ctx.env.hw.clone(),
         workload: Workload::Verl(v.clone()),
         resumed: start > 0,
+        arch: None,
     };
     let est = memory::estimate(&cfg);
     let arch = est

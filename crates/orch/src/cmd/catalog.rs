@@ -13,7 +13,11 @@ use orch_core::plan::{Plan, Setup, linear_path};
 use orch_core::render::AttemptInfo;
 
 /// `name`'s setup and first plan; a sweep's name is refused, these commands show one experiment.
-fn load_one(catalog: &Catalog, name: &str, config: &ConfigArgs) -> anyhow::Result<(Setup, Plan)> {
+pub(crate) fn load_one(
+    catalog: &Catalog,
+    name: &str,
+    config: &ConfigArgs,
+) -> anyhow::Result<(Setup, Plan)> {
     let experiment = one_experiment(catalog, name)?;
     let profile = config.profile.as_deref();
     Ok(Setup::load(catalog, experiment, profile, &config.sets)?)

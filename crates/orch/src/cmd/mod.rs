@@ -3,6 +3,7 @@
 
 mod catalog;
 mod classify;
+mod estimate;
 mod runs;
 mod submit;
 
@@ -29,6 +30,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Profiles(args) => catalog::profiles(&catalog, args),
         Command::Experiments(args) => catalog::experiments(&catalog, args),
         Command::Ladder(args) => catalog::ladder(&catalog, args),
+        Command::Estimate(args) => estimate::estimate(&catalog, args),
         #[cfg(feature = "sim")]
         Command::SimTrain(_) => unreachable!("handled before the runtime starts"),
     }

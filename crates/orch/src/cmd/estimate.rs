@@ -1,0 +1,138 @@
+//! `orch estimate`: an experiment's memory on a profile, before anything is submitted.
+
+use orch_core::config::Catalog;
+use orch_core::error::{UsageError, code};
+use orch_core::estimate::{Architecture, PlanEstimate, estimate_plan};
+use orch_core::plan::{Plan, Setup};
+use orch_memory::estimate::Item;
+use serde_json::json;
+
+use crate::cli::EstimateArgs;
+
+/// Print the per-GPU breakdown and peak, host memory and the verdict against the card.
+pub fn estimate(catalog: &Catalog, args: EstimateArgs) -> anyhow::Result<u8> {
+    let (setup, plan) = super::catalog::load_one(catalog, &args.experiment, &args.config)?;
+    plan.check(&setup)?;
+    // Bad input (an unreadable `architecture:`, a template without an estimator): exit 2.
+    let est = estimate_plan(&setup, &plan).map_err(|e| UsageError(e.to_string()))?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&to_json(&setup, &plan, &est))?
+        );
+    } else {
+        print!("{}", report(&setup, &plan, &est));
+    }
+    Ok(code::OK)
+}
+
+fn items(items: &[Item]) -> serde_json::Value {
+    items
+        .iter()
+        .map(|i| json!({"label": i.label, "gib": round2(i.gib)}))
+        .collect()
+}
+
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
+fn architecture_json(a: &Architecture) -> serde_json::Value {
+    match a {
+        Architecture::Known {
+            source,
+            params,
+            shape,
+        } => json!({"known": true, "name": shape.name, "params": params, "source": source}),
+        Architecture::Unknown { tried } => json!({"known": false, "tried": tried}),
+        Architecture::NotUsed => json!(null),
+    }
+}
+
+fn to_json(setup: &Setup, plan: &Plan, est: &PlanEstimate) -> serde_json::Value {
+    let e = &est.estimate;
+    json!({
+        "experiment": plan.experiment,
+        "profile": plan.profile,
+        "template": plan.template,
+        "trainer": est.trainer.name(),
+        "model": est.model,
+        "architecture": architecture_json(&est.architecture),
+        "gpu": setup.profile.gpu.model,
+        "gpus": plan.resources.gpus,
+        "gpu_capacity_gib": round2(e.capacity_gib),
+        "gpu_peak_gib": round2(est.gpu_peak_gib()),
+        "train_peak_gib": round2(e.train_peak_gib),
+        "train": items(&e.train_items),
+        "rollout_peak_gib": round2(e.rollout_peak_gib),
+        "rollout": items(&e.rollout_items),
+        "kv_cache_gib": e.kv_cache_gib.map(round2),
+        "host_peak_gib": round2(e.host_peak_gib),
+        "host_limit_gib": round2(e.host_limit_gib),
+        "verdict": est.fit,
+        "failure": e.failure.as_ref().map(|f| f.to_string()),
+        "notes": e.notes,
+    })
+}
+
+fn breakdown(out: &mut String, title: &str, items: &[Item], peak: f64) {
+    if items.is_empty() {
+        return;
+    }
+    out.push_str(&format!("{title}, per GPU:\n"));
+    for i in items {
+        out.push_str(&format!("  {:>8.2} GiB  {}\n", i.gib, i.label));
+    }
+    out.push_str(&format!("  {peak:>8.2} GiB  peak\n"));
+}
+
+fn report(setup: &Setup, plan: &Plan, est: &PlanEstimate) -> String {
+    let e = &est.estimate;
+    let mut out = format!(
+        "{} · {} on {} ({} × {}, {:.2} GiB each)\n",
+        plan.experiment,
+        plan.template,
+        plan.profile,
+        plan.resources.gpus,
+        setup.profile.gpu.model,
+        e.capacity_gib
+    );
+    match &est.architecture {
+        Architecture::Known {
+            source,
+            params,
+            shape,
+        } => out.push_str(&format!(
+            "model {}: {} ({:.2}B parameters) from {source}\n",
+            est.model,
+            shape.name,
+            params / 1e9
+        )),
+        Architecture::Unknown { tried } => out.push_str(&format!(
+            "model {}: architecture unknown ({}); estimated with a stand-in shape of its size — give the experiment `architecture:` for a real estimate\n",
+            est.model,
+            tried.join("; ")
+        )),
+        Architecture::NotUsed => {}
+    }
+    breakdown(&mut out, "rollout", &e.rollout_items, e.rollout_peak_gib);
+    breakdown(&mut out, "training", &e.train_items, e.train_peak_gib);
+    out.push_str(&format!(
+        "host: {:.1} of {:.1} GiB\n",
+        e.host_peak_gib, e.host_limit_gib
+    ));
+    for note in &e.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    out.push_str(&format!(
+        "verdict: {} — peak {:.2} of {:.2} GiB per GPU",
+        est.fit.as_str(),
+        est.gpu_peak_gib(),
+        e.capacity_gib
+    ));
+    if let Some(f) = &e.failure {
+        out.push_str(&format!("; {f}"));
+    }
+    out.push('\n');
+    out
+}

@@ -1,0 +1,107 @@
+//! `orch estimate`: the memory of a configuration before anything is submitted, from the same
+//! estimator the simulated trainer decides fit or OOM with.
+
+use crate::support::Orch;
+
+fn estimate(orch: &Orch, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["estimate"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    orch.expect(&all, 0).json()
+}
+
+#[test]
+fn the_demo_configuration_is_predicted_to_fail_the_way_the_simulator_fails() {
+    let orch = Orch::new();
+    let e = estimate(&orch, &["diamonds-seed0"]);
+    assert_eq!(e["verdict"], "does_not_fit");
+    assert_eq!(e["gpu_capacity_gib"], 79.18);
+    assert!(e["gpu_peak_gib"].as_f64().unwrap() > 79.18, "{e}");
+    // The demo's attempt 1 dies on exactly this allocation ("Tried to allocate 17.68 GiB").
+    let failure = e["failure"].as_str().unwrap();
+    assert!(failure.contains("(17.68 GiB)"), "{failure}");
+    assert_eq!(e["architecture"]["known"], true);
+    assert_eq!(e["architecture"]["params"], 7_615_616_512.0);
+    // The ladder's answer (micro 32 → 16) is predicted to fit.
+    let e = estimate(
+        &orch,
+        &[
+            "diamonds-seed0",
+            "--set",
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        ],
+    );
+    assert_ne!(e["verdict"], "does_not_fit", "{e}");
+    assert!(e["gpu_peak_gib"].as_f64().unwrap() < 79.18);
+}
+
+#[test]
+fn the_text_report_names_the_model_the_breakdown_and_the_verdict() {
+    let orch = Orch::new();
+    let run = orch.expect(&["estimate", "gsm8k-areal"], 0);
+    insta::assert_snapshot!(orch.redacted(&run));
+}
+
+#[test]
+fn an_experiments_architecture_keys_are_used_and_said_where_they_came_from() {
+    let orch = Orch::new().file(
+        "experiments/tiny.yaml",
+        "template: verl-grpo\nprofile: rtx4090\nmodel: my-org/tiny\n\
+         architecture: {hidden_size: 512, num_hidden_layers: 4, num_attention_heads: 8, \
+         num_key_value_heads: 2, intermediate_size: 1376, vocab_size: 32000}\n\
+         overrides:\n  data.train_batch_size: 8\n  actor_rollout_ref.actor.ppo_mini_batch_size: 8\n  \
+         actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: 2\n  actor_rollout_ref.rollout.n: 1\n  \
+         actor_rollout_ref.rollout.tensor_model_parallel_size: 1\n",
+    );
+    let e = estimate(&orch, &["tiny", "--set", "resources.gpus=1"]);
+    assert_eq!(e["architecture"]["source"]["from"], "experiment", "{e}");
+    let params = e["architecture"]["params"].as_f64().unwrap();
+    assert!((20e6..60e6).contains(&params), "{params}");
+    assert_eq!(e["verdict"], "fits", "{e}");
+}
+
+#[test]
+fn a_model_in_the_hugging_face_cache_is_read_from_there() {
+    let orch = Orch::new()
+        .file(
+            "hf/hub/models--my-org--cached-7b/snapshots/abc/config.json",
+            r#"{"hidden_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 8,
+                "intermediate_size": 2048, "vocab_size": 1000, "model_type": "llama"}"#,
+        )
+        .file(
+            "experiments/cached.yaml",
+            "template: verl-grpo\nprofile: h100-80g\nmodel: my-org/cached-7b\n",
+        );
+    let hf = orch.path().join("hf").display().to_string();
+    let orch = orch.env("HF_HOME", &hf);
+    let e = estimate(&orch, &["cached"]);
+    assert_eq!(e["architecture"]["source"]["from"], "hf_cache", "{e}");
+    // Named 7b, but the cached config is the model the job loads.
+    assert!(e["architecture"]["params"].as_f64().unwrap() < 1e9);
+}
+
+#[test]
+fn an_unknown_model_is_said_once_and_estimated_with_a_stand_in() {
+    let orch = Orch::new().env("HF_HOME", "/nonexistent").file(
+        "experiments/secret.yaml",
+        "template: verl-grpo\nprofile: h100-80g\nmodel: my-org/secret-13b\n",
+    );
+    let run = orch.expect(&["estimate", "secret"], 0);
+    assert!(
+        run.stdout.contains("architecture unknown") && run.stdout.contains("architecture:"),
+        "{}",
+        run.stdout
+    );
+    let e = estimate(&orch, &["secret"]);
+    assert_eq!(e["architecture"]["known"], false);
+}
+
+#[test]
+fn a_bad_architecture_path_is_refused_naming_the_file() {
+    let orch = Orch::new().file(
+        "experiments/bad.yaml",
+        "template: verl-grpo\nprofile: h100-80g\nmodel: x/y\narchitecture: missing/config.json\n",
+    );
+    let run = orch.expect(&["estimate", "bad"], 2);
+    assert!(run.stderr.contains("missing/config.json"), "{}", run.stderr);
+}
