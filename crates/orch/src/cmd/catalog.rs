@@ -36,6 +36,18 @@ fn one_experiment(catalog: &Catalog, name: &str) -> anyhow::Result<Experiment> {
     Ok(found.remove(0))
 }
 
+/// The estimator's verdict on a plan in one line (`predicted peak 90.52 of 79.18 GiB: does not
+/// fit`), or nothing when the template has no estimator.
+fn predicted(setup: &Setup, plan: &Plan) -> Option<String> {
+    let est = orch_core::estimate::estimate_plan(setup, plan).ok()?;
+    Some(format!(
+        "predicted peak {:.2} of {:.2} GiB per GPU: {}",
+        est.gpu_peak_gib(),
+        est.estimate.capacity_gib,
+        est.fit.as_str()
+    ))
+}
+
 /// `orch render`: write one experiment's job files (optionally after N ladder steps).
 pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
     let (setup, base) = load_one(catalog, &args.experiment, &args.config)?;
@@ -133,6 +145,9 @@ pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
     println!(
         "Steps are taken in this order, each only for the failures it answers; `--step N` renders the first N."
     );
+    if let Some(line) = predicted(&setup, &base) {
+        println!("\n as written: {line}");
+    }
     let path = linear_path(&setup, &base)?;
     for (i, (step, plan, changes)) in path.iter().enumerate() {
         let answers: Vec<&str> = step.answers.iter().map(|c| c.as_str()).collect();
@@ -155,6 +170,9 @@ pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
         }
         for c in changes {
             println!("    {c}");
+        }
+        if let Some(line) = predicted(&setup, plan) {
+            println!("    → {line}");
         }
         if let Err(e) = plan.check(&setup) {
             println!(
