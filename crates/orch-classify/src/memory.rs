@@ -134,6 +134,80 @@ impl MemoryFacts {
         *self == MemoryFacts::default()
     }
 
+    /// The numbers in one line, for people: `tried 17.68 GiB · free 3.92 of 79.18 GiB ·
+    /// allocated 68.68 · reserved-unallocated 4.08 · phase actor_update/backward`; another
+    /// program on the card is named first, since nothing orch changes in this job frees it.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        let g = |v: f64| format!("{v:.2}");
+        if !self.other_processes.is_empty() {
+            let holders: Vec<String> = self
+                .other_processes
+                .iter()
+                .map(|p| format!("process {} holds {} GiB", p.pid, g(p.gib)))
+                .collect();
+            parts.push(format!(
+                "other programs on the card: {}",
+                holders.join(", ")
+            ));
+        }
+        if let Some(t) = self.tried_to_allocate_gib {
+            parts.push(format!("tried {} GiB", g(t)));
+        }
+        match (self.free_gib, self.capacity_gib) {
+            (Some(f), Some(c)) => parts.push(format!("free {} of {} GiB", g(f), g(c))),
+            (None, Some(c)) => parts.push(format!("capacity {} GiB", g(c))),
+            (Some(f), None) => parts.push(format!("free {} GiB", g(f))),
+            (None, None) => {}
+        }
+        if let Some(a) = self.allocated_gib {
+            parts.push(format!("allocated {}", g(a)));
+        }
+        if let Some(r) = self.reserved_unallocated_gib {
+            parts.push(format!("reserved-unallocated {}", g(r)));
+        }
+        if let (Some(u), Some(d)) = (self.desired_utilization, self.desired_gib) {
+            parts.push(format!("utilization {u} wants {} GiB", g(d)));
+        }
+        if let (Some(n), Some(a)) = (self.kv_cache_needed_gib, self.kv_cache_available_gib) {
+            parts.push(format!("KV cache needs {} GiB, has {}", g(n), g(a)));
+        }
+        if let (Some(m), Some(t)) = (self.max_seq_len, self.kv_cache_tokens) {
+            parts.push(format!("max seq len {m} > {t} KV tokens"));
+        }
+        if let Some(n) = self.estimated_max_model_len {
+            parts.push(format!("fits max_model_len {n}"));
+        }
+        if let Some(f) = self.mem_fraction_static {
+            parts.push(format!("mem_fraction_static {f}"));
+        }
+        match (self.host_used_gib, self.host_total_gib) {
+            (Some(u), Some(t)) => parts.push(format!("host {} of {} GiB", g(u), g(t))),
+            (Some(u), None) => parts.push(format!("host {} GiB in use", g(u))),
+            _ => {}
+        }
+        let phase: Vec<&str> = [
+            self.stage.map(|s| match s {
+                Stage::RolloutStartup => "rollout_startup",
+                Stage::Generation => "generation",
+                Stage::LogProb => "log_prob",
+                Stage::ActorUpdate => "actor_update",
+            }),
+            self.step.map(|s| match s {
+                Step::Forward => "forward",
+                Step::Backward => "backward",
+                Step::OptimizerStep => "optimizer_step",
+            }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !phase.is_empty() {
+            parts.push(format!("phase {}", phase.join("/")));
+        }
+        parts.join(" · ")
+    }
+
     /// Memory other programs hold on the card, in GiB (0 when torch named none).
     pub fn others_gib(&self) -> f64 {
         self.other_processes.iter().map(|p| p.gib).sum()
@@ -520,6 +594,28 @@ mod tests {
         close(ray.host_total_gib, 250.53e9 / (1u64 << 30) as f64);
         let k = read(b"Memory cgroup out of memory: Killed process 4242 (python) total-vm:123456kB, anon-rss:104857600kB, file-rss:0kB");
         close(k.host_used_gib, 100.0);
+    }
+
+    #[test]
+    fn the_summary_puts_other_programs_first() {
+        let f = read(
+            b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 48.00 MiB. GPU 0 has a total capacity of 44.42 GiB of which 27.50 MiB is free. Process 2963820 has 36.34 GiB memory in use. Process 2965022 has 8.05 GiB memory in use. Of the allocated memory 7.46 GiB is allocated by PyTorch, and 91.03 MiB is reserved by PyTorch but unallocated.",
+        );
+        assert_eq!(
+            f.summary(),
+            "other programs on the card: process 2963820 holds 36.34 GiB · tried 0.05 GiB · \
+             free 0.03 of 44.42 GiB · allocated 7.46 · reserved-unallocated 0.09"
+        );
+        let mut p = f.clone();
+        p.other_processes.clear();
+        p.stage = Some(Stage::ActorUpdate);
+        p.step = Some(Step::Backward);
+        assert!(
+            p.summary().ends_with("phase actor_update/backward"),
+            "{}",
+            p.summary()
+        );
+        assert_eq!(MemoryFacts::default().summary(), "");
     }
 
     #[test]

@@ -67,6 +67,7 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
                     file: file.clone(),
                     line: e.line,
                     text: e.text.clone(),
+                    memory: v.memory.clone().map(Box::new),
                 })
             })
     };
@@ -75,15 +76,15 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
             file: file.clone(),
             line: e.line,
             text: e.text.clone(),
+            memory: v.memory.clone().map(Box::new),
         })
     };
     let scheduler = |class: FailureClass, what: &str| {
         let evidence = evidence_for(class).or_else(|| {
-            Some(EvidenceRecord {
-                file: "scheduler".into(),
-                line: 0,
-                text: format!("job state {what}"),
-            })
+            Some(EvidenceRecord::note(
+                "scheduler",
+                format!("job state {what}"),
+            ))
         });
         (Outcome::Failed(class), evidence)
     };
@@ -96,37 +97,34 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
         JobEnd::Preempted => scheduler(FailureClass::Preempted, "PREEMPTED"),
         JobEnd::Hung { silent_secs } => (
             Outcome::Failed(FailureClass::Hang),
-            Some(EvidenceRecord {
-                file: "watcher".into(),
-                line: 0,
-                text: format!(
+            Some(EvidenceRecord::note(
+                "watcher",
+                format!(
                     "the job was running but its logs did not grow for {silent_secs} s; cancelled"
                 ),
-            }),
+            )),
         ),
         JobEnd::Failed { exit_code } => match best {
             Some((file, v)) => (Outcome::Failed(v.class), evidence_of(file, v)),
             None => (
                 Outcome::Failed(FailureClass::Error),
-                Some(EvidenceRecord {
-                    file: "exit".into(),
-                    line: 0,
-                    text: match exit_code {
+                Some(EvidenceRecord::note(
+                    "exit",
+                    match exit_code {
                         Some(c) => format!("exit code {c} and no known failure line in the log"),
-                        None => "the job failed and its log names no known failure".into(),
+                        None => "the job failed and its log names no known failure".to_string(),
                     },
-                }),
+                )),
             ),
         },
         JobEnd::Lost => match best {
             Some((file, v)) => (Outcome::Failed(v.class), evidence_of(file, v)),
             None => (
                 Outcome::Failed(FailureClass::NodeFail),
-                Some(EvidenceRecord {
-                    file: "backend".into(),
-                    line: 0,
-                    text: "the job's process vanished without recording an exit code".into(),
-                }),
+                Some(EvidenceRecord::note(
+                    "backend",
+                    "the job's process vanished without recording an exit code",
+                )),
             ),
         },
     }

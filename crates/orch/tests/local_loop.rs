@@ -21,6 +21,11 @@ fn diamonds_seed0_fails_with_gpu_oom_steps_down_and_succeeds() {
     assert_eq!(list[0]["outcome"], "gpu_oom", "{run:?}");
     assert_eq!(list[0]["step"], "base");
     assert_eq!(list.last().unwrap()["outcome"], "succeeded");
+    // The failure's numbers are kept with the attempt, as the simulated torch printed them.
+    let memory = &list[0]["evidence"]["memory"];
+    assert_eq!(memory["tried_to_allocate_gib"], 17.68, "{memory}");
+    assert_eq!(memory["capacity_gib"], 79.18, "{memory}");
+    assert_eq!(memory["allocated_gib"], 68.68, "{memory}");
     for a in list {
         assert!(a["job_id"].as_str().is_some_and(|id| !id.is_empty()), "{a}");
         assert!(a["overrides"]["data.train_batch_size"].is_number(), "{a}");

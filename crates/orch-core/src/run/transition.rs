@@ -582,11 +582,18 @@ impl RunDriver {
 }
 
 fn evidence_line(evidence: &Option<EvidenceRecord>) -> String {
-    match evidence {
-        Some(e) if e.line > 0 => format!("\n    {}:{}: {}", e.file, e.line, e.text),
-        Some(e) => format!("\n    {}: {}", e.file, e.text),
-        None => String::new(),
+    let Some(e) = evidence else {
+        return String::new();
+    };
+    let mut line = if e.line > 0 {
+        format!("\n    {}:{}: {}", e.file, e.line, e.text)
+    } else {
+        format!("\n    {}: {}", e.file, e.text)
+    };
+    if let Some(memory) = e.memory_summary() {
+        line.push_str(&format!("\n    memory: {memory}"));
     }
+    line
 }
 
 fn absolute(path: &Path) -> anyhow::Result<std::path::PathBuf> {

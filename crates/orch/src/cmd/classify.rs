@@ -27,6 +27,7 @@ pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
                     "class": v.class.as_str(),
                     "line": v.evidence.as_ref().map(|e| e.line),
                     "evidence": v.evidence.as_ref().map(|e| e.text.clone()),
+                    "memory": v.memory,
                 })
             })
             .collect();
@@ -42,6 +43,14 @@ pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
                     e.text
                 ),
                 None => println!("{}: {}", path.display(), v.class.as_str()),
+            }
+            if let Some(memory) = v
+                .memory
+                .as_ref()
+                .map(|m| m.summary())
+                .filter(|s| !s.is_empty())
+            {
+                println!("  memory: {memory}");
             }
         }
     }

@@ -112,6 +112,9 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
             } else {
                 println!("  evidence: {}: {}", e.file, e.text);
             }
+            if let Some(memory) = e.memory_summary() {
+                println!("  memory: {memory}");
+            }
         }
         if let Some(w) = &a.checkpoint_warning {
             println!("  checkpoint: {w}");
