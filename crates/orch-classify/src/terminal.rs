@@ -10,7 +10,7 @@
 //!   `ValueError: No available memory for the cache blocks`.
 //! * **teardown** — what other ranks, launchers and drivers raise after some process died:
 //!   NCCL / c10d errors (`DistBackendError`, `RuntimeError: NCCL communicator was aborted`),
-//!   torchrun's `ChildFailedError`, Ray's `ActorDiedError` / `RayActorError` and the
+//!   torchrun's `ChildFailedError`, AReaL's launcher `JobException`, Ray's `ActorDiedError` / `RayActorError` and the
 //!   `RayTaskError(X)` wrapper, `KeyboardInterrupt` / `SystemExit`, broken pipes and reset
 //!   connections, and any line a weak-error (wrapper) rule matches (`Engine core
 //!   initialization failed`).
@@ -40,6 +40,9 @@ pub(crate) struct Terminal {
 /// dying, never a cause of their own.
 const TEARDOWN_NAMES: &[&[u8]] = &[
     b"ChildFailedError",
+    // AReaL's launcher (`realhf.scheduler.client.JobException: Job … JobState.FAILED`)
+    // re-raises a worker's death; the worker's own error came before it.
+    b"JobException",
     b"DistBackendError",
     b"DistNetworkError",
     b"DistStoreError",

@@ -17,6 +17,13 @@ fn dir() -> PathBuf {
 
 /// (fixture, class, evidence line, substring the evidence text must contain).
 const EXPECTED: &[(&str, FailureClass, u64, &str)] = &[
+    // ---- a real failure, then its launcher's re-raise (AReaL's JobException is teardown)
+    (
+        "areal-oom-then-launcher-job-exception.log",
+        GpuOom,
+        30,
+        "Tried to allocate 87.50 MiB",
+    ),
     // ---- mentions that must not decide
     ("argparse-help-oom-text.log", None, 0, ""),
     ("clean-exit-oom-tip.log", None, 0, ""),

@@ -325,3 +325,23 @@ fn a_resumed_run_keeps_the_ladder_it_was_submitted_with() {
         .collect();
     assert_eq!(steps, ["base", "only-step"], "{history}");
 }
+
+#[test]
+fn every_built_in_trainer_answers_its_first_oom_with_a_step() {
+    // AReaL's launcher re-raises a trainer's death as `JobException`; that teardown must not
+    // hide the OOM (it once made gsm8k-areal give up after one attempt). Two attempts show
+    // the failure was classified as memory and answered.
+    for experiment in ["gsm8k-areal", "pretrain-512m", "diamonds-seed0"] {
+        let orch = Orch::new().env("ORCH_SIM_STEP_SECONDS", "0.05");
+        let run = orch.submit_local(experiment, &["--json", "--max-attempts", "2"], 1);
+        let json = run.json();
+        let list = attempts(&json);
+        assert_eq!(list.len(), 2, "{experiment}: {run:?}");
+        assert!(
+            ["gpu_oom", "kv_cache", "host_oom"].contains(&list[0]["outcome"].as_str().unwrap()),
+            "{experiment}: {}",
+            list[0]
+        );
+        assert_ne!(list[1]["step"], "base", "{experiment}");
+    }
+}
