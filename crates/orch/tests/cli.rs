@@ -246,3 +246,28 @@ fn status_and_history_of_an_empty_project() {
     let run = orch.run(&["history", "no-such-run"]);
     insta::assert_snapshot!("history_of_an_unknown_run", orch.redacted(&run));
 }
+
+#[test]
+fn a_closed_stdout_ends_data_commands_quietly() {
+    // `orch ladder EXP | head -1`: once the reader is gone, orch stops with exit 0 and no panic.
+    let orch = Orch::new();
+    for args in [
+        &["ladder", "diamonds-seed0"][..],
+        &["profiles"],
+        &["experiments"],
+        &["estimate", "diamonds-seed0"],
+        &["render", "diamonds-seed0", "--out", "r"],
+    ] {
+        let mut child = orch
+            .command(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader goes away before orch writes a byte
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}

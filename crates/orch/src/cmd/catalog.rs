@@ -83,7 +83,7 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
         checkpoint_dir: out.join("checkpoints"),
     };
     for path in orch_core::render::render(catalog, &setup, &plan, &info)? {
-        println!("{}", path.display());
+        outln!("{}", path.display());
     }
     Ok(code::OK)
 }
@@ -100,15 +100,20 @@ pub fn profiles(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
             .iter()
             .map(|(name, p, origin)| serde_json::json!({"name": name, "origin": origin, "profile": p}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(code::OK);
     }
-    println!(
+    outln!(
         "{:<10} {:<26} {:>9} {:>5}  {:<22} {:>7}  DESCRIPTION",
-        "PROFILE", "GPU", "GPU GiB", "GPUS", "GRES", "MEM"
+        "PROFILE",
+        "GPU",
+        "GPU GiB",
+        "GPUS",
+        "GRES",
+        "MEM"
     );
     for (name, p, _) in rows {
-        println!(
+        outln!(
             "{:<10} {:<26} {:>9} {:>5}  {:<22} {:>6}G  {}",
             name,
             p.gpu.model,
@@ -126,10 +131,10 @@ pub fn profiles(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
 pub fn experiments(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
     let names = Experiment::known(catalog);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&names)?);
+        outln!("{}", serde_json::to_string_pretty(&names)?);
     } else {
         for n in names {
-            println!("{n}");
+            outln!("{n}");
         }
     }
     Ok(code::OK)
@@ -138,20 +143,24 @@ pub fn experiments(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
 /// `orch ladder`: an experiment's ladder walked in file order, with what each step changes.
 pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
     let (setup, base) = load_one(catalog, &args.experiment, &args.config)?;
-    println!(
+    outln!(
         "ladder {} ({}) for {} on {}: {}",
-        base.ladder, setup.ladder_origin, base.experiment, base.profile, setup.ladder.description
+        base.ladder,
+        setup.ladder_origin,
+        base.experiment,
+        base.profile,
+        setup.ladder.description
     );
-    println!(
+    outln!(
         "Steps are taken in this order, each only for the failures it answers; `--step N` renders the first N."
     );
     if let Some(line) = predicted(&setup, &base) {
-        println!("\n as written: {line}");
+        outln!("\n as written: {line}");
     }
     let path = linear_path(&setup, &base)?;
     for (i, (step, plan, changes)) in path.iter().enumerate() {
         let answers: Vec<&str> = step.answers.iter().map(|c| c.as_str()).collect();
-        println!(
+        outln!(
             "\n{:>2}. {}  [answers: {}]{}",
             i + 1,
             step.name,
@@ -163,19 +172,19 @@ pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
             }
         );
         if !step.why.is_empty() {
-            println!("    {}", step.why);
+            outln!("    {}", step.why);
         }
         if changes.is_empty() {
-            println!("    (changes nothing from here)");
+            outln!("    (changes nothing from here)");
         }
         for c in changes {
-            println!("    {c}");
+            outln!("    {c}");
         }
         if let Some(line) = predicted(&setup, plan) {
-            println!("    → {line}");
+            outln!("    → {line}");
         }
         if let Err(e) = plan.check(&setup) {
-            println!(
+            outln!(
                 "    ! the trainer would refuse this configuration; orch passes over it:\n    {}",
                 e.to_string().replace('\n', "\n    ")
             );

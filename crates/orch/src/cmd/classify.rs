@@ -8,7 +8,7 @@ use orch_core::error::code;
 pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
     if args.dump_patterns {
         for (_, pattern) in grep_patterns() {
-            println!("{pattern}");
+            outln!("{pattern}");
         }
         return Ok(code::OK);
     }
@@ -31,18 +31,18 @@ pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
                 })
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         for (path, v) in &results {
             match &v.evidence {
-                Some(e) => println!(
+                Some(e) => outln!(
                     "{}: {} (line {}): {}",
                     path.display(),
                     v.class.as_str(),
                     e.line,
                     e.text
                 ),
-                None => println!("{}: {}", path.display(), v.class.as_str()),
+                None => outln!("{}: {}", path.display(), v.class.as_str()),
             }
             if let Some(memory) = v
                 .memory
@@ -50,7 +50,7 @@ pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
                 .map(|m| m.summary())
                 .filter(|s| !s.is_empty())
             {
-                println!("  memory: {memory}");
+                outln!("  memory: {memory}");
             }
         }
     }

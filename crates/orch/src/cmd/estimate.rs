@@ -16,12 +16,12 @@ pub fn estimate(catalog: &Catalog, args: EstimateArgs) -> anyhow::Result<u8> {
     // Bad input (an unreadable `architecture:`, a template without an estimator): exit 2.
     let est = estimate_plan(&setup, &plan).map_err(|e| UsageError(e.to_string()))?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&to_json(&setup, &plan, &est))?
         );
     } else {
-        print!("{}", report(&setup, &plan, &est));
+        outln!("{}", report(&setup, &plan, &est).trim_end());
     }
     Ok(code::OK)
 }

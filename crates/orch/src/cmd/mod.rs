@@ -1,6 +1,15 @@
 //! Subcommand glue: turn parsed arguments into calls on the library, print results.
 //! Data goes to stdout, messages to stderr.
 
+/// `println!` that returns the write's error instead of panicking: a closed stdout (`orch
+/// history RUN | head -1`) ends the command, and `main` turns a broken pipe into exit 0.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)?
+    }};
+}
+
 mod catalog;
 mod classify;
 mod estimate;

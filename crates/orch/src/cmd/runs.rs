@@ -22,20 +22,24 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
     }
     if args.json {
         let json: Vec<_> = records.iter().map(summary_json).collect();
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(code::OK);
     }
     if records.is_empty() {
         eprintln!("no runs in {}", ledger.root().display());
         return Ok(code::OK);
     }
-    println!(
+    outln!(
         "{:<44} {:<10} {:>8}  {:<22} {:<14} OUTCOME",
-        "RUN", "STATE", "ATTEMPTS", "STEP", "JOB"
+        "RUN",
+        "STATE",
+        "ATTEMPTS",
+        "STEP",
+        "JOB"
     );
     for r in &records {
         let last = r.attempts.last();
-        println!(
+        outln!(
             "{:<44} {:<10} {:>8}  {:<22} {:<14} {}",
             r.run,
             r.state.as_str(),
@@ -70,14 +74,18 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
     let run = ledger.open(&args.run)?;
     let r = run.record()?;
     if args.json {
-        println!("{}", serde_json::to_string(&r.to_json())?);
+        outln!("{}", serde_json::to_string(&r.to_json())?);
         return Ok(code::OK);
     }
-    println!(
+    outln!(
         "run {} · {} on {} · {} · ladder {}",
-        r.run, r.experiment, r.profile, r.backend, r.ladder
+        r.run,
+        r.experiment,
+        r.profile,
+        r.backend,
+        r.ladder
     );
-    println!(
+    outln!(
         "state: {}{}",
         r.state.as_str(),
         r.summary
@@ -85,9 +93,9 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
             .map(|s| format!(" — {s}"))
             .unwrap_or_default()
     );
-    println!("record: {}", run.path.display());
+    outln!("record: {}", run.path.display());
     for a in &r.attempts {
-        println!(
+        outln!(
             "\nattempt {} · step {}{}{} · job {} · {}",
             a.attempt,
             a.step,
@@ -101,28 +109,28 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
             a.outcome.map_or("running", Outcome::name),
         );
         if !a.why.is_empty() {
-            println!("  why: {}", a.why);
+            outln!("  why: {}", a.why);
         }
         for c in &a.changes {
-            println!("  {c}");
+            outln!("  {c}");
         }
         if let Some(e) = &a.evidence {
             if e.line > 0 {
-                println!("  evidence: {}:{}: {}", e.file, e.line, e.text);
+                outln!("  evidence: {}:{}: {}", e.file, e.line, e.text);
             } else {
-                println!("  evidence: {}: {}", e.file, e.text);
+                outln!("  evidence: {}: {}", e.file, e.text);
             }
             if let Some(memory) = e.memory_summary() {
-                println!("  memory: {memory}");
+                outln!("  memory: {memory}");
             }
         }
         if let Some(w) = &a.checkpoint_warning {
-            println!("  checkpoint: {w}");
+            outln!("  checkpoint: {w}");
         }
         if let Some(d) = &a.decision {
-            println!("  then: {d}");
+            outln!("  then: {d}");
         }
-        println!("  files: {}", a.dir.display());
+        outln!("  files: {}", a.dir.display());
     }
     Ok(code::OK)
 }

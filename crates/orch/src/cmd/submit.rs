@@ -228,7 +228,7 @@ fn watch_in_background(
         ));
         if args.watch.json {
             for id in detached {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string(&ledger.open(id)?.record()?.to_json())?
                 );
@@ -469,7 +469,7 @@ async fn finish(
     let (records, interrupted) = drive(drivers, ctx).await?;
     if json {
         for record in &records {
-            println!("{}", serde_json::to_string(&record.to_json())?);
+            outln!("{}", serde_json::to_string(&record.to_json())?);
         }
     }
     Ok(if interrupted {
