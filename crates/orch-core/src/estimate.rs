@@ -70,6 +70,8 @@ pub struct PlanEstimate {
     pub trainer: Trainer,
     pub model: String,
     pub architecture: Architecture,
+    /// What the estimator read from the plan (the planner's throughput model reads it too).
+    pub workload: Workload,
     pub estimate: Estimate,
     pub fit: Fit,
 }
@@ -95,45 +97,100 @@ pub enum EstimateError {
     },
 }
 
+/// Set `ORCH_ARCHITECTURE=unknown` to make orch estimate as if no source knew the model's
+/// architecture (a stand-in shape of the model's size; no preflight): how recovery from
+/// evidence alone is measured (`scripts/bench-recovery.sh`).
+pub const FORCE_UNKNOWN_ENV: &str = "ORCH_ARCHITECTURE";
+
+/// An experiment's estimator: the trainer and the architecture resolved once, then any number
+/// of its plans estimated (the planner estimates hundreds of candidates per decision).
+#[derive(Debug, Clone)]
+pub struct Estimator {
+    trainer: Trainer,
+    model: String,
+    architecture: Architecture,
+}
+
+impl Estimator {
+    /// Resolve the experiment's trainer and architecture.
+    pub fn new(setup: &Setup) -> Result<Self, EstimateError> {
+        let spec = &setup.template.spec;
+        let trainer =
+            Trainer::parse(&spec.simulator).ok_or_else(|| EstimateError::NoEstimator {
+                template: setup.template.name.clone(),
+                simulator: spec.simulator.clone(),
+            })?;
+        let model = setup.experiment.file.model.clone().unwrap_or_default();
+        let architecture = match trainer {
+            Trainer::Torchrun => Architecture::NotUsed,
+            _ if std::env::var(FORCE_UNKNOWN_ENV).is_ok_and(|v| v == "unknown") => {
+                Architecture::Unknown {
+                    tried: vec![format!("none ({FORCE_UNKNOWN_ENV}=unknown)")],
+                }
+            }
+            _ => architecture(setup, &model)?,
+        };
+        Ok(Estimator {
+            trainer,
+            model,
+            architecture,
+        })
+    }
+
+    /// What orch knows of the model's shape.
+    pub fn architecture(&self) -> &Architecture {
+        &self.architecture
+    }
+
+    /// Whether the estimate rests on the model's real shape (or the trainer needs none).
+    pub fn knows_architecture(&self) -> bool {
+        !matches!(self.architecture, Architecture::Unknown { .. })
+    }
+
+    /// Estimate `plan` on its profile's card.
+    pub fn estimate(&self, setup: &Setup, plan: &Plan) -> PlanEstimate {
+        self.estimate_on(setup, plan, setup.profile.gpu.memory_gib)
+    }
+
+    /// Estimate `plan` as if the card had `capacity_gib` (what is left when another program
+    /// holds part of it, or the estimator is known to undercount).
+    pub fn estimate_on(&self, setup: &Setup, plan: &Plan, capacity_gib: f64) -> PlanEstimate {
+        let keys = trainer_keys(setup, plan);
+        let mut hw = hardware(setup, plan);
+        hw.gpu_mem_gib = capacity_gib;
+        let arch = match &self.architecture {
+            Architecture::Known { shape, .. } => Some(shape.clone()),
+            Architecture::Unknown { .. } => Some(orch_memory::shape::stand_in(&self.model)),
+            Architecture::NotUsed => None,
+        };
+        let workload = match self.trainer {
+            Trainer::Verl => Workload::Verl(VerlConfig::from_overrides(&keys)),
+            Trainer::Areal => Workload::Areal(ArealConfig::from_overrides(&keys)),
+            Trainer::Torchrun => {
+                Workload::Torchrun(TorchrunConfig::from_overrides(&keys, plan.resources.gpus))
+            }
+        };
+        let estimate = orch_memory::estimate::estimate(&SimConfig {
+            hw,
+            workload: workload.clone(),
+            resumed: false,
+            arch,
+        });
+        let fit = verdict(&estimate);
+        PlanEstimate {
+            trainer: self.trainer,
+            model: self.model.clone(),
+            architecture: self.architecture.clone(),
+            workload,
+            estimate,
+            fit,
+        }
+    }
+}
+
 /// Estimate `plan`'s memory on its profile.
 pub fn estimate_plan(setup: &Setup, plan: &Plan) -> Result<PlanEstimate, EstimateError> {
-    let spec = &setup.template.spec;
-    let trainer = Trainer::parse(&spec.simulator).ok_or_else(|| EstimateError::NoEstimator {
-        template: setup.template.name.clone(),
-        simulator: spec.simulator.clone(),
-    })?;
-    let keys = trainer_keys(setup, plan);
-    let hw = hardware(setup, plan);
-    let model = setup.experiment.file.model.clone().unwrap_or_default();
-    let architecture = match trainer {
-        Trainer::Torchrun => Architecture::NotUsed,
-        _ => architecture(setup, &model)?,
-    };
-    let arch = match &architecture {
-        Architecture::Known { shape, .. } => Some(shape.clone()),
-        _ => None,
-    };
-    let workload = match trainer {
-        Trainer::Verl => Workload::Verl(VerlConfig::from_overrides(&keys)),
-        Trainer::Areal => Workload::Areal(ArealConfig::from_overrides(&keys)),
-        Trainer::Torchrun => {
-            Workload::Torchrun(TorchrunConfig::from_overrides(&keys, plan.resources.gpus))
-        }
-    };
-    let estimate = orch_memory::estimate::estimate(&SimConfig {
-        hw,
-        workload,
-        resumed: false,
-        arch,
-    });
-    let fit = verdict(&estimate);
-    Ok(PlanEstimate {
-        trainer,
-        model,
-        architecture,
-        estimate,
-        fit,
-    })
+    Ok(Estimator::new(setup)?.estimate(setup, plan))
 }
 
 fn verdict(e: &Estimate) -> Fit {

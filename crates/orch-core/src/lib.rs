@@ -3,7 +3,7 @@
 //! Configuration ([`config`]) is layered into a [`plan`], rendered to scripts ([`render`]),
 //! submitted through a [`backend`], driven as a state machine ([`run`]) by the watcher
 //! ([`watch`]) and recorded in the [`ledger`]; each
-//! failure is classified (the `orch-classify` crate) and answered by the [`ladder`]. See
+//! failure is classified (the `orch-classify` crate) and answered by the [`planner`]. See
 //! docs/ARCHITECTURE.md for the whole map.
 
 pub mod atomic;
@@ -12,11 +12,11 @@ pub mod config;
 pub mod error;
 pub mod estimate;
 pub mod host;
-pub mod ladder;
 pub mod ledger;
 pub mod notify;
 pub mod outcome;
 pub mod plan;
+pub mod planner;
 pub mod progress;
 pub mod render;
 pub mod run;

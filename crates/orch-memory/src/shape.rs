@@ -88,9 +88,19 @@ pub fn lookup(path: &str) -> Arch {
 
 /// [`lookup`] in a given table.
 pub fn lookup_in(table: &ModelTable, path: &str) -> Arch {
-    if let Some(m) = table.lookup(path) {
-        return Arch::from_architecture(&m.name, &m.arch, true);
+    match table.lookup(path) {
+        Some(m) => Arch::from_architecture(&m.name, &m.arch, true),
+        None => stand_in_from(table, path),
     }
+}
+
+/// The stand-in shape for a model of `path`'s size (parsed from its name), whatever the table
+/// knows of the model itself: what orch assumes when told the architecture is unknown.
+pub fn stand_in(path: &str) -> Arch {
+    stand_in_from(ModelTable::builtin(), path)
+}
+
+fn stand_in_from(table: &ModelTable, path: &str) -> Arch {
     let sizes = table.family(STAND_IN_FAMILY);
     let base = path.rsplit('/').next().unwrap_or(path);
     match params_from_name(base) {

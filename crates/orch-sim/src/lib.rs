@@ -118,6 +118,9 @@ pub struct SimEnv {
     pub step_seconds: f64,
     /// `ORCH_SIM_HANG_AT_STEP`: stop making progress when this step starts.
     pub hang_at_step: Option<u64>,
+    /// `ORCH_SIM_PREEMPT_AT_STEP`: a run started from scratch is preempted when this step
+    /// starts (Slurm's banner, exit 143), as on a shared partition; a resumed run is not.
+    pub preempt_at_step: Option<u64>,
     /// `USER` (AReaL puts it in its paths).
     pub user: String,
 }
@@ -209,6 +212,7 @@ impl SimEnv {
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .unwrap_or(0.5),
             hang_at_step: get("ORCH_SIM_HANG_AT_STEP").and_then(|v| v.parse().ok()),
+            preempt_at_step: get("ORCH_SIM_PREEMPT_AT_STEP").and_then(|v| v.parse().ok()),
             user: get("USER").unwrap_or_else(|| "root".into()),
         }
     }
@@ -317,6 +321,19 @@ impl Ctx<'_> {
     pub fn finish(&mut self, code: i32, what: &str) -> i32 {
         self.both(format!("{TAG} {what}; exit {code}"));
         code
+    }
+
+    /// `ORCH_SIM_PREEMPT_AT_STEP`: the scheduler takes the node back (runs resumed from a
+    /// checkpoint, `from_step` > 0, are left alone). Returns the exit code when it happened.
+    pub fn maybe_preempt(&mut self, step: u64, from_step: u64) -> Option<i32> {
+        if from_step > 0 || self.env.preempt_at_step != Some(step) {
+            return None;
+        }
+        self.sink.err(&format!(
+            "slurmstepd: error: *** JOB {} ON sim-node-1 CANCELLED AT 2026-01-01T00:00:00 DUE TO PREEMPTION ***",
+            std::process::id()
+        ));
+        Some(143)
     }
 
     /// `ORCH_SIM_HANG_AT_STEP`: stop here for good.

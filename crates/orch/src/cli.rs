@@ -101,6 +101,17 @@ pub enum BackendKind {
     Ssh,
 }
 
+/// What `submit` does with a configuration predicted not to fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Preflight {
+    /// Submit the best predicted fitting configuration instead, and say why
+    On,
+    /// Say that it is predicted not to fit, and submit it as written
+    Warn,
+    /// Submit as written without estimating
+    Off,
+}
+
 /// Where a remote backend works.
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Remote host")]
@@ -145,6 +156,18 @@ pub struct SubmitArgs {
     /// Run the real trainer even when no GPU is visible
     #[arg(long, help_heading = "Running")]
     pub no_simulate: bool,
+
+    /// Before the first submission, estimate the memory; when the configuration as written is
+    /// predicted not to fit, `on` submits the best predicted fitting one instead (and says
+    /// so), `warn` only says so, `off` does not estimate
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        default_value = "on",
+        help_heading = "Running"
+    )]
+    pub preflight: Preflight,
 
     #[command(flatten)]
     pub watch: WatchArgs,

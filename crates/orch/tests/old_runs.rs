@@ -167,7 +167,14 @@ fn old_runs_killed_at_every_crash_point_resume_to_the_end() {
             .iter()
             .map(|a| a["attempt"].as_u64().unwrap())
             .collect();
-        assert_eq!(numbers, [1, 2, 3], "after a crash at {point}: {run:?}");
+        // Each attempt submitted once, numbered in order; the planner needs fewer than the
+        // old binary's ladder walk did (it took three).
+        let expected: Vec<u64> = (1..=numbers.len() as u64).collect();
+        assert_eq!(numbers, expected, "after a crash at {point}: {run:?}");
+        assert!(
+            (2..=3).contains(&numbers.len()),
+            "after a crash at {point}: {run:?}"
+        );
         if let Some(job) = first_job {
             // The attempt already in the backend's hands is the one that was watched on.
             assert_eq!(attempts[0]["job_id"], job, "after a crash at {point}");

@@ -41,6 +41,11 @@ pub struct TemplateSpec {
     pub defaults: BTreeMap<String, serde_yaml::Value>,
     #[serde(default)]
     pub rules: Vec<Rule>,
+    /// What a run trains, as named expressions over the same values as `rules`: two plans
+    /// whose values are all equal train the same thing. The planner prefers such plans and
+    /// marks a move that changes one as changing the training semantics.
+    #[serde(default)]
+    pub semantics: BTreeMap<String, String>,
     /// Keys (and `resources.*` fields) whose change may make the last checkpoint unloadable
     /// (sharding layout, data-loader position); a step changing one is flagged in the history.
     #[serde(default)]

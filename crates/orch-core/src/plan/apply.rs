@@ -67,6 +67,58 @@ impl Plan {
     }
 }
 
+/// The resource fields a step may change, as `resources.<field>`.
+const RESOURCE_FIELDS: [&str; 7] = [
+    "partition",
+    "gres_type",
+    "gpus",
+    "nodes",
+    "cpus_per_task",
+    "mem_gb",
+    "time",
+];
+
+impl Plan {
+    /// Every value that differs from this plan to `other` (overrides, environment, resources),
+    /// as the records a step would have made: what a planner's move changes in one go.
+    pub fn changes_to(&self, other: &Plan) -> Vec<ChangeRecord> {
+        fn value_changes(
+            out: &mut Vec<ChangeRecord>,
+            prefix: &str,
+            from: &std::collections::BTreeMap<String, super::Setting>,
+            to: &std::collections::BTreeMap<String, super::Setting>,
+        ) {
+            for (key, new) in to {
+                let old = from.get(key).map(|s| &s.value);
+                if old != Some(&new.value) {
+                    out.push(ChangeRecord::new(format!("{prefix}{key}"), old, &new.value));
+                }
+            }
+            for (key, old) in from.iter().filter(|(k, _)| !to.contains_key(*k)) {
+                out.push(ChangeRecord {
+                    key: format!("{prefix}{key}"),
+                    from: Some(scalar_text(&old.value)),
+                    to: "(unset)".into(),
+                });
+            }
+        }
+        let mut out = Vec::new();
+        value_changes(&mut out, "", &self.overrides, &other.overrides);
+        value_changes(&mut out, "env.", &self.env, &other.env);
+        for field in RESOURCE_FIELDS {
+            let (old, new) = (self.resources.get(field), other.resources.get(field));
+            if let Some(new) = new.filter(|n| old.as_ref() != Some(n)) {
+                out.push(ChangeRecord::new(
+                    format!("resources.{field}"),
+                    old.as_ref(),
+                    &new,
+                ));
+            }
+        }
+        out
+    }
+}
+
 impl ChangeRecord {
     fn new(key: String, from: Option<&Value>, to: &Value) -> Self {
         ChangeRecord {

@@ -98,12 +98,7 @@ impl Plan {
     /// The template's rules this plan breaks, each with the values it read.
     fn rule_violations(&self, setup: &Setup) -> Vec<String> {
         let env = jinja::environment();
-        let mut ctx = self.config_tree(setup);
-        if let serde_json::Value::Object(map) = &mut ctx {
-            map.insert("gpus".into(), self.resources.gpus.into());
-            map.insert("nodes".into(), self.resources.nodes.into());
-        }
-        let ctx = jinja::to_value(&ctx);
+        let ctx = self.expression_context(setup);
         let mut out = Vec::new();
         for rule in &setup.template.spec.rules {
             let passed = env
@@ -127,6 +122,17 @@ impl Plan {
             out.push(text);
         }
         out
+    }
+
+    /// What the template's expressions (`rules`, `semantics`) read: the merged configuration as
+    /// nested values, plus `gpus` (per node) and `nodes`.
+    pub(crate) fn expression_context(&self, setup: &Setup) -> minijinja::Value {
+        let mut ctx = self.config_tree(setup);
+        if let serde_json::Value::Object(map) = &mut ctx {
+            map.insert("gpus".into(), self.resources.gpus.into());
+            map.insert("nodes".into(), self.resources.nodes.into());
+        }
+        jinja::to_value(&ctx)
     }
 
     /// `key = value (from source)` for each key a rule reads, so the user sees which layer to fix.

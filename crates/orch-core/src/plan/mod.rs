@@ -12,6 +12,7 @@
 mod apply;
 mod check;
 mod dotted;
+mod semantics;
 mod set_arg;
 mod setup;
 
@@ -26,6 +27,7 @@ use crate::config::profile::Resources;
 
 pub use apply::linear_path;
 pub(crate) use dotted::insert_dotted;
+pub use semantics::{Semantics, semantic_changes};
 pub use set_arg::SetArg;
 pub use setup::Setup;
 
@@ -156,9 +158,30 @@ impl Plan {
         next
     }
 
-    /// The name of the last step taken, or `base`.
-    pub fn step_name(&self) -> &str {
-        self.steps.last().map(String::as_str).unwrap_or("base")
+    /// The steps taken, repeats counted (`halve-micro-batch×2+gradient-checkpointing`), or
+    /// `base`.
+    pub fn step_name(&self) -> String {
+        let mut parts: Vec<(String, usize)> = Vec::new();
+        for s in &self.steps {
+            match parts.iter_mut().find(|(n, _)| n == s) {
+                Some((_, k)) => *k += 1,
+                None => parts.push((s.clone(), 1)),
+            }
+        }
+        if parts.is_empty() {
+            return "base".into();
+        }
+        parts
+            .iter()
+            .map(|(n, k)| {
+                if *k == 1 {
+                    n.clone()
+                } else {
+                    format!("{n}×{k}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("+")
     }
 }
 

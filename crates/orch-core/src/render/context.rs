@@ -150,7 +150,7 @@ fn run_values(plan: &Plan, info: &AttemptInfo) -> BTreeMap<&'static str, Value> 
         ("dir", Value::from(info.dir.display().to_string())),
         ("run_dir", Value::from(info.run_dir.display().to_string())),
         ("job_name", Value::from(info.job_name.clone())),
-        ("step_name", Value::from(plan.step_name().to_string())),
+        ("step_name", Value::from(plan.step_name())),
         ("steps", to_value(&plan.steps)),
     ])
 }

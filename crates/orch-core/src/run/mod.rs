@@ -47,6 +47,7 @@ pub use phase::{Finish, Live, Pending, Phase, Queue, Resumed};
 
 use crate::backend::{Backend, Scheduler};
 use crate::config::Catalog;
+use crate::estimate::Estimator;
 use crate::ledger::{Journal, RunDir, RunLock, RunRecord};
 use crate::plan::{Plan, Setup};
 use crate::progress::{Progress, elapsed};
@@ -79,6 +80,10 @@ pub struct RunDriver {
     phase: Phase,
     _lock: RunLock,
     setup: Setup,
+    /// The experiment's estimator (None when its template has none).
+    estimator: Option<Estimator>,
+    /// The run's plan as written, before preflight: what "trains the same thing" means.
+    written: Plan,
     plan: Plan,
     journal: Journal,
     /// The latest attempt rendered (0 before the first).
@@ -109,6 +114,8 @@ impl RunDriver {
             phase: Phase::Queued(Pending::default()),
             _lock: lock,
             simulate: journal.cached().simulate,
+            estimator: Estimator::new(&setup).ok(),
+            written: plan.clone(),
             setup,
             plan,
             journal,
@@ -133,11 +140,13 @@ impl RunDriver {
         let lock = run.lock()?;
         let journal = Journal::open(run)?;
         let record = journal.cached().clone();
-        let (setup, plan, tried) = replan(catalog, &journal, &record)?;
+        let (setup, written, plan, tried) = replan(catalog, &journal, &record)?;
         let mut driver = RunDriver {
             phase: Phase::Broken,
             _lock: lock,
             simulate: record.simulate,
+            estimator: Estimator::new(&setup).ok(),
+            written,
             setup,
             plan,
             journal,
@@ -213,12 +222,32 @@ impl RunDriver {
     }
 }
 
-/// The setup and latest plan of a recorded run, and the plans it already submitted.
+/// Where a run keeps its plan as written when preflight changed it before the first attempt
+/// (`plan.yaml` then holds preflight's plan, the first one submitted).
+pub const WRITTEN_PLAN: &str = "written.yaml";
+
+impl RunDriver {
+    /// Start with preflight's choice instead of the plan as written: `move_` becomes the first
+    /// attempt, recorded with its reason and changes.
+    pub fn preflighted(mut self, written: Plan, move_: crate::planner::Move) -> Self {
+        self.written = written;
+        self.plan = move_.plan;
+        self.phase = Phase::Queued(Pending {
+            why: format!("preflight: {}", move_.why),
+            changes: move_.changes,
+            changes_semantics: move_.changes_semantics,
+        });
+        self
+    }
+}
+
+/// The setup of a recorded run, its plan as written, its latest plan, and the plans it
+/// already submitted.
 fn replan(
     catalog: &Catalog,
     journal: &Journal,
     record: &RunRecord,
-) -> anyhow::Result<(Setup, Plan, HashSet<String>)> {
+) -> anyhow::Result<(Setup, Plan, Plan, HashSet<String>)> {
     let experiment = crate::config::experiment::Experiment::find(catalog, &record.experiment)?
         .into_iter()
         .find(|e| e.name == record.experiment)
@@ -235,6 +264,11 @@ fn replan(
         Ok(text) => serde_yaml::from_str(&text).context("cannot parse the run's plan.yaml")?,
         Err(_) => base,
     };
+    let written = match std::fs::read_to_string(journal.run().path.join(WRITTEN_PLAN)) {
+        Ok(text) => serde_yaml::from_str(&text)
+            .with_context(|| format!("cannot parse the run's {WRITTEN_PLAN}"))?,
+        Err(_) => plan.clone(),
+    };
     for a in &record.attempts {
         let path = a.dir.join("plan.yaml");
         let text = std::fs::read_to_string(&path)
@@ -245,5 +279,5 @@ fn replan(
             tried.insert(plan.canonical(&setup));
         }
     }
-    Ok((setup, plan, tried))
+    Ok((setup, written, plan, tried))
 }

@@ -10,10 +10,11 @@ use anyhow::Context;
 
 use super::{Ctx, Finish, Live, Pending, Phase, Queue, RunDriver};
 use crate::backend::{FollowUpJob, JobEnd, JobRef, JobSpec, JobState, Scheduler};
-use crate::ladder::Next;
 use crate::ledger::{Decision, Event, EvidenceRecord, RunState, crash_point, now};
 use crate::outcome::Outcome;
-use crate::plan::ChangeRecord;
+use crate::plan::{ChangeRecord, Plan};
+use crate::planner::evidence::Failure;
+use crate::planner::{self, Next};
 use crate::progress::{Progress, elapsed};
 use crate::render::AttemptInfo;
 use orch_classify::FailureClass;
@@ -84,7 +85,7 @@ impl RunDriver {
         self.journal.append(&Event::Rendered {
             ts: now(),
             attempt: n,
-            step: self.plan.step_name().to_string(),
+            step: self.plan.step_name(),
             steps: self.plan.steps.clone(),
             changes: pending.changes,
             why: pending.why,
@@ -432,7 +433,19 @@ impl RunDriver {
     ) -> anyhow::Result<Option<Pending>> {
         let n = self.attempt;
         let mut notes = Vec::new();
-        let next = crate::ladder::next(&self.setup, &self.plan, class, &self.tried, &mut notes);
+        let failures = self.failures()?;
+        let next = planner::next(
+            &planner::Context {
+                setup: &self.setup,
+                estimator: self.estimator.as_ref(),
+                written: &self.written,
+                current: &self.plan,
+                failures: &failures,
+                tried: &self.tried,
+            },
+            &mut notes,
+        );
+        debug_assert!(failures.last().is_some_and(|f| f.class == class));
         for note in &notes {
             ctx.progress.say(format!("[{}]   {note}", self.name()));
         }
@@ -441,30 +454,15 @@ impl RunDriver {
             return self.give_up(ctx, &reason).map(|()| None);
         }
         let pending = match next {
-            Next::Step {
-                plan,
-                step,
-                changes,
-            } => {
-                self.decided(n, Decision::Step(step.name.clone()), &step.why)?;
-                let text: Vec<String> = changes.iter().map(ToString::to_string).collect();
-                ctx.progress.say(format!(
-                    "[{}] next: step {}{} — {}\n    {}",
-                    self.name(),
-                    step.name,
-                    if step.changes_semantics {
-                        " (changes training semantics)"
-                    } else {
-                        ""
-                    },
-                    step.why,
-                    text.join("\n    ")
-                ));
-                self.plan = plan;
+            Next::Move(m) => {
+                self.decided(n, Decision::Step(m.label.clone()), &m.why)?;
+                ctx.progress
+                    .say(format!("[{}] next: {}", self.name(), m.describe()));
+                self.plan = m.plan;
                 Pending {
-                    why: step.why,
-                    changes,
-                    changes_semantics: step.changes_semantics,
+                    why: m.why,
+                    changes: m.changes,
+                    changes_semantics: m.changes_semantics,
                 }
             }
             Next::Resume {
@@ -489,6 +487,31 @@ impl RunDriver {
             Next::GiveUp { reason } => return self.give_up(ctx, &reason).map(|()| None),
         };
         Ok(Some(pending))
+    }
+
+    /// The run's failed attempts so far, oldest first, with their plans and memory numbers.
+    fn failures(&mut self) -> anyhow::Result<Vec<Failure>> {
+        let record = self.journal.record()?;
+        let mut out = Vec::new();
+        for a in &record.attempts {
+            let Some(Outcome::Failed(class)) = a.outcome else {
+                continue;
+            };
+            let path = a.dir.join("plan.yaml");
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let plan: Plan = serde_yaml::from_str(&text)
+                .with_context(|| format!("cannot parse {}", path.display()))?;
+            out.push(Failure {
+                plan,
+                class,
+                facts: a
+                    .evidence
+                    .as_ref()
+                    .and_then(|e| e.memory.as_deref().cloned()),
+            });
+        }
+        Ok(out)
     }
 
     /// Record a decision once: after a restart the same decision is made again.

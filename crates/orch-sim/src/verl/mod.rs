@@ -293,6 +293,9 @@ fn train(ctx: &mut Ctx, r: &Run) -> Step<i32> {
         if ctx.maybe_hang(step) {
             return Ok(124);
         }
+        if let Some(code) = ctx.maybe_preempt(step, start) {
+            return Ok(code);
+        }
         let rel = step - start;
         ctx.sleep(step_s * 0.5);
         if let Some(f) = r.fails_at(|f| f.at == FailAt::Rollout { step: rel }) {

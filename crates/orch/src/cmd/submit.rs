@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use crate::cli::{BackendKind, ResumeArgs, SubmitArgs};
+use crate::cli::{BackendKind, Preflight, ResumeArgs, SubmitArgs};
 use orch_core::backend::{Backend, cloud::Cloud, local::Local, slurm::Slurm};
 use orch_core::config::Catalog;
 use orch_core::config::Kind;
@@ -50,7 +50,11 @@ pub async fn submit(
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();
     let mut detached = Vec::new();
-    for (setup, plan) in prepared {
+    for (setup, written) in prepared {
+        let preflight = preflight(&setup, &written, args.preflight, &progress);
+        let plan = preflight
+            .as_ref()
+            .map_or_else(|| written.clone(), |m| m.plan.clone());
         let max_attempts = args
             .max_attempts
             .or(setup.max_attempts)
@@ -60,7 +64,7 @@ pub async fn submit(
             ledger,
             &args,
             &setup,
-            &plan,
+            (&written, &plan),
             &NewRun {
                 backend: backend.name(),
                 remote: remote.as_ref(),
@@ -84,7 +88,11 @@ pub async fn submit(
             detached.push(run.id.clone());
             continue;
         }
-        drivers.push(RunDriver::new(setup, plan, run, max_attempts, &progress)?);
+        let mut driver = RunDriver::new(setup, plan, run, max_attempts, &progress)?;
+        if let Some(chosen) = preflight {
+            driver = driver.preflighted(written, chosen);
+        }
+        drivers.push(driver);
         orch_core::ledger::crash_point("created");
     }
     if !detached.is_empty() {
@@ -174,12 +182,13 @@ struct NewRun<'a> {
     simulate: bool,
 }
 
-/// Create a run directory with its `created` event and its first plan.
+/// Create a run directory with its `created` event, its first plan and, when preflight chose
+/// that plan, the plan as written.
 fn create_run(
     ledger: &Ledger,
     args: &SubmitArgs,
     setup: &Setup,
-    plan: &Plan,
+    (written, plan): (&Plan, &Plan),
     new: &NewRun,
 ) -> anyhow::Result<RunDir> {
     let run = ledger.create(
@@ -208,7 +217,54 @@ fn create_run(
         &run.path.join("plan.yaml"),
         serde_yaml::to_string(plan)?.as_bytes(),
     )?;
+    if written != plan {
+        orch_core::atomic::write_atomic(
+            &run.path.join(orch_core::run::WRITTEN_PLAN),
+            serde_yaml::to_string(written)?.as_bytes(),
+        )?;
+    }
     Ok(run)
+}
+
+/// Preflight: estimate the plan as written; when it is predicted not to fit, the move to the
+/// best predicted fitting configuration (`on`), or only a warning (`warn`). Says what it did in
+/// one line; says nothing when the plan fits or cannot be estimated.
+fn preflight(
+    setup: &Setup,
+    written: &Plan,
+    mode: Preflight,
+    progress: &Progress,
+) -> Option<orch_core::planner::Move> {
+    if mode == Preflight::Off {
+        return None;
+    }
+    let name = &written.experiment;
+    let estimator = orch_core::estimate::Estimator::new(setup).ok()?;
+    if !estimator.knows_architecture() {
+        progress.say(format!(
+            "[{name}] preflight: the model's architecture is unknown, so its memory is not estimated before the first attempt (give `architecture:` in the experiment)"
+        ));
+        return None;
+    }
+    let as_written = estimator.estimate(setup, written);
+    let failure = as_written.estimate.failure.as_ref()?;
+    if mode == Preflight::Warn {
+        progress.say(format!(
+            "[{name}] preflight: predicted not to fit ({}; needs {:.1} GiB per GPU on a {:.1} GiB card); submitting as written (--preflight=warn)",
+            failure,
+            as_written.gpu_peak_gib(),
+            setup.profile.gpu.memory_gib
+        ));
+        return None;
+    }
+    let mut notes = Vec::new();
+    let chosen = orch_core::planner::preflight(setup, &estimator, written, &mut notes);
+    for note in notes {
+        progress.say(format!("[{name}]   {note}"));
+    }
+    let chosen = chosen?;
+    progress.say(format!("[{name}] preflight: {}", chosen.describe()));
+    Some(chosen)
 }
 
 /// `--detach` anywhere but on a login node: a background `orch resume` drives the runs.

@@ -194,9 +194,18 @@ impl Orch {
         run
     }
 
-    /// `orch submit --backend local EXPERIMENT ARGS…`, which must exit with `code`.
+    /// `orch submit --backend local EXPERIMENT ARGS…`, which must exit with `code`: the recovery
+    /// loop itself, so without preflight and without the demo's simulated preemption.
     pub fn submit_local(&self, experiment: &str, args: &[&str], code: i32) -> Run {
-        let mut all = vec!["submit", "--backend", "local", experiment];
+        let mut all = vec![
+            "submit",
+            "--backend",
+            "local",
+            "--preflight=off",
+            "--set",
+            "env.ORCH_SIM_PREEMPT_AT_STEP=0",
+            experiment,
+        ];
         all.extend(args);
         self.expect(&all, code)
     }

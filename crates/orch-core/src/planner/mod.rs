@@ -1,0 +1,593 @@
+//! The planner: after a failed attempt (and before the first, [`preflight`]), the
+//! configuration to try next, and why.
+//!
+//! # Theory of operation
+//! A ladder is the menu of allowed moves: which failure classes each step answers and which
+//! change the training semantics. The planner does not walk it in order. After a failure:
+//!
+//! 1. **What the failures taught** ([`evidence`]): memory other programs hold on the card,
+//!    how far the estimator undercounts (a failure proves the demand exceeded the card), and
+//!    which phase failed.
+//! 2. **The candidates** ([`space`]): the plan as written with any combination of the steps
+//!    answering a class this run has failed with, each at most `repeat` times, minus every
+//!    configuration already tried. Rules take moves off the menu: an allocator setting when
+//!    reserved-but-unallocated memory is small next to the request; any step that does not
+//!    lower the failing quantity in the estimate (more GPUs where per-GPU memory does not
+//!    depend on them, trainer-side cuts for a rollout start-up failure and the reverse); and
+//!    the last move when the same failure came back with the same numbers (a semantics change
+//!    that did not help is undone).
+//! 3. **The choice**: candidates predicted to fit the usable card with a margin; those that
+//!    train the same thing as the plan as written first (the template's `semantics:`), then
+//!    those asking for no more GPUs (a bigger allocation waits longer in the queue), then the
+//!    highest predicted throughput ([`throughput`]), then the fewest moves. The first that
+//!    passes the template's rules is the next attempt, with one line saying why.
+//!
+//! When nothing the ladder allows is predicted to fit, the planner tries the most conservative
+//! configuration once, then stops, naming any other program that holds the card. Templates
+//! without an estimator fall back to walking the ladder in order ([`walk`]).
+
+pub mod evidence;
+pub mod space;
+pub mod throughput;
+mod walk;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeSet, HashSet};
+
+use orch_classify::FailureClass;
+
+use crate::config::ladder::Step;
+use crate::estimate::{Estimator, PlanEstimate};
+use crate::plan::{ChangeRecord, Plan, Semantics, Setup, semantic_changes};
+use evidence::{FailingPhase, Failure, Learned, failing_phase, fragmentation_ruled_out};
+use space::{Candidate, Range, counts_of};
+use throughput::Throughput;
+
+/// Headroom a candidate must leave when the architecture is known: estimators of this kind
+/// are within 1.6–3 % of measured peaks for fine-tuning (LLMem, 2024), and sequence lengths
+/// vary from step to step.
+pub const MARGIN_KNOWN: f64 = 0.04;
+
+/// Headroom when the architecture is not known (a stand-in shape of the model's size,
+/// calibrated by the failures only).
+pub const MARGIN_UNKNOWN: f64 = 0.10;
+
+/// A move in the estimate smaller than this (GiB) does not change the failing quantity.
+pub const NO_EFFECT_GIB: f64 = 0.05;
+
+/// The failure classes a configuration change answers: memory.
+const MEMORY_CLASSES: [FailureClass; 3] = [
+    FailureClass::GpuOom,
+    FailureClass::KvCache,
+    FailureClass::HostOom,
+];
+
+/// What to do after a failure.
+#[derive(Debug, Clone)]
+pub enum Next {
+    /// Change the configuration.
+    Move(Move),
+    /// Run the same configuration again, from the last checkpoint.
+    Resume { plan: Plan, reason: String },
+    /// Nothing left that would help.
+    GiveUp { reason: String },
+}
+
+/// A change of configuration: the plan to submit next and why.
+#[derive(Debug, Clone)]
+pub struct Move {
+    pub plan: Plan,
+    /// The ladder steps it amounts to, from the plan as written (`halve-micro-batch ×2 +
+    /// gradient-checkpointing`).
+    pub label: String,
+    /// One line, with the numbers.
+    pub why: String,
+    /// Every value that differs from the failed attempt.
+    pub changes: Vec<ChangeRecord>,
+    /// The plan trains something other than the plan as written.
+    pub changes_semantics: bool,
+}
+
+impl Move {
+    /// The move for people: what it amounts to, why, and each value it changes.
+    pub fn describe(&self) -> String {
+        let mut text = format!(
+            "{}{} — {}",
+            self.label,
+            if self.changes_semantics {
+                " (changes training semantics)"
+            } else {
+                ""
+            },
+            self.why
+        );
+        for change in &self.changes {
+            text.push_str(&format!("\n    {change}"));
+        }
+        text
+    }
+}
+
+/// Everything a decision reads. All of it comes from the run's ledger, so the same run makes
+/// the same decision again after a restart.
+pub struct Context<'a> {
+    pub setup: &'a Setup,
+    /// None when the template has no memory estimator.
+    pub estimator: Option<&'a Estimator>,
+    /// The first plan of the run, before preflight and any step.
+    pub written: &'a Plan,
+    /// The plan that just failed.
+    pub current: &'a Plan,
+    /// The run's failed attempts, oldest first; the last is the one to answer.
+    pub failures: &'a [Failure],
+    /// Canonical forms of every plan submitted in this run.
+    pub tried: &'a HashSet<String>,
+}
+
+/// Choose what follows the last failure. `notes` collects the lessons and the moves passed over.
+pub fn next(cx: &Context<'_>, notes: &mut Vec<String>) -> Next {
+    let last = cx.failures.last().expect("next() answers a failure");
+    let class = last.class;
+    if matches!(
+        class,
+        FailureClass::Timeout
+            | FailureClass::Preempted
+            | FailureClass::NodeFail
+            | FailureClass::Hang
+    ) {
+        return resume(
+            cx,
+            format!(
+                "{}: not a problem of the configuration; resubmitting the same configuration, resuming from the last checkpoint",
+                class.as_str()
+            ),
+        );
+    }
+    let answered = cx
+        .setup
+        .ladder
+        .steps
+        .iter()
+        .any(|s| s.answers.contains(&class));
+    let decided = match (answered, cx.estimator) {
+        (false, _) => None,
+        (true, Some(estimator)) if MEMORY_CLASSES.contains(&class) => {
+            Some(plan_after(cx, estimator, notes))
+        }
+        (true, _) => walk::next(cx.setup, cx.current, class, cx.tried, notes),
+    };
+    if let Some(next) = decided {
+        return next;
+    }
+    if class == FailureClass::NcclTimeout && !cx.current.resume {
+        return resume(
+            cx,
+            "nccl_timeout with no ladder step for it: retrying once from the last checkpoint"
+                .into(),
+        );
+    }
+    Next::GiveUp {
+        reason: give_up_reason(cx.current, class, !answered),
+    }
+}
+
+fn resume(cx: &Context<'_>, reason: String) -> Next {
+    Next::Resume {
+        plan: cx.current.resumed(cx.setup),
+        reason,
+    }
+}
+
+/// Preflight: when `written` is predicted not to fit, the best predicted fitting configuration
+/// the ladder allows, and why. The steps answering the predicted failure's class come first;
+/// only when none of their combinations fits are the other memory steps added. None when the
+/// plan is predicted to fit, or nothing is.
+pub fn preflight(
+    setup: &Setup,
+    estimator: &Estimator,
+    written: &Plan,
+    notes: &mut Vec<String>,
+) -> Option<Move> {
+    let as_written = estimator.estimate(setup, written);
+    let predicted = predicted_class(as_written.estimate.failure.as_ref()?);
+    let mut exclude = HashSet::new();
+    exclude.insert(written.canonical(setup));
+    let search = Search {
+        setup,
+        estimator,
+        written,
+        learned: Learned::nothing(),
+        margin: margin(estimator),
+    };
+    let menus: [&[FailureClass]; 2] = [&[predicted], &MEMORY_CLASSES];
+    let best = menus.iter().find_map(|classes| {
+        let ranges: Vec<Range> = setup
+            .ladder
+            .steps
+            .iter()
+            .map(|s| Range {
+                lo: 0,
+                hi: if s.answers.iter().any(|c| classes.contains(c)) {
+                    s.repeat
+                } else {
+                    0
+                },
+            })
+            .collect();
+        search.best(space::enumerate(setup, written, &ranges, &exclude), notes)
+    });
+    let Some(best) = best else {
+        notes.push(format!(
+            "preflight: predicted not to fit ({}), and nothing the ladder allows is predicted to; submitting as written",
+            as_written.fit.as_str()
+        ));
+        return None;
+    };
+    let mut chosen = search.move_to(written, best);
+    chosen.why = format!(
+        "as written it is predicted to need {:.1} GiB per GPU on a {:.1} GiB card ({}); {}",
+        as_written.gpu_peak_gib(),
+        setup.profile.gpu.memory_gib,
+        predicted.as_str(),
+        chosen.why
+    );
+    Some(chosen)
+}
+
+/// The failure class the classifier would give the estimator's predicted failure.
+fn predicted_class(failure: &orch_memory::estimate::Failure) -> FailureClass {
+    use orch_memory::estimate::FailKind;
+    match failure.kind {
+        FailKind::VllmNoCacheBlocks { .. }
+        | FailKind::VllmMaxLen { .. }
+        | FailKind::SglangNotEnough { .. } => FailureClass::KvCache,
+        FailKind::HostOom { .. } => FailureClass::HostOom,
+        _ => FailureClass::GpuOom,
+    }
+}
+
+/// The estimator-driven decision after a memory failure.
+fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) -> Next {
+    let setup = cx.setup;
+    let capacity = setup.profile.gpu.memory_gib;
+    let learned = Learned::from_failures(cx.failures, capacity, |p| estimator.estimate(setup, p));
+    notes.extend(learned.notes.iter().cloned());
+    let ranges = menu(cx, estimator, notes);
+    let candidates = space::enumerate(setup, cx.written, &ranges, cx.tried);
+    let search = Search {
+        setup,
+        estimator,
+        written: cx.written,
+        learned,
+        margin: margin(estimator),
+    };
+    if let Some(best) = search.best(candidates.clone(), notes) {
+        return Next::Move(search.move_to(cx.current, best));
+    }
+    nothing_fits(cx, &search, candidates, notes)
+}
+
+/// The headroom for this estimator.
+fn margin(estimator: &Estimator) -> f64 {
+    if estimator.knows_architecture() {
+        MARGIN_KNOWN
+    } else {
+        MARGIN_UNKNOWN
+    }
+}
+
+/// How many times each ladder step may be taken after the last failure.
+fn menu(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) -> Vec<Range> {
+    let setup = cx.setup;
+    let steps = &setup.ladder.steps;
+    let last = cx.failures.last().expect("a failure to answer");
+    let classes: BTreeSet<&str> = cx.failures.iter().map(|f| f.class.as_str()).collect();
+    let current = counts_of(cx.current, steps);
+    let mut ranges: Vec<Range> = steps
+        .iter()
+        .zip(&current)
+        .map(|(s, &n)| {
+            if s.answers.iter().any(|c| classes.contains(c.as_str())) {
+                Range {
+                    lo: 0,
+                    hi: s.repeat,
+                }
+            } else {
+                Range { lo: n, hi: n }
+            }
+        })
+        .collect();
+    let predicted = estimator.estimate(setup, cx.current);
+    let phase = failing_phase(last, &predicted);
+    let fragmentation = last.facts.as_ref().and_then(fragmentation_ruled_out);
+    for (i, step) in steps.iter().enumerate() {
+        if ranges[i].hi == ranges[i].lo || current[i] >= step.repeat {
+            continue;
+        }
+        let why_not = match (&fragmentation, is_allocator_setting(step)) {
+            (Some(why), true) => Some(why.clone()),
+            _ => no_effect(cx, estimator, step, phase, last.class, &predicted),
+        };
+        if let Some(why) = why_not {
+            notes.push(format!("passed over {}: {why}", step.name));
+            ranges[i] = Range {
+                lo: current[i],
+                hi: current[i],
+            };
+        }
+    }
+    undo_missed_move(cx, &mut ranges, notes);
+    ranges
+}
+
+/// Why taking `step` once more on the failed plan would not lower the failing quantity.
+fn no_effect(
+    cx: &Context<'_>,
+    estimator: &Estimator,
+    step: &Step,
+    phase: FailingPhase,
+    class: FailureClass,
+    before: &PlanEstimate,
+) -> Option<String> {
+    let Ok(Some((after, _))) = cx.current.apply(step, cx.setup) else {
+        return Some("it changes nothing here".into());
+    };
+    let after = estimator.estimate(cx.setup, &after);
+    let (b, a) = (phase.quantity(class, before), phase.quantity(class, &after));
+    (a > b - NO_EFFECT_GIB).then(|| {
+        format!(
+            "it does not lower the {} memory that failed (estimate {:.2} → {:.2} GiB)",
+            phase.as_str(),
+            b.abs(),
+            a.abs()
+        )
+    })
+}
+
+/// A step that only sets the CUDA caching allocator's configuration.
+fn is_allocator_setting(step: &Step) -> bool {
+    step.overrides.is_empty()
+        && step.resources.is_empty()
+        && !step.env.is_empty()
+        && step.env.keys().all(|k| k.ends_with("_ALLOC_CONF"))
+}
+
+/// When the last two failures state the same numbers, the move between them missed the cause:
+/// its steps go back to what they were before it (a semantics change that did not help is
+/// undone).
+fn undo_missed_move(cx: &Context<'_>, ranges: &mut [Range], notes: &mut Vec<String>) {
+    let [.., before, last] = cx.failures else {
+        return;
+    };
+    if !evidence::same_numbers(before, last) {
+        return;
+    }
+    let steps = &cx.setup.ladder.steps;
+    let (was, now) = (counts_of(&before.plan, steps), counts_of(&last.plan, steps));
+    for (i, step) in steps.iter().enumerate() {
+        if was[i] != now[i] {
+            notes.push(format!(
+                "undoing {}: the same failure came back with the same numbers, so it missed the cause",
+                step.name
+            ));
+            ranges[i] = Range {
+                lo: was[i],
+                hi: was[i],
+            };
+        }
+    }
+}
+
+/// Nothing predicted to fit: stop when another program holds the card or this already
+/// happened; else try the most conservative configuration once.
+fn nothing_fits(
+    cx: &Context<'_>,
+    search: &Search<'_>,
+    candidates: Vec<Candidate>,
+    notes: &mut Vec<String>,
+) -> Next {
+    let capacity = cx.setup.profile.gpu.memory_gib;
+    let usable = search.learned.usable_gib(capacity);
+    if !search.learned.holders.is_empty() {
+        let holders: Vec<String> = search
+            .learned
+            .holders
+            .iter()
+            .map(|p| format!("process {} holds {:.2} GiB", p.pid, p.gib))
+            .collect();
+        return Next::GiveUp {
+            reason: format!(
+                "another program holds memory on the card ({}), and nothing the ladder allows is predicted to fit in the {:.1} GiB left; free the card or choose another",
+                holders.join(", "),
+                capacity - search.learned.unavailable_gib
+            ),
+        };
+    }
+    let smallest = candidates
+        .into_iter()
+        .map(|c| {
+            let e = search.estimate(&c.plan, f64::INFINITY);
+            (e.gpu_peak_gib(), c)
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    match smallest {
+        Some((peak, c)) if cx.failures.len() < 2 && c.plan.check(cx.setup).is_ok() => {
+            notes.push(format!(
+                "nothing the ladder allows is predicted to fit in {usable:.1} GiB; trying the most conservative configuration once"
+            ));
+            let estimate = search.estimate(&c.plan, usable);
+            let written = cx.written.semantics(cx.setup);
+            let scored = search.score(c, estimate, &written);
+            let mut chosen = search.move_to(cx.current, scored);
+            chosen.why = format!(
+                "nothing is predicted to fit; the smallest configuration the ladder allows needs {peak:.1} GiB — trying it once"
+            );
+            Next::Move(chosen)
+        }
+        Some((peak, c)) => Next::GiveUp {
+            reason: format!(
+                "nothing the ladder allows is predicted to fit a {capacity:.1} GiB card: the smallest configuration ({}) needs {peak:.1} GiB per GPU; use a larger card or more GPUs",
+                c.label(&cx.setup.ladder.steps)
+            ),
+        },
+        None => Next::GiveUp {
+            reason: give_up_reason(cx.current, cx.failures[cx.failures.len() - 1].class, false),
+        },
+    }
+}
+
+/// One decision's search: the estimator, what was learned, the headroom.
+struct Search<'a> {
+    setup: &'a Setup,
+    estimator: &'a Estimator,
+    written: &'a Plan,
+    learned: Learned,
+    margin: f64,
+}
+
+/// A candidate that is predicted to fit, with its scores.
+struct Scored {
+    candidate: Candidate,
+    estimate: PlanEstimate,
+    throughput: Throughput,
+    semantics: Semantics,
+    same_semantics: bool,
+    /// Asks for no more GPUs than the plan as written.
+    same_gpus: bool,
+}
+
+impl Search<'_> {
+    /// `plan` estimated on `capacity` GiB with the learned scale.
+    fn estimate(&self, plan: &Plan, capacity: f64) -> PlanEstimate {
+        self.estimator.estimate_on(self.setup, plan, capacity)
+    }
+
+    /// The best candidate predicted to fit: same semantics first, then no more GPUs than asked
+    /// for (a bigger allocation queues longer), then throughput, then fewest moves; the first of
+    /// those the template's rules accept.
+    fn best(&self, candidates: Vec<Candidate>, notes: &mut Vec<String>) -> Option<Scored> {
+        let capacity = self.setup.profile.gpu.memory_gib;
+        let usable = self.learned.usable_gib(capacity);
+        let budget = usable * (1.0 - self.margin);
+        let written = self.written.semantics(self.setup);
+        let mut fitting: Vec<Scored> = candidates
+            .into_iter()
+            .filter_map(|candidate| {
+                let estimate = self.estimate(&candidate.plan, budget);
+                if estimate.estimate.failure.is_some() {
+                    return None;
+                }
+                Some(self.score(candidate, estimate, &written))
+            })
+            .collect();
+        fitting.sort_by(|a, b| {
+            b.same_semantics
+                .cmp(&a.same_semantics)
+                .then(b.same_gpus.cmp(&a.same_gpus))
+                .then(b.throughput.relative.total_cmp(&a.throughput.relative))
+                .then(a.candidate.moves().cmp(&b.candidate.moves()))
+                .then(a.candidate.counts.cmp(&b.candidate.counts))
+        });
+        for scored in fitting {
+            match scored.candidate.plan.check(self.setup) {
+                Ok(()) => return Some(scored),
+                Err(e) => notes.push(format!(
+                    "passed over {}: the trainer would refuse it: {}",
+                    scored.candidate.label(&self.setup.ladder.steps),
+                    e.to_string().lines().nth(1).unwrap_or_default().trim()
+                )),
+            }
+        }
+        None
+    }
+
+    /// `candidate`'s throughput and semantics, given its estimate.
+    fn score(&self, candidate: Candidate, estimate: PlanEstimate, written: &Semantics) -> Scored {
+        let usable = self.learned.usable_gib(self.setup.profile.gpu.memory_gib);
+        let throughput = throughput::predict(&estimate, self.written.resources.gpus, usable);
+        let semantics = candidate.plan.semantics(self.setup);
+        let same_semantics = if written.is_empty() {
+            !self.marks_semantics(&candidate)
+        } else {
+            semantics == *written
+        };
+        Scored {
+            same_gpus: candidate.plan.resources.gpus <= self.written.resources.gpus
+                && candidate.plan.resources.nodes <= self.written.resources.nodes,
+            candidate,
+            estimate,
+            throughput,
+            semantics,
+            same_semantics,
+        }
+    }
+
+    /// A ladder step marked `changes_semantics` is among the candidate's.
+    fn marks_semantics(&self, c: &Candidate) -> bool {
+        c.counts
+            .iter()
+            .zip(&self.setup.ladder.steps)
+            .any(|(n, s)| *n > 0 && s.changes_semantics)
+    }
+
+    /// The move from `from` to the chosen candidate, with its one-line reason.
+    fn move_to(&self, from: &Plan, best: Scored) -> Move {
+        let steps = &self.setup.ladder.steps;
+        let label = best.candidate.label(steps);
+        let capacity = self.setup.profile.gpu.memory_gib;
+        let usable = self.learned.usable_gib(capacity) * self.learned.scale;
+        let peak = best.estimate.gpu_peak_gib() * self.learned.scale;
+        let costs: Vec<String> = best
+            .throughput
+            .costs
+            .iter()
+            .map(|(what, f)| format!("{what} ×{f:.2}"))
+            .collect();
+        let semantic = semantic_changes(&self.written.semantics(self.setup), &best.semantics);
+        let mut why = format!(
+            "predicted peak {peak:.1} of {usable:.1} GiB usable, throughput {:.0} % of an ideal step{}",
+            best.throughput.relative * 100.0,
+            if costs.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", costs.join(", "))
+            }
+        );
+        if !semantic.is_empty() {
+            why.push_str(&format!(
+                "; trains something else: {} (nothing that keeps it fits)",
+                semantic.join(", ")
+            ));
+        }
+        Move {
+            changes: from.changes_to(&best.candidate.plan),
+            plan: best.candidate.plan,
+            label,
+            why,
+            changes_semantics: !best.same_semantics,
+        }
+    }
+}
+
+/// Why the run ends: no step answers the class at all, or every one that does is spent.
+fn give_up_reason(current: &Plan, class: FailureClass, unanswered: bool) -> String {
+    if unanswered {
+        match class {
+            FailureClass::Error => "error: a failure that smaller batches will not fix (see the evidence); fix it and resubmit".to_string(),
+            other => format!("{}: ladder {} has no step for this failure", other.as_str(), current.ladder),
+        }
+    } else {
+        format!(
+            "ladder {} is exhausted for {} (tried: {})",
+            current.ladder,
+            class.as_str(),
+            if current.steps.is_empty() {
+                "base only".to_string()
+            } else {
+                current.steps.join(", ")
+            }
+        )
+    }
+}

@@ -1,0 +1,113 @@
+//! The configurations a planner may choose from: the plan as written with any combination of
+//! the ladder's steps, each taken between a lower and an upper number of times (at most its
+//! `repeat`), applied in ladder order. The ladder is the menu; this is every meal on it.
+
+use std::collections::HashSet;
+
+use crate::config::ladder::Step;
+use crate::plan::{Plan, Setup};
+
+/// How many times one ladder step may be taken in a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Range {
+    pub lo: u32,
+    pub hi: u32,
+}
+
+/// One configuration reachable from the plan as written.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub plan: Plan,
+    /// Times each ladder step was taken, in ladder order.
+    pub counts: Vec<u32>,
+}
+
+impl Candidate {
+    /// Steps taken in all, counting repeats.
+    pub fn moves(&self) -> u32 {
+        self.counts.iter().sum()
+    }
+
+    /// `halve-micro-batch ×2 + gradient-checkpointing`, or `as written`.
+    pub fn label(&self, steps: &[Step]) -> String {
+        let parts: Vec<String> = self
+            .counts
+            .iter()
+            .zip(steps)
+            .filter(|(n, _)| **n > 0)
+            .map(|(n, s)| match n {
+                1 => s.name.clone(),
+                n => format!("{} ×{n}", s.name),
+            })
+            .collect();
+        if parts.is_empty() {
+            "as written".into()
+        } else {
+            parts.join(" + ")
+        }
+    }
+}
+
+/// Times each ladder step was taken to reach `plan` (its `steps`, by name).
+pub fn counts_of(plan: &Plan, steps: &[Step]) -> Vec<u32> {
+    steps
+        .iter()
+        .map(|s| plan.steps.iter().filter(|n| **n == s.name).count() as u32)
+        .collect()
+}
+
+/// Every distinct configuration `written` reaches with each step `i` taken
+/// `ranges[i].lo..=ranges[i].hi` times, skipping those equal to one in `exclude` (canonical
+/// forms) and combinations where a step changes nothing more (they repeat a smaller one).
+pub fn enumerate(
+    setup: &Setup,
+    written: &Plan,
+    ranges: &[Range],
+    exclude: &HashSet<String>,
+) -> Vec<Candidate> {
+    let steps = &setup.ladder.steps;
+    let mut out = Vec::new();
+    let mut seen: HashSet<String> = exclude.clone();
+    let mut counts: Vec<u32> = ranges.iter().map(|r| r.lo).collect();
+    loop {
+        if let Some(plan) = build(setup, written, steps, &counts) {
+            let canonical = plan.canonical(setup);
+            if seen.insert(canonical) {
+                out.push(Candidate {
+                    plan,
+                    counts: counts.clone(),
+                });
+            }
+        }
+        if !advance(&mut counts, ranges) {
+            break;
+        }
+    }
+    out
+}
+
+/// The next count vector in odometer order; false after the last.
+fn advance(counts: &mut [u32], ranges: &[Range]) -> bool {
+    for (c, r) in counts.iter_mut().zip(ranges) {
+        if *c < r.hi {
+            *c += 1;
+            return true;
+        }
+        *c = r.lo;
+    }
+    false
+}
+
+/// `written` with each step taken `counts[i]` times in ladder order; None when a step taken
+/// changes nothing or fails to apply (the same plan is reached with fewer steps).
+fn build(setup: &Setup, written: &Plan, steps: &[Step], counts: &[u32]) -> Option<Plan> {
+    let mut plan = written.clone();
+    plan.steps.clear();
+    for (step, &n) in steps.iter().zip(counts) {
+        for _ in 0..n {
+            let (next, _) = plan.apply(step, setup).ok()??;
+            plan = next;
+        }
+    }
+    Some(plan)
+}

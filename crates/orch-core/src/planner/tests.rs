@@ -1,0 +1,414 @@
+//! The planner as pure functions over evidence: the seeds' situations and each rule.
+
+use std::collections::HashSet;
+
+use orch_classify::{FailureClass, MemoryFacts, ProcessUse, Stage};
+
+use super::evidence::Failure;
+use super::{Context, Move, Next, next, preflight, throughput};
+use crate::config::Catalog;
+use crate::config::experiment::Experiment;
+use crate::estimate::Estimator;
+use crate::plan::{Plan, SetArg, Setup};
+
+/// The built-in experiment `name` on `profile`, with `--set` values.
+fn load(name: &str, profile: &str, sets: &[(&str, &str)]) -> (Setup, Plan) {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::new(dir.path());
+    let experiment = Experiment::find(&catalog, name)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.name == name)
+        .unwrap();
+    let sets: Vec<SetArg> = sets
+        .iter()
+        .map(|(k, v)| format!("{k}={v}").parse().unwrap())
+        .collect();
+    Setup::load(&catalog, experiment, Some(profile), &sets).unwrap()
+}
+
+/// torch's OOM numbers.
+fn torch_oom(tried: f64, free: f64, capacity: f64, allocated: f64, fragment: f64) -> MemoryFacts {
+    MemoryFacts {
+        tried_to_allocate_gib: Some(tried),
+        capacity_gib: Some(capacity),
+        free_gib: Some(free),
+        process_in_use_gib: Some(capacity - free),
+        allocated_gib: Some(allocated),
+        reserved_unallocated_gib: Some(fragment),
+        ..MemoryFacts::default()
+    }
+}
+
+fn failed(plan: &Plan, class: FailureClass, facts: MemoryFacts) -> Failure {
+    Failure {
+        plan: plan.clone(),
+        class,
+        facts: Some(facts),
+    }
+}
+
+/// What the planner does after `failures`, and its notes.
+fn decide(setup: &Setup, written: &Plan, failures: &[Failure]) -> (Next, Vec<String>) {
+    let estimator = Estimator::new(setup).unwrap();
+    let tried: HashSet<String> = failures.iter().map(|f| f.plan.canonical(setup)).collect();
+    let mut notes = Vec::new();
+    let next = next(
+        &Context {
+            setup,
+            estimator: Some(&estimator),
+            written,
+            current: &failures.last().unwrap().plan,
+            failures,
+            tried: &tried,
+        },
+        &mut notes,
+    );
+    (next, notes)
+}
+
+fn moved(next: Next) -> Move {
+    match next {
+        Next::Move(m) => m,
+        other => panic!("expected a move, got {other:?}"),
+    }
+}
+
+fn value(plan: &Plan, key: &str) -> String {
+    plan.overrides
+        .get(key)
+        .map(|s| crate::config::experiment::scalar_text(&s.value))
+        .unwrap_or_default()
+}
+
+const MICRO: &str = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu";
+
+/// Seed 002: 1024/256/32 without offload needs 100 GiB+ per GPU on a 79.18 GiB card. Preflight
+/// picks a configuration that trains the same thing on the same GPUs, and says why.
+#[test]
+fn seed_002_preflight_keeps_the_batch_and_the_gpus() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    let estimator = Estimator::new(&setup).unwrap();
+    assert!(estimator.knows_architecture());
+    let as_written = estimator.estimate(&setup, &written);
+    assert!(
+        as_written.gpu_peak_gib() > 79.18,
+        "{}",
+        as_written.gpu_peak_gib()
+    );
+    let mut notes = Vec::new();
+    let m = preflight(&setup, &estimator, &written, &mut notes).expect("a fitting plan");
+    assert!(!m.changes_semantics, "{}", m.describe());
+    assert_eq!(m.plan.resources.gpus, written.resources.gpus);
+    assert_eq!(value(&m.plan, "data.train_batch_size"), "1024");
+    assert!(
+        estimator
+            .estimate(&setup, &m.plan)
+            .estimate
+            .failure
+            .is_none()
+    );
+    assert!(m.why.contains("predicted to need"), "{}", m.why);
+}
+
+/// A plan predicted to fit needs no preflight.
+#[test]
+fn preflight_leaves_a_fitting_plan_alone() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[(MICRO, "4")]);
+    let estimator = Estimator::new(&setup).unwrap();
+    assert!(preflight(&setup, &estimator, &written, &mut Vec::new()).is_none());
+}
+
+/// Seed 002's OOM, with 4.08 GiB reserved-but-unallocated next to a 17.68 GiB request: no
+/// allocator setting, no semantics change, no batch halving; one move that fits.
+#[test]
+fn seed_002_failure_is_answered_by_one_fitting_move() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    let facts = torch_oom(17.68, 3.92, 79.18, 68.68, 4.08);
+    let (next, notes) = decide(
+        &setup,
+        &written,
+        &[failed(&written, FailureClass::GpuOom, facts)],
+    );
+    let m = moved(next);
+    assert!(
+        !m.plan.steps.iter().any(|s| s == "expandable-segments"),
+        "{notes:?}"
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("fragmentation is not the cause")),
+        "{notes:?}"
+    );
+    assert!(!m.changes_semantics, "{}", m.describe());
+    assert!(!m.plan.steps.iter().any(|s| s == "halve-batches"));
+    let estimator = Estimator::new(&setup).unwrap();
+    assert!(
+        estimator
+            .estimate(&setup, &m.plan)
+            .estimate
+            .failure
+            .is_none()
+    );
+}
+
+/// 11 MiB reserved-but-unallocated: `expandable_segments` cannot help, so it is not taken.
+#[test]
+fn allocator_setting_is_passed_over_when_fragmentation_is_small() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    let facts = torch_oom(2.21, 0.5, 79.18, 78.0, 0.011);
+    let (next, notes) = decide(
+        &setup,
+        &written,
+        &[failed(&written, FailureClass::GpuOom, facts)],
+    );
+    assert!(
+        !moved(next)
+            .plan
+            .steps
+            .iter()
+            .any(|s| s == "expandable-segments")
+    );
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("passed over expandable-segments"))
+    );
+}
+
+/// Seed 003: micro 8 × 2048 on A40s. DDP memory per GPU does not depend on the GPU count, so
+/// more GPUs are passed over; the move keeps the tokens per optimizer step.
+#[test]
+fn seed_003_torchrun_never_asks_for_more_gpus() {
+    let (setup, written) = load("pretrain-512m", "a40", &[]);
+    let facts = torch_oom(51.2, 1.0, 44.42, 40.0, 0.5);
+    let (next, notes) = decide(
+        &setup,
+        &written,
+        &[failed(&written, FailureClass::GpuOom, facts)],
+    );
+    let m = moved(next);
+    assert!(
+        notes.iter().any(|n| n.starts_with("passed over more-gpus")),
+        "{notes:?}"
+    );
+    assert_eq!(m.plan.resources.gpus, written.resources.gpus);
+    assert_eq!(
+        m.plan.semantics(&setup),
+        written.semantics(&setup),
+        "{}",
+        m.describe()
+    );
+}
+
+/// A GPU count that changes the global batch changes what is trained (torchrun).
+#[test]
+fn more_gpus_change_torchrun_semantics() {
+    let (setup, written) = load("pretrain-512m", "a40", &[]);
+    let mut more = written.clone();
+    more.resources.gpus *= 2;
+    assert_ne!(more.semantics(&setup), written.semantics(&setup));
+    let (vsetup, vwritten) = load("diamonds-seed0", "h100-80g", &[]);
+    let mut vmore = vwritten.clone();
+    vmore.resources.gpus = 8;
+    assert_eq!(vmore.semantics(&vsetup), vwritten.semantics(&vsetup));
+}
+
+/// vLLM's start-up check failed: trainer-side cuts cannot change what vLLM finds free.
+#[test]
+fn rollout_startup_failure_gets_no_trainer_side_cut() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[(MICRO, "4")]);
+    let facts = MemoryFacts {
+        capacity_gib: Some(79.18),
+        free_gib: Some(40.0),
+        desired_utilization: Some(0.6),
+        desired_gib: Some(47.5),
+        stage: Some(Stage::RolloutStartup),
+        ..MemoryFacts::default()
+    };
+    let (next, notes) = decide(
+        &setup,
+        &written,
+        &[failed(&written, FailureClass::GpuOom, facts)],
+    );
+    let m = moved(next);
+    assert_eq!(value(&m.plan, MICRO), "4", "{}", m.describe());
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("passed over halve-micro-batch")),
+        "{notes:?}"
+    );
+}
+
+/// The same failure with the same numbers after a semantics change: the change missed the
+/// cause and is undone.
+#[test]
+fn a_semantics_change_that_did_not_help_is_undone() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    let step = setup
+        .ladder
+        .steps
+        .iter()
+        .find(|s| s.name == "halve-batches")
+        .unwrap();
+    let (halved, _) = written.apply(step, &setup).unwrap().unwrap();
+    let facts = torch_oom(17.68, 3.92, 79.18, 68.68, 4.08);
+    let failures = [
+        failed(&written, FailureClass::GpuOom, facts.clone()),
+        failed(&halved, FailureClass::GpuOom, facts),
+    ];
+    let (next, notes) = decide(&setup, &written, &failures);
+    let m = moved(next);
+    assert!(
+        !m.plan.steps.iter().any(|s| s == "halve-batches"),
+        "{}",
+        m.describe()
+    );
+    assert!(
+        notes.iter().any(|n| n.starts_with("undoing halve-batches")),
+        "{notes:?}"
+    );
+    assert!(!m.changes_semantics);
+}
+
+/// Seed 000: AReaL's own SGLang server holds 36.34 GiB of a 44.42 GiB A40 (another process
+/// to torch). That is the job's, so it is not a stranger: the move gives the trainer more of
+/// the card.
+#[test]
+fn seed_000_the_jobs_own_sglang_server_is_not_a_stranger() {
+    let (setup, written) = load("gsm8k-areal", "a40", &[]);
+    let facts = MemoryFacts {
+        other_processes: vec![ProcessUse {
+            pid: 4242,
+            gib: 36.34,
+        }],
+        ..torch_oom(0.085, 0.056, 44.42, 6.89, 0.136)
+    };
+    let (next, notes) = decide(
+        &setup,
+        &written,
+        &[failed(&written, FailureClass::GpuOom, facts)],
+    );
+    let m = moved(next);
+    assert!(!m.changes_semantics, "{} {notes:?}", m.describe());
+}
+
+/// Another program holds 30 GiB of an A40 that a torchrun job needs most of: nothing orch may
+/// change fits in what is left, so it stops at once, naming the process.
+#[test]
+fn another_program_on_the_card_stops_the_run() {
+    let (setup, written) = load("pretrain-512m", "a40", &[]);
+    let facts = MemoryFacts {
+        other_processes: vec![ProcessUse {
+            pid: 4242,
+            gib: 40.0,
+        }],
+        ..torch_oom(1.2, 0.2, 44.42, 3.0, 0.1)
+    };
+    let (next, _) = decide(
+        &setup,
+        &written,
+        &[failed(&written, FailureClass::GpuOom, facts)],
+    );
+    match next {
+        Next::GiveUp { reason } => {
+            assert!(reason.contains("process 4242 holds 40.00 GiB"), "{reason}");
+        }
+        other => panic!("expected the run to stop, got {other:?}"),
+    }
+}
+
+/// A failure the estimator did not predict scales every prediction up.
+#[test]
+fn an_unpredicted_failure_calibrates_the_estimate() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[(MICRO, "4")]);
+    let estimator = Estimator::new(&setup).unwrap();
+    assert!(
+        estimator
+            .estimate(&setup, &written)
+            .estimate
+            .failure
+            .is_none()
+    );
+    let facts = torch_oom(6.0, 1.0, 79.18, 75.0, 0.5);
+    let (next, notes) = decide(
+        &setup,
+        &written,
+        &[failed(&written, FailureClass::GpuOom, facts)],
+    );
+    assert!(
+        notes.iter().any(|n| n.contains("predictions scaled")),
+        "{notes:?}"
+    );
+    let m = moved(next);
+    let peak = estimator.estimate(&setup, &m.plan).gpu_peak_gib();
+    assert!(peak < estimator.estimate(&setup, &written).gpu_peak_gib());
+}
+
+/// Nothing fits an RTX 4090: one try of the most conservative plan, then stop.
+#[test]
+fn nothing_fits_tries_once_then_stops() {
+    let (setup, written) = load("diamonds-seed0", "rtx4090", &[]);
+    let facts = torch_oom(17.68, 0.5, 23.5, 22.0, 0.3);
+    let first = [failed(&written, FailureClass::GpuOom, facts.clone())];
+    let m = moved(decide(&setup, &written, &first).0);
+    assert!(m.why.contains("nothing is predicted to fit"), "{}", m.why);
+    let second = [
+        first[0].clone(),
+        failed(&m.plan, FailureClass::GpuOom, facts),
+    ];
+    match decide(&setup, &written, &second).0 {
+        Next::GiveUp { reason } => assert!(reason.contains("predicted to fit"), "{reason}"),
+        other => panic!("expected the run to stop, got {other:?}"),
+    }
+}
+
+/// The same evidence gives the same decision (a restarted orch decides again).
+#[test]
+fn decisions_are_deterministic() {
+    let (setup, written) = load("gsm8k-areal", "a40", &[]);
+    let facts = torch_oom(2.0, 0.4, 44.42, 40.0, 0.2);
+    let failures = [failed(&written, FailureClass::GpuOom, facts)];
+    let a = moved(decide(&setup, &written, &failures).0);
+    let b = moved(decide(&setup, &written, &failures).0);
+    assert_eq!(a.plan, b.plan);
+    assert_eq!(a.why, b.why);
+}
+
+/// Scheduler failures resume the same plan.
+#[test]
+fn a_preemption_resumes_the_same_plan() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    let f = Failure {
+        plan: written.clone(),
+        class: FailureClass::Preempted,
+        facts: None,
+    };
+    match decide(&setup, &written, &[f]).0 {
+        Next::Resume { plan, .. } => assert!(plan.resume),
+        other => panic!("expected a resume, got {other:?}"),
+    }
+}
+
+/// The throughput model's directions: recompute and offload cost time, parameter offload
+/// more than optimizer offload, larger micro-batches are faster.
+#[test]
+fn throughput_model_directions() {
+    let at = |sets: &[(&str, &str)]| {
+        let (setup, plan) = load("diamonds-seed0", "h200", sets);
+        let e = Estimator::new(&setup).unwrap().estimate(&setup, &plan);
+        throughput::predict(&e, plan.resources.gpus, setup.profile.gpu.memory_gib).relative
+    };
+    let ckpt = "actor_rollout_ref.model.enable_gradient_checkpointing";
+    let param = "actor_rollout_ref.actor.fsdp_config.param_offload";
+    let optim = "actor_rollout_ref.actor.fsdp_config.optimizer_offload";
+    let base = at(&[(MICRO, "8"), (ckpt, "false")]);
+    assert!(at(&[(MICRO, "8"), (ckpt, "true")]) < base);
+    assert!(at(&[(MICRO, "1"), (ckpt, "false")]) < base);
+    assert!(
+        at(&[(MICRO, "8"), (ckpt, "false"), (param, "true")])
+            < at(&[(MICRO, "8"), (ckpt, "false"), (optim, "true")])
+    );
+}

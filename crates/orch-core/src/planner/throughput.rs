@@ -1,0 +1,201 @@
+//! How fast a configuration trains, relative to other configurations that train the same
+//! thing: tokens per GPU-second, as a fraction of an ideal step with none of the costs below.
+//!
+//! Only ratios between candidates matter (the planner ranks them), so each knob is one factor
+//! on the step time, documented with where its size comes from (docs/PLANNER.md has the table):
+//!
+//! - full activation checkpointing recomputes each layer's forward ([`RECOMPUTE_TIME`]);
+//! - a small micro-batch leaves the GPU's matrix units idle: efficiency saturates with tokens
+//!   per micro-batch × hidden size ([`HALF_SATURATION_TOKEN_WIDTH`]);
+//! - a peak close to capacity makes the caching allocator free and retry ([`PRESSURE_TIME`]);
+//! - parameter offload moves the weights over PCIe every phase, optimizer offload the AdamW
+//!   state once a step ([`PARAM_OFFLOAD_TIME`] > [`OPTIMIZER_OFFLOAD_TIME`]);
+//! - a smaller rollout-engine share (vLLM `gpu_memory_utilization`, SGLang
+//!   `mem_fraction_static`) leaves less KV cache, fewer sequences in flight and a slower
+//!   rollout ([`ROLLOUT_CONCURRENCY_EXPONENT`]), which is [`ROLLOUT_SHARE`] of an RL step;
+//! - more GPUs shorten the step but lose a little per GPU to communication
+//!   ([`SCALING_PER_DOUBLING`]); the figure is per GPU because GPU-hours are what a run costs.
+
+use orch_memory::estimate::{GIB, Workload};
+
+use crate::estimate::PlanEstimate;
+
+/// Step time with full activation checkpointing: one more forward per step. A forward is a
+/// third of forward + backward FLOPs (+33 %; Chen et al. 2016; Korthikanti et al. 2022 measure
+/// 36–39 % on GPT-3 shapes); in LLM fine-tuning the figure people report is 20–30 % (verl's
+/// performance-tuning guide; seed 003), since attention kernels and communication dominate
+/// part of the step. The middle of that range.
+pub const RECOMPUTE_TIME: f64 = 1.25;
+
+/// Tokens per micro-batch × hidden size at which a GPU reaches half its peak throughput:
+/// efficiency = n / (n + this). Matrix units saturate once the GEMMs' M dimension (tokens)
+/// times their K/N (hidden) is large: a 7B model (hidden 3584) is at 97 % with 4k tokens per
+/// micro-batch; a 512M model (hidden 1024) needs 16k. Fitted to the shape of published
+/// throughput-vs-batch curves (MLPerf training, the Megatron-LM scaling tables), not to one
+/// measurement: it ranks micro-batch sizes, it does not predict tokens/s.
+pub const HALF_SATURATION_TOKEN_WIDTH: f64 = 524_288.0;
+
+/// A peak above this fraction of the card makes torch's caching allocator release cached
+/// blocks and retry (`num_alloc_retries` in `torch.cuda.memory_stats`).
+pub const PRESSURE_FRACTION: f64 = 0.95;
+
+/// Step time under that pressure: `cudaFree`/`cudaMalloc` round trips synchronise the device.
+pub const PRESSURE_TIME: f64 = 1.05;
+
+/// Training-phase time with FSDP parameter offload: the weights cross PCIe before every
+/// forward and backward (ZeRO-Offload, Ren et al. 2021; verl's docs list it among the slowest
+/// memory savers).
+pub const PARAM_OFFLOAD_TIME: f64 = 1.20;
+
+/// Training-phase time with optimizer-state offload: the AdamW state crosses PCIe once a
+/// step and the update runs on the CPU (ZeRO-Offload's CPU Adam).
+pub const OPTIMIZER_OFFLOAD_TIME: f64 = 1.10;
+
+/// Share of an RL step spent generating (verl and AReaL step timings: generation is 40–60 %
+/// of a GRPO step at these lengths).
+pub const ROLLOUT_SHARE: f64 = 0.5;
+
+/// Rollout time ∝ (fraction of the batch the KV cache holds at once)^-this. Decoding is
+/// memory-bound, so halving the sequences in flight nearly doubles the time; not quite, as
+/// larger batches become compute-bound.
+pub const ROLLOUT_CONCURRENCY_EXPONENT: f64 = 0.8;
+
+/// Per-GPU throughput kept per doubling of data-parallel GPUs (gradient all-reduce, a
+/// smaller batch per GPU): ring all-reduce overlapped with the backward costs a few percent.
+pub const SCALING_PER_DOUBLING: f64 = 0.95;
+
+/// A plan's predicted throughput and the factors it is made of.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Throughput {
+    /// Tokens per GPU-second relative to an ideal step (0–1).
+    pub relative: f64,
+    /// The costs that made it smaller, as `(what, step-time factor)`.
+    pub costs: Vec<(String, f64)>,
+}
+
+/// Predict `e`'s throughput; `base_gpus` is the GPU count the experiment asked for (scaling
+/// losses count from there), `capacity_gib` the card's memory available to the job.
+pub fn predict(e: &PlanEstimate, base_gpus: u32, capacity_gib: f64) -> Throughput {
+    let mut costs: Vec<(String, f64)> = Vec::new();
+    let est = &e.estimate;
+    let hidden = est
+        .arch
+        .as_ref()
+        .map(|a| f64::from(a.hidden))
+        .unwrap_or_else(|| torchrun_hidden(&e.workload));
+    let (train, rollout) = match &e.workload {
+        Workload::Torchrun(t) => {
+            let mut train = train_time(&mut costs, est.tokens_per_micro, hidden);
+            if t.gradient_checkpointing {
+                train *= cost(&mut costs, "activation recompute", RECOMPUTE_TIME);
+            }
+            (train, None)
+        }
+        Workload::Verl(v) => {
+            let mut train = train_time(&mut costs, est.tokens_per_micro, hidden);
+            if v.gradient_checkpointing {
+                train *= cost(&mut costs, "activation recompute", RECOMPUTE_TIME);
+            }
+            if v.param_offload {
+                train *= cost(&mut costs, "parameter offload", PARAM_OFFLOAD_TIME);
+            }
+            if v.optimizer_offload {
+                train *= cost(&mut costs, "optimizer offload", OPTIMIZER_OFFLOAD_TIME);
+            }
+            let engines =
+                (u64::from(v.n_gpus_per_node * v.nnodes) / u64::from(v.tensor_parallel)).max(1);
+            let in_flight = (v.train_batch_size * v.rollout_n).div_ceil(engines);
+            let demand = in_flight as f64 * v.seq_len() as f64;
+            (
+                train,
+                Some(rollout_time(&mut costs, e, demand, v.tensor_parallel)),
+            )
+        }
+        Workload::Areal(a) => {
+            let mut train = train_time(&mut costs, est.tokens_per_micro, hidden);
+            if a.gradient_checkpointing {
+                train *= cost(&mut costs, "activation recompute", RECOMPUTE_TIME);
+            }
+            let per_server = a
+                .max_concurrent_rollouts
+                .div_ceil(u64::from(a.gen_dp.max(1)));
+            let demand = per_server as f64 * (a.prompt_len + a.max_new_tokens) as f64;
+            (train, Some(rollout_time(&mut costs, e, demand, a.gen_tp)))
+        }
+    };
+    let mut step = match rollout {
+        Some(r) => ROLLOUT_SHARE * r + (1.0 - ROLLOUT_SHARE) * train,
+        None => train,
+    };
+    let peak = est.train_reserved_gib.max(est.rollout_peak_gib);
+    if peak > PRESSURE_FRACTION * capacity_gib {
+        step *= cost(
+            &mut costs,
+            "allocator pressure near capacity",
+            PRESSURE_TIME,
+        );
+    }
+    let doublings = (f64::from(est.gpus.max(1)) / f64::from(base_gpus.max(1))).log2();
+    let scaling = SCALING_PER_DOUBLING.powf(doublings);
+    if doublings > 0.0 {
+        cost(&mut costs, "communication over more GPUs", 1.0 / scaling);
+    }
+    Throughput {
+        relative: scaling / step,
+        costs,
+    }
+}
+
+/// Record a cost and return its factor.
+fn cost(costs: &mut Vec<(String, f64)>, what: &str, factor: f64) -> f64 {
+    costs.push((what.to_string(), factor));
+    factor
+}
+
+/// The training phase's time for one token, from how full a micro-batch keeps the GPU.
+fn train_time(costs: &mut Vec<(String, f64)>, tokens_per_micro: f64, hidden: f64) -> f64 {
+    let work = tokens_per_micro.max(1.0) * hidden.max(1.0);
+    let efficiency = work / (work + HALF_SATURATION_TOKEN_WIDTH);
+    let time = 1.0 / efficiency;
+    if time > 1.01 {
+        cost(
+            costs,
+            &format!("{tokens_per_micro:.0} tokens per micro-batch"),
+            time,
+        );
+    }
+    time
+}
+
+/// The rollout phase's time, from the share of `demand` tokens the KV cache holds at once.
+fn rollout_time(costs: &mut Vec<(String, f64)>, e: &PlanEstimate, demand: f64, tp: u32) -> f64 {
+    let (Some(kv_gib), Some(arch)) = (e.estimate.kv_cache_gib, e.estimate.arch.as_ref()) else {
+        return 1.0;
+    };
+    let per_token = arch.kv_bytes_per_token(tp.max(1));
+    if per_token <= 0.0 || demand <= 0.0 {
+        return 1.0;
+    }
+    let held = (kv_gib.max(0.0) * GIB / per_token / demand).clamp(1e-3, 1.0);
+    let time = held.powf(-ROLLOUT_CONCURRENCY_EXPONENT);
+    if time > 1.01 {
+        cost(
+            costs,
+            &format!(
+                "KV cache holds {:.0} % of the rollout at once",
+                held * 100.0
+            ),
+            time,
+        );
+    }
+    time
+}
+
+/// A torchrun model's hidden size when the estimate carries no shape: from the parameter
+/// count and depth (12·h² parameters per layer).
+fn torchrun_hidden(w: &Workload) -> f64 {
+    match w {
+        Workload::Torchrun(t) => (t.params_m * 1e6 / (12.0 * f64::from(t.n_layers.max(1)))).sqrt(),
+        _ => 4096.0,
+    }
+}
