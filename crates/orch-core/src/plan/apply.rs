@@ -67,17 +67,6 @@ impl Plan {
     }
 }
 
-/// The resource fields a step may change, as `resources.<field>`.
-const RESOURCE_FIELDS: [&str; 7] = [
-    "partition",
-    "gres_type",
-    "gpus",
-    "nodes",
-    "cpus_per_task",
-    "mem_gb",
-    "time",
-];
-
 impl Plan {
     /// Every value that differs from this plan to `other` (overrides, environment, resources),
     /// as the records a step would have made: what a planner's move changes in one go.
@@ -105,7 +94,7 @@ impl Plan {
         let mut out = Vec::new();
         value_changes(&mut out, "", &self.overrides, &other.overrides);
         value_changes(&mut out, "env.", &self.env, &other.env);
-        for field in RESOURCE_FIELDS {
+        for field in crate::config::profile::Resources::KEYS {
             let (old, new) = (self.resources.get(field), other.resources.get(field));
             if let Some(new) = new.filter(|n| old.as_ref() != Some(n)) {
                 out.push(ChangeRecord::new(
