@@ -165,6 +165,7 @@ pub struct SubmitArgs {
         value_enum,
         value_name = "MODE",
         default_value = "on",
+        env = "ORCH_PREFLIGHT",
         help_heading = "Running"
     )]
     pub preflight: Preflight,

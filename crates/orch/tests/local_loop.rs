@@ -357,7 +357,7 @@ fn every_built_in_trainer_answers_its_first_oom_with_a_step() {
 fn the_main_command_plans_before_submitting_and_resumes_after_a_preemption() {
     // The README's first command, as a newcomer runs it: preflight changes the configuration
     // predicted not to fit, and the demo's simulated preemption is caught and resumed.
-    let orch = Orch::new();
+    let orch = Orch::new().newcomer();
     let run = orch.expect(
         &["submit", "--backend", "local", "diamonds-seed0", "--json"],
         0,

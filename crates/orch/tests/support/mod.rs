@@ -120,10 +120,21 @@ impl Orch {
         env.insert("ORCH_SIM_STEP_SECONDS".into(), "0.02".into());
         env.insert("ORCH_SIM_STEPS".into(), "3".into());
         env.insert("PATH".into(), path_without_nvidia_smi().into());
+        // These tests check the recovery loop: submit as written, and without the demo's
+        // simulated preemption (`Orch::newcomer` keeps both).
+        env.insert("ORCH_PREFLIGHT".into(), "off".into());
         Orch {
             dir: tempfile::tempdir().expect("tempdir"),
             env,
         }
+        .file("experiments/diamonds.yaml", &diamonds_without_preemption())
+    }
+
+    /// orch as a newcomer runs it: preflight on, the built-in demo experiment as shipped.
+    pub fn newcomer(mut self) -> Self {
+        self.env.remove("ORCH_PREFLIGHT");
+        std::fs::remove_file(self.dir.path().join("experiments/diamonds.yaml")).unwrap();
+        self
     }
 
     pub fn env(mut self, key: &str, value: &str) -> Self {
@@ -270,4 +281,24 @@ pub fn finished(child: std::process::Child) -> (Option<i32>, serde_json::Value, 
         )
     });
     (out.status.code(), json, stderr)
+}
+
+/// The built-in diamonds experiment without its `env:` block (the demo's simulated preemption).
+fn diamonds_without_preemption() -> String {
+    let shipped = include_str!("../../../../experiments/diamonds.yaml");
+    let mut out = String::new();
+    let mut in_env = false;
+    for line in shipped.lines() {
+        if line == "env:" {
+            in_env = true;
+            continue;
+        }
+        if in_env && line.starts_with("  ") {
+            continue;
+        }
+        in_env = false;
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
