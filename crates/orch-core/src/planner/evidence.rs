@@ -66,19 +66,21 @@ impl FailingPhase {
         match self {
             FailingPhase::Train => "training",
             FailingPhase::Rollout => "rollout",
-            FailingPhase::Host => "host memory",
+            FailingPhase::Host => "host",
         }
     }
 
     /// The quantity of `e` this phase's failure is about (GiB): larger is worse, except for
     /// the KV cache, which the rollout needs more of (negated so that larger is still worse).
+    /// For host memory it is the shortfall (need − what the job's `--mem` allows), so both
+    /// asking for more memory and offloading less lower it.
     pub fn quantity(self, class: FailureClass, e: &PlanEstimate) -> f64 {
         let est = &e.estimate;
         match (self, class) {
             (FailingPhase::Rollout, FailureClass::KvCache) => -est.kv_cache_gib.unwrap_or(0.0),
             (FailingPhase::Rollout, _) => est.rollout_peak_gib,
             (FailingPhase::Train, _) => est.train_reserved_gib.max(est.train_peak_gib),
-            (FailingPhase::Host, _) => est.host_peak_gib,
+            (FailingPhase::Host, _) => est.host_peak_gib - est.host_limit_gib,
         }
     }
 }

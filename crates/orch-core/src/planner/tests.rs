@@ -412,3 +412,29 @@ fn throughput_model_directions() {
             < at(&[(MICRO, "8"), (ckpt, "false"), (optim, "true")])
     );
 }
+
+/// A host-memory kill (Slurm's cgroup) is answered by asking for more memory: the failing
+/// quantity is the shortfall against the job's `--mem`, which a bigger request lowers even
+/// though the job's own need is unchanged.
+#[test]
+fn a_host_oom_gets_more_host_memory() {
+    let (setup, written) = load("diamonds-seed0", "a40", &[("resources.mem_gb", "8")]);
+    let f = Failure {
+        plan: written.clone(),
+        class: FailureClass::HostOom,
+        facts: None,
+    };
+    let (next, notes) = decide(&setup, &written, &[f]);
+    let m = moved(next);
+    assert!(
+        m.plan.resources.mem_gb > written.resources.mem_gb,
+        "{}\n{notes:?}",
+        m.describe()
+    );
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n.contains("passed over more-host-memory")),
+        "{notes:?}"
+    );
+}
