@@ -120,6 +120,10 @@ pub struct MemoryFacts {
     /// Host memory in total (Ray's monitor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_total_gib: Option<f64>,
+    /// Host memory the job asked the scheduler for (Slurm `--mem`), when the scheduler ended
+    /// it for exceeding it (`OUT_OF_MEMORY`, a cgroup kill).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_requested_gib: Option<f64>,
     /// RL stage the failure happened in, where the log shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<Stage>,
@@ -185,6 +189,9 @@ impl MemoryFacts {
             (Some(u), Some(t)) => parts.push(format!("host {} of {} GiB", g(u), g(t))),
             (Some(u), None) => parts.push(format!("host {} GiB in use", g(u))),
             _ => {}
+        }
+        if let Some(r) = self.host_requested_gib {
+            parts.push(format!("exceeded the {} GiB asked of the scheduler", g(r)));
         }
         let phase: Vec<&str> = [
             self.stage.map(|s| match s {

@@ -128,12 +128,14 @@ pub fn site_frames(site: Site, fw: Framework) -> &'static str {
 }
 
 /// The frames from torchrun's `train_step` down to the failing allocation, by site: the
-/// attention scores or the MLP in the forward, AdamW's state, or else the backward.
+/// attention scores or the MLP in the forward, the fp32 loss over the vocabulary, AdamW's
+/// state, or else the backward.
 pub fn torchrun_site_frames(site: Site) -> &'static str {
     match site {
         Site::Attention => include_str!("../outputs/frames/torchrun_attention.txt"),
         Site::Activations => include_str!("../outputs/frames/torchrun_mlp.txt"),
         Site::Optim => include_str!("../outputs/frames/torchrun_optim.txt"),
+        Site::LogitsFp32 | Site::Softmax => include_str!("../outputs/frames/torchrun_loss.txt"),
         _ => include_str!("../outputs/frames/torchrun_backward.txt"),
     }
 }

@@ -438,6 +438,18 @@ fn cases() -> Vec<Case> {
             A40_4,
             torchrun("t5", "model:\n  params_m: 2000\nmicro_batch_size: 1\n", &[]),
         ),
+        // The architecture stated in the config: the estimate is computed from it, and the
+        // largest tensor, the fp32 logits at the loss, is what fails.
+        c(
+            "torchrun-architecture-oom-at-the-loss",
+            "torchrun",
+            A40_4,
+            torchrun(
+                "t6",
+                "model:\n  architecture:\n    model_type: llama\n    hidden_size: 2048\n    num_hidden_layers: 16\n    num_attention_heads: 32\n    num_key_value_heads: 8\n    intermediate_size: 8192\n    vocab_size: 128256\n    tie_word_embeddings: true\nmicro_batch_size: 8\nmax_seq_len: 4096\ngradient_checkpointing: true\nprecision: bf16\n",
+                &[],
+            ),
+        ),
         c(
             "torchrun-bad-config",
             "torchrun",

@@ -371,6 +371,11 @@ fn a_real_cgroup_oom_kill_is_host_oom_and_gets_more_memory() {
     assert_eq!(list[0]["outcome"], "host_oom", "{run:?}");
     let first = scontrol_job(list[0]["job_id"].as_str().unwrap());
     assert!(first.contains("JobState=OUT_OF_MEMORY"), "{first}");
+    // The kill states no numbers; the record keeps what the job asked for (--mem=1G).
+    assert_eq!(
+        list[0]["evidence"]["memory"]["host_requested_gib"], 1.0,
+        "{run:?}"
+    );
     assert_eq!(list[1]["step"], "more-host-memory");
     assert_eq!(list[1]["outcome"], "succeeded", "{run:?}");
     let second = scontrol_job(list[1]["job_id"].as_str().unwrap());

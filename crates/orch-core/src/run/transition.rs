@@ -339,7 +339,15 @@ impl RunDriver {
         let Phase::Live(live) = std::mem::replace(&mut self.phase, Phase::Broken) else {
             anyhow::bail!("attempt {} has no live job", self.attempt);
         };
-        let (outcome, evidence) = crate::outcome::decide(&end, &live.verdicts());
+        let (outcome, mut evidence) = crate::outcome::decide(&end, &live.verdicts());
+        if end == JobEnd::OutOfMemory {
+            // The scheduler's kill states no numbers; what the job asked for is the plan's.
+            if let Some(e) = evidence.as_mut() {
+                e.memory
+                    .get_or_insert_with(Default::default)
+                    .host_requested_gib = Some(f64::from(self.plan.resources.mem_gb));
+            }
+        }
         self.journal.append(&Event::Finished {
             ts: now(),
             attempt: self.attempt,

@@ -4,6 +4,7 @@
 
 use super::hardware::Hardware;
 use super::k;
+use crate::arch::Architecture;
 use crate::overrides::{self, Overrides};
 use crate::shape::Arch;
 
@@ -269,18 +270,69 @@ pub struct TorchrunConfig {
     pub n_layers: u32,
     /// Processes (one per GPU).
     pub nproc: u32,
+    /// The model's shape, when the training config states it ([`torchrun_shape`]): the
+    /// estimate is then computed from the architecture, else it is seed 003's fit by size.
+    pub shape: Option<Arch>,
     /// What was assumed, for the banner.
     pub notes: Vec<String>,
+}
+
+/// The model's shape as a torchrun training config states it, read the way
+/// `examples/torchrun/train.py` reads it: `model.architecture.*` (Hugging Face `config.json`
+/// keys), else `model.config` (a `config.json` or model directory), else the Llama-style keys
+/// `model.d_model`, `model.n_layers`, `model.n_heads`, `model.n_kv_heads`, `model.d_ffn`,
+/// `model.vocab_size`, `model.tie_word_embeddings` with the script's defaults. `None` when the
+/// config names none of them (a script of the user's own: the estimate falls back to the fit).
+pub fn torchrun_shape(o: &Overrides) -> Option<Arch> {
+    let u = |key: &str| o.get(key).and_then(|v| overrides::parse_u64(&v));
+    let flag = |key: &str| o.get(key).and_then(|v| overrides::parse_bool(&v));
+    let arch = if let Some(hidden) = u("model.architecture.hidden_size") {
+        let heads = u("model.architecture.num_attention_heads").unwrap_or((hidden / 64).max(1));
+        Architecture {
+            hidden_size: hidden,
+            num_hidden_layers: u("model.architecture.num_hidden_layers")?,
+            num_attention_heads: heads,
+            num_key_value_heads: u("model.architecture.num_key_value_heads"),
+            head_dim: u("model.architecture.head_dim"),
+            intermediate_size: u("model.architecture.intermediate_size")?,
+            vocab_size: u("model.architecture.vocab_size")?,
+            tie_word_embeddings: flag("model.architecture.tie_word_embeddings").unwrap_or(false),
+            model_type: o.get("model.architecture.model_type"),
+            attention_bias: flag("model.architecture.attention_bias"),
+        }
+    } else if let Some(path) = o.get("model.config") {
+        Architecture::from_config_file(std::path::Path::new(overrides::unquote(&path))).ok()?
+    } else {
+        let d_model = u("model.d_model")?;
+        let heads = u("model.n_heads").unwrap_or((d_model / 64).max(1));
+        Architecture {
+            hidden_size: d_model,
+            num_hidden_layers: u("model.n_layers").unwrap_or(k::TR_LAYERS_DEFAULT as u64),
+            num_attention_heads: heads,
+            num_key_value_heads: Some(u("model.n_kv_heads").unwrap_or(heads)),
+            head_dim: None,
+            intermediate_size: u("model.d_ffn").unwrap_or(4 * d_model),
+            vocab_size: u("model.vocab_size").unwrap_or(32_000),
+            tie_word_embeddings: flag("model.tie_word_embeddings").unwrap_or(false),
+            model_type: Some("llama".into()),
+            attention_bias: Some(false),
+        }
+    };
+    arch.validate().ok()?;
+    let name = arch.model_type.clone().unwrap_or_else(|| "model".into());
+    Some(Arch::from_architecture(&name, &arch, true))
 }
 
 impl TorchrunConfig {
     /// Read the script's keys (also one nesting level down), with the script's defaults.
     pub fn from_overrides(o: &Overrides, nproc: u32) -> Self {
         let mut notes = Vec::new();
+        let shape = torchrun_shape(o);
         let params_m = o
             .f64_opt("model.params_m")
             .or_else(|| o.f64_opt("model_params_m"))
             .or_else(|| o.get_suffix("params_m").and_then(|v| v.parse().ok()))
+            .or_else(|| shape.as_ref().map(|a| a.params / 1e6))
             .unwrap_or_else(|| {
                 notes.push(format!(
                     "no model.params_m in the config; assuming {} M parameters",
@@ -314,12 +366,14 @@ impl TorchrunConfig {
                 .and_then(|v| overrides::parse_bool(&v))
                 .unwrap_or(false),
             precision,
-            n_layers: o
-                .get("model.n_layers")
-                .and_then(|v| overrides::parse_u64(&v))
-                .unwrap_or(k::TR_LAYERS_DEFAULT as u64)
-                .max(1) as u32,
+            n_layers: shape.as_ref().map(|a| a.layers).unwrap_or_else(|| {
+                o.get("model.n_layers")
+                    .and_then(|v| overrides::parse_u64(&v))
+                    .unwrap_or(k::TR_LAYERS_DEFAULT as u64)
+                    .max(1) as u32
+            }),
             nproc: nproc.max(1),
+            shape,
             notes,
         }
     }

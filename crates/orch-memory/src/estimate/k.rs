@@ -58,3 +58,23 @@ pub const TR_ATTN_GIB_PER_SAMPLE_AT_1K: f64 = 1.6;
 pub const TR_LAYERS_DEFAULT: u32 = 8;
 /// torchrun: host RAM per rank (dataloader workers, pinned memory).
 pub const TR_HOST_PER_RANK_GIB: f64 = 2.5;
+/// torchrun with a known architecture: saved activations of one Hugging Face decoder layer
+/// (Llama/Qwen/Mistral: RMSNorm, Q/K/V/O with RoPE, SDPA, gated MLP) per token under autocast
+/// with fp32 master weights, as bytes per (hidden unit, K/V unit, MLP unit), counted from what
+/// each op saves for its backward. Hidden: the layer's fp32 input (4), per RMSNorm its fp32
+/// normalised output (4) and the bf16 cast the projection saves (2), twice; Q after RoPE (2),
+/// the attention output (2), the fp32 residual after attention (4) → 24. K after RoPE and V,
+/// which SDPA saves (2 + 2) → 4 (torch ≥ 2.5 runs grouped-query attention without repeating
+/// K/V; the older `repeat_kv` path would save 4 per hidden unit instead). MLP: gate, up,
+/// SiLU(gate) and their product (4 × 2) → 8. SDPA's flash / memory-efficient kernels keep no
+/// `s × s` scores: the `5as/h` term of Korthikanti et al. 2022 is gone. Their `34·h` for a
+/// bf16 GPT layer with a 4h GeLU MLP is the same count in another layout.
+pub const TR_LAYER_BYTES_AMP: (f64, f64, f64) = (24.0, 4.0, 8.0);
+/// The same in fp32 (no autocast): every tensor 4 bytes, and each RMSNorm's weighted output
+/// is saved by the projection itself instead of a cast copy.
+pub const TR_LAYER_BYTES_FP32: (f64, f64, f64) = (32.0, 8.0, 16.0);
+/// torchrun with checkpointing (non-reentrant, per decoder layer): each layer keeps its input,
+/// the fp32 residual stream (fp32 master weights keep it fp32 under autocast).
+pub const TR_CKPT_INPUT_BYTES: f64 = 4.0;
+/// DDP's gradient bucket size (`bucket_cap_mb=25`, torch's default), in GiB.
+pub const TR_DDP_BUCKET_GIB: f64 = 25.0 / 1024.0;

@@ -531,3 +531,107 @@ fn verl_micro_resolution() {
     assert!(v.free_cache_engine && v.gradient_checkpointing && v.use_remove_padding);
     assert_eq!(v.max_model_len(), 1024);
 }
+
+/// Llama 3.2 1B's `config.json` keys, as a torchrun training config would carry them under
+/// `model.architecture`.
+const LLAMA_3_2_1B: [(&str, &str); 8] = [
+    ("model.architecture.model_type", "llama"),
+    ("model.architecture.hidden_size", "2048"),
+    ("model.architecture.num_hidden_layers", "16"),
+    ("model.architecture.num_attention_heads", "32"),
+    ("model.architecture.num_key_value_heads", "8"),
+    ("model.architecture.intermediate_size", "8192"),
+    ("model.architecture.vocab_size", "128256"),
+    ("model.architecture.tie_word_embeddings", "true"),
+];
+
+/// torchrun on one GPU with Llama 3.2 1B's architecture stated in the config.
+fn torchrun_llama(gpus: u32, micro: u64, seq: u64, ckpt: bool, precision: &str) -> Estimate {
+    let mut pairs: Vec<(String, String)> = LLAMA_3_2_1B
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    pairs.push(("micro_batch_size".into(), micro.to_string()));
+    pairs.push(("max_seq_len".into(), seq.to_string()));
+    pairs.push(("gradient_checkpointing".into(), ckpt.to_string()));
+    pairs.push(("precision".into(), precision.into()));
+    let args: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut o = Overrides::new();
+    o.apply_hydra(&args);
+    estimate(&SimConfig {
+        hw: h100(false),
+        workload: Workload::Torchrun(TorchrunConfig::from_overrides(&o, gpus)),
+        resumed: false,
+        arch: None,
+    })
+}
+
+#[test]
+fn torchrun_reads_the_architecture_from_its_config() {
+    let e = torchrun_llama(1, 1, 128, false, "bf16");
+    let arch = e.arch.as_ref().expect("the config states the architecture");
+    // Llama 3.2 1B's published parameter count.
+    assert_eq!(arch.params, 1_235_814_400.0);
+    // train.py's own keys: a Llama shape from d_model / n_layers / d_ffn.
+    let o = ov(&[
+        ("model.d_model", "1024"),
+        ("model.n_layers", "8"),
+        ("model.d_ffn", "2816"),
+    ]);
+    let t = TorchrunConfig::from_overrides(&o, 1);
+    let shape = t.shape.expect("a Llama shape");
+    assert_eq!((shape.hidden, shape.layers, shape.vocab), (1024, 8, 32_000));
+    // A config with a size only keeps seed 003's fit.
+    let o = ov(&[("model.params_m", "512")]);
+    assert!(TorchrunConfig::from_overrides(&o, 1).shape.is_none());
+}
+
+/// Mixed-precision AdamW holds 16 B/param of model state (fp32 weights 4, grads 4, m and v 8)
+/// plus autocast's 2 B/param copies while they are alive: the "18 bytes per parameter" of the
+/// Hugging Face model-memory anatomy. With a tiny batch that is the whole peak.
+#[test]
+fn torchrun_model_states_are_18_bytes_per_parameter() {
+    let e = torchrun_llama(1, 1, 16, false, "bf16");
+    let p = e.arch.as_ref().unwrap().params;
+    let per_param = e.train_allocated_gib * GIB / p;
+    assert!((16.0..=18.5).contains(&per_param), "{per_param} B/param");
+    // DDP adds its gradient buckets (4 B/param).
+    let ddp = torchrun_llama(4, 1, 16, false, "bf16");
+    let extra = (ddp.train_allocated_gib - e.train_allocated_gib) * GIB / p;
+    assert!((3.9..=4.1).contains(&extra), "{extra} B/param");
+}
+
+/// Activations from the architecture: linear in tokens, checkpointing keeps a layer's input
+/// per layer plus one layer, fp32 doubles the low-precision tensors.
+#[test]
+fn torchrun_activations_follow_the_architecture() {
+    let act = |micro, ckpt, prec| {
+        let e = torchrun_llama(1, micro, 2048, ckpt, prec);
+        let base = torchrun_llama(1, 1, 16, ckpt, prec);
+        e.train_allocated_gib - base.train_allocated_gib
+    };
+    let (m4, m8) = (act(4, false, "bf16"), act(8, false, "bf16"));
+    assert!((m8 / m4 - 2.0).abs() < 0.1, "{m4} → {m8}");
+    // Per token per layer 24·h + 4·kv + 8·i bytes: 16 layers × 8192 tokens × 115 KiB ≈ 14.4
+    // GiB, plus the fp32 logits and loss (8192 × 128256 × 14 B ≈ 13.7 GiB at the loss).
+    assert!((25.0..=33.0).contains(&m4), "micro 4 × 2048: {m4:.2} GiB");
+    let ckpt = act(4, true, "bf16");
+    assert!(ckpt < 0.6 * m4, "checkpointing {ckpt:.2} vs {m4:.2}");
+    assert!(
+        act(4, false, "fp32") > 1.2 * m4,
+        "fp32 {:.2}",
+        act(4, false, "fp32")
+    );
+    // The fp32 logits are the largest single tensor: what a torch OOM at the loss asks for.
+    let e = torchrun_llama(1, 16, 4096, true, "bf16");
+    match &e.failure {
+        Some(Failure {
+            kind: FailKind::GpuOom(d),
+            ..
+        }) => {
+            let logits = 16.0 * 4096.0 * 128_256.0 * 4.0 / GIB;
+            assert!((d.tried_gib - logits).abs() < 0.01, "tried {}", d.tried_gib);
+        }
+        other => panic!("micro 16 × 4096 on 79 GiB: expected an OOM, got {other:?}"),
+    }
+}

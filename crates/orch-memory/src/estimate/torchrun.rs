@@ -1,7 +1,14 @@
-//! torchrun running arbitrary user code (seed 003's DDP pre-training script): not physics but
-//! an empirical fit to the seed's three measurements, scaled by model size — static memory,
-//! stored activations linear in tokens, and a transient attention-score tensor quadratic in
-//! sequence length, allocated in the first layer already.
+//! torchrun: a plain DDP + AdamW script. Two models, chosen by what the training config says:
+//!
+//! - **The architecture is stated** (`model.architecture.*`, `model.config`, or train.py's
+//!   `model.d_model`…; [`torchrun_shape`](super::config::torchrun_shape)): physics
+//!   ([`physics_events`]) — fp32 master weights, AdamW state, DDP buckets, autocast's
+//!   low-precision weight copies, per-layer activations of a Hugging Face decoder layer under
+//!   autocast, the fp32 logits and loss, then the backward trading activations for gradients.
+//! - **Only a size** (`model.params_m`, seed 003's script of the user's own): an empirical fit
+//!   to the seed's three measurements, scaled by model size ([`events`]) — static memory,
+//!   stored activations linear in tokens, and a transient attention-score tensor quadratic in
+//!   sequence length, allocated in the first layer already.
 
 use super::GIB;
 use super::allocator::{Event, Site, alloc, walk};
@@ -9,7 +16,8 @@ use super::config::{Precision, TorchrunConfig};
 use super::hardware::{Hardware, Trainer};
 use super::host::host_limit;
 use super::k;
-use super::output::{Estimate, FailAt, FailKind, Failure, item, items_from_events};
+use super::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
+use crate::shape::Arch;
 
 /// torchrun's activation multiplier without checkpointing: all `34·h` bytes per layer instead of
 /// the `2·h` layer input plus one `34·h` recompute (Korthikanti et al.).
@@ -19,6 +27,7 @@ pub fn torchrun_no_ckpt_factor(layers: u32) -> f64 {
 }
 
 /// The fit's numbers for `t`, in GiB.
+#[derive(Clone, Copy)]
 struct Fit {
     /// Stored activations of one micro-batch, all layers.
     lin: f64,
@@ -94,41 +103,210 @@ fn events(t: &TorchrunConfig) -> (Fit, Vec<Event>) {
     (Fit { lin, quad, prec }, events)
 }
 
-/// torchrun's estimate.
+/// Bytes per token per layer of a Hugging Face decoder layer's saved activations, as
+/// `(per hidden unit, per K/V unit, per MLP unit)`: under autocast the residual stream and the
+/// RMSNorms stay fp32 (fp32 master weights), the projections are bf16; in fp32 everything is.
+fn layer_bytes(t: &TorchrunConfig) -> (f64, f64, f64) {
+    if t.precision == Precision::Fp32 {
+        k::TR_LAYER_BYTES_FP32
+    } else {
+        k::TR_LAYER_BYTES_AMP
+    }
+}
+
+/// One decoder layer's saved activations for `tokens` tokens (GiB).
+fn layer_activations(t: &TorchrunConfig, a: &Arch, tokens: f64) -> f64 {
+    let (bh, bkv, bi) = layer_bytes(t);
+    let kv = (a.kv_heads * a.head_dim) as f64;
+    tokens * (bh * a.hidden as f64 + bkv * kv + bi * a.intermediate as f64) / GIB
+}
+
+/// The training step of a model whose architecture is known, in the order torch allocates
+/// it, at steady state (from step 2 on AdamW's state is resident): static state, the forward
+/// under autocast, the loss in fp32, then the backward trading activations for gradients.
+pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
+    let g = |bytes: f64| bytes / GIB;
+    let p = a.params;
+    let amp = t.precision != Precision::Fp32;
+    let tokens = (t.micro_batch_size * t.max_seq_len) as f64;
+    let vocab = a.vocab as f64;
+    let head = a.embed_params();
+    let layer = a.layer_params();
+    let layers = a.layers.max(1) as f64;
+    let layer_chunk = g(4.0 * layer.max(head));
+    let mut events = vec![
+        alloc(
+            Site::Params,
+            "weights fp32 (4 B/param)",
+            g(4.0 * p),
+            layer_chunk,
+        ),
+        alloc(
+            Site::Optim,
+            "AdamW m+v fp32 (8 B/param)",
+            g(8.0 * p),
+            layer_chunk,
+        ),
+    ];
+    if t.nproc > 1 {
+        events.push(alloc(
+            Site::Grads,
+            "DDP gradient buckets (4 B/param)",
+            g(4.0 * p),
+            k::TR_DDP_BUCKET_GIB,
+        ));
+    }
+    // Autocast caches a low-precision copy of every linear weight (the LM head included, the
+    // input embedding not) until the autocast block ends; without checkpointing the saved
+    // tensors keep them into the backward.
+    let copies = g(2.0 * (layer * layers + head));
+    if amp {
+        events.push(alloc(
+            Site::Params,
+            "autocast bf16 weight copies (2 B/param)",
+            copies,
+            g(2.0 * layer),
+        ));
+    }
+    let per_layer = layer_activations(t, a, tokens);
+    let stored = if t.gradient_checkpointing {
+        g(tokens * a.hidden as f64 * k::TR_CKPT_INPUT_BYTES)
+    } else {
+        per_layer
+    };
+    for _ in 0..a.layers.max(1) {
+        events.push(alloc(
+            Site::Activations,
+            if t.gradient_checkpointing {
+                "checkpointed layer inputs (fp32 residual stream)"
+            } else {
+                "activations, all layers (no checkpointing)"
+            },
+            stored,
+            stored,
+        ));
+    }
+    let logits_low = g(tokens * vocab * if amp { 2.0 } else { 4.0 });
+    events.push(alloc(
+        Site::LogitsBf16,
+        if amp { "logits bf16" } else { "logits fp32" },
+        logits_low,
+        logits_low,
+    ));
+    if amp && t.gradient_checkpointing {
+        // The autocast block ends: only the LM head's copy is still saved for the backward.
+        events.push(Event::Free {
+            gib: copies - g(2.0 * head),
+        });
+    }
+    let fp32 = g(tokens * vocab * 4.0);
+    let mut loss = 0.0;
+    if amp {
+        events.push(alloc(Site::LogitsFp32, "logits upcast to fp32", fp32, fp32));
+        loss += fp32;
+    }
+    events.push(alloc(
+        Site::Softmax,
+        "log-softmax of the loss (fp32)",
+        fp32,
+        fp32,
+    ));
+    events.push(alloc(
+        Site::Softmax,
+        "gradient of the logits (fp32)",
+        fp32,
+        fp32,
+    ));
+    loss += 2.0 * fp32;
+    events.push(alloc(
+        Site::Grads,
+        "LM head gradient (fp32)",
+        g(4.0 * head),
+        g(4.0 * head),
+    ));
+    events.push(Event::Free {
+        gib: loss + logits_low,
+    });
+    let recompute = if t.gradient_checkpointing {
+        per_layer + if amp { g(2.0 * layer) } else { 0.0 }
+    } else {
+        0.0
+    };
+    if recompute > 0.0 {
+        events.push(alloc(
+            Site::Recompute,
+            "one layer recomputed in the backward",
+            recompute,
+            per_layer / 4.0,
+        ));
+    }
+    for _ in 0..a.layers.max(1) {
+        events.push(Event::Free {
+            gib: stored
+                + if amp && !t.gradient_checkpointing {
+                    g(2.0 * layer)
+                } else {
+                    0.0
+                },
+        });
+        events.push(alloc(
+            Site::Grads,
+            "gradients fp32 (4 B/param)",
+            g(4.0 * layer),
+            g(4.0 * layer),
+        ));
+    }
+    events
+}
+
+/// The breakdown of a physics estimate: the events' allocations, layers summed.
+fn physics_items(events: &[Event]) -> Vec<Item> {
+    let mut items: Vec<Item> = Vec::new();
+    for it in items_from_events(events) {
+        match items.iter_mut().find(|i| i.label == it.label) {
+            Some(i) => i.gib += it.gib,
+            None => items.push(it),
+        }
+    }
+    items
+}
+
+/// torchrun's estimate: physics when the config states the architecture, else the fit.
 pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
-    let c = hw.gpu_mem_gib;
     let frag = hw.frag();
-    let (Fit { lin, quad, prec }, events) = events(t);
+    let (events, mut train_items, arch, note) = match &t.shape {
+        Some(a) => {
+            let events = physics_events(t, a);
+            let items = physics_items(&events);
+            let note = format!(
+                "torchrun: {} ({:.1}M params) from the training config's architecture",
+                a.name,
+                a.params / 1e6
+            );
+            (events, items, Some(a.clone()), note)
+        }
+        None => {
+            let (fit, events) = events(t);
+            let items = fit_items(t, &fit, &events);
+            let note = "torchrun runs arbitrary user code and its config states no architecture: this is an empirical fit to seed 003, scaled by model.params_m".to_string();
+            (events, items, None, note)
+        }
+    };
+    let c = hw.gpu_mem_gib;
     let m = t.micro_batch_size as f64;
     let s = t.max_seq_len as f64;
     let demand = walk(f64::INFINITY, &[], k::CUDA_CTX_GIB, frag, &events);
     let real = walk(c, &[], k::CUDA_CTX_GIB, frag, &events);
-    let mut train_items = vec![item("CUDA context + NCCL (non-PyTorch)", k::CUDA_CTX_GIB)];
-    train_items.extend(items_from_events(&events[..5]));
-    train_items.push(item(
-        format!(
-            "stored activations ({} × {} tokens{}{})",
-            t.micro_batch_size,
-            t.max_seq_len,
-            if t.gradient_checkpointing {
-                ", checkpointed"
-            } else {
-                ", no checkpointing"
-            },
-            if prec > 1.0 { ", fp32" } else { "" }
-        ),
-        lin,
-    ));
-    train_items.push(item("attention scores (one layer, transient)", quad));
+    train_items.insert(
+        0,
+        item("CUDA context + NCCL (non-PyTorch)", k::CUDA_CTX_GIB),
+    );
     train_items.push(item(
         format!("allocator slack ({:.0}% fragmentation)", frag * 100.0),
         demand.reserved_peak_gib - demand.allocated_peak_gib,
     ));
     let mut notes = t.notes.clone();
-    notes.push(
-        "torchrun runs arbitrary user code: this is an empirical fit to seed 003, scaled by model.params_m"
-            .into(),
-    );
+    notes.push(note);
     let host = k::HOST_BASE_GIB + k::TR_HOST_PER_RANK_GIB * t.nproc as f64;
     let failure = if host > host_limit(hw) {
         Some(Failure {
@@ -148,7 +326,7 @@ pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
     };
     Estimate {
         trainer: Trainer::Torchrun,
-        arch: None,
+        arch,
         capacity_gib: c,
         gpus: t.nproc,
         frag,
@@ -165,4 +343,26 @@ pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
         failure,
         notes,
     }
+}
+
+/// The breakdown of the fit: its static parts, stored activations, attention scores.
+fn fit_items(t: &TorchrunConfig, fit: &Fit, events: &[Event]) -> Vec<Item> {
+    let Fit { lin, quad, prec } = *fit;
+    let mut train_items = items_from_events(&events[..5]);
+    train_items.push(item(
+        format!(
+            "stored activations ({} × {} tokens{}{})",
+            t.micro_batch_size,
+            t.max_seq_len,
+            if t.gradient_checkpointing {
+                ", checkpointed"
+            } else {
+                ", no checkpointing"
+            },
+            if prec > 1.0 { ", fp32" } else { "" }
+        ),
+        lin,
+    ));
+    train_items.push(item("attention scores (one layer, transient)", quad));
+    train_items
 }
