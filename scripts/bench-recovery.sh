@@ -2,7 +2,10 @@
 # Recovery quality on the simulated trainer: every built-in experiment × every built-in
 # profile, from the experiment's configuration as written, on the local backend. Prints one
 # row per pair and a summary: did it succeed, how many memory failures before the fit (each
-# one a queue wait on a cluster), whether the final configuration trains something else.
+# one a queue wait on a cluster), whether the final configuration trains something else, and
+# the predicted throughput it keeps against the best fitting configuration the ladder allows
+# (what `orch estimate` says preflight would submit, with the architecture known; both figures
+# from the planner's throughput model, `orch estimate --json`'s `throughput`).
 #
 #   scripts/bench-recovery.sh [MAX_ATTEMPTS]        (default 8)
 #
@@ -47,7 +50,7 @@ import json, sys
 for p in json.load(sys.stdin):
     print(p["name"] if isinstance(p, dict) else p)' | tr '\n' ' ')}
 
-printf '%-16s %-10s %-9s %6s %8s  %s\n' experiment profile result failed attempts "semantic changes (final steps)"
+printf '%-16s %-10s %-9s %6s %8s %6s  %s\n' experiment profile result failed attempts kept "semantic changes (final steps)"
 rows=$WORK/rows.tsv
 : >"$rows"
 for exp in $EXPERIMENTS; do
@@ -59,10 +62,17 @@ for exp in $EXPERIMENTS; do
             >/dev/null 2>"$WORK/err" || true
         run=$(ls "$runs" 2>/dev/null | head -n 1)
         if [[ -z $run ]]; then
-            printf '%-16s %-10s %-9s %6s %8s  %s\n' "$exp" "$prof" refused - - "$(head -n 1 "$WORK/err")"
-            printf '%s\t%s\trefused\t-\t-\t-\n' "$exp" "$prof" >>"$rows"
+            printf '%-16s %-10s %-9s %6s %8s %6s  %s\n' "$exp" "$prof" refused - - - "$(head -n 1 "$WORK/err")"
+            printf '%s\t%s\trefused\t-\t-\t-\t-\n' "$exp" "$prof" >>"$rows"
             continue
         fi
+        # The best fitting configuration's predicted throughput, with the architecture known.
+        env -u ORCH_ARCHITECTURE "$ORCH" estimate "$exp" --profile "$prof" --json \
+            >"$WORK/best.json" 2>/dev/null || echo '{}' >"$WORK/best.json"
+        last=$(ls "$runs/$run/attempts" 2>/dev/null | sort -n | tail -n 1)
+        if [[ -n $last ]] && env -u ORCH_ARCHITECTURE "$ORCH" estimate "$exp" --profile "$prof" \
+            --plan-file "$runs/$run/attempts/$last/plan.yaml" --json >"$WORK/final.json" 2>/dev/null; then :
+        else echo '{}' >"$WORK/final.json"; fi
         ORCH_RUNS_DIR=$runs "$ORCH" history "$run" --json | python3 -c '
 import json, sys
 exp, prof = sys.argv[1], sys.argv[2]
@@ -74,10 +84,21 @@ last = atts[-1] if atts else {}
 sem = [a["step"] for a in atts if a.get("changes_semantics")]
 steps = ",".join(last.get("steps", [])) or "-"
 desc = ("yes: " + ",".join(sem) if sem else "no") + " (" + steps + ")"
-print("%-16s %-10s %-9s %6d %8d  %s" % (exp, prof, "ok" if ok else h["state"], failed, len(atts), desc))
+best_est = json.load(open(sys.argv[4]))
+final_est = json.load(open(sys.argv[5]))
+pre = best_est.get("preflight")
+if pre:
+    best = pre["throughput"]
+elif best_est.get("verdict") in ("fits", "tight"):
+    best = best_est["throughput"]
+else:
+    best = None
+kept = final_est.get("throughput") / best if ok and best and final_est.get("throughput") else None
+shown = "%5.0f%%" % (100 * kept) if kept is not None else "     -"
+print("%-16s %-10s %-9s %6d %8d %s  %s" % (exp, prof, "ok" if ok else h["state"], failed, len(atts), shown, desc))
 with open(sys.argv[3], "a") as f:
-    f.write("%s\t%s\t%s\t%d\t%d\t%s\n" % (exp, prof, "ok" if ok else h["state"], failed, len(atts), "yes" if sem else "no"))
-' "$exp" "$prof" "$rows"
+    f.write("%s\t%s\t%s\t%d\t%d\t%s\t%s\n" % (exp, prof, "ok" if ok else h["state"], failed, len(atts), "yes" if sem else "no", "" if kept is None else kept))
+' "$exp" "$prof" "$rows" "$WORK/best.json" "$WORK/final.json"
     done
 done
 python3 - "$rows" <<'PY'
@@ -92,4 +113,8 @@ if fails:
     print(f"failed attempts before the fit (succeeded pairs): median {statistics.median(fails)}, "
           f"mean {statistics.mean(fails):.2f}, max {max(fails)}; zero failures: {sum(1 for f in fails if f == 0)}")
 print(f"pairs whose final configuration changes training semantics: {sum(1 for r in ok if r[5] == 'yes')}")
+kept = [float(r[6]) for r in ok if len(r) > 6 and r[6] not in ("", "-")]
+if kept:
+    print(f"predicted throughput kept vs the best fitting configuration: median {100 * statistics.median(kept):.0f} %, "
+          f"min {100 * min(kept):.0f} %; pairs at ≥ 95 %: {sum(1 for k in kept if k >= 0.95)} of {len(kept)}")
 PY

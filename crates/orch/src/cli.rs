@@ -319,6 +319,10 @@ pub struct EstimateArgs {
     pub experiment: String,
     #[command(flatten)]
     pub config: ConfigArgs,
+    /// Estimate the configuration an attempt ran (its `plan.yaml`, under
+    /// `.orch/runs/RUN/attempts/N/`) instead of the experiment as written
+    #[arg(long, value_name = "FILE")]
+    pub plan_file: Option<std::path::PathBuf>,
     /// Print the estimate as JSON (the per-GPU peak is `gpu_peak_gib`)
     #[arg(long)]
     pub json: bool,

@@ -105,3 +105,38 @@ fn a_bad_architecture_path_is_refused_naming_the_file() {
     let run = orch.expect(&["estimate", "bad"], 2);
     assert!(run.stderr.contains("missing/config.json"), "{}", run.stderr);
 }
+
+/// What preflight would submit instead is part of the estimate, and an attempt's own
+/// configuration (its plan.yaml) can be estimated: after `submit`, the planner's choice is
+/// predicted to fit, at the throughput the estimate said.
+#[test]
+fn the_estimate_names_preflights_choice_and_reads_an_attempts_plan() {
+    let orch = Orch::new().newcomer();
+    let e = estimate(&orch, &["diamonds-seed0"]);
+    let pre = &e["preflight"];
+    assert_eq!(pre["changes_semantics"], false, "{e}");
+    assert!(pre["gpu_peak_gib"].as_f64().unwrap() < 79.18, "{e}");
+    let kept = pre["throughput"].as_f64().unwrap();
+    assert!(kept > 0.0 && kept <= 1.0, "{e}");
+    orch.expect(
+        &["submit", "--backend", "local", "diamonds-seed0", "--quiet"],
+        0,
+    );
+    let runs = orch.path().join(".orch/runs");
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let plan = run.join("attempts/1/plan.yaml");
+    let plan = plan.to_str().unwrap();
+    let first = estimate(&orch, &["diamonds-seed0", "--plan-file", plan]);
+    assert_ne!(first["verdict"], "does_not_fit", "{first}");
+    assert_eq!(first["gpu_peak_gib"], pre["gpu_peak_gib"]);
+    assert_eq!(first["throughput"], pre["throughput"]);
+    assert_eq!(first["preflight"], serde_json::Value::Null);
+    // A plan of another experiment is refused, naming both.
+    let other = orch.expect(&["estimate", "gsm8k-areal", "--plan-file", plan], 2);
+    assert!(other.stderr.contains("not `gsm8k-areal`"), "{other:?}");
+}

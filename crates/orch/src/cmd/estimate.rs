@@ -2,8 +2,9 @@
 
 use orch_core::config::Catalog;
 use orch_core::error::{UsageError, code};
-use orch_core::estimate::{Architecture, PlanEstimate, estimate_plan};
+use orch_core::estimate::{Architecture, Estimator, PlanEstimate};
 use orch_core::plan::{Plan, Setup};
+use orch_core::planner::{self, throughput};
 use orch_memory::estimate::Item;
 use serde_json::json;
 
@@ -11,19 +12,76 @@ use crate::cli::EstimateArgs;
 
 /// Print the per-GPU breakdown and peak, host memory and the verdict against the card.
 pub fn estimate(catalog: &Catalog, args: EstimateArgs) -> anyhow::Result<u8> {
-    let (setup, plan) = super::catalog::load_one(catalog, &args.experiment, &args.config)?;
+    let (setup, written) = super::catalog::load_one(catalog, &args.experiment, &args.config)?;
+    let plan = match &args.plan_file {
+        Some(path) => read_plan(path, &written)?,
+        None => written.clone(),
+    };
     plan.check(&setup)?;
     // Bad input (an unreadable `architecture:`, a template without an estimator): exit 2.
-    let est = estimate_plan(&setup, &plan).map_err(|e| UsageError(e.to_string()))?;
+    let estimator = Estimator::new(&setup).map_err(|e| UsageError(e.to_string()))?;
+    let est = estimator.estimate(&setup, &plan);
+    let speed = throughput::predict(&est, written.resources.gpus, setup.profile.gpu.memory_gib);
+    // What submit's preflight would send instead, for the experiment as written.
+    let instead = (args.plan_file.is_none() && estimator.knows_architecture())
+        .then(|| planner::preflight(&setup, &estimator, &plan, &mut Vec::new()))
+        .flatten()
+        .map(|m| {
+            let e = estimator.estimate(&setup, &m.plan);
+            let t = throughput::predict(&e, written.resources.gpus, setup.profile.gpu.memory_gib);
+            (m, e, t)
+        });
     if args.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&to_json(&setup, &plan, &est))?
-        );
+        let mut json = to_json(&setup, &plan, &est);
+        json["throughput"] = json!(round3(speed.relative));
+        json["preflight"] = match &instead {
+            Some((m, e, t)) => json!({
+                "steps": m.label,
+                "changes": m.changes.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                "changes_semantics": m.changes_semantics,
+                "gpu_peak_gib": round2(e.gpu_peak_gib()),
+                "throughput": round3(t.relative),
+            }),
+            None => json!(null),
+        };
+        outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        outln!("{}", report(&setup, &plan, &est).trim_end());
+        let mut text = report(&setup, &plan, &est);
+        if let Some((m, e, _)) = &instead {
+            text.push_str(&format!(
+                "preflight would submit instead: {} — predicted peak {:.2} GiB\n",
+                m.label,
+                e.gpu_peak_gib()
+            ));
+            for c in &m.changes {
+                text.push_str(&format!("    {c}\n"));
+            }
+        }
+        outln!("{}", text.trim_end());
     }
     Ok(code::OK)
+}
+
+/// An attempt's `plan.yaml`, which must be of the experiment named on the command line.
+fn read_plan(path: &std::path::Path, written: &Plan) -> anyhow::Result<Plan> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
+    let plan: Plan = serde_yaml::from_str(&text)
+        .map_err(|e| UsageError(format!("{} is not an orch plan.yaml: {e}", path.display())))?;
+    if plan.experiment != written.experiment {
+        return Err(UsageError(format!(
+            "{} is a plan of experiment `{}`, not `{}`",
+            path.display(),
+            plan.experiment,
+            written.experiment
+        ))
+        .into());
+    }
+    Ok(plan)
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
 }
 
 fn items(items: &[Item]) -> serde_json::Value {
