@@ -328,11 +328,13 @@ impl TorchrunConfig {
     pub fn from_overrides(o: &Overrides, nproc: u32) -> Self {
         let mut notes = Vec::new();
         let shape = torchrun_shape(o);
-        let params_m = o
-            .f64_opt("model.params_m")
+        // A stated architecture decides the size; else the config's `params_m`.
+        let params_m = shape
+            .as_ref()
+            .map(|a| a.params / 1e6)
+            .or_else(|| o.f64_opt("model.params_m"))
             .or_else(|| o.f64_opt("model_params_m"))
             .or_else(|| o.get_suffix("params_m").and_then(|v| v.parse().ok()))
-            .or_else(|| shape.as_ref().map(|a| a.params / 1e6))
             .unwrap_or_else(|| {
                 notes.push(format!(
                     "no model.params_m in the config; assuming {} M parameters",

@@ -1,5 +1,5 @@
 //! The memory model's constants, each with where it comes from (a seed write-up, a paper, a
-//! model config or the trainers' source); docs/SIMULATOR.md explains how they combine.
+//! model config or the trainers' source); docs/ESTIMATOR.md explains how they combine.
 
 /// CUDA context, cuBLAS workspaces and NCCL buffers of one training process (non-PyTorch).
 pub const CUDA_CTX_GIB: f64 = 1.0;

@@ -17,7 +17,7 @@
 //! engines' own rules.
 //!
 //! Everything here is pure and deterministic: no I/O, no printing. Every constant ([`k`]) is
-//! documented in `docs/SIMULATOR.md` with where it comes from (a seed write-up, a paper, a
+//! documented in `docs/ESTIMATOR.md` with where it comes from (a seed write-up, a paper, a
 //! model config, or the trainers' source); the calibration against the seeds is `tests.rs`.
 
 pub mod activations;

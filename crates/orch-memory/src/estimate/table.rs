@@ -1,4 +1,4 @@
-//! Prints the calibration table of docs/SIMULATOR.md:
+//! Prints the calibration table of docs/ESTIMATOR.md:
 //! `cargo test -p orch-sim memory::table -- --nocapture`.
 
 use super::seeds::{areal_a40_optimized, areal_default, diamonds};
@@ -46,7 +46,7 @@ fn show(name: &str, e: &Estimate) {
         e.tokens_per_micro
     );
 }
-/// Prints the calibration table of docs/SIMULATOR.md (`-- --nocapture` to see it). Long on
+/// Prints the calibration table of docs/ESTIMATOR.md (`-- --nocapture` to see it). Long on
 /// purpose: one row per calibration case, in the order of the document's table.
 #[test]
 fn print_table() {

@@ -1,5 +1,5 @@
 //! Calibration of the memory model against the seeds' measurements (targets (a)–(i) of
-//! docs/SIMULATOR.md), plus the helpers the runners' tests share.
+//! docs/ESTIMATOR.md), plus the helpers the runners' tests share.
 
 use super::allocator::alloc;
 use super::seeds::{areal_a40_optimized, areal_default, diamonds};
