@@ -254,8 +254,6 @@ fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) 
     let capacity = setup.profile.gpu.memory_gib;
     let learned = Learned::from_failures(cx.failures, capacity, |p| estimator.estimate(setup, p));
     notes.extend(learned.notes.iter().cloned());
-    let ranges = menu(cx, estimator, notes);
-    let candidates = space::enumerate(setup, cx.written, &ranges, cx.tried);
     let search = Search {
         setup,
         estimator,
@@ -263,10 +261,33 @@ fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) 
         learned,
         margin: margin(estimator),
     };
+    // The steps answering the classes this run failed with first; when none of their
+    // combinations is predicted to fit, every memory step (as preflight does): offload needs
+    // host memory, a shorter response needs less KV cache.
+    let ranges = menu(cx, estimator, &classes_failed(cx), false, notes);
+    let candidates = space::enumerate(setup, cx.written, &ranges, cx.tried);
     if let Some(best) = search.best(candidates.clone(), notes) {
         return Next::Move(search.move_to(cx.current, best));
     }
+    let mut wider_notes = Vec::new();
+    let all: BTreeSet<&str> = MEMORY_CLASSES.iter().map(|c| c.as_str()).collect();
+    let wider = menu(cx, estimator, &all, true, &mut wider_notes);
+    if wider != ranges {
+        let more = space::enumerate(setup, cx.written, &wider, cx.tried);
+        if let Some(best) = search.best(more, &mut wider_notes) {
+            notes.push(
+                "nothing the steps for this failure allow is predicted to fit; adding the ladder's other memory steps".into(),
+            );
+            notes.extend(wider_notes);
+            return Next::Move(search.move_to(cx.current, best));
+        }
+    }
     nothing_fits(cx, &search, candidates, notes)
+}
+
+/// The failure classes of the run so far.
+fn classes_failed<'a>(cx: &Context<'a>) -> BTreeSet<&'a str> {
+    cx.failures.iter().map(|f| f.class.as_str()).collect()
 }
 
 /// The headroom for this estimator.
@@ -278,12 +299,20 @@ fn margin(estimator: &Estimator) -> f64 {
     }
 }
 
-/// How many times each ladder step may be taken after the last failure.
-fn menu(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) -> Vec<Range> {
+/// How many times each ladder step may be taken after the last failure: the steps answering
+/// one of `classes`, less those the evidence rules out. `wide`: steps that do not answer the
+/// last failure's class are enablers (more host memory for an offload) and no rule applies
+/// to them.
+fn menu(
+    cx: &Context<'_>,
+    estimator: &Estimator,
+    classes: &BTreeSet<&str>,
+    wide: bool,
+    notes: &mut Vec<String>,
+) -> Vec<Range> {
     let setup = cx.setup;
     let steps = &setup.ladder.steps;
     let last = cx.failures.last().expect("a failure to answer");
-    let classes: BTreeSet<&str> = cx.failures.iter().map(|f| f.class.as_str()).collect();
     let current = counts_of(cx.current, steps);
     let mut ranges: Vec<Range> = steps
         .iter()
@@ -303,7 +332,10 @@ fn menu(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) -> Vec
     let phase = failing_phase(last, &predicted);
     let fragmentation = last.facts.as_ref().and_then(fragmentation_ruled_out);
     for (i, step) in steps.iter().enumerate() {
-        if ranges[i].hi == ranges[i].lo || current[i] >= step.repeat {
+        if ranges[i].hi == ranges[i].lo
+            || current[i] >= step.repeat
+            || wide && !step.answers.contains(&last.class)
+        {
             continue;
         }
         let why_not = match (&fragmentation, is_allocator_setting(step)) {
