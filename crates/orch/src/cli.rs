@@ -145,8 +145,13 @@ pub struct SubmitArgs {
     #[command(flatten)]
     pub host: HostArgs,
 
-    /// Most attempts per run, first one included [default: the experiment's, else 5]
-    #[arg(long, value_name = "N", help_heading = "Running")]
+    /// Most attempts per run, first one included, 1–100 [default: the experiment's, else 5]
+    #[arg(
+        long,
+        value_name = "N",
+        help_heading = "Running",
+        value_parser = clap::value_parser!(u32).range(1..=100)
+    )]
     pub max_attempts: Option<u32>,
 
     /// Run orch's simulated trainer instead of the real one (default when there is no GPU here)
@@ -187,20 +192,22 @@ pub struct SubmitArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Watching")]
 pub struct WatchArgs {
-    /// Seconds between state polls when nothing changes [default: 0.25 local, 30 slurm]
-    #[arg(long, value_name = "SECONDS")]
+    /// Seconds between state polls when nothing changes, 0.05–3600 [default: 0.25 local, 30 slurm]
+    #[arg(long, value_name = "SECONDS", value_parser = poll_seconds)]
     pub poll_interval: Option<f64>,
 
     /// Print the result as one JSON object per run on stdout
     #[arg(long)]
     pub json: bool,
 
-    /// Cancel and resubmit (same step, resuming) a running job whose logs stop growing for this long
+    /// Cancel and resubmit (same step, resuming) a running job whose logs stop growing for this
+    /// long (at least 1s)
     #[arg(
         long,
         value_name = "DURATION",
         default_value = "30m",
-        env = "ORCH_HANG_TIMEOUT"
+        env = "ORCH_HANG_TIMEOUT",
+        value_parser = hang_duration
     )]
     pub hang_timeout: humantime::Duration,
 
@@ -347,4 +354,28 @@ mod tests {
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
     }
+}
+
+/// `--poll-interval`: a finite number of seconds in a range a scheduler tolerates.
+fn poll_seconds(text: &str) -> Result<f64, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if !(0.05..=3600.0).contains(&secs) {
+        return Err(format!(
+            "{text} s is out of range: give 0.05 to 3600 seconds"
+        ));
+    }
+    Ok(secs)
+}
+
+/// `--hang-timeout`: a duration of at least one second (0 would call every job hung).
+fn hang_duration(text: &str) -> Result<humantime::Duration, String> {
+    let d: humantime::Duration = text.parse().map_err(|e| format!("{e}"))?;
+    if std::time::Duration::from(d) < std::time::Duration::from_secs(1) {
+        return Err(format!(
+            "`{text}` is too short: a job would be called hung between two log lines; give at least 1s"
+        ));
+    }
+    Ok(d)
 }

@@ -271,3 +271,54 @@ fn a_closed_stdout_ends_data_commands_quietly() {
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
 }
+
+/// Trainer values of the wrong type are refused with the key, the value, where it came from
+/// and the default that sets the type; so is the checkpoint key, which orch owns.
+#[test]
+fn trainer_values_are_type_checked_and_the_checkpoint_key_is_orchs() {
+    let orch = Orch::new();
+    for (set, says) in [
+        ("trainer.total_epochs=lots", "must be a whole number"),
+        (
+            "actor_rollout_ref.model.enable_gradient_checkpointing=yes please",
+            "must be true or false",
+        ),
+        ("data.max_prompt_length=512.5", "must be a whole number"),
+        ("data.train_batch_size=1e30", "must be a whole number"),
+        ("actor_rollout_ref.rollout.top_p=lots", "must be a number"),
+        ("trainer.default_local_dir=/elsewhere", "orch sets this key"),
+    ] {
+        let run = refused(&orch, "diamonds-seed0", &["--set", set]);
+        let key = set.split('=').next().unwrap();
+        assert!(
+            run.stderr.contains(key) && run.stderr.contains(says) && run.stderr.contains("--set"),
+            "{set}: {run:?}"
+        );
+    }
+    // A coefficient whose default happens to be written as an integer takes any number.
+    orch.expect(
+        &[
+            "render",
+            "diamonds-seed0",
+            "--set",
+            "actor_rollout_ref.actor.entropy_coeff=0.001",
+        ],
+        0,
+    );
+}
+
+/// Watch settings out of range are refused by name, with the range.
+#[test]
+fn watch_settings_out_of_range_are_refused() {
+    let orch = Orch::new();
+    for (args, says) in [
+        (&["--poll-interval", "inf"][..], "0.05 to 3600"),
+        (&["--poll-interval", "1e300"][..], "0.05 to 3600"),
+        (&["--poll-interval", "0"][..], "0.05 to 3600"),
+        (&["--hang-timeout", "0"][..], "at least 1s"),
+        (&["--max-attempts", "0"][..], "1..=100"),
+    ] {
+        let run = refused(&orch, "diamonds-seed0", args);
+        assert!(run.stderr.contains(says), "{args:?}: {run:?}");
+    }
+}

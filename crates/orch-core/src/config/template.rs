@@ -145,6 +145,12 @@ impl Template {
         if let Some(k) = &self.spec.node_count_key {
             out.push((k.as_str(), "set resources.nodes instead"));
         }
+        if let Some(k) = &self.spec.checkpoint_key {
+            out.push((
+                k.as_str(),
+                "checkpoints go in the run's own directory (<run>/checkpoints), where a resumed attempt and `orch history` find them",
+            ));
+        }
         out
     }
 }

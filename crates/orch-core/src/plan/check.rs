@@ -6,6 +6,7 @@ use crate::config::jinja;
 use crate::config::template::Rule;
 use crate::error::ConfigError;
 
+use super::types::Expected;
 use super::{Plan, Setup};
 
 impl Plan {
@@ -35,6 +36,17 @@ impl Plan {
                 problems.push(format!(
                     "{key} (from {}): orch sets this key; {hint}",
                     setting.source
+                ));
+            } else if let Some(why) = template
+                .keys
+                .get(key)
+                .and_then(|default| Expected::of(key, default).mismatch(&setting.value))
+            {
+                problems.push(format!(
+                    "{key} = {} (from {}): {why} (its default is {})",
+                    scalar_text(&setting.value),
+                    setting.source,
+                    scalar_text(&template.keys[key])
                 ));
             } else if !template.knows(key) {
                 let hint = template

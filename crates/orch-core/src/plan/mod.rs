@@ -15,6 +15,7 @@ mod dotted;
 mod semantics;
 mod set_arg;
 mod setup;
+mod types;
 
 use std::collections::BTreeMap;
 use std::fmt;
