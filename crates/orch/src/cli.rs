@@ -345,17 +345,6 @@ pub struct SimTrainArgs {
     pub args: Vec<String>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn cli_is_well_formed() {
-        Cli::command().debug_assert();
-    }
-}
-
 /// `--poll-interval`: a finite number of seconds in a range a scheduler tolerates.
 fn poll_seconds(text: &str) -> Result<f64, String> {
     let secs: f64 = text
@@ -378,4 +367,15 @@ fn hang_duration(text: &str) -> Result<humantime::Duration, String> {
         ));
     }
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
 }
