@@ -300,9 +300,8 @@ fn margin(estimator: &Estimator) -> f64 {
 }
 
 /// How many times each ladder step may be taken after the last failure: the steps answering
-/// one of `classes`, less those the evidence rules out. `wide`: steps that do not answer the
-/// last failure's class are enablers (more host memory for an offload) and no rule applies
-/// to them.
+/// one of `classes`, less those the evidence rules out. `wide`: only the evidence on the
+/// allocator rules a step out; whether a combination helps is the estimate's to say.
 fn menu(
     cx: &Context<'_>,
     estimator: &Estimator,
@@ -332,14 +331,14 @@ fn menu(
     let phase = failing_phase(last, &predicted);
     let fragmentation = last.facts.as_ref().and_then(fragmentation_ruled_out);
     for (i, step) in steps.iter().enumerate() {
-        if ranges[i].hi == ranges[i].lo
-            || current[i] >= step.repeat
-            || wide && !step.answers.contains(&last.class)
-        {
+        if ranges[i].hi == ranges[i].lo || current[i] >= step.repeat {
             continue;
         }
         let why_not = match (&fragmentation, is_allocator_setting(step)) {
             (Some(why), true) => Some(why.clone()),
+            // Widened, a move is judged with the others it comes with (more host memory
+            // for an offload, a trainer-side cut for a rollout fix): the estimate decides.
+            _ if wide => None,
             _ => no_effect(cx, estimator, step, phase, last.class, &predicted),
         };
         if let Some(why) = why_not {
@@ -440,7 +439,7 @@ fn nothing_fits(
     let smallest = candidates
         .into_iter()
         .map(|c| {
-            let e = search.estimate(&c.plan, f64::INFINITY);
+            let e = search.estimate(&c.plan, capacity);
             (e.gpu_peak_gib(), c)
         })
         .min_by(|a, b| a.0.total_cmp(&b.0));
@@ -486,6 +485,9 @@ struct Scored {
     throughput: Throughput,
     semantics: Semantics,
     same_semantics: bool,
+    /// How many of the written plan's semantic values it changes (a run that must train
+    /// something else changes as little as it can).
+    semantic_distance: usize,
     /// Asks for no more GPUs than the plan as written.
     same_gpus: bool,
 }
@@ -496,9 +498,9 @@ impl Search<'_> {
         self.estimator.estimate_on(self.setup, plan, capacity)
     }
 
-    /// The best candidate predicted to fit: same semantics first, then no more GPUs than asked
-    /// for (a bigger allocation queues longer), then throughput, then fewest moves; the first of
-    /// those the template's rules accept.
+    /// The best candidate predicted to fit: same semantics first (else the fewest semantic
+    /// values changed), then no more GPUs than asked for (a bigger allocation queues longer),
+    /// then throughput, then fewest moves; the first of those the template's rules accept.
     fn best(&self, candidates: Vec<Candidate>, notes: &mut Vec<String>) -> Option<Scored> {
         let capacity = self.setup.profile.gpu.memory_gib;
         let usable = self.learned.usable_gib(capacity);
@@ -517,6 +519,7 @@ impl Search<'_> {
         fitting.sort_by(|a, b| {
             b.same_semantics
                 .cmp(&a.same_semantics)
+                .then(a.semantic_distance.cmp(&b.semantic_distance))
                 .then(b.same_gpus.cmp(&a.same_gpus))
                 .then(b.throughput.relative.total_cmp(&a.throughput.relative))
                 .then(a.candidate.moves().cmp(&b.candidate.moves()))
@@ -546,6 +549,7 @@ impl Search<'_> {
             semantics == *written
         };
         Scored {
+            semantic_distance: semantic_changes(written, &semantics).len(),
             same_gpus: candidate.plan.resources.gpus <= self.written.resources.gpus
                 && candidate.plan.resources.nodes <= self.written.resources.nodes,
             candidate,

@@ -471,3 +471,27 @@ fn the_menu_widens_to_every_memory_step_before_giving_up() {
             .is_none()
     );
 }
+
+/// When nothing that trains the same thing fits, the plan that changes the fewest of the
+/// written plan's semantic values wins over a faster one that changes more.
+#[test]
+fn a_forced_semantics_change_changes_as_little_as_it_can() {
+    let (setup, written) = load("diamonds-seed0", "rtx4090", &[]);
+    let facts = MemoryFacts {
+        desired_utilization: Some(0.6),
+        desired_gib: Some(14.19),
+        free_gib: Some(12.01),
+        capacity_gib: Some(23.65),
+        ..MemoryFacts::default()
+    };
+    let (next, notes) = decide(
+        &setup,
+        &written,
+        &[failed(&written, FailureClass::GpuOom, facts)],
+    );
+    let m = moved(next);
+    assert!(m.changes_semantics, "{}", m.describe());
+    let changed =
+        crate::plan::semantic_changes(&written.semantics(&setup), &m.plan.semantics(&setup));
+    assert_eq!(changed.len(), 1, "{changed:?}\n{notes:?}");
+}
