@@ -322,3 +322,56 @@ fn watch_settings_out_of_range_are_refused() {
         assert!(run.stderr.contains(says), "{args:?}: {run:?}");
     }
 }
+
+/// Setting the key a sweep varies, when submitting the whole sweep, would run every member
+/// with one value: refused, naming the conflict and what to do instead.
+#[test]
+fn setting_the_swept_key_of_a_whole_sweep_is_refused() {
+    let orch = Orch::new();
+    for set in ["seed=7", "data.seed=7"] {
+        let run = refused(&orch, "diamonds", &["--set", set]);
+        assert!(
+            run.stderr.contains("sweep `diamonds` varies `seed`")
+                && run.stderr.contains("orch submit diamonds-seed0"),
+            "{run:?}"
+        );
+    }
+}
+
+/// A ladder is checked against its template when it loads: an unknown key, `repeat: 0`, and
+/// arithmetic on a flag or a string are refused before anything is submitted.
+#[test]
+fn a_ladder_is_checked_against_its_template_when_it_loads() {
+    for (step, says) in [
+        (
+            "overrides:\n      data.train_batch_sise: {divide: 2}",
+            "not a key template `verl-grpo` accepts (did you mean `data.train_batch_size`?)",
+        ),
+        (
+            "repeat: 0\n    overrides:\n      data.train_batch_size: {divide: 2}",
+            "`repeat: 0`",
+        ),
+        (
+            "overrides:\n      actor_rollout_ref.rollout.name: {multiply: 2}",
+            "`multiply` needs a number",
+        ),
+        (
+            "overrides:\n      actor_rollout_ref.model.enable_gradient_checkpointing: {add: 1}",
+            "`add` needs a number",
+        ),
+        (
+            "overrides:\n      trainer.default_local_dir: /tmp/elsewhere",
+            "orch sets this key",
+        ),
+    ] {
+        let orch = Orch::new().file(
+            "ladders/verl-grpo.yaml",
+            &format!("steps:\n  - name: bad\n    answers: [gpu_oom]\n    {step}\n"),
+        );
+        let run = refused(&orch, "diamonds-seed0", &[]);
+        assert!(
+            run.stderr.contains("ladders/verl-grpo.yaml") && run.stderr.contains(says),
+            "{step}: {run:?}"
+        );
+    }
+}

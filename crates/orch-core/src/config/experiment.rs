@@ -100,6 +100,8 @@ pub struct Experiment {
     pub file_name: String,
     pub origin: Origin,
     pub file: ExperimentFile,
+    /// The key the file's sweep varies (`seed`), for a sweep's members.
+    pub swept: Option<String>,
 }
 
 impl Experiment {
@@ -175,6 +177,7 @@ fn expand(name: &str, file: ExperimentFile, origin: Origin) -> Vec<Experiment> {
             file_name: name.to_string(),
             origin,
             file,
+            swept: None,
         }];
     };
     sweep
@@ -197,6 +200,7 @@ fn expand(name: &str, file: ExperimentFile, origin: Origin) -> Vec<Experiment> {
                 file_name: name.to_string(),
                 origin: origin.clone(),
                 file,
+                swept: Some(sweep.key.clone()),
             }
         })
         .collect()

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::Origin;
+use super::template::Template;
 use crate::error::ConfigError;
 use orch_classify::FailureClass;
 
@@ -66,6 +67,17 @@ pub enum Op {
     Multiply,
     Divide,
     Add,
+}
+
+impl Op {
+    /// The word a ladder file writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Multiply => "multiply",
+            Op::Divide => "divide",
+            Op::Add => "add",
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for Change {
@@ -208,6 +220,12 @@ impl Ladder {
                     step.name
                 )));
             }
+            if step.repeat == 0 {
+                return Err(err(format!(
+                    "steps[{i}] ({}): `repeat: 0` means the step can never be taken; remove the step or give 1 or more",
+                    step.name
+                )));
+            }
             if step.answers.is_empty() {
                 return Err(err(format!(
                     "steps[{i}] ({}): `answers` must name at least one failure class",
@@ -243,6 +261,58 @@ impl Ladder {
                             class.as_str()
                         )));
                     }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Check the steps against the template they will change: every override key is one the
+    /// trainer accepts and orch does not own, and arithmetic is only done on numbers. Found
+    /// when the ladder loads, not after a failed attempt.
+    pub fn check_against(&self, template: &Template, origin: &Origin) -> Result<(), ConfigError> {
+        let err = |message: String| ConfigError::Other {
+            origin: origin.to_string(),
+            message,
+        };
+        for (i, step) in self.steps.iter().enumerate() {
+            for (key, change) in &step.overrides {
+                let key = key.as_str();
+                if let Some((_, hint)) = template.owned_keys().into_iter().find(|(k, _)| *k == key)
+                {
+                    return Err(err(format!(
+                        "steps[{i}] ({}): overrides.{key}: orch sets this key; {hint}",
+                        step.name
+                    )));
+                }
+                if !template.knows(key) {
+                    let hint = template
+                        .suggest(key)
+                        .map(|s| format!(" (did you mean `{s}`?)"))
+                        .unwrap_or_default();
+                    return Err(err(format!(
+                        "steps[{i}] ({}): overrides.{key}: not a key template `{}` accepts{hint}",
+                        step.name, template.name
+                    )));
+                }
+                if let Change::Arith { op, .. } = change
+                    && let Some(default) = template.keys.get(key)
+                    && matches!(
+                        default,
+                        serde_yaml::Value::Bool(_) | serde_yaml::Value::String(_)
+                    )
+                {
+                    return Err(err(format!(
+                        "steps[{i}] ({}): overrides.{key}: `{}` needs a number, and this key holds {} (default {})",
+                        step.name,
+                        op.as_str(),
+                        if matches!(default, serde_yaml::Value::Bool(_)) {
+                            "true or false"
+                        } else {
+                            "text"
+                        },
+                        super::experiment::scalar_text(default)
+                    )));
                 }
             }
         }

@@ -56,6 +56,7 @@ impl Setup {
         let (ladder, ladder_origin) =
             catalog.load::<Ladder>(Kind::Ladders, "ladder", &ladder_name)?;
         ladder.check(&ladder_origin)?;
+        ladder.check_against(&template, &ladder_origin)?;
         let setup = Setup {
             max_attempts: experiment.file.max_attempts,
             experiment,

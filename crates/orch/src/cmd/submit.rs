@@ -16,7 +16,7 @@ use orch_core::config::profile::Profile;
 use orch_core::error::{UsageError, code};
 use orch_core::ledger::RunRecord;
 use orch_core::ledger::{Event, FORMAT, Ledger, RunDir, RunState, now};
-use orch_core::plan::{Plan, Setup};
+use orch_core::plan::{Plan, SetArg, Setup};
 use orch_core::progress::Progress;
 use orch_core::render::AttemptInfo;
 use orch_core::watch::{Ctx, FollowUp, RunDriver, drive};
@@ -158,7 +158,12 @@ async fn detect_remote_profile(
 fn prepare(catalog: &Catalog, args: &SubmitArgs) -> anyhow::Result<Vec<(Setup, Plan)>> {
     let mut prepared = Vec::new();
     for name in &args.experiments {
-        for experiment in Experiment::find(catalog, name)? {
+        let members = Experiment::find(catalog, name)?;
+        let whole_sweep = members.len() > 1;
+        for experiment in members {
+            if whole_sweep {
+                refuse_setting_the_swept_key(catalog, name, &experiment, &args.config.sets)?;
+            }
             let (setup, plan) = Setup::load(
                 catalog,
                 experiment,
@@ -172,6 +177,33 @@ fn prepare(catalog: &Catalog, args: &SubmitArgs) -> anyhow::Result<Vec<(Setup, P
         }
     }
     Ok(prepared)
+}
+
+/// `orch submit SWEEP --set KEY=V` where the sweep varies KEY would run every member with the
+/// same value: refuse, saying what to do instead.
+fn refuse_setting_the_swept_key(
+    catalog: &Catalog,
+    sweep: &str,
+    member: &Experiment,
+    sets: &[SetArg],
+) -> anyhow::Result<()> {
+    let Some(key) = &member.swept else {
+        return Ok(());
+    };
+    let template = orch_core::config::template::Template::load(catalog, &member.file.template)?;
+    let trainer_key = template.spec.experiment_keys.get(key);
+    if let Some(set) = sets
+        .iter()
+        .find(|s| &s.key == key || Some(&s.key) == trainer_key)
+    {
+        return Err(UsageError(format!(
+            "--set {}={}: sweep `{sweep}` varies `{key}`, so every member would run with the same value; \
+             submit one member instead (`orch submit {} --set {}={}`), or change the sweep's values in its file",
+            set.key, set.raw, member.name, set.key, set.raw
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// What a new run's `created` event records besides its plan.
