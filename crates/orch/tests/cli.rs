@@ -375,3 +375,85 @@ fn a_ladder_is_checked_against_its_template_when_it_loads() {
         );
     }
 }
+
+/// `--set` values that cannot mean anything are refused: an impossible time limit, an empty
+/// model, a var no template reads, an attempt budget out of range.
+#[test]
+fn meaningless_set_values_are_refused() {
+    let orch = Orch::new();
+    for (set, says) in [
+        ("resources.time=99:99:99", "minutes and seconds below 60"),
+        ("model=", "--set model=: an empty value"),
+        ("vars.x=1", "has no var `x`"),
+        ("max_attempts=0", "give a whole number from 1 to 100"),
+    ] {
+        let run = refused(&orch, "diamonds-seed0", &["--set", set]);
+        assert!(run.stderr.contains(says), "{set}: {run:?}");
+    }
+}
+
+/// Files that are not YAML orch can read get one clear message naming the file: a
+/// duplicate key inside `overrides:`, a byte-order mark, a binary file, a name outside the
+/// safe alphabet.
+#[test]
+fn unreadable_experiment_files_are_named_with_the_reason() {
+    let body = "template: verl-grpo\nprofile: a40\noverrides:\n  data.train_batch_size: 8\n  data.train_batch_size: 16\n";
+    let orch = Orch::new()
+        .file("experiments/dup.yaml", body)
+        .file("experiments/bom.yaml", &format!("\u{feff}{body}"))
+        .file(
+            "experiments/my run ü.yaml",
+            "template: verl-grpo\nprofile: a40\n",
+        );
+    std::fs::write(
+        orch.path().join("experiments/bin.yaml"),
+        [0x7f, b'E', b'L', b'F', 0xff, 0xfe, 0x00],
+    )
+    .unwrap();
+    for (name, says) in [
+        ("dup", "duplicate entry with key \"data.train_batch_size\""),
+        ("bom", "byte-order mark"),
+        ("bin", "not a text file"),
+        ("my run ü", "is not a valid experiment name"),
+    ] {
+        let run = refused(&orch, name, &[]);
+        assert!(
+            run.stderr.contains(says) && run.stderr.contains("experiments/"),
+            "{name}: {run:?}"
+        );
+    }
+}
+
+/// A profile that describes impossible hardware is refused naming the key; `orch profiles`
+/// still lists the others, names the broken one on stderr, and exits 2.
+#[test]
+fn impossible_profiles_are_refused_and_the_rest_still_listed() {
+    let a40 =
+        std::fs::read_to_string(crate::support::repo_root().join("profiles/a40.yaml")).unwrap();
+    let orch = Orch::new()
+        .file(
+            "profiles/zero.yaml",
+            &a40.replace("memory_gib: 44.42", "memory_gib: 0")
+                .replace("per_node: 8", "per_node: 0"),
+        )
+        .file(
+            "profiles/negative.yaml",
+            &a40.replace("memory_gib: 512", "memory_gib: -5"),
+        );
+    let run = refused(&orch, "diamonds-seed0", &["--profile", "zero"]);
+    assert!(
+        run.stderr.contains("gpu.memory_gib = 0") && run.stderr.contains("gpu.per_node = 0"),
+        "{run:?}"
+    );
+    let list = orch.expect(&["profiles"], 2);
+    assert!(
+        list.stdout.contains("a40 ") && list.stdout.contains("h100-80g"),
+        "{list:?}"
+    );
+    assert!(
+        list.stderr.contains("profile `zero` is not usable")
+            && list.stderr.contains("profile `negative` is not usable")
+            && list.stderr.contains("host.memory_gib = -5"),
+        "{list:?}"
+    );
+}

@@ -157,6 +157,9 @@ impl Experiment {
                     }
                     None => out.push(name),
                 },
+                Err(_) if !super::valid_name(&name) => out.push(format!(
+                    "{name} (invalid name: use letters, digits, `-`, `_` and `.`)"
+                )),
                 Err(_) => out.push(format!("{name} (does not parse)")),
             }
         }

@@ -109,8 +109,12 @@ impl Catalog {
     /// Read `kind/rel`: the project's file if there is one, else the built-in one.
     pub fn read(&self, kind: Kind, rel: &str) -> Result<Option<Doc>, ConfigError> {
         let path = self.project_dir.join(kind.dir()).join(rel);
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let text = text_of(bytes).map_err(|message| ConfigError::Other {
+                    origin: path.display().to_string(),
+                    message,
+                })?;
                 return Ok(Some(Doc {
                     origin: Origin::File(path),
                     text,
@@ -167,6 +171,19 @@ impl Catalog {
         } else {
             format!("{name}.yaml")
         };
+        if !valid_name(name) && self.names(kind).iter().any(|n| n == name) {
+            return Err(ConfigError::Other {
+                origin: self
+                    .project_dir
+                    .join(kind.dir())
+                    .join(&rel)
+                    .display()
+                    .to_string(),
+                message: format!(
+                    "`{name}` is not a valid {kind_name} name: names use letters, digits, `-`, `_` and `.` (at most 64, not starting with `-` or `.`), since they end up in file and Slurm job names; rename the file"
+                ),
+            });
+        }
         let doc = valid_name(name)
             .then(|| self.read(kind, &rel))
             .transpose()?
@@ -183,6 +200,22 @@ impl Catalog {
         let value = parse_yaml(&doc)?;
         Ok((value, doc.origin))
     }
+}
+
+/// A configuration file's bytes as text, or why they are not YAML orch can read.
+fn text_of(bytes: Vec<u8>) -> Result<String, String> {
+    if bytes.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        return Err(
+            "starts with a byte-order mark (U+FEFF), which YAML keys would include; save the file as UTF-8 without one"
+                .into(),
+        );
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "not a text file: byte {} is not UTF-8 (is it a YAML file?)",
+            e.utf8_error().valid_up_to()
+        )
+    })
 }
 
 fn file_name(path: &Path) -> String {
@@ -211,6 +244,17 @@ pub fn valid_name(name: &str) -> bool {
 
 /// Parse a YAML document strictly, naming file, line, column and key path on error.
 pub fn parse_yaml<T: DeserializeOwned>(doc: &Doc) -> Result<T, ConfigError> {
+    // A mapping deserialised into a map keeps the last of two equal keys without a word;
+    // as a plain YAML value the document is refused, with the key and its line.
+    if let Err(e) = serde_yaml::from_str::<serde_yaml::Value>(&doc.text)
+        && e.to_string().contains("duplicate")
+    {
+        return Err(ConfigError::Parse {
+            origin: doc.origin.to_string(),
+            location: e.location().map(|l| (l.line(), l.column())),
+            message: strip_location(&e.to_string()),
+        });
+    }
     let de = serde_yaml::Deserializer::from_str(&doc.text);
     serde_path_to_error::deserialize(de).map_err(|err| {
         let path = err.path().to_string();

@@ -23,6 +23,54 @@ pub struct Profile {
     pub overrides: BTreeMap<String, BTreeMap<String, serde_yaml::Value>>,
 }
 
+impl Profile {
+    /// Load `profiles/<name>.yaml` and check that its numbers describe hardware.
+    pub fn load(
+        catalog: &super::Catalog,
+        name: &str,
+    ) -> Result<(Profile, super::Origin), crate::error::ConfigError> {
+        let (profile, origin) = catalog.load::<Profile>(super::Kind::Profiles, "profile", name)?;
+        let problems = profile.problems();
+        if !problems.is_empty() {
+            return Err(crate::error::ConfigError::Other {
+                origin: origin.to_string(),
+                message: problems.join("; "),
+            });
+        }
+        Ok((profile, origin))
+    }
+
+    /// What makes the profile impossible hardware, each with its key.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let gib = self.gpu.memory_gib;
+        if !(gib.is_finite() && gib > 0.0) {
+            out.push(format!(
+                "gpu.memory_gib = {gib}: the card's usable memory must be a positive number of GiB"
+            ));
+        }
+        if self.gpu.per_node == 0 {
+            out.push("gpu.per_node = 0: a node has at least one GPU".into());
+        }
+        let host = self.host.memory_gib;
+        if !(host.is_finite() && host > 0.0) {
+            out.push(format!(
+                "host.memory_gib = {host}: a node's RAM must be a positive number of GiB"
+            ));
+        }
+        if self.slurm.gpus == 0 || self.slurm.gpus > self.gpu.per_node.max(1) {
+            out.push(format!(
+                "slurm.gpus = {}: give 1 to gpu.per_node ({})",
+                self.slurm.gpus, self.gpu.per_node
+            ));
+        }
+        if self.slurm.nodes == 0 {
+            out.push("slurm.nodes = 0: a job needs at least one node".into());
+        }
+        out
+    }
+}
+
 /// The card.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -100,7 +100,7 @@ impl Plan {
         }
         if !valid_slurm_time(&r.time) {
             problems.push(format!(
-                "resources.time = {:?}: use minutes, HH:MM:SS or D-HH:MM:SS",
+                "resources.time = {:?}: use minutes, HH:MM:SS or D-HH:MM:SS (minutes and seconds below 60)",
                 r.time
             ));
         }
@@ -173,11 +173,60 @@ fn is_env_name(name: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// Slurm's time formats: `M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`, where every field
+/// after the first is within its clock range (minutes and seconds below 60, hours below 24
+/// after days).
 fn valid_slurm_time(t: &str) -> bool {
     let (days, rest) = match t.split_once('-') {
         Some((d, r)) => (Some(d), r),
         None => (None, t),
     };
-    let digits = |s: &str| !s.is_empty() && s.len() <= 4 && s.bytes().all(|b| b.is_ascii_digit());
-    days.is_none_or(digits) && rest.split(':').count() <= 3 && rest.split(':').all(digits)
+    let number = |s: &str| {
+        (!s.is_empty() && s.len() <= 4 && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u32>().ok())
+            .flatten()
+    };
+    let Some(fields) = rest.split(':').map(number).collect::<Option<Vec<u32>>>() else {
+        return false;
+    };
+    if days.is_some_and(|d| number(d).is_none()) || fields.len() > 3 {
+        return false;
+    }
+    // The first field is free (minutes, or hours); the ones after it are clock fields.
+    let first_is_hours = days.is_some() || fields.len() == 3;
+    let hours_ok = !(days.is_some() && fields[0] >= 24);
+    hours_ok && fields.iter().skip(1).all(|&v| v < 60) && (first_is_hours || fields.len() <= 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_slurm_time;
+
+    #[test]
+    fn slurm_times_are_checked_field_by_field() {
+        for ok in [
+            "30",
+            "90:00",
+            "24:00:00",
+            "2-00",
+            "2-12:30",
+            "1-23:59:59",
+            "100:00:00",
+        ] {
+            assert!(valid_slurm_time(ok), "{ok}");
+        }
+        for bad in [
+            "99:99:99",
+            "1:60:00",
+            "2-24:00:00",
+            "10:61",
+            "",
+            "1:2:3:4",
+            "x",
+            "-1",
+            "1-",
+        ] {
+            assert!(!valid_slurm_time(bad), "{bad}");
+        }
+    }
 }

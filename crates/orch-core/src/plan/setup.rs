@@ -46,7 +46,15 @@ impl Setup {
                 rest.push(set);
             }
         }
-        let (profile, _) = catalog.load::<Profile>(Kind::Profiles, "profile", &profile_name)?;
+        if let Some(n) = experiment.file.max_attempts
+            && !(1..=100).contains(&n)
+        {
+            return Err(ConfigError::invalid(
+                &experiment.name,
+                format!("max_attempts = {n} ({}): give 1 to 100", experiment.origin),
+            ));
+        }
+        let (profile, _) = Profile::load(catalog, &profile_name)?;
         let template = Template::load(catalog, &experiment.file.template)?;
         let ladder_name = experiment
             .file
@@ -189,6 +197,22 @@ impl Plan {
         } else if let Some(k) = set.key.strip_prefix("env.") {
             put(&mut self.env, k, Value::from(set.raw.clone()), Source::Set);
         } else if let Some(k) = set.key.strip_prefix("vars.") {
+            // Only a var the template or the experiment declares is read by a template.
+            if !self.vars.contains_key(k) {
+                let known: Vec<&str> = self.vars.keys().map(String::as_str).collect();
+                return Err(ConfigError::invalid(
+                    &self.experiment,
+                    format!(
+                        "--set vars.{k}: template {} has no var `{k}` (its vars: {}); a new one must be declared in the experiment's `vars:` and used by the template",
+                        self.template,
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                ));
+            }
             self.vars.insert(k.to_string(), set.value.clone());
         } else {
             put(
@@ -225,6 +249,16 @@ fn set_experiment_field(
     set: &SetArg,
 ) -> Result<bool, ConfigError> {
     let text = scalar_text(&set.value);
+    let named = ["template", "ladder", "model", "train_files", "val_files"];
+    if named.contains(&set.key.as_str()) && (set.value.is_null() || text.trim().is_empty()) {
+        return Err(ConfigError::invalid(
+            experiment,
+            format!(
+                "--set {}=: an empty value; give one, or leave the --set out to keep the experiment's",
+                set.key
+            ),
+        ));
+    }
     match set.key.as_str() {
         "template" => file.template = text,
         "ladder" => file.ladder = Some(text),
@@ -237,12 +271,18 @@ fn set_experiment_field(
             })?)
         }
         "max_attempts" => {
-            file.max_attempts = Some(set.value.as_u64().map(|n| n as u32).ok_or_else(|| {
-                ConfigError::invalid(
-                    experiment,
-                    format!("--set max_attempts={text}: not a positive integer"),
-                )
-            })?)
+            file.max_attempts = Some(
+                set.value
+                    .as_u64()
+                    .filter(|n| (1..=100).contains(n))
+                    .map(|n| n as u32)
+                    .ok_or_else(|| {
+                        ConfigError::invalid(
+                            experiment,
+                            format!("--set max_attempts={text}: give a whole number from 1 to 100"),
+                        )
+                    })?,
+            )
         }
         _ => return Ok(false),
     }

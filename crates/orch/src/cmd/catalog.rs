@@ -90,18 +90,26 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
 
 /// `orch profiles`: a table (or JSON) of the hardware profiles.
 pub fn profiles(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
+    // One broken profile is named on stderr; the others are still listed. Exit 2 says so.
     let mut rows = Vec::new();
+    let mut broken = 0;
     for name in catalog.names(Kind::Profiles) {
-        let (profile, origin) = catalog.load::<Profile>(Kind::Profiles, "profile", &name)?;
-        rows.push((name, profile, origin));
+        match Profile::load(catalog, &name) {
+            Ok((profile, origin)) => rows.push((name, profile, origin)),
+            Err(e) => {
+                broken += 1;
+                eprintln!("warning: profile `{name}` is not usable: {e}");
+            }
+        }
     }
+    let status = if broken > 0 { code::USAGE } else { code::OK };
     if args.json {
         let json: Vec<_> = rows
             .iter()
             .map(|(name, p, origin)| serde_json::json!({"name": name, "origin": origin, "profile": p}))
             .collect();
         outln!("{}", serde_json::to_string_pretty(&json)?);
-        return Ok(code::OK);
+        return Ok(status);
     }
     outln!(
         "{:<10} {:<26} {:>9} {:>5}  {:<22} {:>7}  DESCRIPTION",
@@ -124,7 +132,7 @@ pub fn profiles(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
             p.description
         );
     }
-    Ok(code::OK)
+    Ok(status)
 }
 
 /// `orch experiments`: every experiment name, sweeps with their members.

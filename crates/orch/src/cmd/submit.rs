@@ -518,7 +518,7 @@ async fn detect_profile(catalog: &Catalog, remote: &Arc<Remote>) -> anyhow::Resu
     };
     let mut best: Option<(f64, String)> = None;
     for candidate in catalog.names(Kind::Profiles) {
-        let (profile, _) = catalog.load::<Profile>(Kind::Profiles, "profile", &candidate)?;
+        let (profile, _) = Profile::load(catalog, &candidate)?;
         let same_card = profile.gpu.model.eq_ignore_ascii_case(name)
             || profile
                 .gpu
