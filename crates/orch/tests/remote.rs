@@ -19,7 +19,13 @@ fn sshd() -> &'static Sshd {
 /// An orch whose HOME holds the test client's ~/.ssh (config with Host orch-test, key,
 /// known_hosts), simulating the trainer on the "remote" (this machine).
 fn remote_orch() -> (Orch, PathBuf) {
-    let home = sshd().home();
+    remote_orch_on(sshd())
+}
+
+/// The same against `server` (a test that kills its server must not take the shared one down
+/// under the tests running beside it).
+fn remote_orch_on(server: &Sshd) -> (Orch, PathBuf) {
+    let home = server.home();
     let orch = Orch::new()
         .env("HOME", home.to_str().unwrap())
         .env("SSH_AUTH_SOCK", "")
@@ -250,7 +256,9 @@ fn a_changed_host_key_is_refused() {
 
 #[test]
 fn the_watch_survives_sshd_being_killed_and_restarted() {
-    let (orch, remote) = remote_orch();
+    // Its own server: killing the shared one refused the connections of parallel tests.
+    let server = Sshd::start("killed");
+    let (orch, remote) = remote_orch_on(&server);
     let args = cloud_submit(
         &remote,
         &[
@@ -267,12 +275,12 @@ fn the_watch_survives_sshd_being_killed_and_restarted() {
     std::thread::sleep(Duration::from_secs(2));
     // Kill the test server — its sessions (children of the listener) and the listener — so the
     // connection drops, then bring it back.
-    let pid = sshd().pid();
+    let pid = server.pid();
     let _ = Command::new("pkill").args(["-KILL", "-P", &pid]).status();
     let killed = Command::new("kill").args(["-KILL", &pid]).status().unwrap();
     assert!(killed.success(), "no sshd to kill");
     std::thread::sleep(Duration::from_secs(4));
-    sshd().restart();
+    server.restart();
     let (code, json, stderr) = finished(child);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(json["state"], "succeeded", "{stderr}");
