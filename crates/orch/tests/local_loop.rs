@@ -380,3 +380,40 @@ fn the_main_command_plans_before_submitting_and_resumes_after_a_preemption() {
     assert_eq!(list[1]["resume"], true);
     assert_eq!(list[1]["outcome"], "succeeded");
 }
+
+#[test]
+fn the_final_line_says_when_the_run_trained_something_other_than_written() {
+    // An A100 40 GB cannot hold the 512M pretraining at 2048 tokens in any way that keeps the
+    // sequence length; the run succeeds with 1024 and says so where everyone reads it.
+    let orch = Orch::new().newcomer();
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "pretrain-512m",
+            "--profile",
+            "a100-40g",
+        ],
+        0,
+    );
+    assert!(
+        run.stderr.contains(
+            "NOTE: it trained something other than written: sequence length: 2048 → 1024"
+        ),
+        "{run:?}"
+    );
+    // A run that keeps what was written says nothing of the kind.
+    let run = orch.expect(
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "pretrain-512m",
+            "--profile",
+            "a40",
+        ],
+        0,
+    );
+    assert!(!run.stderr.contains("NOTE:"), "{run:?}");
+}

@@ -414,7 +414,7 @@ impl RunDriver {
     fn succeeded<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
         let n = self.attempt;
         let failures = n - 1;
-        let summary = if failures == 0 {
+        let mut summary = if failures == 0 {
             format!("succeeded on the first attempt ({})", self.plan.step_name())
         } else {
             format!(
@@ -423,6 +423,17 @@ impl RunDriver {
                 self.plan.steps.join(", ")
             )
         };
+        // Nobody should publish results from another batch size without knowing it.
+        let changed = crate::plan::semantic_changes(
+            &self.written.semantics(&self.setup),
+            &self.plan.semantics(&self.setup),
+        );
+        if !changed.is_empty() {
+            summary.push_str(&format!(
+                "; NOTE: it trained something other than written: {}",
+                changed.join(", ")
+            ));
+        }
         ctx.progress.say(format!(
             "[{}] {summary}; record: {}",
             self.name(),
