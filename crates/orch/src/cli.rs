@@ -71,6 +71,10 @@ pub enum Command {
     Ladder(LadderArgs),
     /// Estimate an experiment's GPU and host memory on a profile, before submitting anything
     Estimate(EstimateArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(CompletionsArgs),
+    /// Print orch's man page (roff) on stdout
+    Man,
     /// Simulated trainer used by rendered scripts when no GPU is present (see docs/SIMULATOR.md)
     #[cfg(feature = "sim")]
     #[command(hide = true)]
@@ -333,6 +337,13 @@ pub struct EstimateArgs {
     /// Print the estimate as JSON (the per-GPU peak is `gpu_peak_gib`)
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[cfg(feature = "sim")]

@@ -457,3 +457,21 @@ fn impossible_profiles_are_refused_and_the_rest_still_listed() {
         "{list:?}"
     );
 }
+
+/// Completions and the man page come from the clap definitions: every subcommand is in them.
+#[test]
+fn completions_and_the_man_page_know_every_subcommand() {
+    let orch = Orch::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let run = orch.expect(&["completions", shell], 0);
+        for sub in ["submit", "resume", "estimate", "history", "ladder"] {
+            assert!(run.stdout.contains(sub), "{shell} lacks {sub}");
+        }
+    }
+    let man = orch.expect(&["man"], 0);
+    assert!(
+        man.stdout.starts_with(".ie") && man.stdout.contains(".TH orch 1"),
+        "{man:?}"
+    );
+    orch.expect(&["completions", "tcsh"], 2);
+}

@@ -14,6 +14,7 @@ mod catalog;
 mod classify;
 mod estimate;
 mod runs;
+mod shell;
 mod submit;
 
 use std::path::PathBuf;
@@ -40,6 +41,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Experiments(args) => catalog::experiments(&catalog, args),
         Command::Ladder(args) => catalog::ladder(&catalog, args),
         Command::Estimate(args) => estimate::estimate(&catalog, args),
+        Command::Completions(args) => shell::completions(args),
+        Command::Man => shell::man(),
         #[cfg(feature = "sim")]
         Command::SimTrain(_) => unreachable!("handled before the runtime starts"),
     }
