@@ -48,6 +48,16 @@ impl Progress {
     }
 
     /// Print an event above the run lines (or to stderr when they are hidden).
+    /// A run's result or an error: shown even with `--quiet`, whose help promises results
+    /// and errors.
+    pub fn result(&self, message: impl AsRef<str>) {
+        if self.bars {
+            let _ = self.multi.println(message.as_ref());
+        } else {
+            say(message);
+        }
+    }
+
     pub fn say(&self, message: impl AsRef<str>) {
         if self.quiet {
             return;

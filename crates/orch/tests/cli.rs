@@ -475,3 +475,47 @@ fn completions_and_the_man_page_know_every_subcommand() {
     );
     orch.expect(&["completions", "tcsh"], 2);
 }
+
+/// `classify` with one readable and one missing log: JSON for the first (its evidence shaped as
+/// in `history --json`), the second named on stderr, exit 2.
+#[test]
+fn classify_reports_what_it_can_read_and_names_what_it_cannot() {
+    let orch = Orch::new();
+    let log = crate::support::repo_root()
+        .join("crates/orch-classify/tests/fixtures/verl-gpu-oom-ray-wrapped.log");
+    let run = orch.expect(
+        &["classify", log.to_str().unwrap(), "missing.log", "--json"],
+        2,
+    );
+    assert!(run.stderr.contains("cannot read missing.log"), "{run:?}");
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let list = json.as_array().unwrap();
+    assert_eq!(list.len(), 1, "{json}");
+    assert_eq!(list[0]["class"], "gpu_oom");
+    let evidence = &list[0]["evidence"];
+    for key in ["file", "line", "text", "memory"] {
+        assert!(!evidence[key].is_null(), "{key} missing in {evidence}");
+    }
+}
+
+/// `-q` prints results and errors, as its help says: a run that fails says so.
+#[test]
+fn quiet_still_reports_how_a_run_ended() {
+    let orch = Orch::new();
+    let run = orch.expect(
+        &[
+            "-q",
+            "submit",
+            "--backend",
+            "local",
+            "pretrain-512m",
+            "--profile",
+            "rtx4090",
+            "--max-attempts",
+            "1",
+        ],
+        1,
+    );
+    assert!(run.stderr.contains("[pretrain-512m] failed:"), "{run:?}");
+    assert!(!run.stderr.contains("submitted"), "{run:?}");
+}

@@ -373,7 +373,7 @@ impl RunDriver {
     ) -> anyhow::Result<()> {
         if let Err(e) = result {
             let msg = format!("{e:#}");
-            ctx.progress.say(format!("[{}] {msg}", self.name()));
+            ctx.progress.result(format!("[{}] {msg}", self.name()));
             if !matches!(self.phase, Phase::Ended(_)) {
                 self.end(RunState::Failed, format!("failed: {msg}"))?;
             }
@@ -388,7 +388,7 @@ impl RunDriver {
             Outcome::Succeeded => self.succeeded(ctx),
             Outcome::Cancelled => {
                 ctx.progress
-                    .say(format!("[{}] attempt {n} cancelled", self.name()));
+                    .result(format!("[{}] attempt {n} cancelled", self.name()));
                 self.end(RunState::Cancelled, format!("cancelled during attempt {n}"))
             }
             Outcome::Failed(class) => {
@@ -434,7 +434,7 @@ impl RunDriver {
                 changed.join(", ")
             ));
         }
-        ctx.progress.say(format!(
+        ctx.progress.result(format!(
             "[{}] {summary}; record: {}",
             self.name(),
             self.journal.run().path.display()
@@ -572,7 +572,7 @@ impl RunDriver {
             })
             .collect();
         let summary = format!("failed: {reason}; tried: {}", tried.join("; "));
-        ctx.progress.say(format!("[{}] {summary}", self.name()));
+        ctx.progress.result(format!("[{}] {summary}", self.name()));
         self.end(RunState::Failed, summary).map(drop)
     }
 

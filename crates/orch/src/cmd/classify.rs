@@ -12,22 +12,39 @@ pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
         }
         return Ok(code::OK);
     }
+    // Each readable log is classified; an unreadable one is named on stderr and makes the
+    // exit code 2 (bad input), without hiding the others' results.
     let mut results = Vec::new();
+    let mut unreadable = 0;
     for path in &args.logs {
-        let verdict = classify_path(path)
-            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        results.push((path, verdict));
+        match classify_path(path) {
+            Ok(verdict) => results.push((path, verdict)),
+            Err(e) => {
+                unreadable += 1;
+                eprintln!("error: cannot read {}: {e}", path.display());
+            }
+        }
     }
+    let status = if unreadable > 0 {
+        code::USAGE
+    } else {
+        code::OK
+    };
     if args.json {
+        // The evidence has the shape `history --json` gives it: file, line, text, memory.
         let json: Vec<_> = results
             .iter()
             .map(|(path, v)| {
+                let file = path.display().to_string();
                 serde_json::json!({
-                    "file": path.display().to_string(),
+                    "file": file,
                     "class": v.class.as_str(),
-                    "line": v.evidence.as_ref().map(|e| e.line),
-                    "evidence": v.evidence.as_ref().map(|e| e.text.clone()),
-                    "memory": v.memory,
+                    "evidence": v.evidence.as_ref().map(|e| serde_json::json!({
+                        "file": file,
+                        "line": e.line,
+                        "text": e.text,
+                        "memory": v.memory,
+                    })),
                 })
             })
             .collect();
@@ -54,5 +71,5 @@ pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
             }
         }
     }
-    Ok(code::OK)
+    Ok(status)
 }
