@@ -64,13 +64,14 @@ fn status_lists_old_runs_as_they_ended() {
     let orch = project_with("runs");
     let table = orch.expect(&["status"], 0);
     assert!(table.stderr.is_empty(), "{table:?}");
-    for (id, state, outcome) in [
-        (OK, "succeeded", "succeeded"),
-        (GAVE_UP, "failed", "gpu_oom"),
-        (HUNG, "failed", "hang"),
-        (CANCELLED, "cancelled", "cancelled"),
-        (INTERRUPTED, "cancelled", "cancelled"),
-        (DETACHED, "succeeded", "succeeded"),
+    // The state, then how the run ended in one line (the last outcome among it).
+    for (id, state, detail) in [
+        (OK, "succeeded", "on attempt 3 after 2 failures"),
+        (GAVE_UP, "failed", "→ gpu_oom"),
+        (HUNG, "failed", "→ hang"),
+        (CANCELLED, "cancelled", "during attempt 1"),
+        (INTERRUPTED, "cancelled", "during attempt 1"),
+        (DETACHED, "succeeded", "on attempt 3"),
     ] {
         let line = table
             .stdout
@@ -78,12 +79,17 @@ fn status_lists_old_runs_as_they_ended() {
             .find(|l| l.starts_with(id))
             .unwrap_or_else(|| panic!("{id} missing: {table:?}"));
         let words: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(
-            (words[1], *words.last().unwrap()),
-            (state, outcome),
-            "{line}"
-        );
+        assert_eq!(words[1], state, "{line}");
+        assert!(line.contains(detail), "{line}");
     }
+    // Newest first.
+    let started: Vec<&str> = table
+        .stdout
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(3).unwrap())
+        .collect();
+    assert!(started.windows(2).all(|w| w[0] >= w[1]), "{table:?}");
     let json = orch.expect(&["status", "--json"], 0).json();
     assert_eq!(json.as_array().unwrap().len(), 6);
     let ok = json

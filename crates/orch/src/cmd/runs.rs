@@ -29,27 +29,74 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
         eprintln!("no runs in {}", ledger.root().display());
         return Ok(code::OK);
     }
+    // Newest first; the run column as wide as the longest id, the free-text column last.
+    records.sort_by(|a, b| b.created.cmp(&a.created).then(b.run.cmp(&a.run)));
+    let width = records
+        .iter()
+        .map(|r| r.run.len())
+        .max()
+        .unwrap_or(0)
+        .max(3);
     outln!(
-        "{:<44} {:<10} {:>8}  {:<22} {:<14} OUTCOME",
+        "{:<width$}  {:<10} {:>8}  {:<20}  DETAIL",
         "RUN",
         "STATE",
         "ATTEMPTS",
-        "STEP",
-        "JOB"
+        "STARTED"
     );
     for r in &records {
-        let last = r.attempts.last();
         outln!(
-            "{:<44} {:<10} {:>8}  {:<22} {:<14} {}",
+            "{:<width$}  {:<10} {:>8}  {:<20}  {}",
             r.run,
             r.state.as_str(),
             format!("{}/{}", r.attempts.len(), r.max_attempts),
-            last.map(|a| a.step.as_str()).unwrap_or("-"),
-            last.and_then(|a| a.job_id.as_deref()).unwrap_or("-"),
-            last.and_then(|a| a.outcome).map_or("-", Outcome::name),
+            started(&r.created),
+            detail(r)
         );
     }
     Ok(code::OK)
+}
+
+/// When the run was created, to the second (UTC, as the ledger keeps it).
+fn started(created: &str) -> &str {
+    created.get(..19).map_or(created, |_| {
+        // `2026-11-23T12:33:06.123Z` → `2026-11-23T12:33:06Z`
+        created.split('.').next().unwrap_or(created)
+    })
+}
+
+/// One line on what the run is doing, or how it ended, without repeating its state.
+fn detail(r: &RunRecord) -> String {
+    const WIDTH: usize = 100;
+    let last = r.attempts.last();
+    let text = match (&r.summary, last) {
+        (Some(summary), _) if r.state != RunState::Running => {
+            let line = summary.lines().next().unwrap_or_default();
+            line.strip_prefix(r.state.as_str())
+                .map(|rest| rest.trim_start_matches(':').trim_start())
+                .unwrap_or(line)
+                .to_string()
+        }
+        (_, Some(a)) => format!(
+            "attempt {} ({}){}{}",
+            a.attempt,
+            a.step,
+            a.job_id
+                .as_deref()
+                .map(|j| format!(", job {j}"))
+                .unwrap_or_default(),
+            a.outcome
+                .map(|o| format!(": {}", o.name()))
+                .unwrap_or_default()
+        ),
+        _ => "-".into(),
+    };
+    if text.chars().count() > WIDTH {
+        let cut: String = text.chars().take(WIDTH - 1).collect();
+        format!("{cut}…")
+    } else {
+        text
+    }
 }
 
 fn summary_json(r: &RunRecord) -> serde_json::Value {
