@@ -417,3 +417,34 @@ fn the_final_line_says_when_the_run_trained_something_other_than_written() {
     );
     assert!(!run.stderr.contains("NOTE:"), "{run:?}");
 }
+
+#[test]
+fn status_says_when_a_running_run_is_not_watched() {
+    let orch = Orch::new().env("ORCH_SIM_HANG_AT_STEP", "1");
+    let mut child = orch.spawn(&[
+        "submit",
+        "--backend",
+        "local",
+        "diamonds-seed0",
+        "--profile",
+        "h200",
+    ]);
+    let (id, _) = orch.wait_for_job(Duration::from_secs(30), |_| true);
+    let watched = orch.expect(&["status", "--json"], 0).json();
+    assert_eq!(watched[0]["watched"], true, "{watched}");
+    let table = orch.expect(&["status"], 0);
+    assert!(!table.stdout.contains("NOT WATCHED"), "{table:?}");
+    // The driver dies without a word (SIGKILL): the run is still "running" in the ledger.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let table = orch.expect(&["status"], 0);
+    assert!(
+        table.stdout.contains("NOT WATCHED") && table.stdout.contains(&format!("orch resume {id}")),
+        "{table:?}"
+    );
+    assert_eq!(
+        orch.expect(&["status", "--json"], 0).json()[0]["watched"],
+        false
+    );
+    orch.expect(&["cancel", &id], 0);
+}

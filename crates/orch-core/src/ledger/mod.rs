@@ -253,6 +253,20 @@ impl RunDir {
         }
     }
 
+    /// Whether an orch holds the run's lock right now (it is being driven). Probed with a
+    /// shared lock, taken and released at once, so it never blocks a driver for longer than
+    /// the probe itself.
+    pub fn is_driven(&self) -> bool {
+        use nix::fcntl::{Flock, FlockArg};
+        let Ok(file) = std::fs::File::open(self.path.join("lock")) else {
+            return false;
+        };
+        matches!(
+            Flock::lock(file, FlockArg::LockSharedNonblock),
+            Err((_, nix::errno::Errno::EWOULDBLOCK))
+        )
+    }
+
     /// Directory of attempt `n`.
     pub fn attempt_dir(&self, n: u32) -> PathBuf {
         self.path.join("attempts").join(n.to_string())

@@ -14,14 +14,38 @@ use orch_ssh::tail::Tail;
 
 pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
     let mut records = Vec::new();
+    let mut unwatched = std::collections::HashSet::new();
     for id in ledger.ids() {
-        match ledger.open(&id).and_then(|r| r.record()) {
-            Ok(r) => records.push(r),
+        let opened = ledger.open(&id);
+        match opened
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{e:#}"))
+            .and_then(|r| r.record())
+        {
+            Ok(r) => {
+                // A running run that no orch drives and no follow-up job will pick up.
+                if r.state == RunState::Running
+                    && r.follow_ups.is_empty()
+                    && opened.as_ref().is_ok_and(|d| !d.is_driven())
+                {
+                    unwatched.insert(r.run.clone());
+                }
+                records.push(r)
+            }
             Err(e) => eprintln!("warning: run {id}: {e:#}"),
         }
     }
     if args.json {
-        let json: Vec<_> = records.iter().map(summary_json).collect();
+        let json: Vec<_> = records
+            .iter()
+            .map(|r| {
+                let mut j = summary_json(r);
+                if r.state == RunState::Running {
+                    j["watched"] = serde_json::json!(!unwatched.contains(&r.run));
+                }
+                j
+            })
+            .collect();
         outln!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(code::OK);
     }
@@ -51,7 +75,15 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
             r.state.as_str(),
             format!("{}/{}", r.attempts.len(), r.max_attempts),
             started(&r.created),
-            detail(r)
+            if unwatched.contains(&r.run) {
+                format!(
+                    "NOT WATCHED: no orch drives it (`orch resume {}` picks it up) · {}",
+                    r.run,
+                    detail(r)
+                )
+            } else {
+                detail(r)
+            }
         );
     }
     Ok(code::OK)
