@@ -192,6 +192,9 @@ fn sweep_names_expand_and_render_needs_one_member() {
     insta::assert_snapshot!("render_a_member", orch.redacted(&run));
     let script = std::fs::read_to_string(orch.path().join("s3/run_grpo.sh")).unwrap();
     assert!(script.contains("'data.seed=3'"), "{script}");
+    // plan.yaml beside the scripts says where each value came from.
+    let plan = std::fs::read_to_string(orch.path().join("s3/plan.yaml")).unwrap();
+    assert!(plan.contains("experiments/diamonds.yaml"), "{plan}");
 }
 
 #[test]

@@ -85,6 +85,11 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
     for path in orch_core::render::render(catalog, &setup, &plan, &info)? {
         outln!("{}", path.display());
     }
+    // Every value with where it came from, as each attempt of a run keeps it.
+    let plan_file = out.join("plan.yaml");
+    orch_core::ledger::write_atomic(&plan_file, serde_yaml::to_string(&plan)?.as_bytes())
+        .with_context(|| format!("cannot write {}", plan_file.display()))?;
+    outln!("{}", plan_file.display());
     Ok(code::OK)
 }
 
