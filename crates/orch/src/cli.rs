@@ -257,6 +257,10 @@ pub struct RenderArgs {
     /// Render the scripts to call the simulated trainer
     #[arg(long)]
     pub simulate: bool,
+
+    /// Print what was written as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -309,6 +313,9 @@ pub struct LogsArgs {
 pub struct CancelArgs {
     /// Run id (or a unique prefix)
     pub run: String,
+    /// Print the run's state after the cancellation as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -323,6 +330,9 @@ pub struct LadderArgs {
     pub experiment: String,
     #[command(flatten)]
     pub config: ConfigArgs,
+    /// Print the ladder as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

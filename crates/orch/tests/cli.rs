@@ -522,3 +522,46 @@ fn quiet_still_reports_how_a_run_ended() {
     assert!(run.stderr.contains("[pretrain-512m] failed:"), "{run:?}");
     assert!(!run.stderr.contains("submitted"), "{run:?}");
 }
+
+/// The data commands speak JSON: `experiments` as objects, `render` what it wrote, `ladder`
+/// one path per failure class (so lowering vLLM's share for a KV-cache failure is never
+/// followed by raising it again for another class on one line).
+#[test]
+fn data_commands_speak_json() {
+    let orch = Orch::new();
+    let list = orch.expect(&["experiments", "--json"], 0).json();
+    let diamonds = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "diamonds")
+        .unwrap();
+    assert_eq!(
+        diamonds["members"].as_array().unwrap().len(),
+        5,
+        "{diamonds}"
+    );
+    assert_eq!(diamonds["template"], "verl-grpo");
+    let render = orch
+        .expect(&["render", "diamonds-seed0", "--out", "r", "--json"], 0)
+        .json();
+    assert!(
+        render["plan"].as_str().unwrap().ends_with("r/plan.yaml"),
+        "{render}"
+    );
+    assert_eq!(render["files"].as_array().unwrap().len(), 2, "{render}");
+    let ladder = orch
+        .expect(&["ladder", "diamonds-seed0", "--json"], 0)
+        .json();
+    let classes = ladder["classes"].as_object().unwrap();
+    for (class, steps) in classes {
+        for step in steps.as_array().unwrap() {
+            let answers = step["answers"].as_array().unwrap();
+            assert!(answers.iter().any(|a| a == class), "{class}: {step}");
+        }
+    }
+    assert!(
+        classes["gpu_oom"][0]["gpu_peak_gib"].is_number(),
+        "{ladder}"
+    );
+}

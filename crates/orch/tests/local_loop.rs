@@ -446,5 +446,7 @@ fn status_says_when_a_running_run_is_not_watched() {
         orch.expect(&["status", "--json"], 0).json()[0]["watched"],
         false
     );
-    orch.expect(&["cancel", &id], 0);
+    let cancel = orch.expect(&["cancel", &id, "--json"], 0).json();
+    assert_eq!(cancel["state"], "cancelled", "{cancel}");
+    assert!(cancel["cancelled_job"].is_string(), "{cancel}");
 }

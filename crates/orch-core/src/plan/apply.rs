@@ -143,9 +143,24 @@ pub fn linear_path(
     setup: &Setup,
     base: &Plan,
 ) -> Result<Vec<(Step, Plan, Vec<ChangeRecord>)>, UsageError> {
+    class_path(setup, base, None)
+}
+
+/// Like [`linear_path`], through only the steps that answer `class` (all steps for `None`):
+/// what answering that failure again and again would do, in ladder order.
+pub fn class_path(
+    setup: &Setup,
+    base: &Plan,
+    class: Option<orch_classify::FailureClass>,
+) -> Result<Vec<(Step, Plan, Vec<ChangeRecord>)>, UsageError> {
     let mut out = Vec::new();
     let mut plan = base.clone();
-    for step in &setup.ladder.steps {
+    for step in setup
+        .ladder
+        .steps
+        .iter()
+        .filter(|s| class.is_none_or(|c| s.answers.contains(&c)))
+    {
         for _ in 0..step.repeat {
             match plan.apply(step, setup)? {
                 Some((next, changes)) => {

@@ -26,7 +26,7 @@ use serde_yaml::Value;
 use crate::config::experiment::scalar_text;
 use crate::config::profile::Resources;
 
-pub use apply::linear_path;
+pub use apply::{class_path, linear_path};
 pub(crate) use dotted::insert_dotted;
 pub use semantics::{Semantics, semantic_changes};
 pub use set_arg::SetArg;

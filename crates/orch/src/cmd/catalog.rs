@@ -5,11 +5,13 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use crate::cli::{ConfigArgs, LadderArgs, ListArgs, RenderArgs};
+use orch_classify::FailureClass;
 use orch_core::config::experiment::Experiment;
+use orch_core::config::ladder::Step;
 use orch_core::config::profile::Profile;
 use orch_core::config::{Catalog, Kind};
 use orch_core::error::{UsageError, code};
-use orch_core::plan::{Plan, Setup, linear_path};
+use orch_core::plan::{ChangeRecord, Plan, Setup, class_path, linear_path};
 use orch_core::render::AttemptInfo;
 
 /// `name`'s setup and first plan; a sweep's name is refused, these commands show one experiment.
@@ -82,14 +84,25 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
         simulate: args.simulate,
         checkpoint_dir: out.join("checkpoints"),
     };
-    for path in orch_core::render::render(catalog, &setup, &plan, &info)? {
-        outln!("{}", path.display());
-    }
+    let files = orch_core::render::render(catalog, &setup, &plan, &info)?;
     // Every value with where it came from, as each attempt of a run keeps it.
     let plan_file = out.join("plan.yaml");
     orch_core::ledger::write_atomic(&plan_file, serde_yaml::to_string(&plan)?.as_bytes())
         .with_context(|| format!("cannot write {}", plan_file.display()))?;
-    outln!("{}", plan_file.display());
+    if args.json {
+        let json = serde_json::json!({
+            "experiment": plan.experiment,
+            "profile": plan.profile,
+            "steps": plan.steps,
+            "files": files,
+            "plan": plan_file,
+        });
+        outln!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(code::OK);
+    }
+    for path in files.iter().chain([&plan_file]) {
+        outln!("{}", path.display());
+    }
     Ok(code::OK)
 }
 
@@ -140,12 +153,43 @@ pub fn profiles(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
     Ok(status)
 }
 
+/// The experiments `find` gave for a file's own name are a sweep's members.
+fn file_is_sweep(found: &[Experiment]) -> bool {
+    found.first().is_some_and(|e| e.swept.is_some())
+}
+
 /// `orch experiments`: every experiment name, sweeps with their members.
 pub fn experiments(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
-    let names = Experiment::known(catalog);
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&names)?);
-    } else {
+        // One object per experiment file: its members when it is a sweep, or why it is broken.
+        let json: Vec<_> = catalog
+            .names(Kind::Experiments)
+            .into_iter()
+            .map(|name| match Experiment::find(catalog, &name) {
+                Ok(found) => {
+                    let file = &found[0].file;
+                    serde_json::json!({
+                        "name": name,
+                        "members": if file_is_sweep(&found) {
+                            found.iter().map(|e| e.name.clone()).collect::<Vec<_>>()
+                        } else {
+                            Vec::new()
+                        },
+                        "description": file.description,
+                        "template": file.template,
+                        "profile": file.profile,
+                        "model": file.model,
+                        "origin": found[0].origin.to_string(),
+                    })
+                }
+                Err(e) => serde_json::json!({"name": name, "error": e.to_string()}),
+            })
+            .collect();
+        outln!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(code::OK);
+    }
+    let names = Experiment::known(catalog);
+    {
         for n in names {
             outln!("{n}");
         }
@@ -153,9 +197,53 @@ pub fn experiments(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
     Ok(code::OK)
 }
 
-/// `orch ladder`: an experiment's ladder walked in file order, with what each step changes.
+/// `orch ladder`: an experiment's ladder per failure class — the steps that answer it, taken
+/// one after another in ladder order — with what each changes and its predicted peak.
 pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
     let (setup, base) = load_one(catalog, &args.experiment, &args.config)?;
+    let mut classes: Vec<FailureClass> = Vec::new();
+    for step in &setup.ladder.steps {
+        for c in &step.answers {
+            if !classes.contains(c) {
+                classes.push(*c);
+            }
+        }
+    }
+    let mut paths = Vec::new();
+    for class in &classes {
+        paths.push((*class, class_path(&setup, &base, Some(*class))?));
+    }
+    if args.json {
+        let step_json = |(step, plan, changes): &(Step, Plan, Vec<ChangeRecord>)| {
+            let est = orch_core::estimate::estimate_plan(&setup, plan).ok();
+            serde_json::json!({
+                "step": step.name,
+                "answers": step.answers.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+                "changes_semantics": step.changes_semantics,
+                "why": step.why,
+                "changes": changes.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                "gpu_peak_gib": est.as_ref().map(|e| (e.gpu_peak_gib() * 100.0).round() / 100.0),
+                "verdict": est.as_ref().map(|e| e.fit),
+                "refused": plan.check(&setup).err().map(|e| e.to_string()),
+            })
+        };
+        let json = serde_json::json!({
+            "ladder": base.ladder,
+            "origin": setup.ladder_origin.to_string(),
+            "experiment": base.experiment,
+            "profile": base.profile,
+            "description": setup.ladder.description,
+            "classes": paths
+                .iter()
+                .map(|(c, path)| {
+                    let steps: Vec<serde_json::Value> = path.iter().map(step_json).collect();
+                    (c.as_str().to_string(), serde_json::Value::from(steps))
+                })
+                .collect::<serde_json::Map<_, _>>(),
+        });
+        outln!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(code::OK);
+    }
     outln!(
         "ladder {} ({}) for {} on {}: {}",
         base.ladder,
@@ -165,42 +253,42 @@ pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
         setup.ladder.description
     );
     outln!(
-        "Steps are taken in this order, each only for the failures it answers; `--step N` renders the first N."
+        "The ladder is a menu: after a failure orch takes the best combination of the steps that answer it (docs/PLANNER.md). Below, per failure class, those steps taken one after another."
     );
     if let Some(line) = predicted(&setup, &base) {
         outln!("\n as written: {line}");
     }
-    let path = linear_path(&setup, &base)?;
-    for (i, (step, plan, changes)) in path.iter().enumerate() {
-        let answers: Vec<&str> = step.answers.iter().map(|c| c.as_str()).collect();
-        outln!(
-            "\n{:>2}. {}  [answers: {}]{}",
-            i + 1,
-            step.name,
-            answers.join(", "),
-            if step.changes_semantics {
-                "  [changes training semantics]"
-            } else {
-                ""
-            }
-        );
-        if !step.why.is_empty() {
-            outln!("    {}", step.why);
-        }
-        if changes.is_empty() {
-            outln!("    (changes nothing from here)");
-        }
-        for c in changes {
-            outln!("    {c}");
-        }
-        if let Some(line) = predicted(&setup, plan) {
-            outln!("    → {line}");
-        }
-        if let Err(e) = plan.check(&setup) {
+    for (class, path) in &paths {
+        outln!("\n{}:", class.as_str());
+        for (i, (step, plan, changes)) in path.iter().enumerate() {
             outln!(
-                "    ! the trainer would refuse this configuration; orch passes over it:\n    {}",
-                e.to_string().replace('\n', "\n    ")
+                "{:>3}. {}{}",
+                i + 1,
+                step.name,
+                if step.changes_semantics {
+                    "  [changes training semantics]"
+                } else {
+                    ""
+                }
             );
+            if !step.why.is_empty() {
+                outln!("     {}", step.why);
+            }
+            if changes.is_empty() {
+                outln!("     (changes nothing from here)");
+            }
+            for c in changes {
+                outln!("     {c}");
+            }
+            if let Some(line) = predicted(&setup, plan) {
+                outln!("     → {line}");
+            }
+            if let Err(e) = plan.check(&setup) {
+                outln!(
+                    "     ! the trainer would refuse this configuration; orch passes over it:\n     {}",
+                    e.to_string().replace('\n', "\n     ")
+                );
+            }
         }
     }
     Ok(code::OK)

@@ -8,7 +8,7 @@ use anyhow::Context;
 use crate::cli::{CancelArgs, HistoryArgs, LogsArgs, StatusArgs};
 use orch_core::backend::{JobEnd, JobRef};
 use orch_core::error::{UsageError, code};
-use orch_core::ledger::{Event, Ledger, RunRecord, RunState, now};
+use orch_core::ledger::{Event, Ledger, RunDir, RunRecord, RunState, now};
 use orch_core::outcome::Outcome;
 use orch_ssh::tail::Tail;
 
@@ -285,6 +285,22 @@ pub async fn logs(ledger: &Ledger, args: LogsArgs) -> anyhow::Result<u8> {
 
 pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
     let run = ledger.open(&args.run)?;
+    let job = cancel_run(ledger, &run).await?;
+    if args.json {
+        let record = run.record()?;
+        let json = serde_json::json!({
+            "run": record.run,
+            "state": record.state.as_str(),
+            "cancelled_job": job,
+        });
+        outln!("{}", serde_json::to_string_pretty(&json)?);
+    }
+    Ok(code::OK)
+}
+
+/// Cancel `run`'s follow-ups and live job and see the cancellation recorded; returns the live
+/// job cancelled, if there was one.
+async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<String>> {
     let record = run.record()?;
     if record.state != RunState::Running {
         eprintln!(
@@ -292,8 +308,9 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
             record.run,
             record.state.as_str()
         );
-        return Ok(code::OK);
+        return Ok(None);
     }
+    let mut cancelled = None;
     run.append(&Event::CancelRequested { ts: now() })?;
     let backend = super::submit::backend_for_record(&record, Some(0.25), ledger).await?;
     // Follow-up jobs (--detach) first: cancelling the attempt would set them off.
@@ -318,12 +335,13 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
             "cancelled attempt {} (job {id}) of run {}",
             a.attempt, record.run
         );
+        cancelled = Some(id.clone());
     }
     // An orch driving the run (it holds the run's lock) records the end itself; otherwise
     // (detached, or its orch died) record it here.
     for _ in 0..40 {
         if run.record()?.state != RunState::Running {
-            return Ok(code::OK);
+            return Ok(cancelled);
         }
         if let Ok(_lock) = run.lock() {
             let record = run.record()?;
@@ -364,7 +382,7 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
                     summary: "cancelled by orch cancel".into(),
                 })?;
             }
-            return Ok(code::OK);
+            return Ok(cancelled);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -372,5 +390,5 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
         "warning: the orch driving run {} did not record the cancellation yet",
         record.run
     );
-    Ok(code::OK)
+    Ok(cancelled)
 }
