@@ -83,6 +83,21 @@ fn yaml_map(pairs: &[(&str, &str)], indent: &str) -> String {
         .collect()
 }
 
+/// Attempt 1 of a run kept in `dir`, rendered for the simulated trainer.
+fn attempt_in(dir: &Path) -> AttemptInfo {
+    let attempt = dir.join("attempt");
+    AttemptInfo {
+        run_id: "r".into(),
+        attempt: 1,
+        dir: attempt.clone(),
+        write_dir: attempt,
+        run_dir: dir.to_path_buf(),
+        job_name: "orch-r-a1".into(),
+        simulate: true,
+        checkpoint_dir: dir.join("ckpt"),
+    }
+}
+
 /// One fuzzed project: an experiment, a profile and a ladder.
 struct Fuzzed<'a> {
     template: &'a str,
@@ -181,17 +196,7 @@ proptest! {
         if plan.check(&setup).is_err() {
             return Ok(());
         }
-        let attempt = dir.path().join("attempt");
-        let info = AttemptInfo {
-            run_id: "r".into(),
-            attempt: 1,
-            dir: attempt.clone(),
-            write_dir: attempt,
-            run_dir: dir.path().to_path_buf(),
-            job_name: "orch-r-a1".into(),
-            simulate: true,
-            checkpoint_dir: dir.path().join("ckpt"),
-        };
+        let info = attempt_in(dir.path());
         let _ = render_to_strings(&catalog, &setup, &plan, &info);
         for step in &setup.ladder.steps {
             let _ = plan.apply(step, &setup);
@@ -265,17 +270,7 @@ fn the_fuzzed_project_loads_and_renders_with_sane_values() {
         plan.check(&setup).unwrap();
         let e = Estimator::new(&setup).unwrap().estimate(&setup, &plan);
         assert!(e.gpu_peak_gib() > 0.0);
-        let attempt = dir.path().join("attempt");
-        let info = AttemptInfo {
-            run_id: "r".into(),
-            attempt: 1,
-            dir: attempt.clone(),
-            write_dir: attempt,
-            run_dir: dir.path().to_path_buf(),
-            job_name: "orch-r-a1".into(),
-            simulate: true,
-            checkpoint_dir: dir.path().join("ckpt"),
-        };
+        let info = attempt_in(dir.path());
         render_to_strings(&catalog, &setup, &plan, &info).unwrap();
     }
 }
