@@ -20,7 +20,8 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// `quiet` hides everything; `lines` allows the run lines (off for `--json`).
+    /// `quiet` hides progress (results and errors still show, [`Progress::result`]); `lines`
+    /// allows the run lines (off for `--json`).
     pub fn new(quiet: bool, lines: bool) -> Self {
         let bars =
             lines && !quiet && std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
@@ -47,7 +48,6 @@ impl Progress {
         bar
     }
 
-    /// Print an event above the run lines (or to stderr when they are hidden).
     /// A run's result or an error: shown even with `--quiet`, whose help promises results
     /// and errors.
     pub fn result(&self, message: impl AsRef<str>) {
@@ -58,6 +58,8 @@ impl Progress {
         }
     }
 
+    /// Print an event above the run lines (or to stderr when they are hidden); nothing with
+    /// `--quiet`.
     pub fn say(&self, message: impl AsRef<str>) {
         if self.quiet {
             return;

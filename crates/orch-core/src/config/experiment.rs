@@ -169,7 +169,15 @@ impl Experiment {
 
 /// Read and parse `experiments/<name>.yaml`.
 fn load_file(catalog: &Catalog, name: &str) -> Result<(ExperimentFile, Origin), ConfigError> {
-    catalog.load(Kind::Experiments, "experiment", name)
+    let (file, origin): (ExperimentFile, Origin) =
+        catalog.load(Kind::Experiments, "experiment", name)?;
+    if file.sweep.as_ref().is_some_and(|s| s.values.is_empty()) {
+        return Err(ConfigError::Other {
+            origin: origin.to_string(),
+            message: "sweep.values is empty: a sweep needs at least one value".into(),
+        });
+    }
+    Ok((file, origin))
 }
 
 /// The experiments one file defines: itself, or each member of its sweep with the swept value set.

@@ -230,7 +230,21 @@ impl RunDir {
             .write(true)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        // `orch status` probes the lock with a shared lock for an instant (`is_driven`): a
+        // driver that meets one tries again for a moment instead of calling it another orch.
+        let mut file = file;
+        let mut tries = 0;
+        let taken = loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Err((f, nix::errno::Errno::EWOULDBLOCK)) if tries < 20 => {
+                    tries += 1;
+                    file = f;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                other => break other,
+            }
+        };
+        match taken {
             Ok(mut lock) => {
                 use std::io::Seek;
                 let _ = lock.set_len(0);
@@ -254,8 +268,8 @@ impl RunDir {
     }
 
     /// Whether an orch holds the run's lock right now (it is being driven). Probed with a
-    /// shared lock, taken and released at once, so it never blocks a driver for longer than
-    /// the probe itself.
+    /// shared lock, taken and released at once; [`RunDir::lock`] retries for 200 ms, so a
+    /// driver starting during the probe waits for it instead of failing.
     pub fn is_driven(&self) -> bool {
         use nix::fcntl::{Flock, FlockArg};
         let Ok(file) = std::fs::File::open(self.path.join("lock")) else {

@@ -193,9 +193,8 @@ fn valid_slurm_time(t: &str) -> bool {
         return false;
     }
     // The first field is free (minutes, or hours); the ones after it are clock fields.
-    let first_is_hours = days.is_some() || fields.len() == 3;
     let hours_ok = !(days.is_some() && fields[0] >= 24);
-    hours_ok && fields.iter().skip(1).all(|&v| v < 60) && (first_is_hours || fields.len() <= 2)
+    hours_ok && fields.iter().skip(1).all(|&v| v < 60)
 }
 
 #[cfg(test)]

@@ -22,6 +22,10 @@
 //!    highest predicted throughput ([`throughput`]), then the fewest moves. The first that
 //!    passes the template's rules is the next attempt, with one line saying why.
 //!
+//! When no combination of the steps for the run's failures fits, every memory step of the
+//! ladder joins the menu ("widening"), judged by the estimate alone; a plan that must train
+//! something else changes the fewest semantic values.
+//!
 //! When nothing the ladder allows is predicted to fit, the planner tries the most conservative
 //! configuration once, then stops, naming any other program that holds the card. Templates
 //! without an estimator fall back to walking the ladder in order ([`walk`]).
@@ -272,16 +276,18 @@ fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) 
     let mut wider_notes = Vec::new();
     let all: BTreeSet<&str> = MEMORY_CLASSES.iter().map(|c| c.as_str()).collect();
     let wider = menu(cx, estimator, &all, true, &mut wider_notes);
-    if wider != ranges {
-        let more = space::enumerate(setup, cx.written, &wider, cx.tried);
-        if let Some(best) = search.best(more, &mut wider_notes) {
-            notes.push(
-                "nothing the steps for this failure allow is predicted to fit; adding the ladder's other memory steps".into(),
-            );
-            notes.extend(wider_notes);
-            return Next::Move(search.move_to(cx.current, best));
-        }
+    if wider == ranges {
+        return nothing_fits(cx, &search, candidates, notes);
     }
+    let more = space::enumerate(setup, cx.written, &wider, cx.tried);
+    notes.push(
+        "nothing the steps for this failure allow is predicted to fit; adding the ladder's other memory steps".into(),
+    );
+    if let Some(best) = search.best(more, &mut wider_notes) {
+        return Next::Move(search.move_to(cx.current, best));
+    }
+    // The most conservative try stays within the steps for this failure: the first thing to
+    // learn from is whether they were enough, before changing what the run trains.
     nothing_fits(cx, &search, candidates, notes)
 }
 
@@ -367,13 +373,17 @@ fn no_effect(
     };
     let after = estimator.estimate(cx.setup, &after);
     let (b, a) = (phase.quantity(class, before), phase.quantity(class, &after));
-    (a > b - NO_EFFECT_GIB).then(|| {
-        format!(
+    (a > b - NO_EFFECT_GIB).then(|| match phase {
+        // A signed shortfall: negative means the estimate had room, the kill says otherwise.
+        FailingPhase::Host => format!(
+            "it does not lower the host memory needed beyond --mem (estimate {b:+.2} → {a:+.2} GiB)"
+        ),
+        _ => format!(
             "it does not lower the {} memory that failed (estimate {:.2} → {:.2} GiB)",
             phase.as_str(),
             b.abs(),
             a.abs()
-        )
+        ),
     })
 }
 
@@ -439,14 +449,16 @@ fn nothing_fits(
     let smallest = candidates
         .into_iter()
         .map(|c| {
+            // On the scale of the moves' lines: what the job would need, as calibrated.
             let e = search.estimate(&c.plan, capacity);
-            (e.gpu_peak_gib(), c)
+            (e.gpu_peak_gib() * search.learned.scale, c)
         })
         .min_by(|a, b| a.0.total_cmp(&b.0));
     match smallest {
         Some((peak, c)) if cx.failures.len() < 2 && c.plan.check(cx.setup).is_ok() => {
             notes.push(format!(
-                "nothing the ladder allows is predicted to fit in {usable:.1} GiB; trying the most conservative configuration once"
+                "nothing the ladder allows is predicted to fit in {:.1} GiB; trying the most conservative configuration once",
+                usable * search.learned.scale
             ));
             let estimate = search.estimate(&c.plan, usable);
             let written = cx.written.semantics(cx.setup);

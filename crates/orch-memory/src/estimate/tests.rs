@@ -635,3 +635,37 @@ fn torchrun_activations_follow_the_architecture() {
         other => panic!("micro 16 × 4096 on 79 GiB: expected an OOM, got {other:?}"),
     }
 }
+
+/// Gradient accumulation keeps every gradient resident while the next micro-batch runs its
+/// forward and backward; an untied input embedding has a gradient of its own.
+#[test]
+fn torchrun_accumulation_and_untied_embeddings_hold_their_gradients() {
+    let with = |extra: &[(&str, &str)]| {
+        let mut args: Vec<String> = LLAMA_3_2_1B
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        args.extend(["micro_batch_size=4", "max_seq_len=2048"].map(String::from));
+        args.extend(extra.iter().map(|(k, v)| format!("{k}={v}")));
+        let mut o = Overrides::new();
+        o.apply_hydra(&args);
+        estimate(&SimConfig {
+            hw: h100(false),
+            workload: Workload::Torchrun(TorchrunConfig::from_overrides(&o, 1)),
+            resumed: false,
+            arch: None,
+        })
+    };
+    let one = with(&[]);
+    let p = one.arch.as_ref().unwrap().params;
+    let accum = with(&[("gradient_accumulation_steps", "8")]);
+    let more = (accum.train_allocated_gib - one.train_allocated_gib) * GIB / p;
+    assert!(
+        (1.0..=4.1).contains(&more),
+        "+{more} B/param with accumulation"
+    );
+    let untied = with(&[("model.architecture.tie_word_embeddings", "false")]);
+    let untied_p = untied.arch.as_ref().unwrap().params;
+    assert!(untied_p > p);
+    assert!(untied.train_allocated_gib > one.train_allocated_gib);
+}

@@ -128,7 +128,7 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
     let g = |bytes: f64| bytes / GIB;
     let p = a.params;
     let amp = t.precision != Precision::Fp32;
-    let tokens = (t.micro_batch_size * t.max_seq_len) as f64;
+    let tokens = t.micro_batch_size as f64 * t.max_seq_len as f64;
     let vocab = a.vocab as f64;
     let head = a.embed_params();
     let layer = a.layer_params();
@@ -154,6 +154,17 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
             "DDP gradient buckets (4 B/param)",
             g(4.0 * p),
             k::TR_DDP_BUCKET_GIB,
+        ));
+    }
+    // With gradient accumulation the gradients of the earlier micro-batches are resident when
+    // the last one runs its forward and backward (they are freed only by `zero_grad`).
+    let accumulating = t.gradient_accumulation_steps > 1;
+    if accumulating {
+        events.push(alloc(
+            Site::Grads,
+            "gradients fp32, accumulated over micro-batches (4 B/param)",
+            g(4.0 * p),
+            layer_chunk,
         ));
     }
     // Autocast caches a low-precision copy of every linear weight (the LM head included, the
@@ -218,12 +229,14 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
         fp32,
     ));
     loss += 2.0 * fp32;
-    events.push(alloc(
-        Site::Grads,
-        "LM head gradient (fp32)",
-        g(4.0 * head),
-        g(4.0 * head),
-    ));
+    if !accumulating {
+        events.push(alloc(
+            Site::Grads,
+            "LM head gradient (fp32)",
+            g(4.0 * head),
+            g(4.0 * head),
+        ));
+    }
     events.push(Event::Free {
         gib: loss + logits_low,
     });
@@ -249,11 +262,22 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
                     0.0
                 },
         });
+        if !accumulating {
+            events.push(alloc(
+                Site::Grads,
+                "gradients fp32 (4 B/param)",
+                g(4.0 * layer),
+                g(4.0 * layer),
+            ));
+        }
+    }
+    // An untied input embedding gets its own gradient last.
+    if !accumulating && !a.tied_embeddings {
         events.push(alloc(
             Site::Grads,
-            "gradients fp32 (4 B/param)",
-            g(4.0 * layer),
-            g(4.0 * layer),
+            "input embedding gradient (fp32)",
+            g(4.0 * head),
+            g(4.0 * head),
         ));
     }
     events

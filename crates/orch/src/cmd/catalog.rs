@@ -87,8 +87,8 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
     let files = orch_core::render::render(catalog, &setup, &plan, &info)?;
     // Every value with where it came from, as each attempt of a run keeps it.
     let plan_file = out.join("plan.yaml");
-    orch_core::ledger::write_atomic(&plan_file, serde_yaml::to_string(&plan)?.as_bytes())
-        .with_context(|| format!("cannot write {}", plan_file.display()))?;
+    // The error names the file itself.
+    orch_core::ledger::write_atomic(&plan_file, serde_yaml::to_string(&plan)?.as_bytes())?;
     if args.json {
         let json = serde_json::json!({
             "experiment": plan.experiment,
@@ -188,11 +188,8 @@ pub fn experiments(catalog: &Catalog, args: ListArgs) -> anyhow::Result<u8> {
         outln!("{}", serde_json::to_string_pretty(&json)?);
         return Ok(code::OK);
     }
-    let names = Experiment::known(catalog);
-    {
-        for n in names {
-            outln!("{n}");
-        }
+    for n in Experiment::known(catalog) {
+        outln!("{n}");
     }
     Ok(code::OK)
 }
@@ -253,7 +250,7 @@ pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
         setup.ladder.description
     );
     outln!(
-        "The ladder is a menu: after a failure orch takes the best combination of the steps that answer it (docs/PLANNER.md). Below, per failure class, those steps taken one after another."
+        "The ladder is a menu: after a failure orch takes the best combination of the steps that answer it (docs/PLANNER.md). Below, per failure class, those steps taken one after another. (`orch render --step N` applies the first N steps of the file, whatever they answer.)"
     );
     if let Some(line) = predicted(&setup, &base) {
         outln!("\n as written: {line}");

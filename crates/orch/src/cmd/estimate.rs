@@ -77,6 +77,17 @@ fn read_plan(path: &std::path::Path, written: &Plan) -> anyhow::Result<Plan> {
         ))
         .into());
     }
+    // The card and the trainer come from the setup: they must be the plan's.
+    if plan.profile != written.profile || plan.template != written.template {
+        return Err(UsageError(format!(
+            "{} ran on profile `{}` with template `{}`; add `--profile {}` (and any `--set template=`) so it is estimated on its own card",
+            path.display(),
+            plan.profile,
+            plan.template,
+            plan.profile
+        ))
+        .into());
+    }
     Ok(plan)
 }
 

@@ -89,12 +89,9 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
     Ok(code::OK)
 }
 
-/// When the run was created, to the second (UTC, as the ledger keeps it).
+/// When the run was created (UTC, to the second, as the ledger writes it).
 fn started(created: &str) -> &str {
-    created.get(..19).map_or(created, |_| {
-        // `2026-11-23T12:33:06.123Z` → `2026-11-23T12:33:06Z`
-        created.split('.').next().unwrap_or(created)
-    })
+    created
 }
 
 /// One line on what the run is doing, or how it ended, without repeating its state.
