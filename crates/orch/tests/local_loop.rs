@@ -386,17 +386,20 @@ fn the_final_line_says_when_the_run_trained_something_other_than_written() {
     // An A100 40 GB cannot hold the 512M pretraining at 2048 tokens in any way that keeps the
     // sequence length; the run succeeds with 1024 and says so where everyone reads it.
     let orch = Orch::new().newcomer();
-    let run = orch.expect(
-        &[
-            "submit",
-            "--backend",
-            "local",
-            "pretrain-512m",
-            "--profile",
-            "a100-40g",
-        ],
-        0,
-    );
+    let on = |profile: &str| {
+        orch.expect(
+            &[
+                "submit",
+                "--backend",
+                "local",
+                "pretrain-512m",
+                "--profile",
+                profile,
+            ],
+            0,
+        )
+    };
+    let run = on("a100-40g");
     assert!(
         run.stderr.contains(
             "NOTE: it trained something other than written: sequence length: 2048 → 1024"
@@ -404,17 +407,7 @@ fn the_final_line_says_when_the_run_trained_something_other_than_written() {
         "{run:?}"
     );
     // A run that keeps what was written says nothing of the kind.
-    let run = orch.expect(
-        &[
-            "submit",
-            "--backend",
-            "local",
-            "pretrain-512m",
-            "--profile",
-            "a40",
-        ],
-        0,
-    );
+    let run = on("a40");
     assert!(!run.stderr.contains("NOTE:"), "{run:?}");
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::Origin;
-use super::template::Template;
+use super::template::{KeyProblem, Template};
 use crate::error::ConfigError;
 use orch_classify::FailureClass;
 
@@ -278,22 +278,20 @@ impl Ladder {
         for (i, step) in self.steps.iter().enumerate() {
             for (key, change) in &step.overrides {
                 let key = key.as_str();
-                if let Some((_, hint)) = template.owned_keys().into_iter().find(|(k, _)| *k == key)
-                {
-                    return Err(err(format!(
-                        "steps[{i}] ({}): overrides.{key}: orch sets this key; {hint}",
-                        step.name
-                    )));
-                }
-                if !template.knows(key) {
-                    let hint = template
-                        .suggest(key)
-                        .map(|s| format!(" (did you mean `{s}`?)"))
-                        .unwrap_or_default();
-                    return Err(err(format!(
-                        "steps[{i}] ({}): overrides.{key}: not a key template `{}` accepts{hint}",
-                        step.name, template.name
-                    )));
+                match template.key_problem(key) {
+                    Some(KeyProblem::Owned(hint)) => {
+                        return Err(err(format!(
+                            "steps[{i}] ({}): overrides.{key}: orch sets this key; {hint}",
+                            step.name
+                        )));
+                    }
+                    Some(KeyProblem::Unknown(hint)) => {
+                        return Err(err(format!(
+                            "steps[{i}] ({}): overrides.{key}: not a key template `{}` accepts{hint}",
+                            step.name, template.name
+                        )));
+                    }
+                    None => {}
                 }
                 if let Change::Arith { op, .. } = change
                     && let Some(default) = template.keys.get(key)

@@ -74,6 +74,15 @@ pub struct Rule {
     pub keys: Vec<String>,
 }
 
+/// Why an override key cannot be taken ([`Template::key_problem`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyProblem {
+    /// orch sets this key itself; the text says what to set instead.
+    Owned(&'static str),
+    /// The trainer does not know it; the text is a " (did you mean `…`?)" or empty.
+    Unknown(String),
+}
+
 /// A template, loaded: its spec, its key schema, and where it came from.
 #[derive(Debug, Clone)]
 pub struct Template {
@@ -131,6 +140,21 @@ impl Template {
     /// The closest known key, for "did you mean".
     pub fn suggest(&self, key: &str) -> Option<String> {
         crate::error::suggest(key, self.keys.keys().map(String::as_str))
+    }
+
+    /// Why an override of `key` cannot be taken, if it cannot: orch sets it itself, or the
+    /// trainer does not know it. One answer for plans and for ladder steps.
+    pub fn key_problem(&self, key: &str) -> Option<KeyProblem> {
+        if let Some((_, hint)) = self.owned_keys().into_iter().find(|(k, _)| *k == key) {
+            return Some(KeyProblem::Owned(hint));
+        }
+        (!self.knows(key)).then(|| {
+            KeyProblem::Unknown(
+                self.suggest(key)
+                    .map(|s| format!(" (did you mean `{s}`?)"))
+                    .unwrap_or_default(),
+            )
+        })
     }
 
     /// Keys orch sets itself; experiments must not.

@@ -3,7 +3,7 @@
 
 use crate::config::experiment::scalar_text;
 use crate::config::jinja;
-use crate::config::template::Rule;
+use crate::config::template::{KeyProblem, Rule};
 use crate::error::ConfigError;
 
 use super::types::Expected;
@@ -32,31 +32,29 @@ impl Plan {
         let template = &setup.template;
         let mut problems = Vec::new();
         for (key, setting) in &self.overrides {
-            if let Some((_, hint)) = template.owned_keys().into_iter().find(|(k, _)| k == key) {
-                problems.push(format!(
+            match template.key_problem(key) {
+                Some(KeyProblem::Owned(hint)) => problems.push(format!(
                     "{key} (from {}): orch sets this key; {hint}",
                     setting.source
-                ));
-            } else if let Some(why) = template
-                .keys
-                .get(key)
-                .and_then(|default| Expected::of(key, default).mismatch(&setting.value))
-            {
-                problems.push(format!(
-                    "{key} = {} (from {}): {why} (its default is {})",
-                    scalar_text(&setting.value),
-                    setting.source,
-                    scalar_text(&template.keys[key])
-                ));
-            } else if !template.knows(key) {
-                let hint = template
-                    .suggest(key)
-                    .map(|s| format!(" (did you mean `{s}`?)"))
-                    .unwrap_or_default();
-                problems.push(format!(
+                )),
+                Some(KeyProblem::Unknown(hint)) => problems.push(format!(
                     "{key} (from {}): not a key the {} trainer accepts{hint}; prefix it with `+` to add a new key on purpose",
                     setting.source, template.spec.simulator
-                ));
+                )),
+                None => {
+                    if let Some(why) = template
+                        .keys
+                        .get(key)
+                        .and_then(|default| Expected::of(key, default).mismatch(&setting.value))
+                    {
+                        problems.push(format!(
+                            "{key} = {} (from {}): {why} (its default is {})",
+                            scalar_text(&setting.value),
+                            setting.source,
+                            scalar_text(&template.keys[key])
+                        ));
+                    }
+                }
             }
         }
         problems

@@ -67,6 +67,12 @@ fn decide(setup: &Setup, written: &Plan, failures: &[Failure]) -> (Next, Vec<Str
     (next, notes)
 }
 
+/// The estimator says `plan` fits its card.
+fn predicted_to_fit(setup: &Setup, plan: &Plan) -> bool {
+    let estimator = Estimator::new(setup).unwrap();
+    estimator.estimate(setup, plan).estimate.failure.is_none()
+}
+
 fn moved(next: Next) -> Move {
     match next {
         Next::Move(m) => m,
@@ -101,13 +107,7 @@ fn seed_002_preflight_keeps_the_batch_and_the_gpus() {
     assert!(!m.changes_semantics, "{}", m.describe());
     assert_eq!(m.plan.resources.gpus, written.resources.gpus);
     assert_eq!(value(&m.plan, "data.train_batch_size"), "1024");
-    assert!(
-        estimator
-            .estimate(&setup, &m.plan)
-            .estimate
-            .failure
-            .is_none()
-    );
+    assert!(predicted_to_fit(&setup, &m.plan));
     assert!(m.why.contains("predicted to need"), "{}", m.why);
 }
 
@@ -143,14 +143,7 @@ fn seed_002_failure_is_answered_by_one_fitting_move() {
     );
     assert!(!m.changes_semantics, "{}", m.describe());
     assert!(!m.plan.steps.iter().any(|s| s == "halve-batches"));
-    let estimator = Estimator::new(&setup).unwrap();
-    assert!(
-        estimator
-            .estimate(&setup, &m.plan)
-            .estimate
-            .failure
-            .is_none()
-    );
+    assert!(predicted_to_fit(&setup, &m.plan));
 }
 
 /// 11 MiB reserved-but-unallocated: `expandable_segments` cannot help, so it is not taken.
@@ -325,13 +318,7 @@ fn another_program_on_the_card_stops_the_run() {
 fn an_unpredicted_failure_calibrates_the_estimate() {
     let (setup, written) = load("diamonds-seed0", "h100-80g", &[(MICRO, "4")]);
     let estimator = Estimator::new(&setup).unwrap();
-    assert!(
-        estimator
-            .estimate(&setup, &written)
-            .estimate
-            .failure
-            .is_none()
-    );
+    assert!(predicted_to_fit(&setup, &written));
     let facts = torch_oom(6.0, 1.0, 79.18, 75.0, 0.5);
     let (next, notes) = decide(
         &setup,
@@ -462,14 +449,7 @@ fn the_menu_widens_to_every_memory_step_before_giving_up() {
         "{notes:?}"
     );
     assert!(m.changes_semantics, "{}", m.describe());
-    let estimator = Estimator::new(&setup).unwrap();
-    assert!(
-        estimator
-            .estimate(&setup, &m.plan)
-            .estimate
-            .failure
-            .is_none()
-    );
+    assert!(predicted_to_fit(&setup, &m.plan));
 }
 
 /// When nothing that trains the same thing fits, the plan that changes the fewest of the
