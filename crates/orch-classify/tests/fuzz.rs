@@ -77,7 +77,8 @@ fn log_text() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    // proptest's default: 256 cases; `PROPTEST_CASES=20000` for a longer hunt.
+    #![proptest_config(ProptestConfig::default())]
 
     #[test]
     fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..8192)) {

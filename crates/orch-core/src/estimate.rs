@@ -57,11 +57,9 @@ pub enum Architecture {
         params: f64,
         shape: Arch,
     },
-    /// Not known: the estimate uses a stand-in shape of the model's size; `tried` says where
-    /// orch looked.
+    /// Not known: the estimate uses a stand-in shape of the model's size (torchrun: seed
+    /// 003's fit scaled by `model.params_m`); `tried` says where orch looked.
     Unknown { tried: Vec<String> },
-    /// The trainer's estimator does not use an architecture (torchrun: the script's own model).
-    NotUsed,
 }
 
 /// One plan's estimate.
@@ -90,7 +88,7 @@ impl PlanEstimate {
 pub enum EstimateError {
     #[error("template `{template}` has no memory estimator (its `simulator:` is `{simulator}`)")]
     NoEstimator { template: String, simulator: String },
-    #[error("experiment `{experiment}`, `architecture:`: {error}")]
+    #[error("experiment `{experiment}`, the model's architecture: {error}")]
     Architecture {
         experiment: String,
         error: ArchError,
@@ -112,8 +110,9 @@ pub struct Estimator {
 }
 
 impl Estimator {
-    /// Resolve the experiment's trainer and architecture.
-    pub fn new(setup: &Setup) -> Result<Self, EstimateError> {
+    /// Resolve the experiment's trainer and architecture; a torchrun model's shape is read
+    /// from `plan`'s training config (the first plan: steps do not change the model).
+    pub fn new(setup: &Setup, plan: &Plan) -> Result<Self, EstimateError> {
         let spec = &setup.template.spec;
         let trainer =
             Trainer::parse(&spec.simulator).ok_or_else(|| EstimateError::NoEstimator {
@@ -122,13 +121,15 @@ impl Estimator {
             })?;
         let model = setup.experiment.file.model.clone().unwrap_or_default();
         let architecture = match trainer {
-            Trainer::Torchrun => Architecture::NotUsed,
-            _ if std::env::var(FORCE_UNKNOWN_ENV).is_ok_and(|v| v == "unknown") => {
-                Architecture::Unknown {
-                    tried: vec![format!("none ({FORCE_UNKNOWN_ENV}=unknown)")],
-                }
-            }
+            Trainer::Torchrun => torchrun_architecture(setup, plan)?,
             _ => architecture(setup, &model)?,
+        };
+        let architecture = if std::env::var(FORCE_UNKNOWN_ENV).is_ok_and(|v| v == "unknown") {
+            Architecture::Unknown {
+                tried: vec![format!("none ({FORCE_UNKNOWN_ENV}=unknown)")],
+            }
+        } else {
+            architecture
         };
         Ok(Estimator {
             trainer,
@@ -142,7 +143,12 @@ impl Estimator {
         &self.architecture
     }
 
-    /// Whether the estimate rests on the model's real shape (or the trainer needs none).
+    /// What would make the architecture known, for a message that says it is not.
+    pub fn how_to_know(&self) -> &'static str {
+        how_to_know(self.trainer)
+    }
+
+    /// Whether the estimate rests on the model's real shape.
     pub fn knows_architecture(&self) -> bool {
         !matches!(self.architecture, Architecture::Unknown { .. })
     }
@@ -158,17 +164,28 @@ impl Estimator {
         let keys = trainer_keys(setup, plan);
         let mut hw = hardware(setup, plan);
         hw.gpu_mem_gib = capacity_gib;
-        let arch = match &self.architecture {
+        let known = match &self.architecture {
             Architecture::Known { shape, .. } => Some(shape.clone()),
-            Architecture::Unknown { .. } => Some(orch_memory::shape::stand_in(&self.model)),
-            Architecture::NotUsed => None,
+            Architecture::Unknown { .. } => None,
         };
-        let workload = match self.trainer {
-            Trainer::Verl => Workload::Verl(VerlConfig::from_overrides(&keys)),
-            Trainer::Areal => Workload::Areal(ArealConfig::from_overrides(&keys)),
-            Trainer::Torchrun => {
-                Workload::Torchrun(TorchrunConfig::from_overrides(&keys, plan.resources.gpus))
-            }
+        let (workload, arch) = match self.trainer {
+            Trainer::Verl => (
+                Workload::Verl(VerlConfig::from_overrides(&keys)),
+                Some(known.unwrap_or_else(|| orch_memory::shape::stand_in(&self.model))),
+            ),
+            Trainer::Areal => (
+                Workload::Areal(ArealConfig::from_overrides(&keys)),
+                Some(known.unwrap_or_else(|| orch_memory::shape::stand_in(&self.model))),
+            ),
+            // Without a shape, torchrun's estimate is seed 003's fit scaled by the model's size.
+            Trainer::Torchrun => (
+                Workload::Torchrun(TorchrunConfig::with_shape(
+                    &keys,
+                    plan.resources.gpus,
+                    known,
+                )),
+                None,
+            ),
         };
         let estimate = orch_memory::estimate::estimate(&SimConfig {
             hw,
@@ -188,9 +205,19 @@ impl Estimator {
     }
 }
 
+/// What would make the architecture known to `trainer`'s estimate.
+pub fn how_to_know(trainer: Trainer) -> &'static str {
+    match trainer {
+        Trainer::Torchrun => {
+            "state the model's shape in the training config (`model.architecture.*` config.json keys or `model.config: PATH`)"
+        }
+        _ => "give the experiment `architecture:` (config.json keys or a path)",
+    }
+}
+
 /// Estimate `plan`'s memory on its profile.
 pub fn estimate_plan(setup: &Setup, plan: &Plan) -> Result<PlanEstimate, EstimateError> {
-    Ok(Estimator::new(setup)?.estimate(setup, plan))
+    Ok(Estimator::new(setup, plan)?.estimate(setup, plan))
 }
 
 fn verdict(e: &Estimate) -> Fit {
@@ -231,11 +258,43 @@ fn hardware(setup: &Setup, plan: &Plan) -> Hardware {
     }
 }
 
-fn architecture(setup: &Setup, model: &str) -> Result<Architecture, EstimateError> {
-    let base: PathBuf = match &setup.experiment.origin {
+/// The directory the experiment's relative paths are taken from: its file's.
+fn experiment_dir(setup: &Setup) -> PathBuf {
+    match &setup.experiment.origin {
         Origin::File(path) => path.parent().unwrap_or(Path::new(".")).to_path_buf(),
         Origin::Builtin(_) => PathBuf::from("."),
-    };
+    }
+}
+
+/// torchrun runs the user's own script: the shape is what its training config states, if
+/// anything.
+fn torchrun_architecture(setup: &Setup, plan: &Plan) -> Result<Architecture, EstimateError> {
+    let env = |k: &str| std::env::var(k).ok();
+    let keys = trainer_keys(setup, plan);
+    let found = orch_memory::estimate::torchrun_architecture(&keys, &experiment_dir(setup), &env)
+        .map_err(|error| EstimateError::Architecture {
+        experiment: setup.experiment.name.clone(),
+        error,
+    })?;
+    Ok(match found {
+        Some((arch, source)) => {
+            let name = arch.model_type.clone().unwrap_or_else(|| "model".into());
+            Architecture::Known {
+                params: arch.params(),
+                shape: Arch::from_architecture(&name, &arch, true),
+                source,
+            }
+        }
+        None => Architecture::Unknown {
+            tried: vec![
+                "the training config states no shape (model.architecture.*, model.config or model.d_model)".into(),
+            ],
+        },
+    })
+}
+
+fn architecture(setup: &Setup, model: &str) -> Result<Architecture, EstimateError> {
+    let base = experiment_dir(setup);
     let env = |k: &str| std::env::var(k).ok();
     let found = orch_memory::resolve(
         setup.experiment.file.architecture.as_ref(),

@@ -43,36 +43,154 @@ const VALUES: &[&str] = &[
     "\"\"",
 ];
 
-/// Keys an experiment, its trainer or a ladder step may name.
-const KEYS: &[&str] = &[
-    "data.train_batch_size",
-    "actor_rollout_ref.actor.ppo_mini_batch_size",
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-    "actor_rollout_ref.rollout.gpu_memory_utilization",
-    "actor_rollout_ref.rollout.n",
-    "actor_rollout_ref.rollout.tensor_model_parallel_size",
-    "actor_rollout_ref.model.enable_gradient_checkpointing",
-    "actor_rollout_ref.actor.fsdp_config.param_offload",
-    "data.max_prompt_length",
-    "data.max_response_length",
-    "micro_batch_size",
-    "max_seq_len",
-    "model.d_model",
-    "model.n_layers",
-    "model.architecture.hidden_size",
-    "sglang.mem_fraction_static",
-    "actor.mb_spec.max_tokens_per_mb",
-    "+new.key",
-    "unknown.key",
+/// A key and values that make sense for it.
+type Key = (&'static str, &'static [&'static str]);
+
+/// Keys an experiment, its trainer or a ladder step may name, per template, each with values
+/// that make sense for it: most generated values are these, so most cases reach the estimator
+/// and the renderer; the rest come from [`VALUES`].
+const VERL_KEYS: &[Key] = &[
+    ("data.train_batch_size", &["8", "64", "1024"]),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size", &["8", "256"]),
+    (
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+        &["1", "4", "32"],
+    ),
+    (
+        "actor_rollout_ref.rollout.gpu_memory_utilization",
+        &["0.3", "0.6", "0.9"],
+    ),
+    ("actor_rollout_ref.rollout.n", &["1", "5", "16"]),
+    (
+        "actor_rollout_ref.rollout.tensor_model_parallel_size",
+        &["1", "2", "4"],
+    ),
+    (
+        "actor_rollout_ref.model.enable_gradient_checkpointing",
+        &["true", "false"],
+    ),
+    (
+        "actor_rollout_ref.actor.fsdp_config.param_offload",
+        &["true", "false"],
+    ),
+    ("data.max_prompt_length", &["256", "1024", "8192"]),
+    ("data.max_response_length", &["512", "4096", "65536"]),
 ];
 
-const TEMPLATES: &[&str] = &["verl-grpo", "areal-grpo", "torchrun-yaml", "nope"];
-const PROFILES: &[&str] = &["a40", "h100-80g", "rtx4090", "fuzzed", "nope"];
+const AREAL_KEYS: &[Key] = &[
+    ("sglang.mem_fraction_static", &["0.5", "0.8", "0.9"]),
+    ("actor.mb_spec.max_tokens_per_mb", &["1024", "16384"]),
+    ("actor.gradient_checkpointing", &["true", "false"]),
+    ("train_dataset.batch_size", &["4", "8", "64"]),
+    ("gconfig.n_samples", &["1", "4", "16"]),
+    ("gconfig.max_new_tokens", &["256", "1024", "32768"]),
+    ("rollout.max_concurrent_rollouts", &["8", "256"]),
+];
 
-fn pairs() -> impl Strategy<Value = Vec<(&'static str, &'static str)>> {
-    prop::collection::vec(
-        (prop::sample::select(KEYS), prop::sample::select(VALUES)),
-        0..8,
+const TORCHRUN_KEYS: &[Key] = &[
+    ("micro_batch_size", &["1", "8", "512"]),
+    ("gradient_accumulation_steps", &["1", "4"]),
+    ("max_seq_len", &["128", "2048", "131072"]),
+    ("gradient_checkpointing", &["true", "false"]),
+    ("precision", &["bf16", "fp32"]),
+    ("model.params_m", &["10", "512", "70000"]),
+    ("model.d_model", &["64", "2048", "100000"]),
+    ("model.n_layers", &["1", "16", "4000000000"]),
+    ("model.architecture.hidden_size", &["2048", "8192"]),
+    (
+        "model.architecture.num_hidden_layers",
+        &["2", "80", "4000000000"],
+    ),
+];
+
+/// Keys no template takes (or that only a `+` may add).
+const STRAY_KEYS: &[Key] = &[("+new.key", &["1"]), ("unknown.key", &["1"])];
+
+/// The template, weighted towards the real ones.
+fn template() -> impl Strategy<Value = &'static str> {
+    prop_oneof![
+        3 => Just("verl-grpo"),
+        3 => Just("areal-grpo"),
+        3 => Just("torchrun-yaml"),
+        1 => Just("nope"),
+    ]
+}
+
+/// The profile, weighted towards the fuzzed one.
+fn profile() -> impl Strategy<Value = &'static str> {
+    prop_oneof![
+        1 => Just("a40"),
+        1 => Just("h100-80g"),
+        1 => Just("rtx4090"),
+        4 => Just("fuzzed"),
+        1 => Just("nope"),
+    ]
+}
+
+/// The keys `template` takes.
+fn keys_of(template: &str) -> &'static [Key] {
+    match template {
+        "verl-grpo" => VERL_KEYS,
+        "areal-grpo" => AREAL_KEYS,
+        "torchrun-yaml" => TORCHRUN_KEYS,
+        _ => STRAY_KEYS,
+    }
+}
+
+/// One value for `sane`'s key: eleven in twelve times a sane one, else a wild one (a case
+/// holds a dozen values, and one wild one is usually refused).
+fn value(sane: &'static [&'static str]) -> impl Strategy<Value = &'static str> {
+    prop_oneof![
+        11 => prop::sample::select(sane),
+        1 => prop::sample::select(VALUES),
+    ]
+}
+
+/// Up to `max` settings of `template`'s keys, now and then a stray one.
+fn pairs(
+    template: &'static str,
+    max: usize,
+) -> impl Strategy<Value = Vec<(&'static str, &'static str)>> {
+    let key = prop_oneof![
+        12 => prop::sample::select(keys_of(template)),
+        1 => prop::sample::select(STRAY_KEYS),
+    ];
+    prop::collection::btree_map(key.prop_map(|(k, sane)| (k, sane)), Just(()), 0..max)
+        .prop_flat_map(|keys| {
+            keys.into_keys()
+                .map(|(k, sane)| (Just(k), value(sane)))
+                .collect::<Vec<_>>()
+        })
+}
+
+/// Up to five resources (`gpus`, `nodes`, `mem_gb`, `time`, `cpus_per_task`, in that order).
+fn resources() -> impl Strategy<Value = Vec<(&'static str, &'static str)>> {
+    (
+        value(&["1", "4", "8"]),
+        value(&["1", "2"]),
+        value(&["64", "256"]),
+        value(&["01:00:00", "2-00:00:00"]),
+        value(&["8", "32"]),
+        0..=5usize,
+    )
+        .prop_map(|(g, n, m, t, c, len)| {
+            let all = [
+                ("gpus", g),
+                ("nodes", n),
+                ("mem_gb", m),
+                ("time", t),
+                ("cpus_per_task", c),
+            ];
+            all[..len].to_vec()
+        })
+}
+
+/// The fuzzed profile's GPU memory, GPUs per node and host memory.
+fn card() -> impl Strategy<Value = (&'static str, &'static str, &'static str)> {
+    (
+        value(&["24", "44.42", "80"]),
+        value(&["8", "16"]),
+        value(&["512", "2048"]),
     )
 }
 
@@ -124,29 +242,19 @@ fn project(dir: &Path, f: &Fuzzed<'_>) {
     for sub in ["experiments", "profiles", "ladders"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
-    let res: Vec<(&str, &str)> = resources
-        .iter()
-        .enumerate()
-        .map(|(i, (_, v))| {
-            (
-                ["gpus", "nodes", "mem_gb", "time", "cpus_per_task"][i % 5],
-                *v,
-            )
-        })
-        .collect();
     std::fs::write(
         dir.join("experiments/fuzz.yaml"),
         format!(
             "template: {template}\nprofile: {profile}\nladder: fuzz\nmodel: Qwen/Qwen2.5-7B-Instruct\noverrides:\n{}resources:\n{}",
             yaml_map(overrides, "  "),
-            yaml_map(&res, "  "),
+            yaml_map(resources, "  "),
         ),
     )
     .unwrap();
     std::fs::write(
         dir.join("profiles/fuzzed.yaml"),
         format!(
-            "description: fuzzed\ngpu: {{model: X, memory_gib: {}, per_node: {}}}\nhost: {{memory_gib: {}}}\nslurm: {{partition: gpu, gres_type: x, gpus: 4, nodes: 1, cpus_per_task: 8, mem_gb: 64, time: '01:00:00'}}\n",
+            "description: fuzzed\ngpu: {{model: X, memory_gib: {}, per_node: {}}}\nhost: {{memory_gib: {}}}\nslurm: {{partition: gpu, gres_type: x, gpus: 4, nodes: 1, cpus_per_task: 8, mem_gb: 512, time: '01:00:00'}}\n",
             gpu.0, gpu.1, gpu.2
         ),
     )
@@ -160,7 +268,7 @@ fn project(dir: &Path, f: &Fuzzed<'_>) {
         format!(
             "steps:\n  - name: s\n    answers: [gpu_oom]\n    overrides:\n{}",
             if changes.is_empty() {
-                "      data.train_batch_size: {divide: 2}\n".to_string()
+                format!("      {}: {{divide: 2}}\n", keys_of(template)[0].0)
             } else {
                 changes
             }
@@ -169,38 +277,99 @@ fn project(dir: &Path, f: &Fuzzed<'_>) {
     .unwrap();
 }
 
+/// One generated project, owned.
+#[derive(Debug, Clone)]
+struct Case {
+    template: &'static str,
+    profile: &'static str,
+    overrides: Vec<(&'static str, &'static str)>,
+    resources: Vec<(&'static str, &'static str)>,
+    gpu: (&'static str, &'static str, &'static str),
+    step: Vec<(&'static str, &'static str)>,
+    op: &'static str,
+}
+
+fn cases() -> impl Strategy<Value = Case> {
+    template()
+        .prop_flat_map(|template| {
+            (
+                Just(template),
+                profile(),
+                pairs(template, 6),
+                resources(),
+                card(),
+                pairs(template, 3),
+                prop::sample::select(&["multiply", "divide", "add", "set"][..]),
+            )
+        })
+        .prop_map(
+            |(template, profile, overrides, resources, gpu, step, op)| Case {
+                template,
+                profile,
+                overrides,
+                resources,
+                gpu,
+                step,
+                op,
+            },
+        )
+}
+
+/// How far a case got before orch refused it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Depth {
+    /// The experiment, profile, template or ladder was refused as it loaded.
+    Refused,
+    /// It loaded and was estimated; the plan's checks refused it.
+    Estimated,
+    /// It passed every check and rendered.
+    Rendered,
+}
+
+/// Load, estimate, check, render and step `case`, as `orch submit` would; panics are the bug.
+fn exercise(case: &Case) -> Depth {
+    let dir = tempfile::tempdir().unwrap();
+    project(
+        dir.path(),
+        &Fuzzed {
+            template: case.template,
+            profile: case.profile,
+            overrides: &case.overrides,
+            resources: &case.resources,
+            gpu: case.gpu,
+            step: &case.step,
+            op: case.op,
+        },
+    );
+    let catalog = Catalog::new(dir.path());
+    let Ok(mut found) = Experiment::find(&catalog, "fuzz") else {
+        return Depth::Refused;
+    };
+    let Ok((setup, plan)) = Setup::load(&catalog, found.remove(0), None, &[]) else {
+        return Depth::Refused;
+    };
+    if let Ok(estimator) = Estimator::new(&setup, &plan) {
+        let e = estimator.estimate(&setup, &plan);
+        assert!(!e.gpu_peak_gib().is_nan(), "NaN peak for {case:?}");
+    }
+    if plan.check(&setup).is_err() {
+        return Depth::Estimated;
+    }
+    let info = attempt_in(dir.path());
+    let _ = render_to_strings(&catalog, &setup, &plan, &info);
+    for step in &setup.ladder.steps {
+        let _ = plan.apply(step, &setup);
+    }
+    Depth::Rendered
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    // proptest's default: 256 cases; `PROPTEST_CASES=20000` for a longer hunt.
+    #![proptest_config(ProptestConfig::default())]
 
     #[test]
-    fn config_loading_checking_rendering_and_estimating_never_panic(
-        template in prop::sample::select(TEMPLATES),
-        profile in prop::sample::select(PROFILES),
-        overrides in pairs(),
-        resources in pairs(),
-        gpu in (prop::sample::select(VALUES), prop::sample::select(VALUES), prop::sample::select(VALUES)),
-        step in pairs(),
-        op in prop::sample::select(&["multiply", "divide", "add", "set"][..]),
-    ) {
-        let dir = tempfile::tempdir().unwrap();
-        project(dir.path(), &Fuzzed { template, profile, overrides: &overrides, resources: &resources, gpu, step: &step, op });
-        let catalog = Catalog::new(dir.path());
-        let Ok(mut found) = Experiment::find(&catalog, "fuzz") else { return Ok(()) };
-        let Ok((setup, plan)) = Setup::load(&catalog, found.remove(0), None, &[]) else {
-            return Ok(());
-        };
-        if let Ok(estimator) = Estimator::new(&setup) {
-            let e = estimator.estimate(&setup, &plan);
-            prop_assert!(!e.gpu_peak_gib().is_nan());
-        }
-        if plan.check(&setup).is_err() {
-            return Ok(());
-        }
-        let info = attempt_in(dir.path());
-        let _ = render_to_strings(&catalog, &setup, &plan, &info);
-        for step in &setup.ladder.steps {
-            let _ = plan.apply(step, &setup);
-        }
+    fn config_loading_checking_rendering_and_estimating_never_panic(case in cases()) {
+        exercise(&case);
     }
 
     #[test]
@@ -268,9 +437,32 @@ fn the_fuzzed_project_loads_and_renders_with_sane_values() {
         let experiment = Experiment::find(&catalog, "fuzz").unwrap().remove(0);
         let (setup, plan) = Setup::load(&catalog, experiment, None, &[]).unwrap();
         plan.check(&setup).unwrap();
-        let e = Estimator::new(&setup).unwrap().estimate(&setup, &plan);
+        let e = Estimator::new(&setup, &plan)
+            .unwrap()
+            .estimate(&setup, &plan);
         assert!(e.gpu_peak_gib() > 0.0);
         let info = attempt_in(dir.path());
         render_to_strings(&catalog, &setup, &plan, &info).unwrap();
     }
+}
+
+/// The property above is not mostly early returns: with proptest's fixed seed, a good share
+/// of generated projects pass every check and render, and some are refused at each stage.
+#[test]
+fn the_generated_projects_reach_every_depth() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let strategy = cases();
+    let mut counts = std::collections::BTreeMap::new();
+    for _ in 0..200 {
+        let case = strategy.new_tree(&mut runner).unwrap().current();
+        *counts.entry(exercise(&case)).or_insert(0u32) += 1;
+    }
+    let rendered = counts.get(&Depth::Rendered).copied().unwrap_or(0);
+    assert!(
+        rendered >= 40,
+        "only {rendered} of 200 rendered: {counts:?}"
+    );
+    assert!(counts.len() == 3, "some depth never reached: {counts:?}");
 }

@@ -39,11 +39,26 @@ pub enum ArchError {
     Parse { path: String, message: String },
     #[error("architecture key `{key}` must be a positive number")]
     NotPositive { key: &'static str },
+    #[error("architecture key `{key}` is missing (the other keys of the shape are given)")]
+    Missing { key: &'static str },
+    #[error(
+        "architecture key `{key}` is {value}: larger than any model's (at most {max}); check for a typo"
+    )]
+    TooLarge {
+        key: &'static str,
+        value: u64,
+        max: u64,
+    },
     #[error(
         "architecture: num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv})"
     )]
     Heads { heads: u64, kv: u64 },
 }
+
+/// The largest size any one architecture key may have: far above every real model's (a
+/// vocabulary of 256k, 126 layers, a hidden size of 16k), and small enough that products of
+/// them stay exact in `f64` and fit the estimator's `u32` fields.
+pub const MAX_DIMENSION: u64 = 1 << 24;
 
 impl Architecture {
     /// Read a `config.json` (or a directory holding one).
@@ -79,6 +94,13 @@ impl Architecture {
         ] {
             if v == 0 {
                 return Err(ArchError::NotPositive { key });
+            }
+            if v > MAX_DIMENSION {
+                return Err(ArchError::TooLarge {
+                    key,
+                    value: v,
+                    max: MAX_DIMENSION,
+                });
             }
         }
         let kv = self.kv_heads();
@@ -118,8 +140,8 @@ impl Architecture {
     /// RMSNorms. Qwen2.5-7B comes to 7,615,616,512, its published count exactly.
     pub fn layer_params(&self) -> f64 {
         let h = self.hidden_size as f64;
-        let q = (self.num_attention_heads * self.head_dim()) as f64;
-        let kv = (self.kv_heads() * self.head_dim()) as f64;
+        let q = self.num_attention_heads as f64 * self.head_dim() as f64;
+        let kv = self.kv_heads() as f64 * self.head_dim() as f64;
         let bias = if self.has_qkv_bias() {
             q + 2.0 * kv
         } else {

@@ -28,5 +28,5 @@ pub mod shape;
 mod table;
 
 pub use arch::{ArchError, Architecture};
-pub use resolve::{ArchSource, ArchSpec, Lookup, Resolved, hf_cache_dirs, resolve};
+pub use resolve::{ArchSource, ArchSpec, Lookup, Resolved, expand_home, hf_cache_dirs, resolve};
 pub use table::{ModelTable, TableError, params_from_name};

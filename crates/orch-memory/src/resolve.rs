@@ -40,6 +40,9 @@ pub enum ArchSource {
     HfCache { path: PathBuf },
     /// orch's table of common families.
     Table { name: String, file: String },
+    /// A torchrun training config's own keys (`model.architecture.*`, or the Llama-style
+    /// `model.d_model`…), named in `keys`.
+    TrainingConfig { keys: &'static str },
 }
 
 impl std::fmt::Display for ArchSource {
@@ -52,6 +55,7 @@ impl std::fmt::Display for ArchSource {
                 write!(f, "the Hugging Face cache ({})", path.display())
             }
             ArchSource::Table { name, file } => write!(f, "orch's model table ({name}, {file})"),
+            ArchSource::TrainingConfig { keys } => write!(f, "the training config's {keys}"),
         }
     }
 }
@@ -134,7 +138,8 @@ fn known(arch: Architecture, source: ArchSource) -> Lookup {
     Lookup::Known(Resolved { arch, source })
 }
 
-fn expand_home(p: &Path, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+/// `p` with a leading `~` replaced by `$HOME`, as a shell (and Python's `expanduser`) would.
+pub fn expand_home(p: &Path, env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
     match (p.strip_prefix("~"), env("HOME")) {
         (Ok(rest), Some(home)) => Path::new(&home).join(rest),
         _ => p.to_path_buf(),

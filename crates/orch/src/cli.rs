@@ -154,7 +154,7 @@ pub struct SubmitArgs {
         long,
         value_name = "N",
         help_heading = "Running",
-        value_parser = clap::value_parser!(u32).range(1..=100)
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(orch_core::config::MAX_ATTEMPTS))
     )]
     pub max_attempts: Option<u32>,
 

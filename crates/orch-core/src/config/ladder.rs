@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::Origin;
 use super::template::{KeyProblem, Template};
+use super::{MAX_ATTEMPTS, Origin};
 use crate::error::ConfigError;
 use orch_classify::FailureClass;
 
@@ -224,6 +224,12 @@ impl Ladder {
                 return Err(err(format!(
                     "steps[{i}] ({}): `repeat: 0` means the step can never be taken; remove the step or give 1 or more",
                     step.name
+                )));
+            }
+            if step.repeat > MAX_ATTEMPTS {
+                return Err(err(format!(
+                    "steps[{i}] ({}): `repeat: {}` is more than a run's {MAX_ATTEMPTS} attempts could ever take; give at most {MAX_ATTEMPTS}",
+                    step.name, step.repeat
                 )));
             }
             if step.answers.is_empty() {

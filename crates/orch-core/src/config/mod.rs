@@ -17,6 +17,10 @@ pub mod ladder;
 pub mod profile;
 pub mod template;
 
+/// The most attempts one run may make (`--max-attempts`, `max_attempts:`), and so the most
+/// times a ladder step can usefully repeat.
+pub const MAX_ATTEMPTS: u32 = 100;
+
 use std::collections::BTreeSet;
 use std::fmt;
 use std::path::{Path, PathBuf};

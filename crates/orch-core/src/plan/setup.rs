@@ -11,7 +11,7 @@ use crate::config::experiment::{Experiment, ExperimentFile, scalar_text};
 use crate::config::ladder::Ladder;
 use crate::config::profile::{Profile, Resources};
 use crate::config::template::Template;
-use crate::config::{Catalog, Kind, Origin};
+use crate::config::{Catalog, Kind, MAX_ATTEMPTS, Origin};
 use crate::error::ConfigError;
 
 /// Everything fixed for a run: the experiment, its profile, template and ladder.
@@ -47,11 +47,14 @@ impl Setup {
             }
         }
         if let Some(n) = experiment.file.max_attempts
-            && !(1..=100).contains(&n)
+            && !(1..=MAX_ATTEMPTS).contains(&n)
         {
             return Err(ConfigError::invalid(
                 &experiment.name,
-                format!("max_attempts = {n} ({}): give 1 to 100", experiment.origin),
+                format!(
+                    "max_attempts = {n} ({}): give 1 to {MAX_ATTEMPTS}",
+                    experiment.origin
+                ),
             ));
         }
         let (profile, _) = Profile::load(catalog, &profile_name)?;
@@ -274,12 +277,14 @@ fn set_experiment_field(
             file.max_attempts = Some(
                 set.value
                     .as_u64()
-                    .filter(|n| (1..=100).contains(n))
+                    .filter(|n| (1..=u64::from(MAX_ATTEMPTS)).contains(n))
                     .map(|n| n as u32)
                     .ok_or_else(|| {
                         ConfigError::invalid(
                             experiment,
-                            format!("--set max_attempts={text}: give a whole number from 1 to 100"),
+                            format!(
+                                "--set max_attempts={text}: give a whole number from 1 to {MAX_ATTEMPTS}"
+                            ),
                         )
                     })?,
             )

@@ -513,10 +513,37 @@ impl Search<'_> {
     /// The best candidate predicted to fit: same semantics first (else the fewest semantic
     /// values changed), then no more GPUs than asked for (a bigger allocation queues longer),
     /// then throughput, then fewest moves; the first of those the template's rules accept.
+    ///
+    /// When the best within the headroom changes what the run trains but a configuration that
+    /// keeps it is predicted to fit without headroom, that one: being wrong about it costs one
+    /// attempt (and teaches the estimator's error), a semantics change is for the whole run.
     fn best(&self, candidates: Vec<Candidate>, notes: &mut Vec<String>) -> Option<Scored> {
+        let pick = self.best_within(candidates.clone(), self.margin, notes);
+        if self.margin == 0.0 || pick.as_ref().is_none_or(|p| p.same_semantics) {
+            return pick;
+        }
+        match self.best_within(candidates, 0.0, &mut Vec::new()) {
+            Some(tight) if tight.same_semantics => {
+                notes.push(format!(
+                    "nothing that trains the same thing fits with {:.0} % headroom; taking one that fits without it before changing what the run trains",
+                    self.margin * 100.0
+                ));
+                Some(tight)
+            }
+            _ => pick,
+        }
+    }
+
+    /// [`best`](Self::best) with `margin` of the usable memory kept free.
+    fn best_within(
+        &self,
+        candidates: Vec<Candidate>,
+        margin: f64,
+        notes: &mut Vec<String>,
+    ) -> Option<Scored> {
         let capacity = self.setup.profile.gpu.memory_gib;
         let usable = self.learned.usable_gib(capacity);
-        let budget = usable * (1.0 - self.margin);
+        let budget = usable * (1.0 - margin);
         let written = self.written.semantics(self.setup);
         let mut fitting: Vec<Scored> = candidates
             .into_iter()

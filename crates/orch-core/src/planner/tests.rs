@@ -50,7 +50,7 @@ fn failed(plan: &Plan, class: FailureClass, facts: MemoryFacts) -> Failure {
 
 /// What the planner does after `failures`, and its notes.
 fn decide(setup: &Setup, written: &Plan, failures: &[Failure]) -> (Next, Vec<String>) {
-    let estimator = Estimator::new(setup).unwrap();
+    let estimator = Estimator::new(setup, written).unwrap();
     let tried: HashSet<String> = failures.iter().map(|f| f.plan.canonical(setup)).collect();
     let mut notes = Vec::new();
     let next = next(
@@ -69,7 +69,7 @@ fn decide(setup: &Setup, written: &Plan, failures: &[Failure]) -> (Next, Vec<Str
 
 /// The estimator says `plan` fits its card.
 fn predicted_to_fit(setup: &Setup, plan: &Plan) -> bool {
-    let estimator = Estimator::new(setup).unwrap();
+    let estimator = Estimator::new(setup, plan).unwrap();
     estimator.estimate(setup, plan).estimate.failure.is_none()
 }
 
@@ -94,7 +94,7 @@ const MICRO: &str = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu";
 #[test]
 fn seed_002_preflight_keeps_the_batch_and_the_gpus() {
     let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
-    let estimator = Estimator::new(&setup).unwrap();
+    let estimator = Estimator::new(&setup, &written).unwrap();
     assert!(estimator.knows_architecture());
     let as_written = estimator.estimate(&setup, &written);
     assert!(
@@ -115,7 +115,7 @@ fn seed_002_preflight_keeps_the_batch_and_the_gpus() {
 #[test]
 fn preflight_leaves_a_fitting_plan_alone() {
     let (setup, written) = load("diamonds-seed0", "h100-80g", &[(MICRO, "4")]);
-    let estimator = Estimator::new(&setup).unwrap();
+    let estimator = Estimator::new(&setup, &written).unwrap();
     assert!(preflight(&setup, &estimator, &written, &mut Vec::new()).is_none());
 }
 
@@ -317,7 +317,7 @@ fn another_program_on_the_card_stops_the_run() {
 #[test]
 fn an_unpredicted_failure_calibrates_the_estimate() {
     let (setup, written) = load("diamonds-seed0", "h100-80g", &[(MICRO, "4")]);
-    let estimator = Estimator::new(&setup).unwrap();
+    let estimator = Estimator::new(&setup, &written).unwrap();
     assert!(predicted_to_fit(&setup, &written));
     let facts = torch_oom(6.0, 1.0, 79.18, 75.0, 0.5);
     let (next, notes) = decide(
@@ -388,7 +388,9 @@ fn a_preemption_resumes_the_same_plan() {
 fn throughput_model_directions() {
     let at = |sets: &[(&str, &str)]| {
         let (setup, plan) = load("diamonds-seed0", "h200", sets);
-        let e = Estimator::new(&setup).unwrap().estimate(&setup, &plan);
+        let e = Estimator::new(&setup, &plan)
+            .unwrap()
+            .estimate(&setup, &plan);
         throughput::predict(&e, plan.resources.gpus, setup.profile.gpu.memory_gib).relative
     };
     let ckpt = "actor_rollout_ref.model.enable_gradient_checkpointing";

@@ -97,6 +97,9 @@ pub struct Walk {
     pub oom: Option<OomDetail>,
 }
 
+/// The most tensors one [`Event::Alloc`] is replayed as.
+const MAX_CHUNKS: f64 = 4096.0;
+
 /// Replay `events` on a GPU of `capacity` GiB that already holds `others` (other processes)
 /// and `nontorch` (this process, outside the caching allocator).
 ///
@@ -120,7 +123,9 @@ pub fn walk(capacity: f64, others: &[f64], nontorch: f64, frag: f64, events: &[E
                 if *gib <= 0.0 {
                     continue;
                 }
-                let chunk = chunk_gib.clamp(1e-6, *gib);
+                // At most MAX_CHUNKS tensors per event: a real trainer's events have tens,
+                // and an absurd setting (a 1e30 batch) must not spin here.
+                let chunk = chunk_gib.max(gib / MAX_CHUNKS).max(1e-6).min(*gib);
                 let mut remaining = *gib;
                 while remaining > 1e-12 {
                     let c = remaining.min(chunk);

@@ -16,7 +16,7 @@ use crate::shape::{Arch, lookup};
 
 /// AReaL: is the SGLang server on the trainer's GPUs?
 pub fn areal_colocated(hw: &Hardware, a: &ArealConfig) -> bool {
-    a.gen_dp * a.gen_tp + a.train_dp > hw.gpus_per_node
+    a.gen_dp.saturating_mul(a.gen_tp).saturating_add(a.train_dp) > hw.gpus_per_node
 }
 
 /// The trainer's allocations: (step 1, step 2 on). Step 1 allocates weights → activations →
@@ -79,7 +79,7 @@ fn notes(hw: &Hardware, a: &ArealConfig, arch: &Arch, dp: f64, colocated: bool) 
     if !colocated {
         notes.push(format!(
             "SGLang ({} GPU(s)) and the trainer ({} GPU(s)) fit side by side on {} GPUs: not colocated",
-            a.gen_dp * a.gen_tp,
+            a.gen_dp.saturating_mul(a.gen_tp),
             a.train_dp,
             hw.gpus_per_node
         ));

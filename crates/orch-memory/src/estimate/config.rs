@@ -4,8 +4,11 @@
 
 use super::hardware::Hardware;
 use super::k;
-use crate::arch::Architecture;
+use std::path::Path;
+
+use crate::arch::{ArchError, Architecture};
 use crate::overrides::{self, Overrides};
+use crate::resolve::{ArchSource, expand_home};
 use crate::shape::Arch;
 
 /// What the simulator reads from verl's Hydra config.
@@ -72,7 +75,7 @@ impl VerlConfig {
         let r = |k: &str| format!("{RO}{k}");
         let n_gpus_per_node = o.u64_or("trainer.n_gpus_per_node", 8).max(1) as u32;
         let nnodes = o.u64_or("trainer.nnodes", 1).max(1) as u32;
-        let world = (n_gpus_per_node * nnodes) as u64;
+        let world = u64::from(n_gpus_per_node) * u64::from(nnodes);
         let rollout_n = o.u64_or(&r("n"), 1).max(1);
         let mini = o.u64_or(&a("ppo_mini_batch_size"), 256).max(1);
         let ulysses_sp = o.u64_or(&a("ulysses_sequence_parallel_size"), 1).max(1);
@@ -84,7 +87,7 @@ impl VerlConfig {
             (Some(m), _) => m.max(1),
             (None, Some(global)) => (global / world).max(1),
             (None, None) => {
-                let whole = (mini * rollout_n / (world / ulysses_sp).max(1)).max(1);
+                let whole = (mini.saturating_mul(rollout_n) / (world / ulysses_sp).max(1)).max(1);
                 notes.push(format!(
                     "no ppo_micro_batch_size_per_gpu: one micro-batch per mini-batch ({whole} sequences per GPU)"
                 ));
@@ -127,7 +130,8 @@ impl VerlConfig {
 
     /// Prompt + response: the longest sequence a rollout produces.
     pub fn seq_len(&self) -> u64 {
-        self.max_prompt_length + self.max_response_length
+        self.max_prompt_length
+            .saturating_add(self.max_response_length)
     }
 
     /// vLLM's max_model_len: explicit, else prompt + response (what verl passes).
@@ -279,46 +283,76 @@ pub struct TorchrunConfig {
 
 /// The model's shape as a torchrun training config states it, read the way
 /// `examples/torchrun/train.py` reads it: `model.architecture.*` (Hugging Face `config.json`
-/// keys), else `model.config` (a `config.json` or model directory), else the Llama-style keys
-/// `model.d_model`, `model.n_layers`, `model.n_heads`, `model.n_kv_heads`, `model.d_ffn`,
-/// `model.vocab_size`, `model.tie_word_embeddings` with the script's defaults. `None` when the
-/// config names none of them (a script of the user's own: the estimate falls back to the fit).
-pub fn torchrun_shape(o: &Overrides) -> Option<Arch> {
-    let u = |key: &str| o.get(key).and_then(|v| overrides::parse_u64(&v));
+/// keys), else `model.config` (a `config.json` or model directory; `~` expanded, a relative
+/// path taken from `base`), else the Llama-style keys `model.d_model`, `model.n_layers`,
+/// `model.n_heads`, `model.n_kv_heads`, `model.d_ffn`, `model.vocab_size`,
+/// `model.tie_word_embeddings` with the script's defaults. `Ok(None)` when the config names
+/// none of them (a script of the user's own: the estimate falls back to the fit); an error
+/// when it names them with values no model has, or a file that cannot be read.
+pub fn torchrun_architecture(
+    o: &Overrides,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<(Architecture, ArchSource)>, ArchError> {
+    let u = |key: &'static str| -> Result<Option<u64>, ArchError> {
+        match o.get(key) {
+            None => Ok(None),
+            Some(v) => overrides::parse_u64(&v)
+                .map(Some)
+                .ok_or(ArchError::NotPositive { key }),
+        }
+    };
+    let need = |key: &'static str| u(key)?.ok_or(ArchError::Missing { key });
     let flag = |key: &str| o.get(key).and_then(|v| overrides::parse_bool(&v));
-    let arch = if let Some(hidden) = u("model.architecture.hidden_size") {
-        let heads = u("model.architecture.num_attention_heads").unwrap_or((hidden / 64).max(1));
-        Architecture {
+    let (arch, source) = if let Some(hidden) = u("model.architecture.hidden_size")? {
+        let heads = u("model.architecture.num_attention_heads")?.unwrap_or((hidden / 64).max(1));
+        let arch = Architecture {
             hidden_size: hidden,
-            num_hidden_layers: u("model.architecture.num_hidden_layers")?,
+            num_hidden_layers: need("model.architecture.num_hidden_layers")?,
             num_attention_heads: heads,
-            num_key_value_heads: u("model.architecture.num_key_value_heads"),
-            head_dim: u("model.architecture.head_dim"),
-            intermediate_size: u("model.architecture.intermediate_size")?,
-            vocab_size: u("model.architecture.vocab_size")?,
+            num_key_value_heads: u("model.architecture.num_key_value_heads")?,
+            head_dim: u("model.architecture.head_dim")?,
+            intermediate_size: need("model.architecture.intermediate_size")?,
+            vocab_size: need("model.architecture.vocab_size")?,
             tie_word_embeddings: flag("model.architecture.tie_word_embeddings").unwrap_or(false),
             model_type: o.get("model.architecture.model_type"),
             attention_bias: flag("model.architecture.attention_bias"),
-        }
+        };
+        let keys = "model.architecture.*";
+        (arch, ArchSource::TrainingConfig { keys })
     } else if let Some(path) = o.get("model.config") {
-        Architecture::from_config_file(std::path::Path::new(overrides::unquote(&path))).ok()?
-    } else {
-        let d_model = u("model.d_model")?;
-        let heads = u("model.n_heads").unwrap_or((d_model / 64).max(1));
-        Architecture {
+        let path = base.join(expand_home(Path::new(overrides::unquote(&path)), env));
+        let arch = Architecture::from_config_file(&path)?;
+        (arch, ArchSource::ConfigFile { path })
+    } else if let Some(d_model) = u("model.d_model")? {
+        let heads = u("model.n_heads")?.unwrap_or((d_model / 64).max(1));
+        let arch = Architecture {
             hidden_size: d_model,
-            num_hidden_layers: u("model.n_layers").unwrap_or(k::TR_LAYERS_DEFAULT as u64),
+            num_hidden_layers: u("model.n_layers")?.unwrap_or(k::TR_LAYERS_DEFAULT as u64),
             num_attention_heads: heads,
-            num_key_value_heads: Some(u("model.n_kv_heads").unwrap_or(heads)),
+            num_key_value_heads: Some(u("model.n_kv_heads")?.unwrap_or(heads)),
             head_dim: None,
-            intermediate_size: u("model.d_ffn").unwrap_or(4 * d_model),
-            vocab_size: u("model.vocab_size").unwrap_or(32_000),
+            intermediate_size: u("model.d_ffn")?.unwrap_or(d_model.saturating_mul(4)),
+            vocab_size: u("model.vocab_size")?.unwrap_or(32_000),
             tie_word_embeddings: flag("model.tie_word_embeddings").unwrap_or(false),
             model_type: Some("llama".into()),
             attention_bias: Some(false),
-        }
+        };
+        let keys = "model.d_model, model.n_layers, …";
+        (arch, ArchSource::TrainingConfig { keys })
+    } else {
+        return Ok(None);
     };
-    arch.validate().ok()?;
+    arch.validate()?;
+    Ok(Some((arch, source)))
+}
+
+/// [`torchrun_architecture`] as the trainer itself resolves it (from its working directory),
+/// as the shape the estimate uses; `None` when the config states none, or states one the
+/// trainer would fail to build (orch refuses those before submitting).
+pub fn torchrun_shape(o: &Overrides) -> Option<Arch> {
+    let env = |k: &str| std::env::var(k).ok();
+    let (arch, _) = torchrun_architecture(o, Path::new("."), &env).ok()??;
     let name = arch.model_type.clone().unwrap_or_else(|| "model".into());
     Some(Arch::from_architecture(&name, &arch, true))
 }
@@ -326,8 +360,13 @@ pub fn torchrun_shape(o: &Overrides) -> Option<Arch> {
 impl TorchrunConfig {
     /// Read the script's keys (also one nesting level down), with the script's defaults.
     pub fn from_overrides(o: &Overrides, nproc: u32) -> Self {
+        Self::with_shape(o, nproc, torchrun_shape(o))
+    }
+
+    /// [`from_overrides`](Self::from_overrides) with the model's shape already resolved
+    /// (`None`: estimate from the fit).
+    pub fn with_shape(o: &Overrides, nproc: u32, shape: Option<Arch>) -> Self {
         let mut notes = Vec::new();
-        let shape = torchrun_shape(o);
         // A stated architecture decides the size; else the config's `params_m`.
         let params_m = shape
             .as_ref()
@@ -372,7 +411,7 @@ impl TorchrunConfig {
                 o.get("model.n_layers")
                     .and_then(|v| overrides::parse_u64(&v))
                     .unwrap_or(k::TR_LAYERS_DEFAULT as u64)
-                    .max(1) as u32
+                    .clamp(1, u64::from(u32::MAX)) as u32
             }),
             nproc: nproc.max(1),
             shape,

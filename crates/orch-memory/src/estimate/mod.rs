@@ -44,6 +44,7 @@ pub use allocator::{Event, OomDetail, Site, Walk, walk};
 pub use areal::areal_colocated;
 pub use config::{
     ArealConfig, Precision, SimConfig, TorchrunConfig, VerlConfig, Workload, parse_backend,
+    torchrun_architecture, torchrun_shape,
 };
 pub use hardware::{Hardware, Trainer};
 pub use output::{Estimate, FailAt, FailKind, Failure, Item};

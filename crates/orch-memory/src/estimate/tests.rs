@@ -76,6 +76,40 @@ fn walk_reports_consistent_oom() {
 }
 
 #[test]
+fn absurd_sizes_replay_in_bounded_steps() {
+    // A 1e30 GiB allocation in 1 MiB tensors, and tensors smaller than the floor: the walk
+    // ends (CI killed a fuzz case that spun here) and still reports the OOM.
+    let events = vec![alloc(Site::Activations, "huge", 1e30, 1e-6)];
+    let w = walk(80.0, &[], 0.5, 0.08, &events);
+    assert!(w.oom.is_some());
+    let tiny = vec![alloc(Site::Activations, "tiny", 1e-9, 1e-12)];
+    assert!(walk(80.0, &[], 0.5, 0.08, &tiny).oom.is_none());
+}
+
+#[test]
+fn an_absurd_layer_count_estimates_without_one_event_per_layer() {
+    let mut o = Overrides::new();
+    for (k, v) in LLAMA_3_2_1B {
+        o.set(k, v);
+    }
+    o.set("model.architecture.num_hidden_layers", "16000000");
+    o.set("micro_batch_size", "1");
+    o.set("max_seq_len", "128");
+    let t = TorchrunConfig::from_overrides(&o, 1);
+    let shape = t.shape.clone().expect("the architecture is stated");
+    assert_eq!(shape.layers, 16_000_000);
+    let events = super::torchrun::physics_events(&t, &shape);
+    assert!(events.len() < 1000, "{} events", events.len());
+    let e = estimate(&SimConfig {
+        hw: h100(false),
+        workload: Workload::Torchrun(t),
+        resumed: false,
+        arch: None,
+    });
+    assert!(!e.fits());
+}
+
+#[test]
 fn calibration_a_diamonds_h100_ooms_in_update_actor() {
     let e = verl(h100(false), &ov(&diamonds()));
     let d = gpu_oom(&e);

@@ -85,11 +85,11 @@ fn events(t: &TorchrunConfig) -> (Fit, Vec<Event>) {
         ),
     ];
     let per_layer = lin / layers as f64;
-    for _ in 0..layers {
+    for n in layer_blocks(layers) {
         events.push(alloc(
             Site::Activations,
             "stored activations",
-            per_layer,
+            per_layer * n,
             per_layer,
         ));
         events.push(alloc(
@@ -117,7 +117,7 @@ fn layer_bytes(t: &TorchrunConfig) -> (f64, f64, f64) {
 /// One decoder layer's saved activations for `tokens` tokens (GiB).
 fn layer_activations(t: &TorchrunConfig, a: &Arch, tokens: f64) -> f64 {
     let (bh, bkv, bi) = layer_bytes(t);
-    let kv = (a.kv_heads * a.head_dim) as f64;
+    let kv = f64::from(a.kv_heads) * f64::from(a.head_dim);
     tokens * (bh * a.hidden as f64 + bkv * kv + bi * a.intermediate as f64) / GIB
 }
 
@@ -185,7 +185,7 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
     } else {
         per_layer
     };
-    for _ in 0..a.layers.max(1) {
+    for n in layer_blocks(a.layers) {
         events.push(alloc(
             Site::Activations,
             if t.gradient_checkpointing {
@@ -193,7 +193,7 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
             } else {
                 "activations, all layers (no checkpointing)"
             },
-            stored,
+            stored * n,
             stored,
         ));
     }
@@ -253,20 +253,21 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
             per_layer / 4.0,
         ));
     }
-    for _ in 0..a.layers.max(1) {
+    for n in layer_blocks(a.layers) {
         events.push(Event::Free {
-            gib: stored
-                + if amp && !t.gradient_checkpointing {
-                    g(2.0 * layer)
-                } else {
-                    0.0
-                },
+            gib: n
+                * (stored
+                    + if amp && !t.gradient_checkpointing {
+                        g(2.0 * layer)
+                    } else {
+                        0.0
+                    }),
         });
         if !accumulating {
             events.push(alloc(
                 Site::Grads,
                 "gradients fp32 (4 B/param)",
-                g(4.0 * layer),
+                n * g(4.0 * layer),
                 g(4.0 * layer),
             ));
         }
@@ -281,6 +282,18 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
         ));
     }
     events
+}
+
+/// The most blocks the per-layer events of one pass are made in.
+const MAX_LAYER_BLOCKS: u32 = 256;
+
+/// How many layers each block of a pass holds: one block per layer for any real model, and
+/// for an absurd layer count (a typo'd `model.n_layers: 1000000000`) at most
+/// [`MAX_LAYER_BLOCKS`] blocks, so the estimate stays instant.
+fn layer_blocks(layers: u32) -> impl Iterator<Item = f64> {
+    let layers = u64::from(layers.max(1));
+    let blocks = layers.min(u64::from(MAX_LAYER_BLOCKS));
+    (0..blocks).map(move |i| (layers * (i + 1) / blocks - layers * i / blocks) as f64)
 }
 
 /// The breakdown of a physics estimate: the events' allocations, layers summed.

@@ -29,7 +29,7 @@ struct Actor {
 
 impl Actor {
     fn new(arch: &Arch, v: &VerlConfig) -> Self {
-        let world = (v.n_gpus_per_node * v.nnodes).max(1) as f64;
+        let world = (f64::from(v.n_gpus_per_node) * f64::from(v.nnodes)).max(1.0);
         let p = arch.params;
         let fill = if v.use_remove_padding {
             k::REMOVE_PADDING_FILL
@@ -249,8 +249,8 @@ fn first_failure(
     };
     if v.n_gpus_per_node > hw.gpus_per_node {
         init(FailKind::NotEnoughGpus {
-            available: hw.gpus_per_node * v.nnodes,
-            required: v.n_gpus_per_node * v.nnodes,
+            available: hw.gpus_per_node.saturating_mul(v.nnodes),
+            required: v.n_gpus_per_node.saturating_mul(v.nnodes),
         })
     } else if host.init_gib > limit {
         let task = "WorkerDict.actor_rollout_ref_init_model";

@@ -19,7 +19,7 @@ pub fn estimate(catalog: &Catalog, args: EstimateArgs) -> anyhow::Result<u8> {
     };
     plan.check(&setup)?;
     // Bad input (an unreadable `architecture:`, a template without an estimator): exit 2.
-    let estimator = Estimator::new(&setup).map_err(|e| UsageError(e.to_string()))?;
+    let estimator = Estimator::new(&setup, &written).map_err(|e| UsageError(e.to_string()))?;
     let est = estimator.estimate(&setup, &plan);
     let speed = throughput::predict(&est, written.resources.gpus, setup.profile.gpu.memory_gib);
     // What submit's preflight would send instead, for the experiment as written.
@@ -114,7 +114,6 @@ fn architecture_json(a: &Architecture) -> serde_json::Value {
             shape,
         } => json!({"known": true, "name": shape.name, "params": params, "source": source}),
         Architecture::Unknown { tried } => json!({"known": false, "tried": tried}),
-        Architecture::NotUsed => json!(null),
     }
 }
 
@@ -178,11 +177,11 @@ fn report(setup: &Setup, plan: &Plan, est: &PlanEstimate) -> String {
             params / 1e9
         )),
         Architecture::Unknown { tried } => out.push_str(&format!(
-            "model {}: architecture unknown ({}); estimated with a stand-in shape of its size — give the experiment `architecture:` for a real estimate\n",
+            "model {}: architecture unknown ({}); estimated from its size alone — {} for a real estimate\n",
             est.model,
-            tried.join("; ")
+            tried.join("; "),
+            orch_core::estimate::how_to_know(est.trainer)
         )),
-        Architecture::NotUsed => {}
     }
     breakdown(&mut out, "rollout", &e.rollout_items, e.rollout_peak_gib);
     breakdown(&mut out, "training", &e.train_items, e.train_peak_gib);

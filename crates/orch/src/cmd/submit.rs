@@ -14,6 +14,7 @@ use orch_core::config::Kind;
 use orch_core::config::experiment::Experiment;
 use orch_core::config::profile::Profile;
 use orch_core::error::{UsageError, code};
+use orch_core::estimate::{EstimateError, Estimator};
 use orch_core::ledger::RunRecord;
 use orch_core::ledger::{Event, FORMAT, Ledger, RunDir, RunState, now};
 use orch_core::plan::{Plan, SetArg, Setup};
@@ -50,8 +51,14 @@ pub async fn submit(
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();
     let mut detached = Vec::new();
-    for (setup, written) in prepared {
-        let preflight = preflight(&setup, &written, args.preflight, &progress);
+    for (setup, written, estimator) in prepared {
+        let preflight = preflight(
+            &setup,
+            &written,
+            estimator.as_ref(),
+            args.preflight,
+            &progress,
+        );
         let plan = preflight
             .as_ref()
             .map_or_else(|| written.clone(), |m| m.plan.clone());
@@ -155,7 +162,12 @@ async fn detect_remote_profile(
 }
 
 /// Resolve, check and trial-render every experiment before anything is created or submitted.
-fn prepare(catalog: &Catalog, args: &SubmitArgs) -> anyhow::Result<Vec<(Setup, Plan)>> {
+/// Every member's setup, first plan and estimator (none when its template has no estimator),
+/// checked and rendered: an error in any of them stops the submission before anything exists.
+fn prepare(
+    catalog: &Catalog,
+    args: &SubmitArgs,
+) -> anyhow::Result<Vec<(Setup, Plan, Option<Estimator>)>> {
     let mut prepared = Vec::new();
     for name in &args.experiments {
         let members = Experiment::find(catalog, name)?;
@@ -173,7 +185,15 @@ fn prepare(catalog: &Catalog, args: &SubmitArgs) -> anyhow::Result<Vec<(Setup, P
             plan.check(&setup)?;
             // A template error must stop us now, not after the first job has run.
             orch_core::render::render_to_strings(catalog, &setup, &plan, &dry_run_info(&plan))?;
-            prepared.push((setup, plan));
+            // An architecture the experiment states but orch cannot read is a mistake in it.
+            let estimator = match Estimator::new(&setup, &plan) {
+                Ok(estimator) => Some(estimator),
+                Err(e @ EstimateError::Architecture { .. }) => {
+                    return Err(UsageError(format!("{e}; nothing was submitted")).into());
+                }
+                Err(EstimateError::NoEstimator { .. }) => None,
+            };
+            prepared.push((setup, plan, estimator));
         }
     }
     Ok(prepared)
@@ -260,21 +280,23 @@ fn create_run(
 
 /// Preflight: estimate the plan as written; when it is predicted not to fit, the move to the
 /// best predicted fitting configuration (`on`), or only a warning (`warn`). Says what it did in
-/// one line; says nothing when the plan fits or cannot be estimated.
+/// one line; says nothing when the plan fits or its template has no estimator.
 fn preflight(
     setup: &Setup,
     written: &Plan,
+    estimator: Option<&Estimator>,
     mode: Preflight,
     progress: &Progress,
 ) -> Option<orch_core::planner::Move> {
     if mode == Preflight::Off {
         return None;
     }
+    let estimator = estimator?;
     let name = &written.experiment;
-    let estimator = orch_core::estimate::Estimator::new(setup).ok()?;
     if !estimator.knows_architecture() {
         progress.say(format!(
-            "[{name}] preflight: the model's architecture is unknown, so its memory is not estimated before the first attempt (give `architecture:` in the experiment)"
+            "[{name}] preflight: the model's architecture is unknown, so its memory is not estimated before the first attempt ({})",
+            estimator.how_to_know()
         ));
         return None;
     }
@@ -290,7 +312,7 @@ fn preflight(
         return None;
     }
     let mut notes = Vec::new();
-    let chosen = orch_core::planner::preflight(setup, &estimator, written, &mut notes);
+    let chosen = orch_core::planner::preflight(setup, estimator, written, &mut notes);
     for note in notes {
         progress.say(format!("[{name}]   {note}"));
     }
