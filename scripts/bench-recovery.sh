@@ -4,8 +4,8 @@
 # row per pair and a summary: did it succeed, how many memory failures before the fit (each
 # one a queue wait on a cluster), whether the final configuration trains something else, and
 # the predicted throughput it keeps against the best fitting configuration the ladder allows
-# (what `orch estimate` says preflight would submit, with the architecture known; both figures
-# from the planner's throughput model, `orch estimate --json`'s `throughput`).
+# (`orch estimate --json`'s `best`: what preflight would submit, by the estimate with the
+# architecture known where it can be; both figures from the planner's throughput model).
 #
 #   scripts/bench-recovery.sh [MAX_ATTEMPTS]        (default 8)
 #
@@ -86,7 +86,7 @@ steps = ",".join(last.get("steps", [])) or "-"
 desc = ("yes: " + ",".join(sem) if sem else "no") + " (" + steps + ")"
 best_est = json.load(open(sys.argv[4]))
 final_est = json.load(open(sys.argv[5]))
-pre = best_est.get("preflight")
+pre = best_est.get("best") or best_est.get("preflight")
 if pre:
     best = pre["throughput"]
 elif best_est.get("verdict") in ("fits", "tight"):

@@ -52,6 +52,7 @@ impl Journal {
         self.run.append_line(event)?;
         self.catch_up()?;
         let _ = self.run.write_summary(&self.record);
+        let _ = self.run.write_index(&self.record, self.offset);
         Ok(())
     }
 
@@ -93,7 +94,7 @@ impl Journal {
 }
 
 /// The record from every complete line, and where those lines end.
-fn replay_from_start(run: &RunDir) -> anyhow::Result<(RunRecord, u64)> {
+pub(super) fn replay_from_start(run: &RunDir) -> anyhow::Result<(RunRecord, u64)> {
     let path = run.events_path();
     let text = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let end = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);

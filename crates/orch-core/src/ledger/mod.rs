@@ -17,6 +17,7 @@
 //! driving it, and this module holds the directories, the lock and the crash points.
 
 mod event;
+mod index;
 mod journal;
 mod record;
 mod run_id;
@@ -29,6 +30,7 @@ use anyhow::{Context, bail};
 /// Kept here for the callers that found it here before it had a module of its own.
 pub use crate::atomic::write_atomic;
 pub use event::{Decision, Event, EvidenceRecord, FORMAT, RunState, now};
+pub use index::{LastAttempt, RunSummary, SUMMARY_FILE};
 pub use journal::Journal;
 pub use record::{AttemptRecord, RunRecord};
 
@@ -70,8 +72,19 @@ impl Ledger {
         bail!("could not find a free run id under {}", self.root.display())
     }
 
-    /// Open a run by id (or a unique prefix of one).
+    /// Open a run by id (or a unique prefix of one). An exact id costs one `stat`, whatever
+    /// the number of runs.
     pub fn open(&self, id: &str) -> anyhow::Result<RunDir> {
+        if !id.is_empty()
+            && !id.starts_with('.')
+            && !id.contains('/')
+            && self.root.join(id).join("events.jsonl").is_file()
+        {
+            return Ok(RunDir {
+                id: id.to_string(),
+                path: self.root.join(id),
+            });
+        }
         let ids = self.ids();
         if ids.iter().any(|i| i == id) {
             return Ok(RunDir {
@@ -116,35 +129,50 @@ impl Ledger {
 
     /// Run ids, oldest first.
     pub fn ids(&self) -> Vec<String> {
-        let mut runs: Vec<(String, String)> = std::fs::read_dir(&self.root)
+        self.summaries()
+            .into_iter()
+            .map(|s| match s {
+                Ok(s) => s.run,
+                Err((id, _)) => id,
+            })
+            .collect()
+    }
+
+    /// Every run's summary, oldest first (one small file per run: see [`RunSummary`]); a run
+    /// whose log cannot be read comes back as its id and the error, after the others.
+    pub fn summaries(&self) -> Vec<Result<RunSummary, (String, anyhow::Error)>> {
+        let mut good = Vec::new();
+        let mut bad = Vec::new();
+        for entry in std::fs::read_dir(&self.root)
             .into_iter()
             .flatten()
             .flatten()
-            .filter(|e| e.path().join("events.jsonl").is_file())
-            .map(|e| {
-                let id = e.file_name().to_string_lossy().into_owned();
-                (created_at(&e.path()).unwrap_or_default(), id)
-            })
-            .collect();
-        runs.sort();
-        runs.into_iter().map(|(_, id)| id).collect()
+        {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            if !path.join("events.jsonl").is_file() {
+                continue;
+            }
+            let run = RunDir {
+                id: id.clone(),
+                path,
+            };
+            match run.summary() {
+                Ok(s) => good.push(s),
+                Err(e) => bad.push((id, e)),
+            }
+        }
+        good.sort_by(|a, b| a.created.cmp(&b.created).then(a.run.cmp(&b.run)));
+        bad.sort_by(|a, b| a.0.cmp(&b.0));
+        good.into_iter()
+            .map(Ok)
+            .chain(bad.into_iter().map(Err))
+            .collect()
     }
 
     /// The runs directory.
     pub fn root(&self) -> &Path {
         &self.root
-    }
-}
-
-/// When a run was created, from its first event alone (listing runs must not replay them all).
-fn created_at(run: &Path) -> Option<String> {
-    use std::io::BufRead;
-    let file = std::fs::File::open(run.join("events.jsonl")).ok()?;
-    let mut first = String::new();
-    std::io::BufReader::new(file).read_line(&mut first).ok()?;
-    match serde_json::from_str(&first).ok()? {
-        Event::Created { ts, .. } => Some(ts),
-        _ => None,
     }
 }
 
@@ -162,8 +190,10 @@ impl RunDir {
     /// An orch driving the run appends through its [`Journal`] instead, which does not replay.
     pub fn append(&self, event: &Event) -> anyhow::Result<()> {
         self.append_line(event)?;
-        if let Ok(record) = self.record() {
+        if let Ok((mut record, end)) = journal::replay_from_start(self) {
+            record.checkpoint_dir = self.absolute_checkpoint_dir();
             let _ = self.write_summary(&record);
+            let _ = self.write_index(&record, end);
         }
         Ok(())
     }
@@ -354,6 +384,58 @@ pub fn crash_point(name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn created() -> Event {
+        Event::Created {
+            ts: now(),
+            format: FORMAT,
+            run: String::new(),
+            experiment: "x".into(),
+            profile: "a40".into(),
+            template: "verl-grpo".into(),
+            ladder: "verl-grpo".into(),
+            backend: "local".into(),
+            host: None,
+            remote_dir: None,
+            max_attempts: 5,
+            simulate: true,
+            on_event: vec![],
+        }
+    }
+
+    #[test]
+    fn the_index_is_trusted_only_when_it_matches_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(dir.path());
+        let run = ledger.create("x", created()).unwrap();
+        let ended = Event::Ended {
+            ts: now(),
+            state: RunState::Failed,
+            summary: "failed: s".into(),
+        };
+        // Written with the event: the summary matches the log.
+        let summary = run.summary().unwrap();
+        assert_eq!(summary.state, RunState::Running);
+        let stored = std::fs::read(run.path.join(SUMMARY_FILE)).unwrap();
+        // An event appended behind the index's back (an orch killed between the event and
+        // its summary): the stale summary is not trusted, and is rewritten.
+        run.append_line(&ended).unwrap();
+        std::fs::write(run.path.join(SUMMARY_FILE), &stored).unwrap();
+        assert_eq!(run.summary().unwrap().state, RunState::Failed);
+        let rewritten: RunSummary =
+            serde_json::from_slice(&std::fs::read(run.path.join(SUMMARY_FILE)).unwrap()).unwrap();
+        assert_eq!(rewritten.state, RunState::Failed);
+        // A run from before the index, or with its summary deleted: rebuilt from the log.
+        std::fs::remove_file(run.path.join(SUMMARY_FILE)).unwrap();
+        let listed = ledger.summaries();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].as_ref().unwrap().state, RunState::Failed);
+        assert!(run.path.join(SUMMARY_FILE).is_file());
+        // An exact id opens without a listing; a path never does.
+        assert_eq!(ledger.ids(), vec![run.id.clone()]);
+        assert_eq!(ledger.open(&run.id).unwrap().path, run.path);
+        assert!(ledger.open("../x").is_err());
+    }
 
     #[test]
     fn a_torn_last_line_is_cut_before_the_next_event() {

@@ -8,31 +8,26 @@ use anyhow::Context;
 use crate::cli::{CancelArgs, HistoryArgs, LogsArgs, StatusArgs};
 use orch_core::backend::{JobEnd, JobRef};
 use orch_core::error::{UsageError, code};
-use orch_core::ledger::{Event, Ledger, RunDir, RunRecord, RunState, now};
+use orch_core::ledger::{Event, Ledger, RunDir, RunState, RunSummary, now};
 use orch_core::outcome::Outcome;
 use orch_ssh::tail::Tail;
 
 pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
     let mut records = Vec::new();
     let mut unwatched = std::collections::HashSet::new();
-    for id in ledger.ids() {
-        let opened = ledger.open(&id);
-        match opened
-            .as_ref()
-            .map_err(|e| anyhow::anyhow!("{e:#}"))
-            .and_then(|r| r.record())
-        {
+    for summary in ledger.summaries() {
+        match summary {
             Ok(r) => {
                 // A running run that no orch drives and no follow-up job will pick up.
                 if r.state == RunState::Running
-                    && r.follow_ups.is_empty()
-                    && opened.as_ref().is_ok_and(|d| !d.is_driven())
+                    && !r.has_follow_ups
+                    && ledger.open(&r.run).is_ok_and(|d| !d.is_driven())
                 {
                     unwatched.insert(r.run.clone());
                 }
                 records.push(r)
             }
-            Err(e) => eprintln!("warning: run {id}: {e:#}"),
+            Err((id, e)) => eprintln!("warning: run {id}: {e:#}"),
         }
     }
     if args.json {
@@ -54,26 +49,23 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
         return Ok(code::OK);
     }
     // Newest first; the run column as wide as the longest id, the free-text column last.
-    records.sort_by(|a, b| b.created.cmp(&a.created).then(b.run.cmp(&a.run)));
+    records.reverse();
     let width = records
         .iter()
         .map(|r| r.run.len())
         .max()
         .unwrap_or(0)
         .max(3);
-    outln!(
-        "{:<width$}  {:<10} {:>8}  {:<20}  DETAIL",
-        "RUN",
-        "STATE",
-        "ATTEMPTS",
-        "STARTED"
+    let mut out = format!(
+        "{:<width$}  {:<10} {:>8}  {:<20}  DETAIL\n",
+        "RUN", "STATE", "ATTEMPTS", "STARTED"
     );
     for r in &records {
-        outln!(
-            "{:<width$}  {:<10} {:>8}  {:<20}  {}",
+        out.push_str(&format!(
+            "{:<width$}  {:<10} {:>8}  {:<20}  {}\n",
             r.run,
             r.state.as_str(),
-            format!("{}/{}", r.attempts.len(), r.max_attempts),
+            format!("{}/{}", r.attempts, r.max_attempts),
             started(&r.created),
             if unwatched.contains(&r.run) {
                 format!(
@@ -84,8 +76,9 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
             } else {
                 detail(r)
             }
-        );
+        ));
     }
+    std::io::stdout().write_all(out.as_bytes())?;
     Ok(code::OK)
 }
 
@@ -95,10 +88,9 @@ fn started(created: &str) -> &str {
 }
 
 /// One line on what the run is doing, or how it ended, without repeating its state.
-fn detail(r: &RunRecord) -> String {
+fn detail(r: &RunSummary) -> String {
     const WIDTH: usize = 100;
-    let last = r.attempts.last();
-    let text = match (&r.summary, last) {
+    let text = match (&r.summary, &r.last) {
         (Some(summary), _) if r.state != RunState::Running => {
             let line = summary.lines().next().unwrap_or_default();
             line.strip_prefix(r.state.as_str())
@@ -128,8 +120,8 @@ fn detail(r: &RunRecord) -> String {
     }
 }
 
-fn summary_json(r: &RunRecord) -> serde_json::Value {
-    let last = r.attempts.last();
+fn summary_json(r: &RunSummary) -> serde_json::Value {
+    let last = r.last.as_ref();
     serde_json::json!({
         "run": r.run,
         "experiment": r.experiment,
@@ -137,7 +129,7 @@ fn summary_json(r: &RunRecord) -> serde_json::Value {
         "backend": r.backend,
         "state": r.state.as_str(),
         "created": r.created,
-        "attempts": r.attempts.len(),
+        "attempts": r.attempts,
         "max_attempts": r.max_attempts,
         "step": last.map(|a| a.step.clone()),
         "job_id": last.and_then(|a| a.job_id.clone()),

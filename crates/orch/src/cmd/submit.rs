@@ -409,10 +409,9 @@ pub async fn resume(
     let progress = Progress::new(quiet, !args.watch.json);
     let mut runs = Vec::new();
     if args.all {
-        for id in ledger.ids() {
-            let run = ledger.open(&id)?;
-            if run.record().is_ok_and(|r| r.state == RunState::Running) {
-                runs.push(run);
+        for summary in ledger.summaries().into_iter().flatten() {
+            if summary.state == RunState::Running {
+                runs.push(ledger.open(&summary.run)?);
             }
         }
     } else {
