@@ -6,7 +6,13 @@
 //! `tokio::select!` over the tick timer and Ctrl-C; every tick it asks the backend for the
 //! state of all live jobs in one query, lets each run read what its logs gained and hands it its
 //! job's state ([`RunDriver::observe`]), which may end the attempt and start the next. It polls
-//! less often while nothing changes. The loop ends when no run needs this orch any more.
+//! less often while nothing changes. Where the scheduler is expensive to ask (Slurm, polled
+//! every 30 s by default), it reads the live jobs' exit files about once a second in between
+//! ([`Scheduler::exited`]) and answers a job that exited at once; what only the scheduler knows
+//! (pending → running, a kill by signal, a node failure) waits for its tick. The loop ends when
+//! no run needs this orch any more.
+
+use std::time::{Duration, Instant};
 
 use crate::backend::{JobRef, Scheduler};
 use crate::ledger::{RunRecord, RunState};
@@ -34,11 +40,16 @@ pub async fn drive<B: Scheduler>(
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     let tick = ctx.backend.tick();
-    // Look at once (a resumed run's job may have ended long ago), then every tick.
-    let mut interval = std::time::Duration::ZERO;
+    let exit_check = ctx.backend.exit_check().filter(|c| *c < tick);
+    // Look at once (a resumed run's job may have ended long ago), then every tick; between
+    // ticks, where the scheduler is expensive to ask, read the jobs' exit files.
+    let mut interval = Duration::ZERO;
+    let mut next_poll = Instant::now();
     while drivers.iter().any(RunDriver::is_active) {
+        let until_poll = next_poll.saturating_duration_since(Instant::now());
+        let nap = exit_check.map_or(until_poll, |c| c.min(until_poll));
         tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
+            _ = tokio::time::sleep(nap) => {}
             _ = &mut ctrl_c => {
                 interrupted = true;
                 interrupt(&mut drivers, ctx).await?;
@@ -46,6 +57,15 @@ pub async fn drive<B: Scheduler>(
             }
         }
         let live: Vec<JobRef> = drivers.iter().filter_map(live_job).collect();
+        if Instant::now() < next_poll {
+            if !answer_exited(&mut drivers, &live, ctx).await? {
+                continue;
+            }
+            // A run moved on (its next attempt is queued): the scheduler has news soon.
+            next_poll = next_poll.min(Instant::now() + tick);
+            interval = tick;
+            continue;
+        }
         trace_tick(live.len());
         let states = match ctx.backend.poll(&live).await {
             Ok(states) => states,
@@ -55,6 +75,7 @@ pub async fn drive<B: Scheduler>(
                     ctx.backend.name()
                 ));
                 interval = (interval * 2).clamp(tick, tick * 2);
+                next_poll = Instant::now() + interval;
                 continue;
             }
         };
@@ -70,6 +91,7 @@ pub async fn drive<B: Scheduler>(
         } else {
             (interval * 2).clamp(tick, tick * 2)
         };
+        next_poll = Instant::now() + interval;
     }
     let records = drivers
         .iter_mut()
@@ -102,6 +124,35 @@ async fn interrupt<B: Scheduler>(
         }
     }
     Ok(())
+}
+
+/// Between polls: the jobs whose exit files say they ended are answered now (their logs read,
+/// the failure classified, the next attempt submitted). Returns whether any was.
+async fn answer_exited<B: Scheduler>(
+    drivers: &mut [RunDriver],
+    live: &[JobRef],
+    ctx: &Ctx<'_, B>,
+) -> anyhow::Result<bool> {
+    if live.is_empty() {
+        return Ok(false);
+    }
+    let ended = match ctx.backend.exited(live).await {
+        Ok(ended) => ended,
+        Err(e) => {
+            // The next poll asks the scheduler anyway.
+            tracing::debug!("exit-file check failed: {e:#}");
+            return Ok(false);
+        }
+    };
+    let mut changed = false;
+    for d in drivers.iter_mut().filter(|d| d.is_active()) {
+        let Some(state) = live_job(d).and_then(|job| ended.get(&job.id)) else {
+            continue;
+        };
+        d.read_logs().await;
+        changed |= d.observe(Some(state), ctx).await?;
+    }
+    Ok(changed)
 }
 
 fn live_job(d: &RunDriver) -> Option<JobRef> {

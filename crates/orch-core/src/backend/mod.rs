@@ -14,6 +14,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// How often the watcher reads live jobs' exit files between two scheduler queries, where
+/// those queries are expensive (Slurm's default poll is 30 s): a failed job is answered within
+/// about this long, and the controller is still asked only once per poll interval.
+pub const EXIT_FILE_CHECK: Duration = Duration::from_secs(1);
+
 /// What a backend needs to start one attempt.
 #[derive(Debug, Clone)]
 pub struct JobSpec {
@@ -194,6 +199,23 @@ impl Backend {
         }
     }
 
+    /// Jobs known to have ended from their exit files alone (no scheduler call); see
+    /// [`Scheduler::exited`].
+    pub async fn exited(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
+        match self {
+            Backend::Slurm(b) => b.exited(jobs).await,
+            Backend::Local(_) | Backend::Cloud(_) => Ok(HashMap::new()),
+        }
+    }
+
+    /// How often [`Backend::exited`] is worth calling between polls.
+    pub fn exit_check(&self) -> Option<Duration> {
+        match self {
+            Backend::Slurm(b) if b.tick > EXIT_FILE_CHECK => Some(EXIT_FILE_CHECK),
+            _ => None,
+        }
+    }
+
     /// A job already submitted for this attempt (orch died before recording its id): by the
     /// attempt directory's pid file locally, by job name on Slurm.
     /// An error means orch cannot tell (and so must not submit the attempt again).
@@ -290,6 +312,16 @@ pub trait Scheduler {
     /// Jobs are children of this machine that nobody else watches (local): an interrupted
     /// orch cancels them instead of leaving them running.
     fn cancels_on_interrupt(&self) -> bool;
+    /// How often [`Scheduler::exited`] is worth calling between polls; `None` when polling is
+    /// as cheap (a local process, an SSH machine without a scheduler).
+    fn exit_check(&self) -> Option<Duration> {
+        None
+    }
+    /// Jobs known to have ended from their exit files alone, without asking the scheduler;
+    /// jobs whose end only the scheduler can explain are left to [`Scheduler::poll`].
+    async fn exited(&self, _jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
+        Ok(HashMap::new())
+    }
     /// Whether follow-up jobs can carry a run on ([`Scheduler::submit_follow_up`]).
     fn follows_up(&self) -> bool {
         false
@@ -331,6 +363,12 @@ impl Scheduler for Backend {
     }
     fn cancels_on_interrupt(&self) -> bool {
         matches!(self, Backend::Local(_))
+    }
+    fn exit_check(&self) -> Option<Duration> {
+        Backend::exit_check(self)
+    }
+    async fn exited(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
+        Backend::exited(self, jobs).await
     }
     fn follows_up(&self) -> bool {
         matches!(self, Backend::Slurm(_))

@@ -430,6 +430,49 @@ impl Slurm {
         Ok(None)
     }
 
+    /// The jobs whose script left an exit code below 128 in `exit_code`, read without asking
+    /// the controller: a stat per job here, one command for all of them on a login node reached
+    /// over SSH. A job killed by a signal (128 + N: a cgroup OOM kill, a time limit, a node
+    /// failure) is left to the next [`poll`](Self::poll): only Slurm knows why it died.
+    pub async fn exited(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
+        let codes: Vec<(String, i32)> = match &self.remote {
+            // Only a whole line: the templates write it with a rename, a user's may not.
+            None => jobs
+                .iter()
+                .filter_map(|j| {
+                    let text = std::fs::read_to_string(j.dir.join("exit_code")).ok()?;
+                    let code = text.strip_suffix('\n')?.trim().parse().ok()?;
+                    Some((j.id.clone(), code))
+                })
+                .collect(),
+            Some(_) if jobs.is_empty() => Vec::new(),
+            Some((host, _)) => {
+                let mut line = String::from("for spec in");
+                for job in jobs {
+                    let spec = format!("{}:{}", job.id, self.cluster_path(&job.dir));
+                    line.push(' ');
+                    line.push_str(&orch_ssh::shell_quote(&spec)?);
+                }
+                line.push_str(
+                    r#"; do d=${spec#*:}; if [ -f "$d/exit_code" ]; then echo "${spec%%:*} $(cat "$d/exit_code")"; fi; done"#,
+                );
+                let out = host.exec(line).await?;
+                out.stdout_text()
+                    .lines()
+                    .filter_map(|l| {
+                        let (id, code) = l.split_once(' ')?;
+                        Some((id.to_string(), code.trim().parse().ok()?))
+                    })
+                    .collect()
+            }
+        };
+        Ok(codes
+            .into_iter()
+            .filter(|(_, code)| (0..128).contains(code))
+            .map(|(id, code)| (id, exit_state(code)))
+            .collect())
+    }
+
     /// The state of every job, in at most one `squeue` and one `sacct`/`scontrol` call.
     pub async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
         let mut states = HashMap::new();
@@ -582,16 +625,24 @@ impl Slurm {
 /// A job that left the queue and whose record is gone too: the exit marker the job script
 /// writes, else lost.
 fn from_marker(dir: &Path) -> JobState {
-    match std::fs::read_to_string(dir.join("exit_code"))
+    read_exit_code(dir).map_or(JobState::Finished(JobEnd::Lost), exit_state)
+}
+
+/// The code the job script wrote to the attempt's `exit_code`.
+fn read_exit_code(dir: &Path) -> Option<i32> {
+    std::fs::read_to_string(dir.join("exit_code"))
         .ok()
         .and_then(|s| s.trim().parse::<i32>().ok())
-    {
-        Some(0) => JobState::Finished(JobEnd::Completed),
-        Some(code) => JobState::Finished(JobEnd::Failed {
+}
+
+/// How a job with this exit code ended.
+fn exit_state(code: i32) -> JobState {
+    JobState::Finished(match code {
+        0 => JobEnd::Completed,
+        code => JobEnd::Failed {
             exit_code: Some(code),
-        }),
-        None => JobState::Finished(JobEnd::Lost),
-    }
+        },
+    })
 }
 
 /// `1234` or `1234;cluster`.
@@ -681,6 +732,39 @@ pub fn parse_scontrol(text: &str) -> Vec<ScontrolJob> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn exit_files_settle_jobs_that_exited_but_not_those_killed_by_a_signal() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = |id: &str, code: Option<&str>| {
+            let d = dir.path().join(id);
+            std::fs::create_dir(&d).unwrap();
+            if let Some(code) = code {
+                std::fs::write(d.join("exit_code"), code).unwrap();
+            }
+            JobRef {
+                id: id.into(),
+                dir: d,
+            }
+        };
+        let jobs = [
+            job("1", Some("0\n")),
+            job("2", Some("1\n")),
+            job("3", Some("137\n")), // SIGKILL: a cgroup OOM kill, say
+            job("4", None),          // still running
+            job("5", Some("")),      // being written
+        ];
+        let states = Slurm::new(Duration::from_secs(30))
+            .exited(&jobs)
+            .await
+            .unwrap();
+        assert_eq!(states.len(), 2, "{states:?}");
+        assert_eq!(states["1"], JobState::Finished(JobEnd::Completed));
+        assert_eq!(
+            states["2"],
+            JobState::Finished(JobEnd::Failed { exit_code: Some(1) })
+        );
+    }
 
     #[test]
     fn parsable_accepts_cluster_suffix() {

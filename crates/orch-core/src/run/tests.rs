@@ -55,6 +55,10 @@ struct Fake {
     /// Every call that changes something: `submit <name>`, `cancel <id>`, `follow-up <id>`.
     calls: Mutex<Vec<String>>,
     follows_up: bool,
+    /// Scheduler queries made.
+    polls: std::sync::atomic::AtomicUsize,
+    /// Like Slurm: an hour between queries, exit files read every millisecond between them.
+    expensive_polls: bool,
 }
 
 impl Fake {
@@ -77,6 +81,22 @@ impl Fake {
             .map(|n| n.rsplit('-').next().unwrap().to_string())
             .collect()
     }
+
+    /// What each job's script says of it now.
+    fn states(&self, jobs: &[JobRef]) -> HashMap<String, JobState> {
+        let known = self.jobs.lock().unwrap();
+        jobs.iter()
+            .filter_map(|j| known.get(&j.id).map(|k| (j.id.clone(), k)))
+            .map(|(id, job)| {
+                let state = match (&job.act, job.cancelled) {
+                    (_, true) => JobState::Finished(JobEnd::Cancelled),
+                    (Act::End(end, _), false) => JobState::Finished(end.clone()),
+                    (Act::Hang, false) => JobState::Running,
+                };
+                (id, state)
+            })
+            .collect()
+    }
 }
 
 impl Scheduler for Fake {
@@ -84,7 +104,32 @@ impl Scheduler for Fake {
         "fake"
     }
     fn tick(&self) -> Duration {
-        Duration::from_millis(1)
+        if self.expensive_polls {
+            Duration::from_secs(3600)
+        } else {
+            Duration::from_millis(1)
+        }
+    }
+    fn exit_check(&self) -> Option<Duration> {
+        self.expensive_polls.then_some(Duration::from_millis(1))
+    }
+    async fn exited(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
+        // The jobs that ended with an exit code (not those killed by a signal).
+        let states = self.states(jobs);
+        Ok(states
+            .into_iter()
+            .filter(|(_, s)| {
+                matches!(
+                    s,
+                    JobState::Finished(
+                        JobEnd::Completed
+                            | JobEnd::Failed {
+                                exit_code: Some(0..128)
+                            }
+                    )
+                )
+            })
+            .collect())
     }
     async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
         let act = self.script.lock().unwrap().pop_front();
@@ -115,19 +160,9 @@ impl Scheduler for Fake {
         })
     }
     async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        let known = self.jobs.lock().unwrap();
-        Ok(jobs
-            .iter()
-            .filter_map(|j| known.get(&j.id).map(|k| (j.id.clone(), k)))
-            .map(|(id, job)| {
-                let state = match (&job.act, job.cancelled) {
-                    (_, true) => JobState::Finished(JobEnd::Cancelled),
-                    (Act::End(end, _), false) => JobState::Finished(end.clone()),
-                    (Act::Hang, false) => JobState::Running,
-                };
-                (id, state)
-            })
-            .collect())
+        self.polls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(self.states(jobs))
     }
     async fn find(&self, dir: &Path, name: &str) -> anyhow::Result<Option<JobRef>> {
         let jobs = self.jobs.lock().unwrap();
@@ -309,6 +344,25 @@ async fn an_exhausted_ladder_ends_the_run_without_repeating_a_configuration() {
     overrides.dedup();
     assert_eq!(overrides.len(), n, "a configuration was tried twice");
     assert_eq!(world.fake.submitted().len(), n);
+}
+
+#[tokio::test]
+async fn an_exited_job_is_answered_between_polls() {
+    // An hour between scheduler queries: the first look polls (and finds attempt 1 failed),
+    // then attempt 2's exit is read from its file, not from another query.
+    let mut fake = Fake::new([oom(), ok()]);
+    fake.expensive_polls = true;
+    let world = World::new(fake);
+    let driven = world.drive(world.submit(5));
+    let record = tokio::time::timeout(Duration::from_secs(60), driven)
+        .await
+        .expect("the exit file was not read between polls");
+    assert_eq!(record.state, RunState::Succeeded);
+    assert_eq!(world.fake.submitted(), ["a1", "a2"]);
+    assert_eq!(
+        world.fake.polls.load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
 }
 
 #[tokio::test]
