@@ -59,3 +59,37 @@ mod tests {
         assert_eq!(left, ["run.yaml"], "temporary files left: {left:?}");
     }
 }
+
+/// Whether `e` is orch failing to write its own files for want of room: a full disk, a quota,
+/// a read-only file system. That is never the job's failure; the run is left as its record
+/// says, to be resumed once there is room.
+pub fn is_out_of_room(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::{QuotaExceeded, ReadOnlyFilesystem, StorageFull};
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| matches!(io.kind(), StorageFull | QuotaExceeded | ReadOnlyFilesystem))
+}
+
+/// Whether the file system holding `dir` has (next to) no room left: a job there that vanished
+/// without its exit code most likely could not write it.
+pub fn is_full(dir: &Path) -> bool {
+    nix::sys::statvfs::statvfs(dir).is_ok_and(|s| {
+        (s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64) < 64 * 1024
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_room_is_told_apart_from_other_errors() {
+        let full = std::io::Error::from_raw_os_error(nix::libc::ENOSPC);
+        let e = anyhow::Error::new(full).context("cannot write x");
+        assert!(is_out_of_room(&e));
+        let missing = std::io::Error::from_raw_os_error(nix::libc::ENOENT);
+        assert!(!is_out_of_room(&anyhow::Error::new(missing)));
+        assert!(!is_out_of_room(&anyhow::anyhow!("sbatch said no")));
+        assert!(!is_full(Path::new("/no/such/dir")));
+    }
+}

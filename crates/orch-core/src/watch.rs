@@ -28,6 +28,10 @@ pub async fn drive<B: Scheduler>(
 ) -> anyhow::Result<(Vec<RunRecord>, bool)> {
     for d in &mut drivers {
         if let Err(e) = d.advance(ctx).await {
+            if crate::atomic::is_out_of_room(&e) {
+                d.stop(&e, ctx);
+                continue;
+            }
             let msg = format!("{e:#}");
             if !matches!(d.phase(), Phase::Ended(_)) {
                 d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;

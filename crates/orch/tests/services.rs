@@ -9,5 +9,6 @@
 mod support;
 
 mod crash;
+mod full_disk;
 mod remote;
 mod slurm;

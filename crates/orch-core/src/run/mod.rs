@@ -185,7 +185,10 @@ impl RunDriver {
 
     /// This orch still has something to do for the run.
     pub fn is_active(&self) -> bool {
-        !matches!(self.phase, Phase::Ended(_) | Phase::HandedOff)
+        !matches!(
+            self.phase,
+            Phase::Ended(_) | Phase::HandedOff | Phase::Stopped
+        )
     }
 
     /// The run's experiment, as run lines name it.

@@ -31,6 +31,9 @@ pub enum Phase {
     HandedOff,
     /// A transition failed; the watcher ends the run as failed, saying why.
     Broken,
+    /// orch could not write its own files (a full disk): this orch stops, and the run stays
+    /// as its record says, to be resumed once there is room.
+    Stopped,
     /// The run is over.
     Ended(RunState),
 }
@@ -73,6 +76,7 @@ impl Phase {
             Phase::Finished(_) => "finished",
             Phase::HandedOff => "handed-off",
             Phase::Broken => "broken",
+            Phase::Stopped => "stopped",
             Phase::Ended(_) => "ended",
         }
     }

@@ -336,6 +336,19 @@ impl RunDriver {
     /// Live → Finished: decide the outcome from the job's end and its logs, and record it.
     pub(crate) async fn finish(&mut self, end: JobEnd) -> anyhow::Result<()> {
         self.read_logs().await;
+        if let (JobEnd::Lost, Phase::Live(live)) = (&end, &self.phase)
+            && crate::atomic::is_full(&live.job.dir)
+        {
+            // The job could not write its exit code: that is the disk, not the node.
+            return Err(anyhow::Error::new(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                format!(
+                    "job {} ended without its exit code, and {} has no room left",
+                    live.job.id,
+                    live.job.dir.display()
+                ),
+            )));
+        }
         let Phase::Live(live) = std::mem::replace(&mut self.phase, Phase::Broken) else {
             anyhow::bail!("attempt {} has no live job", self.attempt);
         };
@@ -372,6 +385,10 @@ impl RunDriver {
         ctx: &Ctx<'_, B>,
     ) -> anyhow::Result<()> {
         if let Err(e) = result {
+            if crate::atomic::is_out_of_room(&e) {
+                self.stop(&e, ctx);
+                return Ok(());
+            }
             let msg = format!("{e:#}");
             ctx.progress.result(format!("[{}] {msg}", self.name()));
             if !matches!(self.phase, Phase::Ended(_)) {
@@ -379,6 +396,17 @@ impl RunDriver {
             }
         }
         Ok(())
+    }
+
+    /// orch could not write its own files: stop driving the run without recording anything
+    /// more (there may be no room for it), and say how to go on.
+    pub fn stop<B: Scheduler>(&mut self, e: &anyhow::Error, ctx: &Ctx<'_, B>) {
+        self.phase = Phase::Stopped;
+        ctx.progress.result(format!(
+            "[{}] stopped: {e:#}. Nothing is lost: the run stays as its record says; make room, then `orch resume {}`",
+            self.name(),
+            self.run().id
+        ));
     }
 
     /// Finished → Ended | Queued: end the run, or decide the next attempt.
