@@ -37,9 +37,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether `e` is orch failing to write its own files for want of room: a full disk, a quota,
+/// a read-only file system. That is never the job's failure; the run is left as its record
+/// says, to be resumed once there is room.
+pub fn is_out_of_room(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind::{QuotaExceeded, ReadOnlyFilesystem, StorageFull};
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| matches!(io.kind(), StorageFull | QuotaExceeded | ReadOnlyFilesystem))
+}
+
+/// Whether the file system holding `dir` has (next to) no room left: a job there that vanished
+/// without its exit code most likely could not write it.
+pub fn is_full(dir: &Path) -> bool {
+    nix::sys::statvfs::statvfs(dir).is_ok_and(|s| {
+        s.blocks_available().saturating_mul(s.fragment_size()) < 64 * 1024
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::write_atomic;
+    use super::*;
 
     /// A write that fails names the file and leaves no temporary file behind (a directory
     /// where the file should go makes the rename fail, as a full disk makes the write fail).
@@ -58,29 +76,6 @@ mod tests {
             .collect();
         assert_eq!(left, ["run.yaml"], "temporary files left: {left:?}");
     }
-}
-
-/// Whether `e` is orch failing to write its own files for want of room: a full disk, a quota,
-/// a read-only file system. That is never the job's failure; the run is left as its record
-/// says, to be resumed once there is room.
-pub fn is_out_of_room(e: &anyhow::Error) -> bool {
-    use std::io::ErrorKind::{QuotaExceeded, ReadOnlyFilesystem, StorageFull};
-    e.chain()
-        .filter_map(|c| c.downcast_ref::<std::io::Error>())
-        .any(|io| matches!(io.kind(), StorageFull | QuotaExceeded | ReadOnlyFilesystem))
-}
-
-/// Whether the file system holding `dir` has (next to) no room left: a job there that vanished
-/// without its exit code most likely could not write it.
-pub fn is_full(dir: &Path) -> bool {
-    nix::sys::statvfs::statvfs(dir).is_ok_and(|s| {
-        (s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64) < 64 * 1024
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn out_of_room_is_told_apart_from_other_errors() {

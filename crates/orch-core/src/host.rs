@@ -8,7 +8,11 @@ pub fn hostname() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// The kernel's id of the current boot (Linux), if it has one.
+/// The kernel's id of the current boot (Linux), if it has one; read once per process (it
+/// does not change while the process lives).
 pub fn boot_id() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()
+    static BOOT_ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    BOOT_ID
+        .get_or_init(|| std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok())
+        .clone()
 }

@@ -172,14 +172,10 @@ fn group_alive(pgid: Pid) -> bool {
     if killpg(pgid, None).is_err() {
         return false;
     }
-    // killpg succeeds for a group of zombies; look for a live member.
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    entries.flatten().any(|e| {
-        let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
-            return false;
-        };
+    // killpg succeeds for a group of zombies; look for a live member: the leader first (the
+    // job's own shell, alive for as long as the job: one read per tick), the whole process
+    // table only once the leader is gone.
+    let member = |stat: &str| {
         // Fields after the command (which may contain spaces) start after the last ')'.
         let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
             return false;
@@ -187,5 +183,14 @@ fn group_alive(pgid: Pid) -> bool {
         let fields: Vec<&str> = rest.split_whitespace().collect();
         // state is field 3, pgrp field 5 of /proc/PID/stat.
         fields.len() > 2 && fields[2] == pgid.as_raw().to_string() && fields[0] != "Z"
-    })
+    };
+    if std::fs::read_to_string(format!("/proc/{}/stat", pgid.as_raw())).is_ok_and(|s| member(&s)) {
+        return true;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    entries
+        .flatten()
+        .any(|e| std::fs::read_to_string(e.path().join("stat")).is_ok_and(|s| member(&s)))
 }

@@ -95,6 +95,11 @@ pub struct Doc {
 #[derive(Debug, Clone)]
 pub struct Catalog {
     project_dir: PathBuf,
+    /// Templates loaded so far: the members of a sweep share one (its key schema is most of
+    /// a run's memory in a watcher driving hundreds).
+    templates: std::sync::Arc<
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<template::Template>>>,
+    >,
 }
 
 impl Catalog {
@@ -102,7 +107,19 @@ impl Catalog {
     pub fn new(project_dir: impl Into<PathBuf>) -> Self {
         Self {
             project_dir: project_dir.into(),
+            templates: Default::default(),
         }
+    }
+
+    /// Template `name`, loaded once per catalog.
+    pub fn template(&self, name: &str) -> Result<std::sync::Arc<template::Template>, ConfigError> {
+        let mut cache = self.templates.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = cache.get(name) {
+            return Ok(t.clone());
+        }
+        let t = std::sync::Arc::new(template::Template::load(self, name)?);
+        cache.insert(name.to_string(), t.clone());
+        Ok(t)
     }
 
     /// The project directory that overrides the built-in files.

@@ -19,7 +19,7 @@ use crate::error::ConfigError;
 pub struct Setup {
     pub experiment: Experiment,
     pub profile: Profile,
-    pub template: Template,
+    pub template: std::sync::Arc<Template>,
     pub ladder: Ladder,
     pub ladder_origin: Origin,
     pub max_attempts: Option<u32>,
@@ -58,7 +58,7 @@ impl Setup {
             ));
         }
         let (profile, _) = Profile::load(catalog, &profile_name)?;
-        let template = Template::load(catalog, &experiment.file.template)?;
+        let template = catalog.template(&experiment.file.template)?;
         let ladder_name = experiment
             .file
             .ladder
