@@ -66,6 +66,7 @@ pub fn enumerate(
     exclude: &HashSet<String>,
 ) -> Vec<Candidate> {
     let steps = &setup.ladder.steps;
+    let ranges = &bounded(ranges);
     let mut out = Vec::new();
     let mut seen: HashSet<String> = exclude.clone();
     let mut counts: Vec<u32> = ranges.iter().map(|r| r.lo).collect();
@@ -84,6 +85,30 @@ pub fn enumerate(
         }
     }
     out
+}
+
+/// The most count vectors one decision visits: above every built-in ladder's whole space
+/// (verl-grpo's twelve steps make 36,864), and a bound on a user's ladder of many steps with
+/// large `repeat`s, which would otherwise be enumerated for hours.
+pub const MAX_COMBINATIONS: u64 = 65_536;
+
+/// `ranges` with the widest ones cut (their highest counts dropped first: a step repeated
+/// that often is the least likely answer) until there are at most [`MAX_COMBINATIONS`].
+fn bounded(ranges: &[Range]) -> Vec<Range> {
+    let mut ranges = ranges.to_vec();
+    let size = |r: &[Range]| {
+        r.iter()
+            .map(|r| u64::from(r.hi.saturating_sub(r.lo)) + 1)
+            .fold(1u64, u64::saturating_mul)
+    };
+    while size(&ranges) > MAX_COMBINATIONS {
+        let widest = ranges
+            .iter_mut()
+            .max_by_key(|r| r.hi.saturating_sub(r.lo))
+            .expect("a product above 1 has a range");
+        widest.hi -= 1;
+    }
+    ranges
 }
 
 /// The next count vector in odometer order; false after the last.
@@ -110,4 +135,19 @@ fn build(setup: &Setup, written: &Plan, steps: &[Step], counts: &[u32]) -> Optio
         }
     }
     Some(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ladder_of_many_repeats_is_cut_to_the_bound() {
+        let wide = vec![Range { lo: 0, hi: 100 }; 6];
+        let cut = bounded(&wide);
+        let size: u64 = cut.iter().map(|r| u64::from(r.hi - r.lo) + 1).product();
+        assert!(size <= MAX_COMBINATIONS && size > MAX_COMBINATIONS / 4, "{size}");
+        let small = vec![Range { lo: 0, hi: 3 }, Range { lo: 1, hi: 2 }];
+        assert_eq!(bounded(&small), small);
+    }
 }
