@@ -50,9 +50,8 @@ pub fn is_out_of_room(e: &anyhow::Error) -> bool {
 /// Whether the file system holding `dir` has (next to) no room left: a job there that vanished
 /// without its exit code most likely could not write it.
 pub fn is_full(dir: &Path) -> bool {
-    nix::sys::statvfs::statvfs(dir).is_ok_and(|s| {
-        s.blocks_available().saturating_mul(s.fragment_size()) < 64 * 1024
-    })
+    nix::sys::statvfs::statvfs(dir)
+        .is_ok_and(|s| s.blocks_available().saturating_mul(s.fragment_size()) < 64 * 1024)
 }
 
 #[cfg(test)]

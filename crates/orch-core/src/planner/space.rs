@@ -146,7 +146,10 @@ mod tests {
         let wide = vec![Range { lo: 0, hi: 100 }; 6];
         let cut = bounded(&wide);
         let size: u64 = cut.iter().map(|r| u64::from(r.hi - r.lo) + 1).product();
-        assert!(size <= MAX_COMBINATIONS && size > MAX_COMBINATIONS / 4, "{size}");
+        assert!(
+            size <= MAX_COMBINATIONS && size > MAX_COMBINATIONS / 4,
+            "{size}"
+        );
         let small = vec![Range { lo: 0, hi: 3 }, Range { lo: 1, hi: 2 }];
         assert_eq!(bounded(&small), small);
     }
