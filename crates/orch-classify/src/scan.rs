@@ -393,7 +393,14 @@ impl State {
                     Position::unknown_start()
                 }
             });
-            if pos.mention || pos.quoted(&l[*sa..*sb], ms - *sa) {
+            if pos.mention {
+                // Nothing in a mention segment decides: look past it.
+                from = *sb;
+                continue;
+            }
+            if pos.quoted(&l[*sa..*sb], ms - *sa) {
+                // A needle overlapping this one is inside the same quotes.
+                from = me;
                 continue;
             }
             mask |= if pos.level == Level::Quiet {
