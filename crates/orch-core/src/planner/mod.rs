@@ -204,6 +204,7 @@ pub fn preflight(
         written,
         learned: Learned::nothing(),
         margin: margin(estimator),
+        tight_guess: true,
     };
     let menus: [&[FailureClass]; 2] = [&[predicted], &MEMORY_CLASSES];
     let best = menus.iter().find_map(|classes| {
@@ -264,6 +265,8 @@ fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) 
         written: cx.written,
         learned,
         margin: margin(estimator),
+        // Tight guesses only until the second failure: after that, headroom.
+        tight_guess: cx.failures.len() <= 1,
     };
     // The steps answering the classes this run failed with first; when none of their
     // combinations is predicted to fit, every memory step (as preflight does): offload needs
@@ -488,6 +491,9 @@ struct Search<'a> {
     written: &'a Plan,
     learned: Learned,
     margin: f64,
+    /// May take a configuration predicted to fit only without headroom, to keep what the run
+    /// trains ([`Search::best`]).
+    tight_guess: bool,
 }
 
 /// A candidate that is predicted to fit, with its scores.
@@ -515,11 +521,13 @@ impl Search<'_> {
     /// then throughput, then fewest moves; the first of those the template's rules accept.
     ///
     /// When the best within the headroom changes what the run trains but a configuration that
-    /// keeps it is predicted to fit without headroom, that one: being wrong about it costs one
-    /// attempt (and teaches the estimator's error), a semantics change is for the whole run.
+    /// keeps it is predicted to fit without headroom, that one, once per run (preflight or the
+    /// first failure): being wrong about it costs one attempt (and teaches the estimator's
+    /// error), a semantics change is for the whole run.
     fn best(&self, candidates: Vec<Candidate>, notes: &mut Vec<String>) -> Option<Scored> {
         let pick = self.best_within(candidates.clone(), self.margin, notes);
-        if self.margin == 0.0 || pick.as_ref().is_none_or(|p| p.same_semantics) {
+        if !self.tight_guess || self.margin == 0.0 || pick.as_ref().is_none_or(|p| p.same_semantics)
+        {
             return pick;
         }
         match self.best_within(candidates, 0.0, &mut Vec::new()) {
