@@ -258,6 +258,15 @@ fn hardware(setup: &Setup, plan: &Plan) -> Hardware {
     }
 }
 
+/// A `config.json` that cannot be read here may exist where the job runs (a login node's
+/// path): the architecture is unknown, and the estimate says why; one that is read but wrong
+/// is the experiment's mistake.
+fn unreadable(e: ArchError) -> Architecture {
+    Architecture::Unknown {
+        tried: vec![format!("{e} (read from this machine)")],
+    }
+}
+
 /// The directory the experiment's relative paths are taken from: its file's.
 fn experiment_dir(setup: &Setup) -> PathBuf {
     match &setup.experiment.origin {
@@ -271,11 +280,14 @@ fn experiment_dir(setup: &Setup) -> PathBuf {
 fn torchrun_architecture(setup: &Setup, plan: &Plan) -> Result<Architecture, EstimateError> {
     let env = |k: &str| std::env::var(k).ok();
     let keys = trainer_keys(setup, plan);
-    let found = orch_memory::estimate::torchrun_architecture(&keys, &experiment_dir(setup), &env)
-        .map_err(|error| EstimateError::Architecture {
-        experiment: setup.experiment.name.clone(),
-        error,
-    })?;
+    let base = experiment_dir(setup);
+    let found = match orch_memory::estimate::torchrun_architecture(&keys, &base, &env) {
+        Err(e @ ArchError::Read { .. }) => return Ok(unreadable(e)),
+        other => other.map_err(|error| EstimateError::Architecture {
+            experiment: setup.experiment.name.clone(),
+            error,
+        })?,
+    };
     Ok(match found {
         Some((arch, source)) => {
             let name = arch.model_type.clone().unwrap_or_else(|| "model".into());
@@ -296,17 +308,19 @@ fn torchrun_architecture(setup: &Setup, plan: &Plan) -> Result<Architecture, Est
 fn architecture(setup: &Setup, model: &str) -> Result<Architecture, EstimateError> {
     let base = experiment_dir(setup);
     let env = |k: &str| std::env::var(k).ok();
-    let found = orch_memory::resolve(
+    let found = match orch_memory::resolve(
         setup.experiment.file.architecture.as_ref(),
         model,
         ModelTable::builtin(),
         &base,
         &env,
-    )
-    .map_err(|error| EstimateError::Architecture {
-        experiment: setup.experiment.name.clone(),
-        error,
-    })?;
+    ) {
+        Err(e @ ArchError::Read { .. }) => return Ok(unreadable(e)),
+        other => other.map_err(|error| EstimateError::Architecture {
+            experiment: setup.experiment.name.clone(),
+            error,
+        })?,
+    };
     Ok(match found {
         Lookup::Known(r) => {
             let name = match &r.source {

@@ -65,7 +65,7 @@ pub async fn drive<B: Scheduler>(
             if !answer_exited(&mut drivers, &live, ctx).await? {
                 continue;
             }
-            // A run moved on (its next attempt is queued): the scheduler has news soon.
+            // A run moved on: its new job is asked about within one tick, no later.
             next_poll = next_poll.min(Instant::now() + tick);
             interval = tick;
             continue;

@@ -565,3 +565,22 @@ fn data_commands_speak_json() {
         "{ladder}"
     );
 }
+
+#[test]
+fn a_wrong_architecture_is_refused_and_an_unreadable_one_is_unknown() {
+    let base = include_str!("../../../experiments/diamonds.yaml");
+    let with =
+        |arch: &str| base.replace("\nseed: 0\n", &format!("\nseed: 0\narchitecture: {arch}\n"));
+    // Read, but no model has it: a mistake in the experiment, refused before anything exists.
+    let orch = Orch::new().file(
+        "experiments/wrong.yaml",
+        &with("{hidden_size: 0, num_hidden_layers: 2, num_attention_heads: 2, intermediate_size: 8, vocab_size: 10}"),
+    );
+    let run = refused(&orch, "wrong-seed0", &[]);
+    assert!(run.stderr.contains("hidden_size"), "{run:?}");
+    assert!(run.stderr.contains("nothing was submitted"), "{run:?}");
+    // A path this machine cannot read may be the cluster's: submitted, the architecture
+    // unknown (`estimate::an_unreadable_architecture_path_is_named_and_the_architecture_unknown`).
+    let orch = Orch::new().file("experiments/far.yaml", &with("/cluster/only/config.json"));
+    orch.submit_local("far-seed0", &["--max-attempts", "1"], 1);
+}

@@ -453,15 +453,17 @@ impl Slurm {
                     line.push(' ');
                     line.push_str(&orch_ssh::shell_quote(&spec)?);
                 }
+                // Newlines shown as `#`: only a whole line (`137#`, not `13`) is a code.
                 line.push_str(
-                    r#"; do d=${spec#*:}; if [ -f "$d/exit_code" ]; then echo "${spec%%:*} $(cat "$d/exit_code")"; fi; done"#,
+                    r#"; do d=${spec#*:}; if [ -f "$d/exit_code" ]; then echo "${spec%%:*} $(tr '\n' '#' < "$d/exit_code")"; fi; done"#,
                 );
                 let out = host.exec(line).await?;
                 out.stdout_text()
                     .lines()
                     .filter_map(|l| {
                         let (id, code) = l.split_once(' ')?;
-                        Some((id.to_string(), code.trim().parse().ok()?))
+                        let code = code.strip_suffix('#')?.trim().parse().ok()?;
+                        Some((id.to_string(), code))
                     })
                     .collect()
             }

@@ -158,7 +158,9 @@ impl Ledger {
                 path,
             };
             match run.summary() {
-                Ok(s) => good.push(s),
+                // The directory's name is the id `open` takes, whatever the record says
+                // (a run directory copied or renamed by hand).
+                Ok(s) => good.push(RunSummary { run: id, ..s }),
                 Err(e) => bad.push((id, e)),
             }
         }

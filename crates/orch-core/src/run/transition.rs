@@ -353,8 +353,9 @@ impl RunDriver {
             anyhow::bail!("attempt {} has no live job", self.attempt);
         };
         let (outcome, mut evidence) = crate::outcome::decide(&end, &live.verdicts());
-        if end == JobEnd::OutOfMemory {
-            // The scheduler's kill states no numbers; what the job asked for is the plan's.
+        if end == JobEnd::OutOfMemory || outcome == Outcome::Failed(FailureClass::HostOom) {
+            // A host OOM kill states no numbers (Slurm's, or a launcher reporting its killed
+            // worker); what the job asked for is the plan's.
             if let Some(e) = evidence.as_mut() {
                 e.memory
                     .get_or_insert_with(Default::default)

@@ -295,7 +295,7 @@ fn preflight(
     let name = &written.experiment;
     if !estimator.knows_architecture() {
         progress.say(format!(
-            "[{name}] preflight: the model's architecture is unknown, so its memory is not estimated before the first attempt ({})",
+            "[{name}] preflight: the model's architecture is unknown, so its memory is not estimated before the first attempt; {}",
             estimator.how_to_know()
         ));
         return None;
