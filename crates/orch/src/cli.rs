@@ -307,6 +307,10 @@ pub struct LogsArgs {
     /// Print stderr.log instead of stdout.log
     #[arg(long)]
     pub stderr: bool,
+    /// Print where the attempt's logs are (paths, sizes, host, job, outcome) as JSON instead
+    /// of their contents
+    #[arg(long, conflicts_with = "follow")]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

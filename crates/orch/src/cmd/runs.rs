@@ -224,6 +224,28 @@ pub async fn logs(ledger: &Ledger, args: LogsArgs) -> anyhow::Result<u8> {
             .ok_or_else(|| UsageError(format!("run {} has no attempts yet", record.run)))?,
     };
     let n = attempt.attempt;
+    if args.json {
+        let file = |name: &str| {
+            let path = attempt.dir.join(name);
+            serde_json::json!({
+                "path": path,
+                // On this machine; a run on a login node keeps its logs there (`host`).
+                "bytes": std::fs::metadata(&path).ok().map(|m| m.len()),
+            })
+        };
+        let json = serde_json::json!({
+            "run": record.run,
+            "attempt": n,
+            "job_id": attempt.job_id,
+            "host": record.host,
+            "remote_dir": record.remote_dir,
+            "outcome": attempt.outcome,
+            "stdout": file("stdout.log"),
+            "stderr": file("stderr.log"),
+        });
+        outln!("{}", serde_json::to_string_pretty(&json)?);
+        return Ok(code::OK);
+    }
     let path = attempt.dir.join(if args.stderr {
         "stderr.log"
     } else {
