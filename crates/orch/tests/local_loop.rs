@@ -85,7 +85,9 @@ fn diamonds_seed0_fails_with_gpu_oom_steps_down_and_succeeds() {
     let logs = orch.expect(&["logs", id, "--attempt", "1", "--stderr"], 0);
     assert!(logs.stdout.contains("CUDA out of memory"), "{logs:?}");
     // Where the logs are, not what they say.
-    let meta = orch.expect(&["logs", id, "--attempt", "1", "--json"], 0).json();
+    let meta = orch
+        .expect(&["logs", id, "--attempt", "1", "--json"], 0)
+        .json();
     assert_eq!(meta["attempt"], 1);
     assert_eq!(meta["outcome"], "gpu_oom");
     let stderr = std::path::Path::new(meta["stderr"]["path"].as_str().unwrap());
