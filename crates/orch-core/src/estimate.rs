@@ -258,12 +258,22 @@ fn hardware(setup: &Setup, plan: &Plan) -> Hardware {
     }
 }
 
-/// A `config.json` that cannot be read here may exist where the job runs (a login node's
-/// path): the architecture is unknown, and the estimate says why; one that is read but wrong
-/// is the experiment's mistake.
-fn unreadable(e: ArchError) -> Architecture {
-    Architecture::Unknown {
-        tried: vec![format!("{e} (read from this machine)")],
+/// An architecture lookup's error, sorted: a `config.json` that cannot be read here may exist
+/// where the job runs (a login node's path), so the architecture is unknown (`Ok(Err)`, the
+/// estimate says why); one that is read but wrong is the experiment's mistake (`Err`).
+fn sorted<T>(
+    setup: &Setup,
+    found: Result<T, ArchError>,
+) -> Result<Result<T, Architecture>, EstimateError> {
+    match found {
+        Ok(found) => Ok(Ok(found)),
+        Err(e @ ArchError::Read { .. }) => Ok(Err(Architecture::Unknown {
+            tried: vec![format!("{e} (read from this machine)")],
+        })),
+        Err(error) => Err(EstimateError::Architecture {
+            experiment: setup.experiment.name.clone(),
+            error,
+        }),
     }
 }
 
@@ -281,12 +291,12 @@ fn torchrun_architecture(setup: &Setup, plan: &Plan) -> Result<Architecture, Est
     let env = |k: &str| std::env::var(k).ok();
     let keys = trainer_keys(setup, plan);
     let base = experiment_dir(setup);
-    let found = match orch_memory::estimate::torchrun_architecture(&keys, &base, &env) {
-        Err(e @ ArchError::Read { .. }) => return Ok(unreadable(e)),
-        other => other.map_err(|error| EstimateError::Architecture {
-            experiment: setup.experiment.name.clone(),
-            error,
-        })?,
+    let found = match sorted(
+        setup,
+        orch_memory::estimate::torchrun_architecture(&keys, &base, &env),
+    )? {
+        Ok(found) => found,
+        Err(unknown) => return Ok(unknown),
     };
     Ok(match found {
         Some((arch, source)) => {
@@ -308,18 +318,16 @@ fn torchrun_architecture(setup: &Setup, plan: &Plan) -> Result<Architecture, Est
 fn architecture(setup: &Setup, model: &str) -> Result<Architecture, EstimateError> {
     let base = experiment_dir(setup);
     let env = |k: &str| std::env::var(k).ok();
-    let found = match orch_memory::resolve(
+    let found = orch_memory::resolve(
         setup.experiment.file.architecture.as_ref(),
         model,
         ModelTable::builtin(),
         &base,
         &env,
-    ) {
-        Err(e @ ArchError::Read { .. }) => return Ok(unreadable(e)),
-        other => other.map_err(|error| EstimateError::Architecture {
-            experiment: setup.experiment.name.clone(),
-            error,
-        })?,
+    );
+    let found = match sorted(setup, found)? {
+        Ok(found) => found,
+        Err(unknown) => return Ok(unknown),
     };
     Ok(match found {
         Lookup::Known(r) => {

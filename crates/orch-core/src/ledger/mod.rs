@@ -443,22 +443,7 @@ mod tests {
     fn a_torn_last_line_is_cut_before_the_next_event() {
         let dir = tempfile::tempdir().unwrap();
         let ledger = Ledger::new(dir.path());
-        let created = Event::Created {
-            ts: now(),
-            format: FORMAT,
-            run: String::new(),
-            experiment: "x".into(),
-            profile: "a40".into(),
-            template: "verl-grpo".into(),
-            ladder: "verl-grpo".into(),
-            backend: "local".into(),
-            host: None,
-            remote_dir: None,
-            max_attempts: 5,
-            simulate: true,
-            on_event: vec![],
-        };
-        let run = ledger.create("x", created).unwrap();
+        let run = ledger.create("x", created()).unwrap();
         // orch killed in the middle of writing an event:
         let path = run.path.join("events.jsonl");
         let mut f = std::fs::OpenOptions::new()
