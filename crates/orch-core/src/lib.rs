@@ -11,6 +11,7 @@ pub mod backend;
 pub mod config;
 pub mod error;
 pub mod estimate;
+pub mod gpus;
 pub mod host;
 pub mod ledger;
 pub mod notify;

@@ -26,20 +26,22 @@ pub async fn drive<B: Scheduler>(
     mut drivers: Vec<RunDriver>,
     ctx: &Ctx<'_, B>,
 ) -> anyhow::Result<(Vec<RunRecord>, bool)> {
-    for d in &mut drivers {
-        if let Err(e) = d.advance(ctx).await {
-            if crate::atomic::is_out_of_room(&e) {
-                d.stop(&e, ctx);
-                continue;
+    // A resumed run whose attempt is out keeps the slot (and the GPUs) its ledger records,
+    // before any other run is given one.
+    if let Some(slots) = ctx.slots {
+        for d in drivers
+            .iter()
+            .filter(|d| !matches!(d.phase(), Phase::Queued(_)))
+        {
+            if d.needs_slot() {
+                slots.hold(&d.run().id, d.attempt_devices().unwrap_or_default());
             }
-            let msg = format!("{e:#}");
-            if !matches!(d.phase(), Phase::Ended(_)) {
-                d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;
-            }
-            ctx.progress
-                .say(format!("[{}] could not submit: {msg}", d.name()));
         }
     }
+    for d in &mut drivers {
+        advance(d, ctx).await?;
+    }
+    admit(&mut drivers, ctx).await?;
     let mut interrupted = false;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
@@ -65,6 +67,7 @@ pub async fn drive<B: Scheduler>(
             if !answer_exited(&mut drivers, &live, ctx).await? {
                 continue;
             }
+            admit(&mut drivers, ctx).await?;
             // A run moved on: its new job is asked about within one tick, no later.
             next_poll = next_poll.min(Instant::now() + tick);
             interval = tick;
@@ -89,6 +92,7 @@ pub async fn drive<B: Scheduler>(
             let Some(job) = live_job(d) else { continue };
             changed |= d.observe(states.get(&job.id), ctx).await?;
         }
+        changed |= admit(&mut drivers, ctx).await?;
         // Poll less often while nothing happens; at once again after a change.
         interval = if changed {
             tick
@@ -102,6 +106,52 @@ pub async fn drive<B: Scheduler>(
         .map(RunDriver::record)
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok((records, interrupted))
+}
+
+/// Take a run as far as it goes without news; a run that cannot even be submitted ends failed
+/// (or stops, when orch cannot write its files).
+async fn advance<B: Scheduler>(d: &mut RunDriver, ctx: &Ctx<'_, B>) -> anyhow::Result<()> {
+    if let Err(e) = d.advance(ctx).await {
+        if crate::atomic::is_out_of_room(&e) {
+            d.stop(&e, ctx);
+            return Ok(());
+        }
+        let msg = format!("{e:#}");
+        if !matches!(d.phase(), Phase::Ended(_)) {
+            d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;
+        }
+        ctx.progress
+            .say(format!("[{}] could not submit: {msg}", d.name()));
+    }
+    Ok(())
+}
+
+/// Give back the slots of runs whose job is no longer out, then let waiting runs take them,
+/// first in the queue first. Returns whether any run started an attempt.
+async fn admit<B: Scheduler>(drivers: &mut [RunDriver], ctx: &Ctx<'_, B>) -> anyhow::Result<bool> {
+    let Some(slots) = ctx.slots else {
+        return Ok(false);
+    };
+    for d in drivers.iter().filter(|d| !d.needs_slot()) {
+        slots.release(&d.run().id);
+    }
+    let mut started = false;
+    loop {
+        let mut moved = false;
+        for d in drivers.iter_mut().filter(|d| d.is_waiting()) {
+            advance(d, ctx).await?;
+            if !d.is_waiting() {
+                moved = true;
+                if !d.needs_slot() {
+                    slots.release(&d.run().id);
+                }
+            }
+        }
+        if !moved {
+            return Ok(started);
+        }
+        started = true;
+    }
 }
 
 /// Ctrl-C: local jobs are cancelled (nothing else would watch them); elsewhere they keep

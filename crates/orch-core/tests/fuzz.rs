@@ -213,6 +213,7 @@ fn attempt_in(dir: &Path) -> AttemptInfo {
         job_name: "orch-r-a1".into(),
         simulate: true,
         checkpoint_dir: dir.join("ckpt"),
+        devices: None,
     }
 }
 

@@ -32,6 +32,7 @@ fn launch(dir: &Path, checkpoints: &Path, resume: bool) -> String {
         job_name: "orch-r-a2".into(),
         simulate: false,
         checkpoint_dir: checkpoints.to_path_buf(),
+        devices: None,
     };
     for (name, text) in render_to_strings(&catalog, &setup, &plan, &info).unwrap() {
         std::fs::write(attempt.join(name), text).unwrap();

@@ -24,6 +24,7 @@ pub mod outputs;
 pub mod report;
 
 mod areal;
+mod devices;
 mod torchrun;
 mod verl;
 
@@ -43,6 +44,16 @@ use report::Ids;
 pub fn main(trainer: &str, args: &[String]) -> i32 {
     let env = SimEnv::from_vars(|k| std::env::var(k).ok());
     let mut sink = StdSink;
+    // The job's cards, held until it exits; a card another simulated job holds is an OOM.
+    let _cards = match devices::claim(|k| std::env::var(k).ok()) {
+        Ok(cards) => cards,
+        Err(lines) => {
+            for line in lines {
+                sink.err(&line);
+            }
+            return 1;
+        }
+    };
     run(trainer, args, &env, &mut sink)
 }
 

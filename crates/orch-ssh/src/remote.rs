@@ -236,25 +236,6 @@ impl Remote {
         let rel = local.strip_prefix(local_root).unwrap_or(local);
         format!("{}/{}", self.root.trim_end_matches('/'), rel.display())
     }
-
-    /// `nvidia-smi`'s GPUs on the host: (name, memory in MiB), one per GPU; `None` when the
-    /// host has no `nvidia-smi`.
-    pub async fn gpus(self: &Arc<Self>) -> anyhow::Result<Option<Vec<(String, f64)>>> {
-        let out = self
-            .exec("command -v nvidia-smi >/dev/null 2>&1 || exit 127; nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits".into())
-            .await?;
-        if out.code == 127 {
-            return Ok(None);
-        }
-        if !out.success() {
-            bail!(
-                "nvidia-smi failed on {}: {}",
-                self.name,
-                out.stderr_text().trim()
-            );
-        }
-        Ok(Some(parse_nvidia_smi(&out.stdout_text())))
-    }
 }
 
 /// `program` and `args`, each quoted for the remote shell.
@@ -278,32 +259,4 @@ fn with_remote_path(command: String) -> anyhow::Result<String> {
         }
         _ => command,
     })
-}
-
-/// Lines of `name, memory_mib`.
-pub fn parse_nvidia_smi(text: &str) -> Vec<(String, f64)> {
-    text.lines()
-        .filter_map(|l| {
-            let (name, mem) = l.rsplit_once(',')?;
-            Some((name.trim().to_string(), mem.trim().parse().ok()?))
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn nvidia_smi_csv() {
-        let gpus = parse_nvidia_smi("NVIDIA A40, 46068\nNVIDIA A40, 46068\n");
-        assert_eq!(
-            gpus,
-            vec![
-                ("NVIDIA A40".to_string(), 46068.0),
-                ("NVIDIA A40".to_string(), 46068.0)
-            ]
-        );
-        assert!(parse_nvidia_smi("garbage\n").is_empty());
-    }
 }

@@ -219,6 +219,12 @@ pub struct WatchArgs {
     /// small job that runs `orch resume`; elsewhere a background watcher carries the run on
     #[arg(long)]
     pub detach: bool,
+
+    /// At most N jobs out at once (queued or running), the rest wait their turn in order
+    /// [default: no limit; the CPU count on the local backend without GPUs; with GPUs, as
+    /// many as there are free cards for]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub max_parallel: Option<u32>,
 }
 
 #[derive(Debug, Args)]

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::support::sshd::Sshd;
-use crate::support::{Orch, attempts, finished, orch_bin, write_exe};
+use crate::support::{Orch, attempts, fake_nvidia_smi, finished, orch_bin, write_exe};
 
 /// The sshd these tests share (not the ones orch-ssh's tests start).
 fn sshd() -> &'static Sshd {
@@ -98,25 +98,22 @@ fn the_diamonds_loop_on_a_cloud_machine() {
 fn the_cloud_machine_gpu_picks_the_profile() {
     let (orch, remote) = remote_orch();
     let bin = orch.path().join("remote-bin");
-    // nvidia-smi's documented CSV output for two A40s (a probe of the real tool's format).
-    write_exe(
-        &bin.join("nvidia-smi"),
-        "#!/bin/sh\nprintf 'NVIDIA A40, 46068\\nNVIDIA A40, 46068\\n'\n",
-    );
+    // Two A40s, in nvidia-smi's CSV format (orch's stand-in: there is no GPU here).
+    fake_nvidia_smi(&bin, 2, "NVIDIA A40", 46068, &[]);
     let orch = orch.env("ORCH_REMOTE_PATH", bin.to_str().unwrap());
     let args = on_host("ssh", &remote, &["--max-attempts", "1", "--json"]);
     let run = orch.expect(&strs(&args), 1);
     assert!(
-        run.stderr
-            .contains("2 GPU(s) detected with nvidia-smi: profile a40"),
+        run.stderr.contains(
+            "2 × NVIDIA A40 (45.0 GiB) detected with nvidia-smi: profile a40, 2 GPUs per job, 1 job at once"
+        ),
         "{run:?}"
     );
     let status = orch.expect(&["status", "--json"], 0).json();
-    assert_eq!(
-        attempts(&run.json())[0]["overrides"]["trainer.n_gpus_per_node"],
-        2,
-        "{status}"
-    );
+    let first = &attempts(&run.json())[0];
+    assert_eq!(first["overrides"]["trainer.n_gpus_per_node"], 2, "{status}");
+    // The job had the machine's two cards, and its script says so.
+    assert_eq!(first["devices"], serde_json::json!([0, 1]), "{run:?}");
 
     // Without nvidia-smi, orch says so and wants --profile; nothing is submitted. The host
     // (this machine) may well have one, so the first `nvidia-smi` on the remote PATH is one

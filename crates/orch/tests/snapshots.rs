@@ -33,6 +33,7 @@ fn render_snapshot(template: &str, experiment: &str, profile: &str) {
         job_name: "orch-RUN-a1".into(),
         simulate: false,
         checkpoint_dir: PathBuf::from("/runs/RUN/checkpoints"),
+        devices: None,
     };
     let files = render_to_strings(&catalog, &setup, &plan, &info).unwrap();
     let mut text = String::new();

@@ -53,9 +53,13 @@ impl Cloud {
             .script
             .file_name()
             .context("a job script has a file name")?;
+        let devices = match &spec.devices {
+            Some(d) => format!("CUDA_VISIBLE_DEVICES={} ", crate::gpus::slots::list(d)),
+            None => String::new(),
+        };
         let line = format!(
             "cd {dir} && if [ -s pid ]; then cat pid; exit 0; fi; \
-             ORCH_JOB_NAME={name} setsid bash -c {wrapper} orch-job ./{script} >> stdout.log 2>> stderr.log < /dev/null & echo $!",
+             {devices}ORCH_JOB_NAME={name} setsid bash -c {wrapper} orch-job ./{script} >> stdout.log 2>> stderr.log < /dev/null & echo $!",
             dir = shell_quote(&dir)?,
             name = shell_quote(&spec.name)?,
             wrapper = shell_quote(WRAPPER)?,

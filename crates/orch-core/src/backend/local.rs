@@ -52,7 +52,13 @@ impl Local {
         };
         let stdout = append(&spec.stdout)?;
         let stderr = append(&spec.stderr)?;
-        let mut child = tokio::process::Command::new("bash")
+        let mut command = tokio::process::Command::new("bash");
+        if let Some(devices) = &spec.devices {
+            // The job's own GPUs: CUDA numbers the visible ones from 0, so the trainer sees
+            // exactly these and no other job's.
+            command.env("CUDA_VISIBLE_DEVICES", crate::gpus::slots::list(devices));
+        }
+        let mut child = command
             .arg("-c")
             .arg(WRAPPER)
             .arg("orch-job")

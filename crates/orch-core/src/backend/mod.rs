@@ -30,6 +30,9 @@ pub struct JobSpec {
     pub dir: PathBuf,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
+    /// The GPU indices the job may use (`CUDA_VISIBLE_DEVICES`), when orch shares the
+    /// machine's GPUs among its jobs.
+    pub devices: Option<Vec<u32>>,
 }
 
 /// A submitted job.

@@ -160,6 +160,10 @@ pub enum Event {
         /// The notification hook (argv), if any.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         on_event: Vec<String>,
+        /// `--max-parallel`: jobs of the submission in the backend's hands at once, kept for
+        /// an `orch resume` that does not say.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_parallel: Option<u32>,
     },
     /// The intent to submit an attempt, written before the scheduler is called.
     Rendered {
@@ -179,6 +183,10 @@ pub enum Event {
         dir: PathBuf,
         files: Vec<PathBuf>,
         overrides: BTreeMap<String, serde_json::Value>,
+        /// The GPU indices the job was given on its machine (`CUDA_VISIBLE_DEVICES`), when
+        /// orch shares that machine's GPUs among its jobs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        devices: Option<Vec<u32>>,
     },
     /// The scheduler accepted the attempt's job.
     Submitted {
@@ -222,9 +230,10 @@ pub enum Event {
     },
 }
 
-/// Now, as RFC 3339 UTC.
+/// Now, as RFC 3339 UTC to the millisecond (a timeline of jobs that share a machine's GPUs
+/// needs finer than seconds; records written before read the same).
 pub fn now() -> String {
-    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
 #[cfg(test)]

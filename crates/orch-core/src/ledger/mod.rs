@@ -402,6 +402,7 @@ mod tests {
             max_attempts: 5,
             simulate: true,
             on_event: vec![],
+            max_parallel: None,
         }
     }
 

@@ -39,6 +39,8 @@ pub struct AttemptRecord {
     pub submitted_at: Option<String>,
     pub finished_at: Option<String>,
     pub overrides: BTreeMap<String, serde_json::Value>,
+    /// The GPU indices the job was given, when orch shared its machine's GPUs.
+    pub devices: Option<Vec<u32>>,
 }
 
 /// A run as the events tell it.
@@ -58,6 +60,7 @@ pub struct RunRecord {
     pub checkpoint_dir: PathBuf,
     pub created: String,
     pub max_attempts: u32,
+    pub max_parallel: Option<u32>,
     pub state: RunState,
     pub summary: Option<String>,
     pub cancel_requested: bool,
@@ -94,6 +97,7 @@ impl RunRecord {
             max_attempts,
             simulate,
             on_event,
+            max_parallel,
             ..
         } = event
         else {
@@ -113,6 +117,7 @@ impl RunRecord {
             checkpoint_dir: PathBuf::new(),
             created: ts.clone(),
             max_attempts: *max_attempts,
+            max_parallel: *max_parallel,
             state: RunState::Running,
             summary: None,
             cancel_requested: false,
@@ -138,6 +143,7 @@ impl RunRecord {
                 job_name,
                 dir,
                 overrides,
+                devices,
                 ..
             } => self.attempts.push(AttemptRecord {
                 attempt,
@@ -162,6 +168,7 @@ impl RunRecord {
                 submitted_at: None,
                 finished_at: None,
                 overrides,
+                devices,
             }),
             Event::Submitted {
                 ts,
@@ -236,6 +243,10 @@ impl RunRecord {
                 "outcome": a.outcome,
                 "evidence": a.evidence,
                 "overrides": a.overrides,
+                "devices": a.devices,
+                "rendered_at": a.rendered_at,
+                "started_at": a.submitted_at,
+                "ended_at": a.finished_at,
             })).collect::<Vec<_>>(),
         })
     }

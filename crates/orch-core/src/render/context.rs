@@ -152,6 +152,13 @@ fn run_values(plan: &Plan, info: &AttemptInfo) -> BTreeMap<&'static str, Value> 
         ("job_name", Value::from(info.job_name.clone())),
         ("step_name", Value::from(plan.step_name())),
         ("steps", to_value(&plan.steps)),
+        // `0,1,2,3`, or none: the job is not given GPUs by orch (Slurm gives them).
+        (
+            "devices",
+            info.devices.as_deref().map_or(Value::from(()), |d| {
+                Value::from(crate::gpus::slots::list(d))
+            }),
+        ),
     ])
 }
 

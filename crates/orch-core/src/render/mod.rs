@@ -37,6 +37,9 @@ pub struct AttemptInfo {
     pub simulate: bool,
     /// Where checkpoints go, shared by all attempts of the run.
     pub checkpoint_dir: PathBuf,
+    /// The GPU indices orch gave the job on its machine (`CUDA_VISIBLE_DEVICES`), when it
+    /// shares that machine's GPUs among its jobs.
+    pub devices: Option<Vec<u32>>,
 }
 
 /// Render every file of the plan's template into `info.write_dir`; returns the paths written,

@@ -48,6 +48,7 @@ pub use phase::{Finish, Live, Pending, Phase, Queue, Resumed};
 use crate::backend::{Backend, Scheduler};
 use crate::config::Catalog;
 use crate::estimate::Estimator;
+use crate::gpus::{Slots, Waiting};
 use crate::ledger::{Journal, RunDir, RunLock, RunRecord};
 use crate::plan::{Plan, Setup};
 use crate::progress::{Progress, elapsed};
@@ -64,6 +65,9 @@ pub struct Ctx<'a, B = Backend> {
     pub hang_timeout: Duration,
     /// Hand each submitted attempt to a Slurm follow-up job instead of watching it.
     pub follow_up: Option<FollowUp>,
+    /// Which runs may have a job out now, and on which GPUs (`--max-parallel`, one GPU
+    /// machine); `None`: every run submits at once.
+    pub slots: Option<&'a Slots>,
 }
 
 /// How a follow-up job runs `orch resume` on the cluster (`submit --detach` on Slurm).
@@ -96,6 +100,8 @@ pub struct RunDriver {
     bar: ProgressBar,
     started: Instant,
     last_line: String,
+    /// Why the next attempt waits for a slot, while it does.
+    waiting: Option<Waiting>,
 }
 
 impl RunDriver {
@@ -125,6 +131,7 @@ impl RunDriver {
             bar,
             started: Instant::now(),
             last_line: String::new(),
+            waiting: None,
         })
     }
 
@@ -156,6 +163,7 @@ impl RunDriver {
             bar: progress.bar(&record.experiment),
             started: Instant::now(),
             last_line: String::new(),
+            waiting: None,
         };
         driver.phase = match Phase::from_record(&record) {
             Resumed::Phase(Phase::Unsure) => driver.recover(backend, progress).await?,
@@ -205,10 +213,30 @@ impl RunDriver {
         }
     }
 
+    /// The GPU indices the latest attempt was given, if orch gave it any.
+    pub fn attempt_devices(&self) -> Option<Vec<u32>> {
+        self.journal.cached().attempts.last()?.devices.clone()
+    }
+
+    /// Whether the run's next attempt waits for a slot.
+    pub fn is_waiting(&self) -> bool {
+        matches!(self.phase, Phase::Queued(_)) && self.waiting.is_some()
+    }
+
+    /// Whether the run may hold a slot: its attempt is rendered and not yet ended.
+    pub fn needs_slot(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Queued(_) | Phase::Unsure | Phase::Submitting | Phase::Live(_)
+        )
+    }
+
     /// Redraw the run's progress line.
     pub fn redraw(&self) {
-        let state = match &self.phase {
-            Phase::Live(live) => live.queue.as_str(),
+        let waiting = self.waiting.as_ref().map(Waiting::describe);
+        let state = match (&self.phase, &waiting) {
+            (Phase::Queued(_), Some(w)) => w.as_str(),
+            (Phase::Live(live), _) => live.queue.as_str(),
             _ => "done",
         };
         let mut line = self.last_line.clone();

@@ -239,6 +239,7 @@ impl World {
             progress: &self.progress,
             hang_timeout: self.hang_timeout,
             follow_up: self.follow_up.clone(),
+            slots: None,
         }
     }
 
@@ -266,6 +267,7 @@ impl World {
                     max_attempts,
                     simulate: true,
                     on_event: vec![],
+                    max_parallel: None,
                 },
             )
             .unwrap();
@@ -483,6 +485,7 @@ async fn stop_at(world: &World, point: &str) -> String {
                 stdout: dir.join("stdout.log"),
                 stderr: dir.join("stderr.log"),
                 dir,
+                devices: None,
             };
             world.fake.submit(&spec).await.unwrap();
         }

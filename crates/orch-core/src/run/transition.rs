@@ -10,6 +10,8 @@ use anyhow::Context;
 
 use super::{Ctx, Finish, Live, Pending, Phase, Queue, RunDriver};
 use crate::backend::{FollowUpJob, JobEnd, JobRef, JobSpec, JobState, Scheduler};
+use crate::gpus::slots::list;
+use crate::gpus::{Grant, Waiting};
 use crate::ledger::{Decision, Event, EvidenceRecord, RunState, crash_point, now};
 use crate::outcome::Outcome;
 use crate::plan::{ChangeRecord, Plan};
@@ -30,7 +32,15 @@ impl RunDriver {
     /// Take one transition, if the phase has one that needs no news; false if it has none.
     pub async fn step<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<bool> {
         let next = match std::mem::replace(&mut self.phase, Phase::Broken) {
-            Phase::Queued(pending) => self.render(ctx, pending),
+            Phase::Queued(pending) => match self.take_slot(ctx) {
+                Grant::Go(devices) => self.render(ctx, pending, devices),
+                Grant::Wait(waiting) => {
+                    self.phase = Phase::Queued(pending);
+                    self.wait(waiting, ctx);
+                    return Ok(false);
+                }
+                Grant::Never(why) => Err(anyhow::anyhow!("{why}")),
+            },
             Phase::Unsure => self.recover(ctx.backend, ctx.progress).await,
             Phase::Submitting => self.launch(ctx).await,
             Phase::Finished(finish) => self.decide(ctx, finish),
@@ -46,12 +56,41 @@ impl RunDriver {
         Ok(true)
     }
 
+    /// A slot for the next attempt (`Go` at once without slots); with GPU slots, its devices.
+    fn take_slot<B: Scheduler>(&self, ctx: &Ctx<'_, B>) -> Grant {
+        let Some(slots) = ctx.slots else {
+            return Grant::Go(Vec::new());
+        };
+        slots.take(&self.journal.run().id, self.plan.resources.gpus)
+    }
+
+    /// Queued, waiting for a slot: say so once per attempt, then keep the line current.
+    fn wait<B: Scheduler>(&mut self, waiting: Waiting, ctx: &Ctx<'_, B>) {
+        if self.waiting.is_none() {
+            let mut line = format!(
+                "[{}] attempt {} {}",
+                self.name(),
+                self.attempt + 1,
+                waiting.describe()
+            );
+            if !waiting.outside.is_empty() {
+                line.push_str(&format!(" (busy: {})", waiting.outside.join("; ")));
+            }
+            ctx.progress.say(line);
+        }
+        self.waiting = Some(waiting);
+        self.redraw();
+    }
+
     /// Queued → Submitting: render the next attempt and record the intent to submit it.
     fn render<B: Scheduler>(
         &mut self,
         ctx: &Ctx<'_, B>,
         pending: Pending,
+        devices: Vec<u32>,
     ) -> anyhow::Result<Phase> {
+        self.waiting = None;
+        let devices = ctx.slots.filter(|s| s.has_devices()).map(|_| devices);
         self.plan.check(&self.setup)?;
         self.attempt += 1;
         let n = self.attempt;
@@ -69,6 +108,7 @@ impl RunDriver {
             job_name: job_name.clone(),
             simulate: self.simulate,
             checkpoint_dir: seen(&run.checkpoint_dir())?,
+            devices: devices.clone(),
         };
         let files = crate::render::render(ctx.catalog, &self.setup, &self.plan, &info)?;
         crate::atomic::write_atomic(
@@ -96,6 +136,7 @@ impl RunDriver {
             dir: info.write_dir,
             files,
             overrides,
+            devices,
         })?;
         crash_point("rendered");
         Ok(Phase::Submitting)
@@ -136,16 +177,17 @@ impl RunDriver {
     async fn launch<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
         let n = self.attempt;
         let dir = std::path::absolute(self.journal.run().attempt_dir(n))?;
-        let job_name = self
+        let (job_name, devices) = self
             .journal
             .record()?
             .attempts
             .iter()
             .find(|a| a.attempt == n)
-            .map(|a| a.job_name.clone())
+            .map(|a| (a.job_name.clone(), a.devices.clone()))
             .with_context(|| format!("attempt {n} was never rendered"))?;
         let spec = JobSpec {
             name: job_name,
+            devices: devices.clone(),
             script: dir.join(&self.setup.template.spec.files[0].output),
             dir: dir.clone(),
             stdout: dir.join("stdout.log"),
@@ -170,8 +212,15 @@ impl RunDriver {
                 )),
             }
         }
+        let on = devices.map_or(String::new(), |d| {
+            format!(
+                " on GPU{} {}",
+                if d.len() == 1 { "" } else { "s" },
+                list(&d)
+            )
+        });
         ctx.progress.say(format!(
-            "[{}] attempt {n}/{} ({}) submitted: {} job {}",
+            "[{}] attempt {n}/{} ({}) submitted: {} job {}{on}",
             self.name(),
             self.max_attempts,
             self.plan.step_name(),

@@ -83,6 +83,7 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
         job_name: format!("orch-{}-render", plan.experiment),
         simulate: args.simulate,
         checkpoint_dir: out.join("checkpoints"),
+        devices: None,
     };
     let files = orch_core::render::render(catalog, &setup, &plan, &info)?;
     // Every value with where it came from, as each attempt of a run keeps it.

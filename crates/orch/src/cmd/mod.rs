@@ -13,6 +13,7 @@ macro_rules! outln {
 mod catalog;
 mod classify;
 mod estimate;
+mod machine;
 mod runs;
 mod shell;
 mod submit;

@@ -82,9 +82,12 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
     Ok(code::OK)
 }
 
-/// When the run was created (UTC, to the second, as the ledger writes it).
-fn started(created: &str) -> &str {
-    created
+/// When the run was created (UTC, to the second).
+fn started(created: &str) -> String {
+    match created.split_once('.') {
+        Some((seconds, _)) => format!("{seconds}Z"),
+        None => created.to_string(),
+    }
 }
 
 /// One line on what the run is doing, or how it ended, without repeating its state.

@@ -10,9 +10,7 @@ use std::sync::Arc;
 use crate::cli::{BackendKind, Preflight, ResumeArgs, SubmitArgs};
 use orch_core::backend::{Backend, cloud::Cloud, local::Local, slurm::Slurm};
 use orch_core::config::Catalog;
-use orch_core::config::Kind;
 use orch_core::config::experiment::Experiment;
-use orch_core::config::profile::Profile;
 use orch_core::error::{UsageError, code};
 use orch_core::estimate::{EstimateError, Estimator};
 use orch_core::ledger::RunRecord;
@@ -22,6 +20,8 @@ use orch_core::progress::Progress;
 use orch_core::render::AttemptInfo;
 use orch_core::watch::{Ctx, FollowUp, RunDriver, drive};
 use orch_ssh::remote::Remote;
+
+use super::machine::{self, Machine};
 
 /// Attempts per run when neither the experiment nor `--max-attempts` says.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
@@ -36,17 +36,45 @@ pub async fn submit(
     let kind = choose_backend(&args)?;
     let mut args = args;
     let mut remote = None;
-    if kind == BackendKind::Ssh && args.config.profile.is_none() {
-        remote = Some(detect_remote_profile(catalog, &mut args, &progress).await?);
-    }
-    let prepared = prepare(catalog, &args)?;
-    if remote.is_none()
-        && let Some(host) = &args.host.host
-    {
+    if let Some(host) = &args.host.host {
         remote = Some(
             Remote::connect(host, args.host.accept_new_host_key, &args.host.remote_dir).await?,
         );
     }
+    // One GPU machine (here, or a cloud machine): its cards, and without --profile the
+    // profile and GPU count they imply.
+    let inventory = match (kind, &remote) {
+        (BackendKind::Local, _) => machine::inventory(Machine::Here).await?,
+        (BackendKind::Ssh, Some(r)) => machine::inventory(Machine::Remote(r)).await?,
+        _ => None,
+    };
+    let at = match &remote {
+        Some(r) if kind == BackendKind::Ssh => Machine::Remote(r),
+        _ => Machine::Here,
+    };
+    if args.config.profile.is_none() {
+        match &inventory {
+            Some(inv) => {
+                let say = |line: String| progress.say(line);
+                args.config.profile = Some(machine::choose_profile(
+                    catalog,
+                    at,
+                    inv,
+                    &mut args.config.sets,
+                    &say,
+                )?);
+            }
+            None if kind == BackendKind::Ssh => {
+                return Err(UsageError(format!(
+                    "{} has no nvidia-smi, so orch cannot tell its GPUs: pass --profile (see `orch profiles`)",
+                    args.host.host.as_deref().unwrap_or("the host")
+                ))
+                .into());
+            }
+            None => {}
+        }
+    }
+    let prepared = prepare(catalog, &args)?;
     let backend = make_backend(kind, remote.clone(), args.watch.poll_interval, ledger)?;
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();
@@ -77,6 +105,7 @@ pub async fn submit(
                 remote: remote.as_ref(),
                 max_attempts,
                 simulate,
+                max_parallel: args.watch.max_parallel,
             },
         )?;
         progress.say(format!(
@@ -90,8 +119,9 @@ pub async fn submit(
             plan.ladder
         ));
         // Follow-up jobs need orch and the run directory on the cluster's file system, which
-        // holds only on the login node itself; anywhere else a background watcher here does it.
-        if args.watch.detach && !(kind == BackendKind::Slurm && args.host.host.is_none()) {
+        // holds only on the login node itself; anywhere else — or when --max-parallel holds
+        // runs back, which needs one watcher for all of them — a background watcher does it.
+        if args.watch.detach && !follow_ups(kind, &args) {
             detached.push(run.id.clone());
             continue;
         }
@@ -105,16 +135,33 @@ pub async fn submit(
     if !detached.is_empty() {
         return watch_in_background(catalog, ledger, &args, &detached, &progress);
     }
+    let ours = drivers.iter().map(|d| d.run().id.clone()).collect();
+    let slots = machine::slots(
+        kind,
+        inventory.as_ref(),
+        args.watch.max_parallel,
+        ledger,
+        ours,
+        at,
+    );
     let ctx = Ctx {
         catalog,
         backend: &backend,
         progress: &progress,
         hang_timeout: args.watch.hang_timeout.into(),
-        follow_up: (args.watch.detach && kind == BackendKind::Slurm && args.host.host.is_none())
+        follow_up: (args.watch.detach && follow_ups(kind, &args))
             .then(|| follow_up(catalog, ledger))
             .transpose()?,
+        slots: Some(&slots),
     };
     finish(drivers, &ctx, args.watch.json, args.watch.detach).await
+}
+
+/// Whether `--detach` hands attempts to Slurm follow-up jobs: on the login node itself, and
+/// only when no `--max-parallel` holds runs back (a follow-up drives one run; the limit needs
+/// one watcher over all of them).
+fn follow_ups(kind: BackendKind, args: &SubmitArgs) -> bool {
+    kind == BackendKind::Slurm && args.host.host.is_none() && args.watch.max_parallel.is_none()
 }
 
 /// The backend `--backend` names, else Slurm where there is `sbatch` (or a `--host`), else
@@ -135,30 +182,6 @@ fn choose_backend(args: &SubmitArgs) -> anyhow::Result<BackendKind> {
         (BackendKind::Local, Some(_)) => Err(UsageError("--host runs on another machine: use --backend slurm (a login node) or --backend ssh (a machine without a scheduler)".into()).into()),
         _ => Ok(kind),
     }
-}
-
-/// A cloud machine tells which GPUs it has: pick the matching profile (and GPU count, unless
-/// `--set resources.gpus` says otherwise) and return the connection for reuse.
-async fn detect_remote_profile(
-    catalog: &Catalog,
-    args: &mut SubmitArgs,
-    progress: &Progress,
-) -> anyhow::Result<Arc<Remote>> {
-    let host = args.host.host.clone().expect("--backend ssh has a --host");
-    let r = Remote::connect(&host, args.host.accept_new_host_key, &args.host.remote_dir).await?;
-    let (profile, gpus) = detect_profile(catalog, &r).await?;
-    progress.say(format!(
-        "[{host}] {gpus} GPU(s) detected with nvidia-smi: profile {profile}"
-    ));
-    args.config.profile = Some(profile);
-    if !args.config.sets.iter().any(|s| s.key == "resources.gpus") {
-        args.config.sets.push(orch_core::plan::SetArg {
-            key: "resources.gpus".into(),
-            value: gpus.into(),
-            raw: gpus.to_string(),
-        });
-    }
-    Ok(r)
 }
 
 /// Resolve, check and trial-render every experiment before anything is created or submitted.
@@ -232,6 +255,7 @@ struct NewRun<'a> {
     remote: Option<&'a Arc<Remote>>,
     max_attempts: u32,
     simulate: bool,
+    max_parallel: Option<u32>,
 }
 
 /// Create a run directory with its `created` event, its first plan and, when preflight chose
@@ -258,6 +282,7 @@ fn create_run(
             remote_dir: new.remote.map(|r| r.root.clone()),
             max_attempts: new.max_attempts,
             simulate: new.simulate,
+            max_parallel: new.max_parallel,
             on_event: match &args.on_event {
                 Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone(), "orch-hook".into()],
                 None => setup.experiment.file.on_event.clone(),
@@ -330,7 +355,7 @@ fn watch_in_background(
     progress: &Progress,
 ) -> anyhow::Result<u8> {
     {
-        let log = spawn_watcher(catalog, ledger, detached, args.watch.hang_timeout)?;
+        let log = spawn_watcher(catalog, ledger, detached, &args.watch)?;
         progress.say(format!(
             "detached: a background `orch resume` drives {} (its log: {}); `orch status` to check, `orch resume RUN` to watch",
             detached.join(", "),
@@ -370,7 +395,7 @@ fn spawn_watcher(
     catalog: &Catalog,
     ledger: &Ledger,
     runs: &[String],
-    hang_timeout: humantime::Duration,
+    watch: &crate::cli::WatchArgs,
 ) -> anyhow::Result<std::path::PathBuf> {
     let follow = follow_up(catalog, ledger)?;
     let log = std::path::absolute(ledger.root().join(&runs[0]).join("watcher.log"))?;
@@ -382,7 +407,13 @@ fn spawn_watcher(
         .args(runs)
         .arg("--quiet")
         .arg("--hang-timeout")
-        .arg(hang_timeout.to_string())
+        .arg(watch.hang_timeout.to_string())
+        .args(
+            watch
+                .max_parallel
+                .iter()
+                .flat_map(|n| ["--max-parallel".to_string(), n.to_string()]),
+        )
         .stdin(std::process::Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out);
@@ -425,9 +456,10 @@ pub async fn resume(
     };
     let first = first.record()?;
     let backend = backend_for_record(&first, args.watch.poll_interval, ledger).await?;
-    if args.watch.detach && (first.backend != "slurm" || first.host.is_some()) {
+    let limited = args.watch.max_parallel.is_some() || first.max_parallel.is_some();
+    if args.watch.detach && (first.backend != "slurm" || first.host.is_some() || limited) {
         let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
-        let log = spawn_watcher(catalog, ledger, &ids, args.watch.hang_timeout)?;
+        let log = spawn_watcher(catalog, ledger, &ids, &args.watch)?;
         progress.say(format!(
             "detached: a background `orch resume` drives {} (log: {})",
             ids.join(", "),
@@ -436,8 +468,10 @@ pub async fn resume(
         return Ok(code::OK);
     }
     let mut drivers = Vec::new();
+    let mut records = Vec::new();
     for run in runs {
         let record = run.record()?;
+        records.push(record.clone());
         if record.backend != first.backend {
             return Err(UsageError(format!(
                 "runs {} and {} use different backends ({} and {}); resume them separately",
@@ -460,14 +494,34 @@ pub async fn resume(
             Err(e) => return Err(e),
         }
     }
+    // The limit the runs were submitted with, unless this resume gives one.
+    let max_parallel = args
+        .watch
+        .max_parallel
+        .or(records.iter().filter_map(|r| r.max_parallel).min());
+    let kind = backend_kind(&first)?;
+    let at = match backend.remote() {
+        Some(r) if kind == BackendKind::Ssh => Machine::Remote(r),
+        _ => Machine::Here,
+    };
+    let inventory = match kind {
+        BackendKind::Local | BackendKind::Ssh => machine::inventory(at).await?,
+        BackendKind::Slurm => None,
+    };
+    let ours = drivers.iter().map(|d| d.run().id.clone()).collect();
+    let slots = machine::slots(kind, inventory.as_ref(), max_parallel, ledger, ours, at);
     let ctx = Ctx {
         catalog,
         backend: &backend,
         progress: &progress,
         hang_timeout: args.watch.hang_timeout.into(),
-        follow_up: (args.watch.detach && first.backend == "slurm" && first.host.is_none())
-            .then(|| follow_up(catalog, ledger))
-            .transpose()?,
+        follow_up: (args.watch.detach
+            && first.backend == "slurm"
+            && first.host.is_none()
+            && max_parallel.is_none())
+        .then(|| follow_up(catalog, ledger))
+        .transpose()?,
+        slots: Some(&slots),
     };
     finish(drivers, &ctx, args.watch.json, args.watch.detach).await
 }
@@ -502,7 +556,17 @@ pub async fn backend_for_record(
     poll: Option<f64>,
     ledger: &Ledger,
 ) -> anyhow::Result<Backend> {
-    let kind = match record.backend.as_str() {
+    let kind = backend_kind(record)?;
+    let remote = match (&record.host, &record.remote_dir) {
+        (Some(host), Some(dir)) => Some(Remote::connect(host, false, dir).await?),
+        _ => None,
+    };
+    make_backend(kind, remote, poll, ledger)
+}
+
+/// The kind of backend a recorded run used.
+fn backend_kind(record: &RunRecord) -> anyhow::Result<BackendKind> {
+    Ok(match record.backend.as_str() {
         "local" => BackendKind::Local,
         "slurm" => BackendKind::Slurm,
         "ssh" => BackendKind::Ssh,
@@ -513,59 +577,7 @@ pub async fn backend_for_record(
             ))
             .into());
         }
-    };
-    let remote = match (&record.host, &record.remote_dir) {
-        (Some(host), Some(dir)) => Some(Remote::connect(host, false, dir).await?),
-        _ => None,
-    };
-    make_backend(kind, remote, poll, ledger)
-}
-
-/// The profile whose card `nvidia-smi` on the host reports, and how many of them there are.
-async fn detect_profile(catalog: &Catalog, remote: &Arc<Remote>) -> anyhow::Result<(String, u32)> {
-    let Some(gpus) = remote.gpus().await? else {
-        return Err(UsageError(format!(
-            "{} has no nvidia-smi, so orch cannot tell its GPUs: pass --profile (see `orch profiles`)",
-            remote.name
-        ))
-        .into());
-    };
-    let Some((name, mib)) = gpus.first() else {
-        return Err(UsageError(format!(
-            "nvidia-smi on {} lists no GPUs: pass --profile",
-            remote.name
-        ))
-        .into());
-    };
-    let mut best: Option<(f64, String)> = None;
-    for candidate in catalog.names(Kind::Profiles) {
-        let (profile, _) = Profile::load(catalog, &candidate)?;
-        let same_card = profile.gpu.model.eq_ignore_ascii_case(name)
-            || profile
-                .gpu
-                .model
-                .to_lowercase()
-                .contains(&name.to_lowercase())
-            || name
-                .to_lowercase()
-                .contains(&profile.gpu.model.to_lowercase());
-        if !same_card {
-            continue;
-        }
-        // nvidia-smi reports the whole card; torch reports a little less as usable.
-        let distance = (mib / 1024.0 - profile.gpu.memory_gib).abs();
-        if best.as_ref().is_none_or(|(d, _)| distance < *d) {
-            best = Some((distance, candidate));
-        }
-    }
-    match best {
-        Some((_, profile)) => Ok((profile, gpus.len() as u32)),
-        None => Err(UsageError(format!(
-            "no profile for {name} ({mib} MiB) on {}: pass --profile, or add profiles/<name>.yaml with gpu.model: {name}",
-            remote.name
-        ))
-        .into()),
-    }
+    })
 }
 
 /// Drive, print `--json`, and turn the runs' states into an exit code.
@@ -607,6 +619,7 @@ pub fn dry_run_info(plan: &Plan) -> AttemptInfo {
         job_name: format!("orch-{}-dry-run-a1", plan.experiment),
         simulate: false,
         checkpoint_dir: dir.join("checkpoints"),
+        devices: None,
     }
 }
 

@@ -83,6 +83,34 @@ pub fn which(tool: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{tool} is not on PATH"))
 }
 
+/// A stand-in `nvidia-smi` in `dir` (`tests/fixtures/nvidia-smi`: there is no GPU here)
+/// reporting `count` cards named `name` of `mib` MiB, indices 0…, and `apps` — (card index,
+/// pid, process name, MiB) — as processes other programs run on them.
+pub fn fake_nvidia_smi(
+    dir: &Path,
+    count: u32,
+    name: &str,
+    mib: u32,
+    apps: &[(u32, u32, &str, u32)],
+) {
+    std::fs::create_dir_all(dir).unwrap();
+    let stand_in = repo_root().join("crates/orch/tests/fixtures/nvidia-smi");
+    write_exe(
+        &dir.join("nvidia-smi"),
+        &std::fs::read_to_string(stand_in).unwrap(),
+    );
+    let mut gpus = String::from("index,uuid,name,memory.total\n");
+    for i in 0..count {
+        gpus.push_str(&format!("{i},GPU-5eed{i:04},{name},{mib}\n"));
+    }
+    std::fs::write(dir.join("gpus.csv"), gpus).unwrap();
+    let mut table = String::from("gpu_uuid,pid,process_name,used_memory\n");
+    for (card, pid, process, used) in apps {
+        table.push_str(&format!("GPU-5eed{card:04},{pid},{process},{used}\n"));
+    }
+    std::fs::write(dir.join("apps.csv"), table).unwrap();
+}
+
 /// This process's PATH with no `nvidia-smi` on it, so that orch decides the same way on every
 /// machine (on the local backend, no `nvidia-smi` means the simulated trainer): a directory
 /// that holds one is replaced by a copy made of links to everything else in it.

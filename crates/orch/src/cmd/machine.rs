@@ -1,0 +1,279 @@
+//! One GPU machine for `submit` and `resume`: what `nvidia-smi` says of its cards (here, or on
+//! a cloud machine over SSH), the profile and GPU count that follow, and the slots the watcher
+//! shares among the runs' jobs (`--max-parallel`, disjoint `CUDA_VISIBLE_DEVICES`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use orch_core::backend::local::Local;
+use orch_core::backend::{JobRef, JobState};
+use orch_core::config::Catalog;
+use orch_core::config::profile::Profile;
+use orch_core::error::UsageError;
+use orch_core::gpus::inventory::{QUERY_APPS, QUERY_GPUS, matching_profile};
+use orch_core::gpus::{Inventory, Slots};
+use orch_core::ledger::{Ledger, RunState};
+use orch_core::plan::SetArg;
+use orch_ssh::remote::Remote;
+
+use crate::cli::BackendKind;
+
+/// How long what `nvidia-smi` says of other programs is trusted before it is asked again.
+const APPS_FRESH: Duration = Duration::from_secs(5);
+
+/// Where the machine is.
+#[derive(Clone, Copy)]
+pub enum Machine<'a> {
+    /// This one.
+    Here,
+    /// A cloud machine over SSH.
+    Remote(&'a Arc<Remote>),
+}
+
+impl Machine<'_> {
+    fn name(&self) -> String {
+        match self {
+            Machine::Here => "this machine".into(),
+            Machine::Remote(r) => r.name.clone(),
+        }
+    }
+}
+
+/// `nvidia-smi`'s cards and their processes, limited by `CUDA_VISIBLE_DEVICES` here; `None`
+/// when the machine has no `nvidia-smi`.
+pub async fn inventory(machine: Machine<'_>) -> anyhow::Result<Option<Inventory>> {
+    match machine {
+        Machine::Here => inventory_here(),
+        Machine::Remote(remote) => inventory_there(remote).await,
+    }
+}
+
+fn inventory_here() -> anyhow::Result<Option<Inventory>> {
+    let Some(smi) = super::submit::find_on_path("nvidia-smi") else {
+        return Ok(None);
+    };
+    let run = |query: &str| -> anyhow::Result<String> {
+        let args: Vec<&str> = query.split_whitespace().skip(1).collect();
+        let out = std::process::Command::new(&smi)
+            .args(&args)
+            .output()
+            .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", smi.display()))?;
+        if !out.status.success() {
+            anyhow::bail!(
+                "`{query}` failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let gpus = run(QUERY_GPUS)?;
+    // Older drivers may not answer the process query; the cards are still known.
+    let apps = run(QUERY_APPS).unwrap_or_default();
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    Ok(Some(Inventory::parse(&gpus, &apps, visible.as_deref())))
+}
+
+async fn inventory_there(remote: &Arc<Remote>) -> anyhow::Result<Option<Inventory>> {
+    let out = remote
+        .exec(format!(
+            "command -v nvidia-smi >/dev/null 2>&1 || exit 127; {QUERY_GPUS} || exit 1; \
+             echo '--- orch: compute apps'; {QUERY_APPS} 2>/dev/null; true"
+        ))
+        .await?;
+    if out.code == 127 {
+        return Ok(None);
+    }
+    if !out.success() {
+        anyhow::bail!(
+            "nvidia-smi failed on {}: {}",
+            remote.name,
+            out.stderr_text().trim()
+        );
+    }
+    let text = out.stdout_text();
+    let (gpus, apps) = text
+        .split_once("--- orch: compute apps")
+        .unwrap_or((text.as_str(), ""));
+    Ok(Some(Inventory::parse(gpus, apps, None)))
+}
+
+/// Without `--profile`: the profile of the machine's cards, and — unless `--set
+/// resources.gpus` says — a GPU count no larger than the cards orch may use. Says what it
+/// found in one line (and one more per card another program holds).
+pub fn choose_profile(
+    catalog: &Catalog,
+    machine: Machine<'_>,
+    inventory: &Inventory,
+    sets: &mut Vec<SetArg>,
+    say: &dyn Fn(String),
+) -> anyhow::Result<String> {
+    let name = machine.name();
+    if inventory.gpus.is_empty() {
+        let why = match &inventory.limited_by {
+            Some(limit) => format!("none of its GPUs is in {limit}"),
+            None => "nvidia-smi lists no GPUs".into(),
+        };
+        return Err(UsageError(format!(
+            "{name}: {why}: pass --profile (see `orch profiles`)"
+        ))
+        .into());
+    }
+    let card = inventory
+        .model()
+        .map_err(|e| UsageError(format!("{name}: {e}")))?;
+    let Some(profile) = matching_profile(catalog, card)? else {
+        return Err(UsageError(format!(
+            "no profile for {} ({} MiB) on {name}: pass --profile, or add profiles/<name>.yaml with gpu.model: {}",
+            card.name, card.memory_mib, card.name
+        ))
+        .into());
+    };
+    let busy = inventory.busy();
+    let usable = (inventory.gpus.len() - busy.len()) as u32;
+    if usable == 0 {
+        return Err(UsageError(format!(
+            "{name}: every GPU orch may use is held by another program ({}); nothing was submitted",
+            busy.values().cloned().collect::<Vec<_>>().join("; ")
+        ))
+        .into());
+    }
+    let (loaded, _) = Profile::load(catalog, &profile)?;
+    let set_by_user = sets.iter().find(|s| s.key == "resources.gpus");
+    let per_job = match set_by_user {
+        Some(set) => set.raw.parse().unwrap_or(loaded.slurm.gpus),
+        None if loaded.slurm.gpus > usable => {
+            sets.push(SetArg {
+                key: "resources.gpus".into(),
+                value: usable.into(),
+                raw: usable.to_string(),
+            });
+            usable
+        }
+        None => loaded.slurm.gpus,
+    }
+    .max(1);
+    let limited = inventory
+        .limited_by
+        .as_ref()
+        .map_or(String::new(), |l| format!(" ({l})"));
+    say(format!(
+        "[{name}] {}{limited} detected with nvidia-smi: profile {profile}, {per_job} GPU{} per job, {} job{} at once",
+        inventory.describe(),
+        if per_job == 1 { "" } else { "s" },
+        usable / per_job,
+        if usable / per_job == 1 { "" } else { "s" },
+    ));
+    for why in busy.values() {
+        say(format!("[{name}]   {why}: busy, not used"));
+    }
+    for why in inventory.partly_held().values() {
+        say(format!(
+            "[{name}]   {why}: used, with that much less room than profile {profile} says"
+        ));
+    }
+    Ok(profile)
+}
+
+/// What limits the watcher's runs: on one GPU machine, disjoint GPUs per job (cards other
+/// programs or unwatched runs hold are skipped); on every backend `--max-parallel`, which on
+/// the local backend without GPUs defaults to the CPU count. `ours` are the runs this orch
+/// drives.
+pub fn slots(
+    kind: BackendKind,
+    inventory: Option<&Inventory>,
+    max_parallel: Option<u32>,
+    ledger: &Ledger,
+    ours: BTreeSet<String>,
+    machine: Machine<'_>,
+) -> Slots {
+    let devices = match kind {
+        BackendKind::Local | BackendKind::Ssh => {
+            inventory.map(|inv| inv.gpus.iter().map(|g| g.index).collect::<Vec<u32>>())
+        }
+        BackendKind::Slurm => None,
+    };
+    let max_parallel = max_parallel.map(|n| n as usize).or_else(|| {
+        (kind == BackendKind::Local && devices.is_none())
+            .then(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    });
+    let has_devices = devices.is_some();
+    let slots = Slots::new(devices, max_parallel);
+    if !has_devices {
+        return slots;
+    }
+    let busy_now = inventory.map(Inventory::busy).unwrap_or_default();
+    let here = matches!(machine, Machine::Here);
+    let apps = Mutex::new((Instant::now(), busy_now));
+    let ledger = ledger.clone();
+    let remote = kind == BackendKind::Ssh;
+    slots.with_outside(Box::new(move || {
+        let mut busy = held_by_other_runs(&ledger, &ours, remote);
+        let mut apps = apps.lock().unwrap_or_else(|e| e.into_inner());
+        // Here nvidia-smi is asked again now and then; a remote machine's is the one look.
+        if here && apps.0.elapsed() > APPS_FRESH {
+            if let Ok(Some(inv)) = inventory_here() {
+                apps.1 = inv.busy();
+            }
+            apps.0 = Instant::now();
+        }
+        for (d, why) in &apps.1 {
+            busy.entry(*d).or_insert_with(|| why.clone());
+        }
+        busy
+    }))
+}
+
+/// Cards held by the live attempts of running runs this orch does not drive (another orch's,
+/// or a crashed one's not yet resumed): a local job counts while its process group lives; a
+/// remote one while its run says it is out.
+fn held_by_other_runs(
+    ledger: &Ledger,
+    ours: &BTreeSet<String>,
+    remote: bool,
+) -> BTreeMap<u32, String> {
+    let mut busy = BTreeMap::new();
+    let local = Local {
+        tick: Duration::from_secs(1),
+    };
+    for summary in ledger.summaries().into_iter().flatten() {
+        if summary.state != RunState::Running || ours.contains(&summary.run) {
+            continue;
+        }
+        let Ok(record) = ledger.open(&summary.run).and_then(|r| r.record()) else {
+            continue;
+        };
+        let Some(a) = record.live_attempt() else {
+            continue;
+        };
+        let Some(devices) = &a.devices else { continue };
+        if !remote {
+            let job = match &a.job_id {
+                Some(id) => Some(JobRef {
+                    id: id.clone(),
+                    dir: a.dir.clone(),
+                }),
+                None => local.find(&a.dir),
+            };
+            let alive = job.is_some_and(|job| {
+                matches!(
+                    local.poll(std::slice::from_ref(&job)).get(&job.id),
+                    Some(JobState::Running | JobState::Pending)
+                )
+            });
+            if !alive {
+                continue;
+            }
+        }
+        for d in devices {
+            busy.insert(
+                *d,
+                format!(
+                    "GPU {d}: attempt {} of run {} (not watched here; `orch resume {}`)",
+                    a.attempt, record.run, record.run
+                ),
+            );
+        }
+    }
+    busy
+}

@@ -1,0 +1,300 @@
+//! One GPU machine, many runs: `nvidia-smi` detection, disjoint GPU slots through
+//! `CUDA_VISIBLE_DEVICES`, the FIFO queue, `--max-parallel`, and a crash mid-sweep. The cards
+//! are orch's stand-in `nvidia-smi` (tests/fixtures/nvidia-smi: there is no GPU here); the
+//! jobs are real processes running the simulated trainer, which holds a lock per card it is
+//! given and fails with a CUDA OOM if another job holds one (so a card handed out twice
+//! cannot go unnoticed).
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{Orch, attempts, fake_nvidia_smi};
+
+/// One attempt on the timeline.
+#[derive(Debug)]
+struct Span {
+    run: String,
+    attempt: u64,
+    devices: Vec<u64>,
+    start: String,
+    end: String,
+}
+
+/// Every attempt that ran, from `orch history RUN --json` (RFC 3339 to the millisecond
+/// compares as text).
+fn timeline(orch: &Orch, runs: &[Value]) -> Vec<Span> {
+    let mut spans = Vec::new();
+    for r in runs {
+        let id = r["run"].as_str().unwrap();
+        let history = orch.expect(&["history", id, "--json"], 0).json();
+        for a in attempts(&history) {
+            let Some(start) = a["started_at"].as_str() else {
+                continue;
+            };
+            spans.push(Span {
+                run: id.to_string(),
+                attempt: a["attempt"].as_u64().unwrap(),
+                devices: a["devices"]
+                    .as_array()
+                    .map(|d| d.iter().map(|x| x.as_u64().unwrap()).collect())
+                    .unwrap_or_default(),
+                start: start.to_string(),
+                end: a["ended_at"]
+                    .as_str()
+                    .expect("every attempt ended")
+                    .to_string(),
+            });
+        }
+    }
+    spans.sort_by(|a, b| a.start.cmp(&b.start));
+    spans
+}
+
+/// No two attempts that overlap in time share a card, and at most `max` run at once.
+fn assert_disjoint(spans: &[Span], max: usize) {
+    for (i, a) in spans.iter().enumerate() {
+        let during: Vec<&Span> = spans
+            .iter()
+            .filter(|b| b.start <= a.start && a.start < b.end)
+            .collect();
+        assert!(
+            during.len() <= max,
+            "{} jobs at once at {}: {during:#?}",
+            during.len(),
+            a.start
+        );
+        for b in &spans[i + 1..] {
+            let overlap = a.start < b.end && b.start < a.end;
+            if overlap {
+                assert!(
+                    a.devices.iter().all(|d| !b.devices.contains(d)),
+                    "a card shared by two jobs at once: {a:#?} {b:#?}"
+                );
+            }
+        }
+    }
+}
+
+/// No attempt failed because its card was taken (the simulator's lock).
+fn assert_no_shared_card(runs: &[Value]) {
+    for r in runs {
+        for a in attempts(r) {
+            assert!(
+                !a["evidence"]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("another simulated job holds this card"),
+                "{a}"
+            );
+        }
+    }
+}
+
+fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// orch on a machine with 8 A40s (stand-in), the simulated trainer's card locks in `locks`.
+fn eight_a40s(orch: Orch, apps: &[(u32, u32, &str, u32)]) -> Orch {
+    let bin = orch.path().join("gpu-bin");
+    fake_nvidia_smi(&bin, 8, "NVIDIA A40", 46068, apps);
+    let locks = orch.path().join("sim-gpu-locks");
+    orch.prepend_path(&bin)
+        .env("ORCH_SIM_GPU_LOCKS", locks.to_str().unwrap())
+}
+
+#[test]
+fn a_sweep_of_four_gpu_jobs_runs_two_at_a_time_on_eight_a40s() {
+    let orch = eight_a40s(Orch::new(), &[]);
+    // No --profile: the cards pick it. As written, each member OOMs first (preflight off):
+    // its retry keeps its cards.
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds",
+            "--backend",
+            "local",
+            "--simulate",
+            "--json",
+        ],
+        0,
+    );
+    assert!(
+        run.stderr.contains(
+            "[this machine] 8 × NVIDIA A40 (45.0 GiB) detected with nvidia-smi: profile a40, 4 GPUs per job, 2 jobs at once"
+        ),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.contains("waiting for 4 GPUs, 1 job ahead"),
+        "{run:?}"
+    );
+    let runs = json_lines(&run.stdout);
+    assert_eq!(runs.len(), 5, "{run:?}");
+    for r in &runs {
+        assert_eq!(r["state"], "succeeded", "{r}");
+        for a in attempts(r) {
+            assert_eq!(a["devices"].as_array().unwrap().len(), 4, "{a}");
+            assert_eq!(a["overrides"]["trainer.n_gpus_per_node"], 4, "{a}");
+        }
+    }
+    let spans = timeline(&orch, &runs);
+    assert!(
+        spans.len() > 5,
+        "every member failed once first: {spans:#?}"
+    );
+    assert_disjoint(&spans, 2);
+    assert_no_shared_card(&runs);
+    // The job script exports the cards it was given.
+    let first = attempts(&runs[0])[0]["job_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let dir = orch
+        .path()
+        .join(".orch/runs")
+        .join(runs[0]["run"].as_str().unwrap())
+        .join("attempts/1/job.sbatch");
+    let script = std::fs::read_to_string(&dir).unwrap();
+    assert!(
+        script.contains(&format!(
+            "export CUDA_VISIBLE_DEVICES='{}'",
+            spans
+                .iter()
+                .find(|s| s.run == runs[0]["run"] && s.attempt == 1)
+                .map(|s| s
+                    .devices
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","))
+                .unwrap()
+        )),
+        "job {first}: {script}"
+    );
+}
+
+#[test]
+fn cards_other_programs_hold_and_cuda_visible_devices_limit_what_orch_uses() {
+    // GPU 1 is mostly held by someone's notebook; GPU 2 has a display server's sliver.
+    let orch = eight_a40s(
+        Orch::new().env("ORCH_PREFLIGHT", "on"),
+        &[(1, 4242, "python3", 40000), (2, 77, "Xorg", 300)],
+    )
+    .env("CUDA_VISIBLE_DEVICES", "1,2,3,4,5");
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "local",
+            "--simulate",
+            "--json",
+        ],
+        0,
+    );
+    for line in [
+        "5 × NVIDIA A40 (45.0 GiB) (CUDA_VISIBLE_DEVICES=1,2,3,4,5) detected with nvidia-smi: profile a40, 4 GPUs per job, 1 job at once",
+        "GPU 1: 39.1 of 45.0 GiB held by pid 4242 (python3): busy, not used",
+        "GPU 2: 0.3 of 45.0 GiB held by pid 77 (Xorg): used",
+    ] {
+        assert!(run.stderr.contains(line), "{line}\n{run:?}");
+    }
+    let r = run.json();
+    assert_eq!(
+        attempts(&r)[0]["devices"],
+        serde_json::json!([2, 3, 4, 5]),
+        "{r}"
+    );
+
+    // Every card busy: nothing is submitted, and orch says why.
+    let orch =
+        eight_a40s(Orch::new(), &[(0, 9, "python3", 45000)]).env("CUDA_VISIBLE_DEVICES", "0");
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "local",
+            "--simulate",
+        ],
+        2,
+    );
+    assert!(
+        run.stderr
+            .contains("every GPU orch may use is held by another program (GPU 0"),
+        "{run:?}"
+    );
+    assert!(!orch.path().join(".orch/runs").exists());
+}
+
+#[test]
+fn max_parallel_holds_a_sweep_back_without_gpus() {
+    let orch = Orch::new();
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds",
+            "--backend",
+            "local",
+            "--profile",
+            "h200",
+            "--max-parallel",
+            "2",
+            "--json",
+        ],
+        0,
+    );
+    assert!(
+        run.stderr
+            .contains("waiting for a free slot (--max-parallel 2)"),
+        "{run:?}"
+    );
+    let runs = json_lines(&run.stdout);
+    assert_eq!(runs.len(), 5);
+    let spans = timeline(&orch, &runs);
+    assert!(spans.iter().all(|s| s.devices.is_empty()), "{spans:#?}");
+    assert_disjoint(&spans, 2);
+}
+
+#[test]
+fn a_crash_mid_sweep_and_resume_all_never_doubles_a_card() {
+    // Jobs long enough to kill orch while two of them run.
+    let orch = eight_a40s(Orch::new().env("ORCH_PREFLIGHT", "on"), &[])
+        .env("ORCH_SIM_STEPS", "20")
+        .env("ORCH_SIM_STEP_SECONDS", "0.1");
+    let mut watcher = orch.spawn(&["submit", "diamonds", "--backend", "local", "--simulate"]);
+    let running = |orch: &Orch| {
+        let status = orch.run(&["status", "--json"]).json();
+        status
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["job_id"].is_string() && r["state"] == "running")
+            .count()
+    };
+    crate::support::wait::wait_for(
+        "two jobs running",
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        || (running(&orch) == 2).then_some(()),
+    );
+    // orch dies; its two jobs keep running, three runs have not started.
+    watcher.kill().unwrap();
+    watcher.wait().unwrap();
+    let resumed = orch.expect(&["resume", "--all", "--json"], 0);
+    let runs = json_lines(&resumed.stdout);
+    assert_eq!(runs.len(), 5, "{resumed:?}");
+    for r in &runs {
+        assert_eq!(r["state"], "succeeded", "{r}");
+        assert_eq!(attempts(r).len(), 1, "no attempt failed: {r}");
+    }
+    let spans = timeline(&orch, &runs);
+    assert_eq!(spans.len(), 5);
+    assert_disjoint(&spans, 2);
+    assert_no_shared_card(&runs);
+}
