@@ -499,3 +499,63 @@ fn cancel_of_a_detached_run_removes_its_follow_up_too() {
     let history = orch.expect(&["history", &run_id, "--json"], 0).json();
     assert_eq!(history["state"], "cancelled");
 }
+
+#[test]
+fn max_parallel_keeps_at_most_n_of_a_sweep_in_slurm_at_once() {
+    let _shared = cluster::shared();
+    let (orch, log) = counting(slurm_orch());
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds",
+            "--backend",
+            "slurm",
+            "--max-parallel",
+            "2",
+            "--poll-interval",
+            "0.5",
+            "--set",
+            "resources.cpus_per_task=1",
+            "--json",
+        ],
+        0,
+    );
+    assert!(
+        run.stderr
+            .contains("waiting for a free slot (--max-parallel 2)"),
+        "{run:?}"
+    );
+    let runs: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 5);
+    assert!(runs.iter().all(|r| r["state"] == "succeeded"), "{run:?}");
+    // Every squeue asks about every job orch has out: never more than two.
+    let calls = std::fs::read_to_string(&log).unwrap();
+    for poll in calls
+        .lines()
+        .filter_map(|l| l.strip_prefix("squeue -h -t all -j "))
+    {
+        let ids = poll.split_whitespace().next().unwrap();
+        assert!(ids.split(',').count() <= 2, "{poll}\n{calls}");
+    }
+    // And by the ledger's clock: at most two attempts between submission and end at once.
+    let mut spans = Vec::new();
+    for r in &runs {
+        for a in attempts(r) {
+            spans.push((
+                a["started_at"].as_str().unwrap().to_string(),
+                a["ended_at"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    for (start, _) in &spans {
+        let during = spans
+            .iter()
+            .filter(|(s, e)| s <= start && start < e)
+            .count();
+        assert!(during <= 2, "{during} at {start}: {spans:?}");
+    }
+}

@@ -40,6 +40,7 @@ pub struct AttemptRecord {
     pub finished_at: Option<String>,
     pub overrides: BTreeMap<String, serde_json::Value>,
     /// The GPU indices the job was given, when orch shared its machine's GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<Vec<u32>>,
 }
 
@@ -60,6 +61,7 @@ pub struct RunRecord {
     pub checkpoint_dir: PathBuf,
     pub created: String,
     pub max_attempts: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<u32>,
     pub state: RunState,
     pub summary: Option<String>,
