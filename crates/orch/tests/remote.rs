@@ -110,7 +110,8 @@ fn the_cloud_machine_gpu_picks_the_profile() {
         "{run:?}"
     );
     let status = orch.expect(&["status", "--json"], 0).json();
-    let first = &attempts(&run.json())[0];
+    let json = run.json();
+    let first = &attempts(&json)[0];
     assert_eq!(first["overrides"]["trainer.n_gpus_per_node"], 2, "{status}");
     // The job had the machine's two cards, and its script says so.
     assert_eq!(first["devices"], serde_json::json!([0, 1]), "{run:?}");
