@@ -26,6 +26,8 @@ pub type Outside = Box<dyn Fn() -> BTreeMap<u32, String> + Send + Sync>;
 pub struct Slots {
     inner: Mutex<Inner>,
     outside: Option<Outside>,
+    /// Where the `max_parallel` limit comes from, for the waiting line.
+    limit_source: String,
 }
 
 struct Inner {
@@ -85,7 +87,14 @@ impl Slots {
                 queue: VecDeque::new(),
             }),
             outside: None,
+            limit_source: max_parallel.map_or(String::new(), |n| format!("--max-parallel {n}")),
         }
+    }
+
+    /// Say where the job limit comes from when it is not `--max-parallel` (a default).
+    pub fn limited_by(mut self, source: impl Into<String>) -> Self {
+        self.limit_source = source.into();
+        self
     }
 
     /// Ask `outside` which cards are busy for reasons outside this watcher before granting any.
@@ -97,21 +106,6 @@ impl Slots {
     /// Whether jobs get GPU indices.
     pub fn has_devices(&self) -> bool {
         self.lock().devices.is_some()
-    }
-
-    /// `8 GPUs (0-7), at most 2 jobs at once`, or `None` when nothing is limited.
-    pub fn describe(&self) -> Option<String> {
-        let inner = self.lock();
-        let devices = inner.devices.as_ref().map(|d| format!("GPUs {}", list(d)));
-        let parallel = inner
-            .max_parallel
-            .map(|n| format!("at most {n} job{} at once", if n == 1 { "" } else { "s" }));
-        match (devices, parallel) {
-            (None, None) => None,
-            (Some(d), None) => Some(d),
-            (None, Some(p)) => Some(p),
-            (Some(d), Some(p)) => Some(format!("{d}, {p}")),
-        }
     }
 
     /// A reattached run's live attempt keeps the devices its ledger records.
@@ -164,10 +158,11 @@ impl Slots {
                 Vec::new(),
             );
         }
-        if let Some(max) = inner.max_parallel
-            && inner.holders.len() >= max
+        if inner
+            .max_parallel
+            .is_some_and(|max| inner.holders.len() >= max)
         {
-            return wait(format!("a free slot (--max-parallel {max})"), Vec::new());
+            return wait(format!("a free slot ({})", self.limit_source), Vec::new());
         }
         let Some(devices) = inner.devices.clone() else {
             inner.queue.pop_front();
@@ -282,7 +277,6 @@ mod tests {
         assert_eq!(c.describe(), "waiting for a free slot (--max-parallel 2)");
         slots.release("a");
         go(slots.take("c", 8));
-        assert_eq!(slots.describe().unwrap(), "at most 2 jobs at once");
     }
 
     #[test]

@@ -193,12 +193,17 @@ pub fn slots(
         }
         BackendKind::Slurm => None,
     };
-    let max_parallel = max_parallel.map(|n| n as usize).or_else(|| {
-        (kind == BackendKind::Local && devices.is_none())
-            .then(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-    });
     let has_devices = devices.is_some();
-    let slots = Slots::new(devices, max_parallel);
+    let slots = match max_parallel {
+        Some(n) => Slots::new(devices, Some(n as usize)),
+        // The demo's simulated jobs are CPU processes: no more at once than there are CPUs.
+        None if kind == BackendKind::Local && !has_devices => {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            Slots::new(None, Some(cpus))
+                .limited_by(format!("{cpus} CPUs here; --max-parallel changes it"))
+        }
+        None => Slots::new(devices, None),
+    };
     if !has_devices {
         return slots;
     }
