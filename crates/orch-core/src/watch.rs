@@ -132,6 +132,12 @@ async fn admit<B: Scheduler>(drivers: &mut [RunDriver], ctx: &Ctx<'_, B>) -> any
     let Some(slots) = ctx.slots else {
         return Ok(false);
     };
+    for d in drivers.iter_mut() {
+        if d.cancel_waiting(None)? {
+            ctx.progress
+                .say(format!("[{}] cancelled while waiting for a slot", d.name()));
+        }
+    }
     for d in drivers.iter().filter(|d| !d.needs_slot()) {
         slots.release(&d.run().id);
     }
@@ -166,9 +172,18 @@ async fn interrupt<B: Scheduler>(
             .say("interrupted: cancelling the live attempts");
         for d in drivers.iter_mut().filter(not_ended) {
             d.cancel(ctx).await?;
+            d.cancel_waiting(Some("interrupted"))?;
         }
     } else {
         for d in drivers.iter_mut().filter(not_ended) {
+            if d.is_waiting() {
+                ctx.progress.say(format!(
+                    "interrupted: {} waits for a slot; `orch resume {}` carries it on",
+                    d.name(),
+                    d.run().id
+                ));
+                continue;
+            }
             ctx.progress.say(format!(
                 "interrupted: {}'s job keeps running in {}; `orch cancel {}` stops it",
                 d.name(),

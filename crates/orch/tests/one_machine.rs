@@ -298,3 +298,50 @@ fn a_crash_mid_sweep_and_resume_all_never_doubles_a_card() {
     assert_disjoint(&spans, 2);
     assert_no_shared_card(&runs);
 }
+
+#[test]
+fn a_waiting_run_is_cancelled_by_orch_cancel_and_by_ctrl_c() {
+    // One job at a time, and the first one never finishes.
+    let orch = Orch::new().env("ORCH_SIM_HANG_AT_STEP", "1");
+    let mut watcher = orch.spawn(&[
+        "submit",
+        "diamonds",
+        "--backend",
+        "local",
+        "--profile",
+        "h200",
+        "--max-parallel",
+        "1",
+    ]);
+    let (_, _) = orch.wait_for_job(Duration::from_secs(60), |_| true);
+    let status = orch.run(&["status", "--json"]).json();
+    let waiting: Vec<String> = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["job_id"].is_null())
+        .map(|r| r["run"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(waiting.len(), 4, "{status}");
+    orch.expect(&["cancel", &waiting[0]], 0);
+    let history = orch.expect(&["history", &waiting[0], "--json"], 0).json();
+    assert_eq!(history["state"], "cancelled", "{history}");
+    assert!(attempts(&history).is_empty(), "{history}");
+    // Ctrl-C: the live attempt and every waiting run are cancelled; nothing is left running.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(watcher.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = watcher.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = orch.run(&["status", "--json"]).json();
+    for r in status.as_array().unwrap() {
+        assert_eq!(r["state"], "cancelled", "{status}");
+    }
+}

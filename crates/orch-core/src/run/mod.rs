@@ -218,6 +218,24 @@ impl RunDriver {
         self.journal.cached().attempts.last()?.devices.clone()
     }
 
+    /// A run waiting for a slot ends cancelled when `orch cancel` asked for it (there is no
+    /// job to stop) or this orch is interrupted (`why`); returns whether it ended.
+    pub fn cancel_waiting(&mut self, why: Option<&str>) -> anyhow::Result<bool> {
+        if !self.is_waiting() {
+            return Ok(false);
+        }
+        let summary = match why {
+            Some(why) => format!("cancelled: {why} while waiting for a slot"),
+            None if self.journal.record()?.cancel_requested => {
+                "cancelled by orch cancel while waiting for a slot".to_string()
+            }
+            None => return Ok(false),
+        };
+        self.waiting = None;
+        self.end(crate::ledger::RunState::Cancelled, summary)?;
+        Ok(true)
+    }
+
     /// Whether the run's next attempt waits for a slot.
     pub fn is_waiting(&self) -> bool {
         matches!(self.phase, Phase::Queued(_)) && self.waiting.is_some()
