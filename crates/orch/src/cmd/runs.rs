@@ -113,6 +113,8 @@ fn detail(r: &RunSummary) -> String {
                 .map(|o| format!(": {}", o.name()))
                 .unwrap_or_default()
         ),
+        // Created, nothing submitted yet: it waits its turn (--max-parallel, free GPUs).
+        _ if r.state == RunState::Running => "no attempt yet (waiting for a slot)".into(),
         _ => "-".into(),
     };
     if text.chars().count() > WIDTH {
