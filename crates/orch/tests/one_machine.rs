@@ -230,6 +230,28 @@ fn cards_other_programs_hold_and_cuda_visible_devices_limit_what_orch_uses() {
         "{run:?}"
     );
     assert!(!orch.path().join(".orch/runs").exists());
+
+    // A profile whose jobs need more cards than orch may use would wait for ever: refused.
+    let orch = eight_a40s(Orch::new(), &[]).env("CUDA_VISIBLE_DEVICES", "0,1");
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "local",
+            "--simulate",
+            "--profile",
+            "a40",
+        ],
+        2,
+    );
+    assert!(
+        run.stderr
+            .contains("needs 4 GPUs per job and orch may use 2 on this machine"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("--set resources.gpus=2"), "{run:?}");
+    assert!(!orch.path().join(".orch/runs").exists());
 }
 
 #[test]

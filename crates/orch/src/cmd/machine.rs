@@ -175,6 +175,31 @@ pub fn choose_profile(
     Ok(profile)
 }
 
+/// A job that needs more GPUs than the machine has free for orch would wait for ever: refuse
+/// it before anything is created.
+pub fn refuse_jobs_bigger_than<'p>(
+    inventory: &Inventory,
+    machine: Machine<'_>,
+    plans: impl Iterator<Item = &'p orch_core::plan::Plan>,
+) -> anyhow::Result<()> {
+    let usable = inventory.gpus.len() - inventory.busy().len();
+    for plan in plans {
+        if plan.resources.gpus as usize > usable {
+            return Err(UsageError(format!(
+                "{}: {} needs {} GPUs per job and orch may use {usable} on {} ({}); \
+                 pass --set resources.gpus={usable}; nothing was submitted",
+                plan.experiment,
+                plan.profile,
+                plan.resources.gpus,
+                machine.name(),
+                inventory.describe()
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// What limits the watcher's runs: on one GPU machine, disjoint GPUs per job (cards other
 /// programs or unwatched runs hold are skipped); on every backend `--max-parallel`, which on
 /// the local backend without GPUs defaults to the CPU count. `ours` are the runs this orch

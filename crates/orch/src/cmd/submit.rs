@@ -75,6 +75,9 @@ pub async fn submit(
         }
     }
     let prepared = prepare(catalog, &args)?;
+    if let Some(inv) = inventory.as_ref().filter(|_| kind != BackendKind::Slurm) {
+        machine::refuse_jobs_bigger_than(inv, at, prepared.iter().map(|(_, plan, _)| plan))?;
+    }
     let backend = make_backend(kind, remote.clone(), args.watch.poll_interval, ledger)?;
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();
