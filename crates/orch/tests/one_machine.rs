@@ -325,7 +325,7 @@ fn a_crash_mid_sweep_and_resume_all_never_doubles_a_card() {
 fn a_waiting_run_is_cancelled_by_orch_cancel_and_by_ctrl_c() {
     // One job at a time, and the first one never finishes.
     let orch = Orch::new().env("ORCH_SIM_HANG_AT_STEP", "1");
-    let mut watcher = orch.spawn(&[
+    let watcher = orch.spawn(&[
         "submit",
         "diamonds",
         "--backend",
