@@ -24,6 +24,7 @@ pub mod outputs;
 pub mod report;
 
 mod areal;
+mod rl_swarm;
 mod torchrun;
 mod verl;
 
@@ -63,6 +64,7 @@ pub fn run(trainer: &str, args: &[String], env: &SimEnv, sink: &mut dyn Sink) ->
         Trainer::Verl => verl::run(&mut ctx, args),
         Trainer::Areal => areal::run(&mut ctx, args),
         Trainer::Torchrun => torchrun::run(&mut ctx, args),
+        Trainer::RlSwarm => rl_swarm::run(&mut ctx, args),
     }
 }
 
