@@ -13,4 +13,5 @@ mod cli;
 mod estimate;
 mod local_loop;
 mod old_runs;
+mod rl_swarm;
 mod snapshots;
