@@ -551,7 +551,7 @@ mod tests {
     /// The figures docs/ESTIMATOR.md quotes: `cargo test -p orch-memory rl_swarm::tests::figures -- --nocapture`.
     #[test]
     fn figures() {
-        let rows: [(&str, Vec<(&str, &str)>); 6] = [
+        let rows: [(&str, Vec<(&str, &str)>); 9] = [
             ("as first run (fp32, no ckpt, 1.5B)", vec![]),
             ("+ fp16", vec![FP16]),
             ("+ fp16 + ckpt", vec![FP16, CKPT]),
@@ -563,6 +563,9 @@ mod tests {
                 "+ fp16 + ckpt + fewer + 0.5B",
                 vec![FP16, CKPT, FEWER[0], FEWER[1], SMALLER],
             ),
+            ("ckpt alone", vec![CKPT]),
+            ("fewer samples alone", vec![FEWER[0], FEWER[1]]),
+            ("0.5B alone", vec![SMALLER]),
             ("fp32 + ckpt + 0.5B", vec![CKPT, SMALLER]),
         ];
         for (name, extra) in rows {
