@@ -10,7 +10,8 @@
 //!   `ValueError: No available memory for the cache blocks`.
 //! * **teardown** — what other ranks, launchers and drivers raise after some process died:
 //!   NCCL / c10d errors (`DistBackendError`, `RuntimeError: NCCL communicator was aborted`),
-//!   torchrun's `ChildFailedError`, AReaL's launcher `JobException`, Ray's `ActorDiedError` / `RayActorError` and the
+//!   torchrun's `ChildFailedError`, AReaL's launcher `JobException`, Hydra's
+//!   `InstantiationException` (it wraps the target's exception), Ray's `ActorDiedError` / `RayActorError` and the
 //!   `RayTaskError(X)` wrapper, `KeyboardInterrupt` / `SystemExit`, broken pipes and reset
 //!   connections, and any line a weak-error (wrapper) rule matches (`Engine core
 //!   initialization failed`).
@@ -43,6 +44,10 @@ const TEARDOWN_NAMES: &[&[u8]] = &[
     // AReaL's launcher (`realhf.scheduler.client.JobException: Job … JobState.FAILED`)
     // re-raises a worker's death; the worker's own error came before it.
     b"JobException",
+    // Hydra's `instantiate` re-raises what a target's constructor raised (`raise
+    // InstantiationException(msg) from e`): a model that does not fit the GPU in an rl-swarm
+    // trainer's `__init__` ends the job as this, after the OOM's own traceback.
+    b"InstantiationException",
     b"DistBackendError",
     b"DistNetworkError",
     b"DistStoreError",

@@ -7,10 +7,12 @@
 //! architecture is resolved without the network ([`orch_memory::resolve`]): its
 //! `architecture:`, a local model directory, the Hugging Face cache, or orch's model table.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use orch_memory::estimate::{
-    ArealConfig, Estimate, Hardware, SimConfig, TorchrunConfig, Trainer, VerlConfig, Workload,
+    ArealConfig, Estimate, Hardware, RlSwarmConfig, SimConfig, TorchrunConfig, Trainer, VerlConfig,
+    Workload,
 };
 use orch_memory::overrides::Overrides;
 use orch_memory::shape::Arch;
@@ -18,6 +20,7 @@ use orch_memory::{ArchError, ArchSource, Lookup, ModelTable};
 use serde::Serialize;
 
 use crate::config::Origin;
+use crate::config::ladder::Change;
 use crate::plan::{Plan, Setup, trainer_value};
 
 /// A peak within this fraction of the card's capacity is "tight": estimates of real runs are
@@ -107,11 +110,15 @@ pub struct Estimator {
     trainer: Trainer,
     model: String,
     architecture: Architecture,
+    /// The architectures of the other models the ladder's steps set the template's model key
+    /// to (rl-swarm's last step takes a smaller model), by name.
+    others: BTreeMap<String, Architecture>,
 }
 
 impl Estimator {
     /// Resolve the experiment's trainer and architecture; a torchrun model's shape is read
-    /// from `plan`'s training config (the first plan: steps do not change the model).
+    /// from `plan`'s training config (the first plan). A ladder step that names another model
+    /// (the template's model key) has that model's architecture resolved here too.
     pub fn new(setup: &Setup, plan: &Plan) -> Result<Self, EstimateError> {
         let spec = &setup.template.spec;
         let trainer =
@@ -124,18 +131,43 @@ impl Estimator {
             Trainer::Torchrun => torchrun_architecture(setup, plan)?,
             _ => architecture(setup, &model)?,
         };
-        let architecture = if std::env::var(FORCE_UNKNOWN_ENV).is_ok_and(|v| v == "unknown") {
-            Architecture::Unknown {
-                tried: vec![format!("none ({FORCE_UNKNOWN_ENV}=unknown)")],
+        let architecture = forced_unknown().unwrap_or(architecture);
+        let mut others = BTreeMap::new();
+        for other in ladder_models(setup) {
+            if other != model && !others.contains_key(&other) {
+                let arch = other_architecture(setup, &other);
+                others.insert(other, arch);
             }
-        } else {
-            architecture
-        };
+        }
         Ok(Estimator {
             trainer,
             model,
             architecture,
+            others,
         })
+    }
+
+    /// The model `plan` trains (its value of the template's model key, else the
+    /// experiment's) and what orch knows of its architecture.
+    fn model_of(&self, setup: &Setup, plan: &Plan) -> (String, Architecture) {
+        let named = setup
+            .template
+            .spec
+            .experiment_keys
+            .get("model")
+            .and_then(|key| plan.overrides.get(key))
+            .and_then(|s| s.value.as_str().map(str::to_string));
+        match named {
+            Some(m) if m != self.model && self.trainer != Trainer::Torchrun => {
+                let arch = self
+                    .others
+                    .get(&m)
+                    .cloned()
+                    .unwrap_or_else(|| other_architecture(setup, &m));
+                (m, arch)
+            }
+            _ => (self.model.clone(), self.architecture.clone()),
+        }
     }
 
     /// What orch knows of the model's shape.
@@ -164,18 +196,28 @@ impl Estimator {
         let keys = trainer_keys(setup, plan);
         let mut hw = hardware(setup, plan);
         hw.gpu_mem_gib = capacity_gib;
-        let known = match &self.architecture {
+        let (model, architecture) = self.model_of(setup, plan);
+        let known = match &architecture {
             Architecture::Known { shape, .. } => Some(shape.clone()),
             Architecture::Unknown { .. } => None,
         };
         let (workload, arch) = match self.trainer {
             Trainer::Verl => (
                 Workload::Verl(VerlConfig::from_overrides(&keys)),
-                Some(known.unwrap_or_else(|| orch_memory::shape::stand_in(&self.model))),
+                Some(known.unwrap_or_else(|| orch_memory::shape::stand_in(&model))),
             ),
             Trainer::Areal => (
                 Workload::Areal(ArealConfig::from_overrides(&keys)),
-                Some(known.unwrap_or_else(|| orch_memory::shape::stand_in(&self.model))),
+                Some(known.unwrap_or_else(|| orch_memory::shape::stand_in(&model))),
+            ),
+            // The card's own memory decides rl-swarm's VRAM rule when no model is named.
+            Trainer::RlSwarm => (
+                Workload::RlSwarm(RlSwarmConfig::from_overrides(
+                    &keys,
+                    setup.profile.gpu.memory_gib,
+                    None,
+                )),
+                Some(known.unwrap_or_else(|| orch_memory::shape::stand_in(&model))),
             ),
             // Without a shape, torchrun's estimate is seed 003's fit scaled by the model's size.
             Trainer::Torchrun => (
@@ -196,8 +238,8 @@ impl Estimator {
         let fit = verdict(&estimate);
         PlanEstimate {
             trainer: self.trainer,
-            model: self.model.clone(),
-            architecture: self.architecture.clone(),
+            model,
+            architecture,
             workload,
             estimate,
             fit,
@@ -315,6 +357,68 @@ fn torchrun_architecture(setup: &Setup, plan: &Plan) -> Result<Architecture, Est
     })
 }
 
+/// `Unknown` when `ORCH_ARCHITECTURE=unknown` says to estimate without the shape.
+fn forced_unknown() -> Option<Architecture> {
+    std::env::var(FORCE_UNKNOWN_ENV)
+        .is_ok_and(|v| v == "unknown")
+        .then(|| Architecture::Unknown {
+            tried: vec![format!("none ({FORCE_UNKNOWN_ENV}=unknown)")],
+        })
+}
+
+/// The models the ladder's steps set the template's model key to.
+fn ladder_models(setup: &Setup) -> Vec<String> {
+    let Some(key) = setup.template.spec.experiment_keys.get("model") else {
+        return Vec::new();
+    };
+    setup
+        .ladder
+        .steps
+        .iter()
+        .filter_map(|step| match step.overrides.get(key) {
+            Some(Change::Set(v)) => v.as_str().map(str::to_string),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A model other than the experiment's (a ladder step's): its architecture from a local
+/// directory, the Hugging Face cache or the model table (the experiment's `architecture:`
+/// describes its own model, not this one); unknown when none knows it or it cannot be read.
+fn other_architecture(setup: &Setup, model: &str) -> Architecture {
+    if let Some(unknown) = forced_unknown() {
+        return unknown;
+    }
+    let env = |k: &str| std::env::var(k).ok();
+    let found = orch_memory::resolve(
+        None,
+        model,
+        ModelTable::builtin(),
+        &experiment_dir(setup),
+        &env,
+    );
+    match found {
+        Ok(Lookup::Known(r)) => known_architecture(model, r),
+        Ok(Lookup::Unknown { tried }) => Architecture::Unknown { tried },
+        Err(e) => Architecture::Unknown {
+            tried: vec![e.to_string()],
+        },
+    }
+}
+
+/// A resolved architecture as the estimate uses it, named by the table's name or the model's.
+fn known_architecture(model: &str, r: orch_memory::Resolved) -> Architecture {
+    let name = match &r.source {
+        ArchSource::Table { name, .. } => name.clone(),
+        _ => model.rsplit('/').next().unwrap_or(model).to_string(),
+    };
+    Architecture::Known {
+        params: r.arch.params(),
+        shape: Arch::from_architecture(&name, &r.arch, true),
+        source: r.source,
+    }
+}
+
 fn architecture(setup: &Setup, model: &str) -> Result<Architecture, EstimateError> {
     let base = experiment_dir(setup);
     let env = |k: &str| std::env::var(k).ok();
@@ -330,17 +434,7 @@ fn architecture(setup: &Setup, model: &str) -> Result<Architecture, EstimateErro
         Err(unknown) => return Ok(unknown),
     };
     Ok(match found {
-        Lookup::Known(r) => {
-            let name = match &r.source {
-                ArchSource::Table { name, .. } => name.clone(),
-                _ => model.rsplit('/').next().unwrap_or(model).to_string(),
-            };
-            Architecture::Known {
-                params: r.arch.params(),
-                shape: Arch::from_architecture(&name, &r.arch, true),
-                source: r.source,
-            }
-        }
+        Lookup::Known(r) => known_architecture(model, r),
         Lookup::Unknown { tried } => Architecture::Unknown { tried },
     })
 }

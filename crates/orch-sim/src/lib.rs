@@ -25,6 +25,7 @@ pub mod report;
 
 mod areal;
 mod devices;
+mod rl_swarm;
 mod torchrun;
 mod verl;
 
@@ -61,7 +62,7 @@ pub fn main(trainer: &str, args: &[String]) -> i32 {
 pub fn run(trainer: &str, args: &[String], env: &SimEnv, sink: &mut dyn Sink) -> i32 {
     let Some(t) = Trainer::parse(trainer) else {
         sink.err(&format!(
-            "orch sim-train: unknown trainer {trainer:?} (expected verl, areal or torchrun)"
+            "orch sim-train: unknown trainer {trainer:?} (expected verl, areal, torchrun or rl-swarm)"
         ));
         return 2;
     };
@@ -74,6 +75,7 @@ pub fn run(trainer: &str, args: &[String], env: &SimEnv, sink: &mut dyn Sink) ->
         Trainer::Verl => verl::run(&mut ctx, args),
         Trainer::Areal => areal::run(&mut ctx, args),
         Trainer::Torchrun => torchrun::run(&mut ctx, args),
+        Trainer::RlSwarm => rl_swarm::run(&mut ctx, args),
     }
 }
 

@@ -8,9 +8,9 @@
 //!
 //! `outputs/*.txt` are single messages (torch's OOM, vLLM's and SGLang's start-up errors, Ray's
 //! memory monitor) that [`render`] fills in place. `outputs/{verl,areal,torchrun}/*.txt` are
-//! whole failure outputs, one per failure kind (and torch elastic's launch banner), and `outputs/frames/*.txt` the traceback frames
+//! whole failure outputs, one per failure kind (and torch elastic's launch banner; `rl_swarm/` too), and `outputs/frames/*.txt` the traceback frames
 //! from a training step down to a failing allocation, one file per allocation site
-//! ([`site_frames`], [`torchrun_site_frames`]). [`Vars::lines`] renders a whole output into
+//! ([`site_frames`], [`torchrun_site_frames`], [`rl_swarm_site_frames`]). [`Vars::lines`] renders a whole output into
 //! the lines a runner writes: a line holding a *block* placeholder (a frames file, or another
 //! rendered output) is repeated once per line of the block with the text around the placeholder
 //! kept, so `[rank0]: {site_frames}` prefixes every frame; any other placeholder is filled in
@@ -80,6 +80,15 @@ pub mod torchrun {
     pub const CONFIG_MISSING: &str = include_str!("../outputs/torchrun/config_missing.txt");
 }
 
+/// rl-swarm's failure outputs: Hydra's banner (the launcher sets `HYDRA_FULL_ERROR=1`) and the
+/// whole Python traceback from `swarm_launcher.py`.
+pub mod rl_swarm {
+    /// torch OOM in a round (`{site_frames}`: a `frames/rl_swarm_*.txt`).
+    pub const GPU_OOM: &str = include_str!("../outputs/rl_swarm/gpu_oom.txt");
+    /// torch OOM while genrl moves the model to the GPU, re-raised by Hydra's `instantiate`.
+    pub const GPU_OOM_INIT: &str = include_str!("../outputs/rl_swarm/gpu_oom_init.txt");
+}
+
 /// Which trainer's code sits above the HF model / torch frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Framework {
@@ -137,6 +146,24 @@ pub fn torchrun_site_frames(site: Site) -> &'static str {
         Site::Optim => include_str!("../outputs/frames/torchrun_optim.txt"),
         Site::LogitsFp32 | Site::Softmax => include_str!("../outputs/frames/torchrun_loss.txt"),
         _ => include_str!("../outputs/frames/torchrun_backward.txt"),
+    }
+}
+
+/// The frames from genrl's `run_game_round` down to the failing allocation: the generation call
+/// when the node `generating` (its KV cache, the sampling logits), else by site in the training
+/// step — the forward, the logits' contiguous copy, the log-softmax, the backward, Adam's state.
+pub fn rl_swarm_site_frames(site: Site, generating: bool) -> &'static str {
+    if generating {
+        return include_str!("../outputs/frames/rl_swarm_generate.txt");
+    }
+    match site {
+        Site::Activations | Site::Attention | Site::LogitsBf16 => {
+            include_str!("../outputs/frames/rl_swarm_forward.txt")
+        }
+        Site::LogitsFp32 => include_str!("../outputs/frames/rl_swarm_logits.txt"),
+        Site::Softmax => include_str!("../outputs/frames/rl_swarm_softmax.txt"),
+        Site::Optim => include_str!("../outputs/frames/rl_swarm_optim.txt"),
+        _ => include_str!("../outputs/frames/rl_swarm_backward.txt"),
     }
 }
 
@@ -274,6 +301,8 @@ mod tests {
                 site_frames(site, Framework::Verl),
                 site_frames(site, Framework::Areal),
                 torchrun_site_frames(site),
+                rl_swarm_site_frames(site, false),
+                rl_swarm_site_frames(site, true),
             ];
             for f in all {
                 let lines: Vec<&str> = f.lines().collect();

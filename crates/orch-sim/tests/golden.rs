@@ -115,6 +115,14 @@ const H100_HOST4T: &[(&str, &str)] = &[
     ("ORCH_SIM_HOST_MEM_GIB", "4096"),
     ("USER", "golden"),
 ];
+const RTX4090_1: &[(&str, &str)] = &[
+    ("ORCH_SIM_GPU_NAME", "NVIDIA GeForce RTX 4090"),
+    ("ORCH_SIM_GPU_MEM_GIB", "23.65"),
+    ("ORCH_SIM_GPUS", "1"),
+    ("ORCH_SIM_HOST_MEM_GIB", "120"),
+    ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
+    ("USER", "golden"),
+];
 const NOTHING: &[(&str, &str)] = &[("USER", "golden")];
 
 /// The directory every case writes under, relative to the test's temporary directory (see the
@@ -207,6 +215,32 @@ fn tr_cfg(micro: u32, seq: u32, ckpt: bool, precision: &str) -> String {
     format!(
         "model:\n  params_m: 512\n  n_layers: 8\ntraining:\n  micro_batch_size: {micro}\n  gradient_accumulation_steps: 4\n  max_seq_len: {seq}\n  gradient_checkpointing: {ckpt}\n  precision: {precision}\n"
     )
+}
+
+/// Seed 004's rl-swarm node as templates/rl-swarm launches it (float32, no checkpointing,
+/// Qwen2.5-1.5B), its config file not on this machine, with `extra` overrides.
+fn rl_swarm(dir: &str, extra: &[(&str, &str)]) -> Vec<String> {
+    let mut v = vec![
+        "--config-path".to_string(),
+        "/nonexistent/rl-swarm/rgym_exp/config".into(),
+        "--config-name".into(),
+        "rg-swarm.yaml".into(),
+    ];
+    v.extend(kv(&[
+        (
+            "++game_manager.trainer.config.enable_gradient_checkpointing",
+            "false",
+        ),
+        ("game_manager.data_manager.num_train_samples", "2"),
+        (
+            "game_manager.trainer.models.0.pretrained_model_name_or_path",
+            "Gensyn/Qwen2.5-1.5B-Instruct",
+        ),
+        ("training.dtype", "float32"),
+    ]));
+    v.push(format!("log_dir={}", work(dir).display()));
+    v.extend(kv(extra));
+    v
 }
 
 // Long on purpose: one flat list of every pinned case reads better than a list split up.
@@ -459,6 +493,34 @@ fn cases() -> Vec<Case> {
                 "--config".into(),
                 "/nonexistent/orch-sim-golden.yaml".into(),
             ],
+        ),
+        c("rl-swarm-oom", "rl-swarm", RTX4090_1, rl_swarm("s1", &[])),
+        c(
+            "rl-swarm-fits",
+            "rl-swarm",
+            RTX4090_1,
+            rl_swarm(
+                "s2",
+                &[
+                    ("training.dtype", "float16"),
+                    (
+                        "++game_manager.trainer.config.enable_gradient_checkpointing",
+                        "true",
+                    ),
+                ],
+            ),
+        ),
+        c(
+            "rl-swarm-model-too-big",
+            "rl-swarm",
+            RTX4090_1,
+            rl_swarm(
+                "s3",
+                &[(
+                    "game_manager.trainer.models.0.pretrained_model_name_or_path",
+                    "Qwen/Qwen2.5-7B-Instruct",
+                )],
+            ),
         ),
         c("unknown-trainer", "megatron", H100, vec![]),
     ]

@@ -369,7 +369,7 @@ pub struct CompletionsArgs {
 #[cfg(feature = "sim")]
 #[derive(Debug, Args)]
 pub struct SimTrainArgs {
-    /// verl, areal or torchrun
+    /// verl, areal, torchrun or rl-swarm
     pub trainer: String,
     /// The trainer's own arguments
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

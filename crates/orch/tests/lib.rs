@@ -14,4 +14,5 @@ mod estimate;
 mod local_loop;
 mod old_runs;
 mod one_machine;
+mod rl_swarm;
 mod snapshots;

@@ -86,6 +86,15 @@ render_tests! {
         torchrun_yaml_on_l40s on "l40s",
         torchrun_yaml_on_rtx4090 on "rtx4090",
     }
+    "rl-swarm" with "rl-swarm-qwen": {
+        rl_swarm_on_a40 on "a40",
+        rl_swarm_on_a100_40g on "a100-40g",
+        rl_swarm_on_a100_80g on "a100-80g",
+        rl_swarm_on_h100_80g on "h100-80g",
+        rl_swarm_on_h200 on "h200",
+        rl_swarm_on_l40s on "l40s",
+        rl_swarm_on_rtx4090 on "rtx4090",
+    }
 }
 
 #[test]

@@ -126,6 +126,44 @@ fn specific_error_beats_earlier_wrapper() {
 }
 
 #[test]
+fn hydra_instantiate_rethrowing_an_oom_is_the_oom() {
+    // rl-swarm: the model does not fit while genrl moves it to the GPU in the trainer's
+    // constructor; Hydra's `instantiate` re-raises it `from e`, so the process's last words are
+    // the wrapper, and the OOM before it is the cause.
+    let log = lines(&[
+        "Error executing job with overrides: ['training.dtype=float32']",
+        "Traceback (most recent call last):",
+        "  File \"/usr/local/lib/python3.10/dist-packages/hydra/_internal/instantiate/_instantiate2.py\", line 92, in _call_target",
+        "    return _target_(*args, **kwargs)",
+        OOM,
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        "  File \"/usr/local/lib/python3.10/dist-packages/hydra/_internal/instantiate/_instantiate2.py\", line 97, in _call_target",
+        "    raise InstantiationException(msg) from e",
+        "hydra.errors.InstantiationException: Error in call to target 'rgym_exp.src.trainer.GRPOTrainerModule':",
+        "OutOfMemoryError('CUDA out of memory. Tried to allocate 2.03 GiB.')",
+        "full_key: game_manager.trainer",
+    ]);
+    assert_eq!(class_of(&log), GpuOom);
+    assert_eq!(line_of(&log), 5);
+    // A wrapped error that is not memory stays an error.
+    let log = lines(&[
+        "Traceback (most recent call last):",
+        "  File \"x.py\", line 1, in <module>",
+        "FileNotFoundError: [Errno 2] No such file or directory: 'rgym_exp/src/datasets.yaml'",
+        "",
+        "The above exception was the direct cause of the following exception:",
+        "",
+        "Traceback (most recent call last):",
+        "  File \"y.py\", line 2, in <module>",
+        "hydra.errors.InstantiationException: Error in call to target 'rgym_exp.src.data.ReasoningGymDataManager':",
+    ]);
+    assert_eq!(class_of(&log), Error);
+}
+
+#[test]
 fn slurm_banner_variants() {
     assert_eq!(
         class_of(

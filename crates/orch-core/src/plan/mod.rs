@@ -140,8 +140,9 @@ impl Plan {
     /// The merged configuration as nested values, for rules and templates.
     pub fn config_tree(&self, setup: &Setup) -> serde_json::Value {
         let mut tree = serde_json::Value::Object(Default::default());
+        // `+`/`++` (a key Hydra adds) is not part of the key, in the schema as in overrides.
         for (k, v) in &setup.template.keys {
-            insert_dotted(&mut tree, k, yaml_to_json(v));
+            insert_dotted(&mut tree, k.trim_start_matches('+'), yaml_to_json(v));
         }
         for (k, v) in self.effective_overrides(setup) {
             insert_dotted(&mut tree, k.trim_start_matches('+'), yaml_to_json(&v));

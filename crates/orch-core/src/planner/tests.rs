@@ -477,3 +477,52 @@ fn a_forced_semantics_change_changes_as_little_as_it_can() {
         crate::plan::semantic_changes(&written.semantics(&setup), &m.plan.semantics(&setup));
     assert_eq!(changed.len(), 1, "{changed:?}\n{notes:?}");
 }
+
+const RS_MODEL: &str = "game_manager.trainer.models.0.pretrained_model_name_or_path";
+
+/// Seed 004: the rl-swarm node as first run (float32, no checkpointing, 1.5B) on an RTX 4090.
+/// Preflight keeps the model and the samples per update, and takes fp16 with checkpointing.
+#[test]
+fn seed_004_rl_swarm_preflight_takes_fp16_and_checkpointing() {
+    let (setup, written) = load("rl-swarm-qwen", "rtx4090", &[]);
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    assert!(estimator.knows_architecture());
+    assert!(!predicted_to_fit(&setup, &written));
+    let m = preflight(&setup, &estimator, &written, &mut Vec::new()).expect("a fitting plan");
+    assert!(!m.changes_semantics, "{}", m.describe());
+    assert_eq!(m.plan.semantics(&setup), written.semantics(&setup));
+    assert_eq!(value(&m.plan, "training.dtype"), "float16");
+    assert_eq!(
+        value(
+            &m.plan,
+            "++game_manager.trainer.config.enable_gradient_checkpointing"
+        ),
+        "true"
+    );
+    assert_eq!(value(&m.plan, RS_MODEL), "Gensyn/Qwen2.5-1.5B-Instruct");
+    assert!(predicted_to_fit(&setup, &m.plan));
+}
+
+/// A plan that names another model (rl-swarm's smaller-model step) is estimated with that
+/// model's architecture, not the experiment's, and trains something else.
+#[test]
+fn a_plan_naming_another_model_is_estimated_with_it() {
+    let (setup, written) = load("rl-swarm-qwen", "rtx4090", &[]);
+    let (_, smaller) = load(
+        "rl-swarm-qwen",
+        "rtx4090",
+        &[(RS_MODEL, "Gensyn/Qwen2.5-0.5B-Instruct")],
+    );
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    let big = estimator.estimate(&setup, &written);
+    let small = estimator.estimate(&setup, &smaller);
+    assert_eq!(small.model, "Gensyn/Qwen2.5-0.5B-Instruct");
+    match &small.architecture {
+        crate::estimate::Architecture::Known { params, .. } => {
+            assert!((0.45e9..0.55e9).contains(params), "{params}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(small.gpu_peak_gib() < big.gpu_peak_gib() / 2.0);
+    assert_ne!(smaller.semantics(&setup), written.semantics(&setup));
+}

@@ -111,6 +111,17 @@ pub fn predict(e: &PlanEstimate, base_gpus: u32, capacity_gib: f64) -> Throughpu
                 Some(rollout_time(&mut costs, e, demand, v.tensor_parallel)),
             )
         }
+        Workload::RlSwarm(r) => {
+            let mut train = train_time(&mut costs, est.tokens_per_micro, hidden);
+            if r.gradient_checkpointing {
+                train *= cost(&mut costs, "activation recompute", RECOMPUTE_TIME);
+            }
+            // Hugging Face `generate` for the node's own prompts, its KV cache never short.
+            let demand = (r.num_train_samples.max(1)
+                * (orch_memory::estimate::k::RS_PROMPT_TOKENS as u64 + r.max_new_tokens))
+                as f64;
+            (train, Some(rollout_time(&mut costs, e, demand, 1)))
+        }
         Workload::Areal(a) => {
             let mut train = train_time(&mut costs, est.tokens_per_micro, hidden);
             if a.gradient_checkpointing {

@@ -47,6 +47,8 @@ pub enum Trainer {
     Areal,
     /// `torchrun train.py`.
     Torchrun,
+    /// `python -m rgym_exp.runner.swarm_launcher` (Gensyn's rl-swarm, genrl's GRPO trainer).
+    RlSwarm,
 }
 
 impl Trainer {
@@ -56,6 +58,7 @@ impl Trainer {
             "verl" => Some(Self::Verl),
             "areal" => Some(Self::Areal),
             "torchrun" => Some(Self::Torchrun),
+            "rl-swarm" | "rl_swarm" | "rlswarm" => Some(Self::RlSwarm),
             _ => None,
         }
     }
@@ -65,6 +68,7 @@ impl Trainer {
             Self::Verl => "verl",
             Self::Areal => "areal",
             Self::Torchrun => "torchrun",
+            Self::RlSwarm => "rl-swarm",
         }
     }
 }

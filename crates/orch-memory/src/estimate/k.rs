@@ -78,3 +78,24 @@ pub const TR_LAYER_BYTES_FP32: (f64, f64, f64) = (32.0, 8.0, 16.0);
 pub const TR_CKPT_INPUT_BYTES: f64 = 4.0;
 /// DDP's gradient bucket size (`bucket_cap_mb=25`, torch's default), in GiB.
 pub const TR_DDP_BUCKET_GIB: f64 = 25.0 / 1024.0;
+/// rl-swarm (genrl 0.1.11 `GRPOLanguageTrainerModule`): the prompt length every training
+/// sequence is padded to. genrl tokenizes a round's prompts with `padding=True`, so a batch is
+/// as long as its longest prompt: reasoning-gym's composite set (`rgym_exp/src/datasets.yaml`)
+/// mixes short arithmetic questions with `arc_1d` puzzles (three worked examples of up to 30
+/// cells each) under the default system prompt. Not measured with a tokenizer: a round that
+/// draws an `arc_1d` item pads to a few hundred tokens, and 512 covers it.
+pub const RS_PROMPT_TOKENS: f64 = 512.0;
+/// rl-swarm: saved activations per token of one Hugging Face decoder layer when the whole
+/// model is cast to fp16/bf16 (`training.dtype`; genrl calls `model.to(dtype)`, no autocast), as
+/// bytes per (hidden unit, K/V unit, MLP unit): the fp32 count ([`TR_LAYER_BYTES_FP32`]'s
+/// elements) at 2 bytes — (16, 4, 8) — plus what each RMSNorm keeps of its fp32 upcast
+/// (`hidden_states.to(torch.float32)`, saved by `pow` and the multiply: 4 per hidden unit, two
+/// norms) → (24, 4, 8).
+pub const RS_LAYER_BYTES_HALF: (f64, f64, f64) = (24.0, 4.0, 8.0);
+/// rl-swarm: `omega_gpu_resolver.gpu_model_choice_resolver` takes a model from the large pool
+/// when the first GPU has at least this much memory (GiB, as torch reports it), else from the
+/// small pool.
+pub const RS_LARGE_POOL_MIN_VRAM_GIB: f64 = 40.0;
+/// rl-swarm: host RAM of the node besides the model: Python with torch and transformers, the
+/// hivemind DHT daemon (`p2pd`), reasoning-gym's generators and the Hydra/web3 clients.
+pub const RS_HOST_BASE_GIB: f64 = 4.0;

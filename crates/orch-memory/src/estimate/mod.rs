@@ -4,12 +4,13 @@
 //! # Theory of operation
 //!
 //! The input is one plain struct, [`SimConfig`]: the hardware ([`Hardware`]) and what the
-//! trainer's own arguments say ([`VerlConfig`], [`ArealConfig`], [`TorchrunConfig`]). The output
+//! trainer's own arguments say ([`VerlConfig`], [`ArealConfig`], [`TorchrunConfig`],
+//! [`RlSwarmConfig`]). The output
 //! is an [`Estimate`]: per-GPU breakdowns of the generation and training phases (named
 //! components in GiB), the peak `memory_allocated` / `memory_reserved`, host RAM, and the first
 //! [`Failure`] in run order with the numbers the real message reports.
 //!
-//! Each trainer's assembly ([`verl`], [`areal`], [`torchrun`]) lists its allocations in the
+//! Each trainer's assembly ([`verl`], [`areal`], [`torchrun`], [`rl_swarm`]) lists its allocations in the
 //! order the trainer makes them ([`activations`] holds the common transformer pieces); the
 //! [`allocator`] replays them against the GPU like torch's caching allocator, once with
 //! unlimited memory (what the job would need) and once with the real capacity (where it
@@ -28,6 +29,7 @@ pub mod hardware;
 pub mod host;
 pub mod k;
 pub mod output;
+pub mod rl_swarm;
 pub mod seeds;
 pub mod sglang;
 pub mod torchrun;
@@ -43,8 +45,8 @@ mod table;
 pub use allocator::{Event, OomDetail, Site, Walk, walk};
 pub use areal::areal_colocated;
 pub use config::{
-    ArealConfig, Precision, SimConfig, TorchrunConfig, VerlConfig, Workload, parse_backend,
-    torchrun_architecture, torchrun_shape,
+    ArealConfig, Precision, RS_LARGE_POOL, RS_SMALL_POOL, RlSwarmConfig, SimConfig, TorchrunConfig,
+    VerlConfig, Workload, parse_backend, rl_swarm_keys, torchrun_architecture, torchrun_shape,
 };
 pub use hardware::{Hardware, Trainer};
 pub use output::{Estimate, FailAt, FailKind, Failure, Item};
@@ -60,5 +62,6 @@ pub fn estimate(cfg: &SimConfig) -> Estimate {
         Workload::Verl(v) => verl::estimate_verl(&cfg.hw, v, cfg.resumed, cfg.arch.as_ref()),
         Workload::Areal(a) => areal::estimate_areal(&cfg.hw, a, cfg.arch.as_ref()),
         Workload::Torchrun(t) => torchrun::estimate_torchrun(&cfg.hw, t),
+        Workload::RlSwarm(r) => rl_swarm::estimate_rl_swarm(&cfg.hw, r, cfg.arch.as_ref()),
     }
 }

@@ -52,3 +52,24 @@ pub fn areal_a40_optimized() -> Vec<(&'static str, &'static str)> {
         ("actor.gradient_checkpointing", "true"),
     ]
 }
+
+/// Seed 004's rl-swarm node as its user first ran it on an RTX 4090: rg-swarm.yaml's float32,
+/// no gradient checkpointing, the large pool's Qwen2.5-1.5B (rl-swarm's keys, as Hydra
+/// overrides).
+pub fn rl_swarm_seed_004() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (
+            "game_manager.trainer.models.0.pretrained_model_name_or_path",
+            "Gensyn/Qwen2.5-1.5B-Instruct",
+        ),
+        ("training.dtype", "float32"),
+        (
+            "++game_manager.trainer.config.enable_gradient_checkpointing",
+            "false",
+        ),
+        ("training.num_generations", "2"),
+        ("training.num_transplant_trees", "2"),
+        ("game_manager.data_manager.num_train_samples", "2"),
+        ("++training.gradient_accumulation_steps", "1"),
+    ]
+}

@@ -290,7 +290,7 @@ const MAX_LAYER_BLOCKS: u32 = 256;
 /// How many layers each block of a pass holds: one block per layer for any real model, and
 /// for an absurd layer count (a typo'd `model.n_layers: 1000000000`) at most
 /// [`MAX_LAYER_BLOCKS`] blocks, so the estimate stays instant.
-fn layer_blocks(layers: u32) -> impl Iterator<Item = f64> {
+pub(crate) fn layer_blocks(layers: u32) -> impl Iterator<Item = f64> {
     let layers = u64::from(layers.max(1));
     let blocks = layers.min(u64::from(MAX_LAYER_BLOCKS));
     (0..blocks).map(move |i| (layers * (i + 1) / blocks - layers * i / blocks) as f64)
