@@ -1,4 +1,6 @@
-//! The GPUs a simulated job may use, as torch sees them: `CUDA_VISIBLE_DEVICES`.
+//! The GPUs orch gave a simulated job (`ORCH_DEVICES`, the same cards as the
+//! `CUDA_VISIBLE_DEVICES` it sets; a `CUDA_VISIBLE_DEVICES` orch did not set — a Slurm node's,
+//! a shell's — is not a slot and claims nothing).
 //!
 //! A simulated card is a lock file (`gpu<N>.lock` under `ORCH_SIM_GPU_LOCKS`, default
 //! `$TMPDIR/orch-sim-gpus-$USER`): a simulated job holds its cards' locks while it runs, and
@@ -12,7 +14,7 @@ use std::path::PathBuf;
 /// The visible cards' locks, held for as long as they live; or, when a card is taken, the
 /// error lines a real job would print.
 pub fn claim(var: impl Fn(&str) -> Option<String>) -> Result<Vec<File>, Vec<String>> {
-    let Some(visible) = var("CUDA_VISIBLE_DEVICES").filter(|v| !v.trim().is_empty()) else {
+    let Some(visible) = var("ORCH_DEVICES").filter(|v| !v.trim().is_empty()) else {
         return Ok(Vec::new());
     };
     let dir = var("ORCH_SIM_GPU_LOCKS")
@@ -63,7 +65,7 @@ mod tests {
         let env = |visible: &'static str| {
             let locks = locks.clone();
             move |k: &str| match k {
-                "CUDA_VISIBLE_DEVICES" => Some(visible.to_string()),
+                "ORCH_DEVICES" => Some(visible.to_string()),
                 "ORCH_SIM_GPU_LOCKS" => Some(locks.clone()),
                 _ => None,
             }
@@ -78,7 +80,11 @@ mod tests {
         );
         drop(first);
         assert_eq!(claim(env("1")).unwrap().len(), 1);
-        // No CUDA_VISIBLE_DEVICES: every card, nothing to claim.
-        assert!(claim(|_| None).unwrap().is_empty());
+        // No slot from orch (a Slurm node's CUDA_VISIBLE_DEVICES, say): nothing to claim.
+        assert!(
+            claim(|k| (k == "CUDA_VISIBLE_DEVICES").then(|| "0".into()))
+                .unwrap()
+                .is_empty()
+        );
     }
 }

@@ -162,7 +162,7 @@ fn a_sweep_of_four_gpu_jobs_runs_two_at_a_time_on_eight_a40s() {
     let script = std::fs::read_to_string(&dir).unwrap();
     assert!(
         script.contains(&format!(
-            "export CUDA_VISIBLE_DEVICES='{}'",
+            "CUDA_VISIBLE_DEVICES='{}'",
             spans
                 .iter()
                 .find(|s| s.run == runs[0]["run"] && s.attempt == 1)
@@ -287,7 +287,7 @@ fn max_parallel_holds_a_sweep_back_without_gpus() {
 fn a_crash_mid_sweep_and_resume_all_never_doubles_a_card() {
     // Jobs long enough to kill orch while two of them run.
     let orch = eight_a40s(Orch::new().env("ORCH_PREFLIGHT", "on"), &[])
-        .env("ORCH_SIM_STEPS", "20")
+        .env("ORCH_SIM_STEPS", "40")
         .env("ORCH_SIM_STEP_SECONDS", "0.1");
     let mut watcher = orch.spawn(&["submit", "diamonds", "--backend", "local", "--simulate"]);
     let running = |orch: &Orch| {
@@ -308,6 +308,15 @@ fn a_crash_mid_sweep_and_resume_all_never_doubles_a_card() {
     // orch dies; its two jobs keep running, three runs have not started.
     watcher.kill().unwrap();
     watcher.wait().unwrap();
+    let live: Vec<String> = orch
+        .run(&["status", "--json"])
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["job_id"].is_string() && r["state"] == "running")
+        .map(|r| r["job_id"].as_str().unwrap().to_string())
+        .collect();
     let resumed = orch.expect(&["resume", "--all", "--json"], 0);
     let runs = json_lines(&resumed.stdout);
     assert_eq!(runs.len(), 5, "{resumed:?}");
@@ -315,6 +324,20 @@ fn a_crash_mid_sweep_and_resume_all_never_doubles_a_card() {
         assert_eq!(r["state"], "succeeded", "{r}");
         assert_eq!(attempts(r).len(), 1, "no attempt failed: {r}");
     }
+    // The two jobs that outlived orch were watched again, not submitted again: still
+    // running when resume reattached them (their cards held from the record).
+    assert_eq!(live.len(), 2, "{live:?}");
+    for job in &live {
+        assert!(
+            runs.iter()
+                .any(|r| attempts(r)[0]["job_id"] == job.as_str()),
+            "{job}: {resumed:?}"
+        );
+    }
+    assert!(
+        !resumed.stderr.contains("was submitted as job"),
+        "{resumed:?}"
+    );
     let spans = timeline(&orch, &runs);
     assert_eq!(spans.len(), 5);
     assert_disjoint(&spans, 2);

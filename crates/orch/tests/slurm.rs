@@ -534,10 +534,12 @@ fn max_parallel_keeps_at_most_n_of_a_sweep_in_slurm_at_once() {
     assert!(runs.iter().all(|r| r["state"] == "succeeded"), "{run:?}");
     // Every squeue asks about every job orch has out: never more than two.
     let calls = std::fs::read_to_string(&log).unwrap();
-    for poll in calls
+    let polls: Vec<&str> = calls
         .lines()
         .filter_map(|l| l.strip_prefix("squeue -h -t all -j "))
-    {
+        .collect();
+    assert!(!polls.is_empty(), "no squeue polls:\n{calls}");
+    for poll in polls {
         let ids = poll.split_whitespace().next().unwrap();
         assert!(ids.split(',').count() <= 2, "{poll}\n{calls}");
     }

@@ -54,7 +54,10 @@ impl Cloud {
             .file_name()
             .context("a job script has a file name")?;
         let devices = match &spec.devices {
-            Some(d) => format!("CUDA_VISIBLE_DEVICES={} ", crate::gpus::slots::list(d)),
+            Some(d) => {
+                let d = crate::gpus::slots::list(d);
+                format!("CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={d} ORCH_DEVICES={d} ")
+            }
             None => String::new(),
         };
         let line = format!(

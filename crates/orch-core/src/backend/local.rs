@@ -56,7 +56,11 @@ impl Local {
         if let Some(devices) = &spec.devices {
             // The job's own GPUs: CUDA numbers the visible ones from 0, so the trainer sees
             // exactly these and no other job's.
-            command.env("CUDA_VISIBLE_DEVICES", crate::gpus::slots::list(devices));
+            // nvidia-smi's indices are PCI bus order; CUDA's default order is fastest first.
+            command
+                .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+                .env("CUDA_VISIBLE_DEVICES", crate::gpus::slots::list(devices))
+                .env("ORCH_DEVICES", crate::gpus::slots::list(devices));
         }
         let mut child = command
             .arg("-c")

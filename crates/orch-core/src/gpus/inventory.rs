@@ -72,11 +72,14 @@ impl Inventory {
             })
             .collect();
         cards.sort_by_key(|g| g.index);
-        let limited_by = visible
-            .filter(|v| !v.trim().is_empty())
-            .map(|v| format!("CUDA_VISIBLE_DEVICES={v}"));
-        if let Some(v) = visible.filter(|v| !v.trim().is_empty()) {
-            let allowed: Vec<&str> = v.split(',').map(str::trim).collect();
+        // As CUDA reads it: set but empty (or `-1`) means no GPU at all.
+        let limited_by = visible.map(|v| format!("CUDA_VISIBLE_DEVICES={v}"));
+        if let Some(v) = visible {
+            let allowed: Vec<&str> = v
+                .split(',')
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .collect();
             cards.retain(|g| {
                 allowed
                     .iter()
@@ -222,6 +225,8 @@ mod tests {
             [0, 2]
         );
         assert_eq!(some.limited_by.as_deref(), Some("CUDA_VISIBLE_DEVICES=2,0"));
+        assert!(Inventory::parse(EIGHT_A40, "", Some("")).gpus.is_empty());
+        assert!(Inventory::parse(EIGHT_A40, "", Some("-1")).gpus.is_empty());
         let by_uuid = Inventory::parse(EIGHT_A40, "", Some("GPU-aaaa0003"));
         assert_eq!(by_uuid.gpus[0].index, 3);
         // Not a card: a warning line, memory not available.

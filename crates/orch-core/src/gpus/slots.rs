@@ -119,6 +119,18 @@ impl Slots {
     /// one is free, else its place in the queue. A run that already holds one keeps it.
     pub fn take(&self, run: &str, gpus: u32) -> Grant {
         let mut inner = self.lock();
+        if let Some(devices) = &inner.devices
+            && gpus as usize > devices.len()
+        {
+            let never = Grant::Never(format!(
+                "the job needs {gpus} GPUs and orch may use {} here (GPUs {})",
+                devices.len(),
+                list(devices)
+            ));
+            inner.holders.remove(run);
+            inner.queue.retain(|r| r != run);
+            return never;
+        }
         if let Some(held) = inner.holders.get(run) {
             // The run's next attempt keeps its cards, unless it needs another number of them:
             // then it gives them back and is first in line.
@@ -127,15 +139,6 @@ impl Slots {
             }
             inner.holders.remove(run);
             inner.queue.push_front(run.to_string());
-        }
-        if let Some(devices) = &inner.devices
-            && gpus as usize > devices.len()
-        {
-            return Grant::Never(format!(
-                "the job needs {gpus} GPUs and orch may use {} here (GPUs {})",
-                devices.len(),
-                list(devices)
-            ));
         }
         if !inner.queue.iter().any(|r| r == run) {
             inner.queue.push_back(run.to_string());

@@ -241,11 +241,12 @@ impl RunDriver {
         matches!(self.phase, Phase::Queued(_)) && self.waiting.is_some()
     }
 
-    /// Whether the run may hold a slot: its attempt is rendered and not yet ended.
+    /// Whether the run may hold a slot: its attempt is rendered and not yet ended (a run
+    /// stopped on a full disk may have a job out: it keeps its cards while this orch runs).
     pub fn needs_slot(&self) -> bool {
         matches!(
             self.phase,
-            Phase::Queued(_) | Phase::Unsure | Phase::Submitting | Phase::Live(_)
+            Phase::Queued(_) | Phase::Unsure | Phase::Submitting | Phase::Live(_) | Phase::Stopped
         )
     }
 

@@ -66,7 +66,13 @@ impl RunDriver {
 
     /// Queued, waiting for a slot: say so once per attempt, then keep the line current.
     fn wait<B: Scheduler>(&mut self, waiting: Waiting, ctx: &Ctx<'_, B>) {
-        if self.waiting.is_none() {
+        // Said when the run starts waiting and when what it waits for changes (a card taken
+        // by another program), not each time the queue moves.
+        let news = self
+            .waiting
+            .as_ref()
+            .is_none_or(|w| w.what != waiting.what || w.outside != waiting.outside);
+        if news {
             let mut line = format!(
                 "[{}] attempt {} {}",
                 self.name(),

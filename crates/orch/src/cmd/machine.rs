@@ -9,12 +9,10 @@ use std::time::{Duration, Instant};
 use orch_core::backend::local::Local;
 use orch_core::backend::{JobRef, JobState};
 use orch_core::config::Catalog;
-use orch_core::config::profile::Profile;
 use orch_core::error::UsageError;
 use orch_core::gpus::inventory::{QUERY_APPS, QUERY_GPUS, matching_profile};
 use orch_core::gpus::{Inventory, Slots};
 use orch_core::ledger::{Ledger, RunState};
-use orch_core::plan::SetArg;
 use orch_ssh::remote::Remote;
 
 use crate::cli::BackendKind;
@@ -77,7 +75,7 @@ fn inventory_here() -> anyhow::Result<Option<Inventory>> {
 async fn inventory_there(remote: &Arc<Remote>) -> anyhow::Result<Option<Inventory>> {
     let out = remote
         .exec(format!(
-            "command -v nvidia-smi >/dev/null 2>&1 || exit 127; {QUERY_GPUS} || exit 1; \
+            "command -v nvidia-smi >/dev/null 2>&1 || exit 127; {QUERY_GPUS} || exit $?; \
              echo '--- orch: compute apps'; {QUERY_APPS} 2>/dev/null; true"
         ))
         .await?;
@@ -98,15 +96,12 @@ async fn inventory_there(remote: &Arc<Remote>) -> anyhow::Result<Option<Inventor
     Ok(Some(Inventory::parse(gpus, apps, None)))
 }
 
-/// Without `--profile`: the profile of the machine's cards, and — unless `--set
-/// resources.gpus` says — a GPU count no larger than the cards orch may use. Says what it
-/// found in one line (and one more per card another program holds).
+/// Without `--profile`: the profile of the machine's cards. Refuses a machine with no usable
+/// card, or two kinds of them, or cards no profile describes.
 pub fn choose_profile(
     catalog: &Catalog,
     machine: Machine<'_>,
     inventory: &Inventory,
-    sets: &mut Vec<SetArg>,
-    say: &dyn Fn(String),
 ) -> anyhow::Result<String> {
     let name = machine.name();
     if inventory.gpus.is_empty() {
@@ -122,15 +117,34 @@ pub fn choose_profile(
     let card = inventory
         .model()
         .map_err(|e| UsageError(format!("{name}: {e}")))?;
-    let Some(profile) = matching_profile(catalog, card)? else {
-        return Err(UsageError(format!(
+    match matching_profile(catalog, card)? {
+        Some(profile) => Ok(profile),
+        None => Err(UsageError(format!(
             "no profile for {} ({} MiB) on {name}: pass --profile, or add profiles/<name>.yaml with gpu.model: {}",
             card.name, card.memory_mib, card.name
         ))
-        .into());
-    };
+        .into()),
+    }
+}
+
+/// The cards orch may use on the machine: not those other programs mostly hold.
+pub fn usable(inventory: &Inventory) -> u32 {
+    (inventory.gpus.len() - inventory.busy().len()) as u32
+}
+
+/// Before anything is created: refuse jobs that could never get their cards, then say in one
+/// line what the machine has (and the profile, when it was detected) and how jobs share it,
+/// and one more line per card another program holds.
+pub fn announce<'p>(
+    inventory: &Inventory,
+    machine: Machine<'_>,
+    detected: Option<&str>,
+    plans: impl Iterator<Item = &'p orch_core::plan::Plan> + Clone,
+    say: &dyn Fn(String),
+) -> anyhow::Result<()> {
+    let name = machine.name();
     let busy = inventory.busy();
-    let usable = (inventory.gpus.len() - busy.len()) as u32;
+    let usable = usable(inventory);
     if usable == 0 {
         return Err(UsageError(format!(
             "{name}: every GPU orch may use is held by another program ({}); nothing was submitted",
@@ -138,64 +152,51 @@ pub fn choose_profile(
         ))
         .into());
     }
-    let (loaded, _) = Profile::load(catalog, &profile)?;
-    let set_by_user = sets.iter().find(|s| s.key == "resources.gpus");
-    let per_job = match set_by_user {
-        Some(set) => set.raw.parse().unwrap_or(loaded.slurm.gpus),
-        None if loaded.slurm.gpus > usable => {
-            sets.push(SetArg {
-                key: "resources.gpus".into(),
-                value: usable.into(),
-                raw: usable.to_string(),
-            });
-            usable
+    let gpus = |n: u32| format!("{n} GPU{}", if n == 1 { "" } else { "s" });
+    for plan in plans.clone() {
+        if plan.resources.gpus > usable {
+            return Err(UsageError(format!(
+                "{}: {} needs {} per job and orch may use {usable} on {name} ({}); \
+                 pass --set resources.gpus={usable}; nothing was submitted",
+                plan.experiment,
+                plan.profile,
+                gpus(plan.resources.gpus),
+                inventory.describe()
+            ))
+            .into());
         }
-        None => loaded.slurm.gpus,
     }
-    .max(1);
+    let counts: std::collections::BTreeSet<u32> = plans.map(|p| p.resources.gpus.max(1)).collect();
+    let (least, most) = (
+        counts.first().copied().unwrap_or(1),
+        counts.last().copied().unwrap_or(1),
+    );
+    let per_job = if least == most {
+        gpus(most)
+    } else {
+        format!("{least} to {}", gpus(most))
+    };
+    let at_once = usable / most;
     let limited = inventory
         .limited_by
         .as_ref()
         .map_or(String::new(), |l| format!(" ({l})"));
+    let profile = detected.map_or(String::new(), |p| {
+        format!(" detected with nvidia-smi: profile {p},")
+    });
+    let separator = if detected.is_some() { "" } else { ":" };
     say(format!(
-        "[{name}] {}{limited} detected with nvidia-smi: profile {profile}, {per_job} GPU{} per job, {} job{} at once",
+        "[{name}] {}{limited}{profile}{separator} {per_job} per job, {at_once} job{} at once",
         inventory.describe(),
-        if per_job == 1 { "" } else { "s" },
-        usable / per_job,
-        if usable / per_job == 1 { "" } else { "s" },
+        if at_once == 1 { "" } else { "s" },
     ));
     for why in busy.values() {
         say(format!("[{name}]   {why}: busy, not used"));
     }
     for why in inventory.partly_held().values() {
         say(format!(
-            "[{name}]   {why}: used, with that much less room than profile {profile} says"
+            "[{name}]   {why}: used, with that much less room than the profile says"
         ));
-    }
-    Ok(profile)
-}
-
-/// A job that needs more GPUs than the machine has free for orch would wait for ever: refuse
-/// it before anything is created.
-pub fn refuse_jobs_bigger_than<'p>(
-    inventory: &Inventory,
-    machine: Machine<'_>,
-    plans: impl Iterator<Item = &'p orch_core::plan::Plan>,
-) -> anyhow::Result<()> {
-    let usable = inventory.gpus.len() - inventory.busy().len();
-    for plan in plans {
-        if plan.resources.gpus as usize > usable {
-            return Err(UsageError(format!(
-                "{}: {} needs {} GPUs per job and orch may use {usable} on {} ({}); \
-                 pass --set resources.gpus={usable}; nothing was submitted",
-                plan.experiment,
-                plan.profile,
-                plan.resources.gpus,
-                machine.name(),
-                inventory.describe()
-            ))
-            .into());
-        }
     }
     Ok(())
 }
@@ -236,9 +237,12 @@ pub fn slots(
     let here = matches!(machine, Machine::Here);
     let apps = Mutex::new((Instant::now(), busy_now));
     let ledger = ledger.clone();
-    let remote = kind == BackendKind::Ssh;
+    let host = match machine {
+        Machine::Here => None,
+        Machine::Remote(r) => Some(r.name.clone()),
+    };
     slots.with_outside(Box::new(move || {
-        let mut busy = held_by_other_runs(&ledger, &ours, remote);
+        let mut busy = held_by_other_runs(&ledger, &ours, host.as_deref());
         let mut apps = apps.lock().unwrap_or_else(|e| e.into_inner());
         // Here nvidia-smi is asked again now and then; a remote machine's is the one look.
         if here && apps.0.elapsed() > APPS_FRESH {
@@ -254,30 +258,39 @@ pub fn slots(
     }))
 }
 
-/// Cards held by the live attempts of running runs this orch does not drive (another orch's,
-/// or a crashed one's not yet resumed): a local job counts while its process group lives; a
-/// remote one while its run says it is out.
+/// Cards held by the live attempts of running runs on the same machine that this orch does
+/// not drive (another orch's, or a crashed one's not yet resumed). Here a job counts while its
+/// process group lives, and an attempt recorded but not yet submitted counts too (its orch may
+/// submit it any moment, or did and died before its pid file); on a remote machine every
+/// attempt its run says is out counts.
 fn held_by_other_runs(
     ledger: &Ledger,
     ours: &BTreeSet<String>,
-    remote: bool,
+    host: Option<&str>,
 ) -> BTreeMap<u32, String> {
     let mut busy = BTreeMap::new();
     let local = Local {
         tick: Duration::from_secs(1),
     };
+    let backend = if host.is_some() { "ssh" } else { "local" };
     for summary in ledger.summaries().into_iter().flatten() {
-        if summary.state != RunState::Running || ours.contains(&summary.run) {
+        if summary.state != RunState::Running
+            || summary.backend != backend
+            || ours.contains(&summary.run)
+        {
             continue;
         }
         let Ok(record) = ledger.open(&summary.run).and_then(|r| r.record()) else {
             continue;
         };
+        if record.host.as_deref() != host {
+            continue;
+        }
         let Some(a) = record.live_attempt() else {
             continue;
         };
         let Some(devices) = &a.devices else { continue };
-        if !remote {
+        if host.is_none() {
             let job = match &a.job_id {
                 Some(id) => Some(JobRef {
                     id: id.clone(),
@@ -285,13 +298,13 @@ fn held_by_other_runs(
                 }),
                 None => local.find(&a.dir),
             };
-            let alive = job.is_some_and(|job| {
+            let ended = job.is_some_and(|job| {
                 matches!(
                     local.poll(std::slice::from_ref(&job)).get(&job.id),
-                    Some(JobState::Running | JobState::Pending)
+                    Some(JobState::Finished(_))
                 )
             });
-            if !alive {
+            if ended {
                 continue;
             }
         }

@@ -44,25 +44,32 @@ pub async fn submit(
     // One GPU machine (here, or a cloud machine): its cards, and without --profile the
     // profile and GPU count they imply.
     let inventory = match (kind, &remote) {
-        (BackendKind::Local, _) => machine::inventory(Machine::Here).await?,
-        (BackendKind::Ssh, Some(r)) => machine::inventory(Machine::Remote(r)).await?,
-        _ => None,
+        (BackendKind::Local, _) => machine::inventory(Machine::Here).await,
+        (BackendKind::Ssh, Some(r)) => machine::inventory(Machine::Remote(r)).await,
+        _ => Ok(None),
     };
     let at = match &remote {
         Some(r) if kind == BackendKind::Ssh => Machine::Remote(r),
         _ => Machine::Here,
     };
+    // nvidia-smi that fails (a driver mismatch, a container) only matters when orch needs it
+    // to choose the profile; with --profile the jobs run without GPU slots.
+    let inventory = match inventory {
+        Err(e) if args.config.profile.is_some() => {
+            progress.say(format!(
+                "warning: {e:#}; jobs get no GPU slots of their own"
+            ));
+            None
+        }
+        other => other?,
+    };
+    let mut detected = None;
     if args.config.profile.is_none() {
         match &inventory {
             Some(inv) => {
-                let say = |line: String| progress.say(line);
-                args.config.profile = Some(machine::choose_profile(
-                    catalog,
-                    at,
-                    inv,
-                    &mut args.config.sets,
-                    &say,
-                )?);
+                let profile = machine::choose_profile(catalog, at, inv)?;
+                args.config.profile = Some(profile.clone());
+                detected = Some(profile);
             }
             None if kind == BackendKind::Ssh => {
                 return Err(UsageError(format!(
@@ -74,9 +81,24 @@ pub async fn submit(
             None => {}
         }
     }
-    let prepared = prepare(catalog, &args)?;
+    // A detected machine also sets the GPU count: no job asks for more cards than there are.
+    let gpu_cap = detected
+        .as_ref()
+        .and(inventory.as_ref())
+        .map(machine::usable)
+        .filter(|usable| {
+            *usable > 0 && !args.config.sets.iter().any(|s| s.key == "resources.gpus")
+        });
+    let prepared = prepare(catalog, &args, gpu_cap)?;
     if let Some(inv) = inventory.as_ref().filter(|_| kind != BackendKind::Slurm) {
-        machine::refuse_jobs_bigger_than(inv, at, prepared.iter().map(|(_, plan, _)| plan))?;
+        let say = |line: String| progress.say(line);
+        machine::announce(
+            inv,
+            at,
+            detected.as_deref(),
+            prepared.iter().map(|(_, plan, _)| plan),
+            &say,
+        )?;
     }
     let backend = make_backend(kind, remote.clone(), args.watch.poll_interval, ledger)?;
     let simulate = decide_simulation(&args, kind, &progress);
@@ -190,9 +212,12 @@ fn choose_backend(args: &SubmitArgs) -> anyhow::Result<BackendKind> {
 /// Resolve, check and trial-render every experiment before anything is created or submitted.
 /// Every member's setup, first plan and estimator (none when its template has no estimator),
 /// checked and rendered: an error in any of them stops the submission before anything exists.
+/// With `gpu_cap` (a detected machine's usable cards), a member whose jobs would ask for more
+/// is given that many.
 fn prepare(
     catalog: &Catalog,
     args: &SubmitArgs,
+    gpu_cap: Option<u32>,
 ) -> anyhow::Result<Vec<(Setup, Plan, Option<Estimator>)>> {
     let mut prepared = Vec::new();
     for name in &args.experiments {
@@ -202,12 +227,22 @@ fn prepare(
             if whole_sweep {
                 refuse_setting_the_swept_key(catalog, name, &experiment, &args.config.sets)?;
             }
-            let (setup, plan) = Setup::load(
+            let (mut setup, mut plan) = Setup::load(
                 catalog,
-                experiment,
+                experiment.clone(),
                 args.config.profile.as_deref(),
                 &args.config.sets,
             )?;
+            if let Some(cap) = gpu_cap.filter(|cap| plan.resources.gpus > *cap) {
+                let mut sets = args.config.sets.clone();
+                sets.push(SetArg {
+                    key: "resources.gpus".into(),
+                    value: cap.into(),
+                    raw: cap.to_string(),
+                });
+                (setup, plan) =
+                    Setup::load(catalog, experiment, args.config.profile.as_deref(), &sets)?;
+            }
             plan.check(&setup)?;
             // A template error must stop us now, not after the first job has run.
             orch_core::render::render_to_strings(catalog, &setup, &plan, &dry_run_info(&plan))?;
@@ -508,7 +543,12 @@ pub async fn resume(
         _ => Machine::Here,
     };
     let inventory = match kind {
-        BackendKind::Local | BackendKind::Ssh => machine::inventory(at).await?,
+        BackendKind::Local | BackendKind::Ssh => machine::inventory(at).await.unwrap_or_else(|e| {
+            progress.say(format!(
+                "warning: {e:#}; jobs get no GPU slots of their own"
+            ));
+            None
+        }),
         BackendKind::Slurm => None,
     };
     let ours = drivers.iter().map(|d| d.run().id.clone()).collect();

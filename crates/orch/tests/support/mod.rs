@@ -208,6 +208,8 @@ impl Orch {
             .env_remove("ORCH_CONFIG_DIR")
             .env_remove("ORCH_RUNS_DIR")
             .env_remove("ORCH_SIMULATE")
+            // The GPUs orch may use are the test's to say (a CI runner may set it).
+            .env_remove("CUDA_VISIBLE_DEVICES")
             .envs(&self.env)
             .stdin(Stdio::null());
         cmd
