@@ -9,72 +9,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::support::timeline::{assert_disjoint, spans};
 use crate::support::{Orch, attempts, fake_nvidia_smi};
-
-/// One attempt on the timeline.
-#[derive(Debug)]
-struct Span {
-    run: String,
-    attempt: u64,
-    devices: Vec<u64>,
-    start: String,
-    end: String,
-}
-
-/// Every attempt that ran, from `orch history RUN --json` (RFC 3339 to the millisecond
-/// compares as text).
-fn timeline(orch: &Orch, runs: &[Value]) -> Vec<Span> {
-    let mut spans = Vec::new();
-    for r in runs {
-        let id = r["run"].as_str().unwrap();
-        let history = orch.expect(&["history", id, "--json"], 0).json();
-        for a in attempts(&history) {
-            let Some(start) = a["started_at"].as_str() else {
-                continue;
-            };
-            spans.push(Span {
-                run: id.to_string(),
-                attempt: a["attempt"].as_u64().unwrap(),
-                devices: a["devices"]
-                    .as_array()
-                    .map(|d| d.iter().map(|x| x.as_u64().unwrap()).collect())
-                    .unwrap_or_default(),
-                start: start.to_string(),
-                end: a["ended_at"]
-                    .as_str()
-                    .expect("every attempt ended")
-                    .to_string(),
-            });
-        }
-    }
-    spans.sort_by(|a, b| a.start.cmp(&b.start));
-    spans
-}
-
-/// No two attempts that overlap in time share a card, and at most `max` run at once.
-fn assert_disjoint(spans: &[Span], max: usize) {
-    for (i, a) in spans.iter().enumerate() {
-        let during: Vec<&Span> = spans
-            .iter()
-            .filter(|b| b.start <= a.start && a.start < b.end)
-            .collect();
-        assert!(
-            during.len() <= max,
-            "{} jobs at once at {}: {during:#?}",
-            during.len(),
-            a.start
-        );
-        for b in &spans[i + 1..] {
-            let overlap = a.start < b.end && b.start < a.end;
-            if overlap {
-                assert!(
-                    a.devices.iter().all(|d| !b.devices.contains(d)),
-                    "a card shared by two jobs at once: {a:#?} {b:#?}"
-                );
-            }
-        }
-    }
-}
 
 /// No attempt failed because its card was taken (the simulator's lock).
 fn assert_no_shared_card(runs: &[Value]) {
@@ -91,13 +27,6 @@ fn assert_no_shared_card(runs: &[Value]) {
     }
 }
 
-fn json_lines(stdout: &str) -> Vec<Value> {
-    stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 /// orch on a machine with 8 A40s (stand-in), the simulated trainer's card locks in `locks`.
 fn eight_a40s(orch: Orch, apps: &[(u32, u32, &str, u32)]) -> Orch {
     let bin = orch.path().join("gpu-bin");
@@ -112,17 +41,7 @@ fn a_sweep_of_four_gpu_jobs_runs_two_at_a_time_on_eight_a40s() {
     let orch = eight_a40s(Orch::new(), &[]);
     // No --profile: the cards pick it. As written, each member OOMs first (preflight off):
     // its retry keeps its cards.
-    let run = orch.expect(
-        &[
-            "submit",
-            "diamonds",
-            "--backend",
-            "local",
-            "--simulate",
-            "--json",
-        ],
-        0,
-    );
+    let run = orch.submit_simulated(&["diamonds", "--json"], 0);
     assert!(
         run.stderr.contains(
             "[this machine] 8 × NVIDIA A40 (45.0 GiB) detected with nvidia-smi: profile a40, 4 GPUs per job, 2 jobs at once"
@@ -133,7 +52,7 @@ fn a_sweep_of_four_gpu_jobs_runs_two_at_a_time_on_eight_a40s() {
         run.stderr.contains("waiting for 4 GPUs, 1 job ahead"),
         "{run:?}"
     );
-    let runs = json_lines(&run.stdout);
+    let runs = run.json_lines();
     assert_eq!(runs.len(), 5, "{run:?}");
     for r in &runs {
         assert_eq!(r["state"], "succeeded", "{r}");
@@ -142,7 +61,15 @@ fn a_sweep_of_four_gpu_jobs_runs_two_at_a_time_on_eight_a40s() {
             assert_eq!(a["overrides"]["trainer.n_gpus_per_node"], 4, "{a}");
         }
     }
-    let spans = timeline(&orch, &runs);
+    // The timeline as `orch history --json` tells it.
+    let histories: Vec<_> = runs
+        .iter()
+        .map(|r| {
+            let id = r["run"].as_str().unwrap();
+            orch.expect(&["history", id, "--json"], 0).json()
+        })
+        .collect();
+    let spans = spans(&histories);
     assert!(
         spans.len() > 5,
         "every member failed once first: {spans:#?}"
@@ -186,17 +113,7 @@ fn cards_other_programs_hold_and_cuda_visible_devices_limit_what_orch_uses() {
         &[(1, 4242, "python3", 40000), (2, 77, "Xorg", 300)],
     )
     .env("CUDA_VISIBLE_DEVICES", "1,2,3,4,5");
-    let run = orch.expect(
-        &[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "local",
-            "--simulate",
-            "--json",
-        ],
-        0,
-    );
+    let run = orch.submit_simulated(&["diamonds-seed0", "--json"], 0);
     for line in [
         "5 × NVIDIA A40 (45.0 GiB) (CUDA_VISIBLE_DEVICES=1,2,3,4,5) detected with nvidia-smi: profile a40, 4 GPUs per job, 1 job at once",
         "GPU 1: 39.1 of 45.0 GiB held by pid 4242 (python3): busy, not used",
@@ -214,16 +131,7 @@ fn cards_other_programs_hold_and_cuda_visible_devices_limit_what_orch_uses() {
     // Every card busy: nothing is submitted, and orch says why.
     let orch =
         eight_a40s(Orch::new(), &[(0, 9, "python3", 45000)]).env("CUDA_VISIBLE_DEVICES", "0");
-    let run = orch.expect(
-        &[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "local",
-            "--simulate",
-        ],
-        2,
-    );
+    let run = orch.submit_simulated(&["diamonds-seed0"], 2);
     assert!(
         run.stderr
             .contains("every GPU orch may use is held by another program (GPU 0"),
@@ -233,18 +141,7 @@ fn cards_other_programs_hold_and_cuda_visible_devices_limit_what_orch_uses() {
 
     // A profile whose jobs need more cards than orch may use would wait for ever: refused.
     let orch = eight_a40s(Orch::new(), &[]).env("CUDA_VISIBLE_DEVICES", "0,1");
-    let run = orch.expect(
-        &[
-            "submit",
-            "diamonds-seed0",
-            "--backend",
-            "local",
-            "--simulate",
-            "--profile",
-            "a40",
-        ],
-        2,
-    );
+    let run = orch.submit_simulated(&["diamonds-seed0", "--profile", "a40"], 2);
     assert!(
         run.stderr
             .contains("needs 4 GPUs per job and orch may use 2 on this machine"),
@@ -276,9 +173,9 @@ fn max_parallel_holds_a_sweep_back_without_gpus() {
             .contains("waiting for a free slot (--max-parallel 2)"),
         "{run:?}"
     );
-    let runs = json_lines(&run.stdout);
+    let runs = run.json_lines();
     assert_eq!(runs.len(), 5);
-    let spans = timeline(&orch, &runs);
+    let spans = spans(&runs);
     assert!(spans.iter().all(|s| s.devices.is_empty()), "{spans:#?}");
     assert_disjoint(&spans, 2);
 }
@@ -318,7 +215,7 @@ fn a_crash_mid_sweep_and_resume_all_never_doubles_a_card() {
         .map(|r| r["job_id"].as_str().unwrap().to_string())
         .collect();
     let resumed = orch.expect(&["resume", "--all", "--json"], 0);
-    let runs = json_lines(&resumed.stdout);
+    let runs = resumed.json_lines();
     assert_eq!(runs.len(), 5, "{resumed:?}");
     for r in &runs {
         assert_eq!(r["state"], "succeeded", "{r}");
@@ -338,7 +235,7 @@ fn a_crash_mid_sweep_and_resume_all_never_doubles_a_card() {
         !resumed.stderr.contains("was submitted as job"),
         "{resumed:?}"
     );
-    let spans = timeline(&orch, &runs);
+    let spans = spans(&runs);
     assert_eq!(spans.len(), 5);
     assert_disjoint(&spans, 2);
     assert_no_shared_card(&runs);

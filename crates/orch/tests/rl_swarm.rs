@@ -20,18 +20,7 @@ fn steps(attempt: &serde_json::Value) -> Vec<String> {
 #[test]
 fn seed_004_fails_with_a_gpu_oom_and_the_ladder_makes_it_fit() {
     let orch = Orch::new();
-    let run = orch.expect(
-        &[
-            "submit",
-            "rl-swarm-qwen",
-            "--backend",
-            "local",
-            "--simulate",
-            "--preflight=off",
-            "--json",
-        ],
-        0,
-    );
+    let run = orch.submit_simulated(&["rl-swarm-qwen", "--preflight=off", "--json"], 0);
     let id = run.json()["run"].as_str().unwrap().to_string();
     let history = orch.expect(&["history", &id, "--json"], 0).json();
     assert_eq!(history["state"], "succeeded", "{run:?}");
@@ -69,17 +58,7 @@ fn seed_004_fails_with_a_gpu_oom_and_the_ladder_makes_it_fit() {
 #[test]
 fn with_preflight_the_first_attempt_already_fits() {
     let orch = Orch::new().newcomer();
-    let run = orch.expect(
-        &[
-            "submit",
-            "rl-swarm-qwen",
-            "--backend",
-            "local",
-            "--simulate",
-            "--json",
-        ],
-        0,
-    );
+    let run = orch.submit_simulated(&["rl-swarm-qwen", "--json"], 0);
     assert!(run.stderr.contains("preflight: "), "{run:?}");
     let id = run.json()["run"].as_str().unwrap().to_string();
     let history = orch.expect(&["history", &id, "--json"], 0).json();

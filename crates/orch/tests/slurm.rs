@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::cluster::{self, job_id, jobs_named, scontrol_job};
+use crate::support::timeline::{assert_disjoint, spans};
 use crate::support::{Orch, attempts, finished, which, write_exe};
 
 /// The lock the tests share the cluster by (`crash.rs` takes it from here).
@@ -525,11 +526,7 @@ fn max_parallel_keeps_at_most_n_of_a_sweep_in_slurm_at_once() {
             .contains("waiting for a free slot (--max-parallel 2)"),
         "{run:?}"
     );
-    let runs: Vec<Value> = run
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let runs = run.json_lines();
     assert_eq!(runs.len(), 5);
     assert!(runs.iter().all(|r| r["state"] == "succeeded"), "{run:?}");
     // Every squeue asks about every job orch has out: never more than two.
@@ -544,20 +541,5 @@ fn max_parallel_keeps_at_most_n_of_a_sweep_in_slurm_at_once() {
         assert!(ids.split(',').count() <= 2, "{poll}\n{calls}");
     }
     // And by the ledger's clock: at most two attempts between submission and end at once.
-    let mut spans = Vec::new();
-    for r in &runs {
-        for a in attempts(r) {
-            spans.push((
-                a["started_at"].as_str().unwrap().to_string(),
-                a["ended_at"].as_str().unwrap().to_string(),
-            ));
-        }
-    }
-    for (start, _) in &spans {
-        let during = spans
-            .iter()
-            .filter(|(s, e)| s <= start && start < e)
-            .count();
-        assert!(during <= 2, "{during} at {start}: {spans:?}");
-    }
+    assert_disjoint(&spans(&runs), 2);
 }

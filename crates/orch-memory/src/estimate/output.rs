@@ -183,6 +183,18 @@ pub(crate) fn items_from_events(events: &[Event]) -> Vec<Item> {
         .collect()
 }
 
+/// [`items_from_events`] with each label summed (a model's layers make one line each).
+pub(crate) fn summed_items(events: &[Event]) -> Vec<Item> {
+    let mut items: Vec<Item> = Vec::new();
+    for it in items_from_events(events) {
+        match items.iter_mut().find(|i| i.label == it.label) {
+            Some(i) => i.gib += it.gib,
+            None => items.push(it),
+        }
+    }
+    items
+}
+
 impl std::fmt::Display for FailAt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

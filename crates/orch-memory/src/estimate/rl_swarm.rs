@@ -24,7 +24,7 @@ use super::config::RlSwarmConfig;
 use super::hardware::{Hardware, Trainer};
 use super::host::host_limit;
 use super::k;
-use super::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
+use super::output::{Estimate, FailAt, FailKind, Failure, item, items_from_events, summed_items};
 use super::torchrun::layer_blocks;
 use crate::shape::{Arch, lookup};
 
@@ -253,18 +253,6 @@ pub(crate) fn train_events(r: &RlSwarmConfig, a: &Arch, steady: bool) -> Vec<Eve
         events.push(adam_state(r, a, &s));
     }
     events
-}
-
-/// The breakdown lines of `events`, each label summed over layers.
-fn summed_items(events: &[Event]) -> Vec<Item> {
-    let mut items: Vec<Item> = Vec::new();
-    for it in items_from_events(events) {
-        match items.iter_mut().find(|i| i.label == it.label) {
-            Some(i) => i.gib += it.gib,
-            None => items.push(it),
-        }
-    }
-    items
 }
 
 /// rl-swarm's estimate for `r` on `hw`; `known` is the model's shape when the caller resolved

@@ -16,7 +16,9 @@ use super::config::{Precision, TorchrunConfig};
 use super::hardware::{Hardware, Trainer};
 use super::host::host_limit;
 use super::k;
-use super::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
+use super::output::{
+    Estimate, FailAt, FailKind, Failure, Item, item, items_from_events, summed_items,
+};
 use crate::shape::Arch;
 
 /// torchrun's activation multiplier without checkpointing: all `34·h` bytes per layer instead of
@@ -296,25 +298,13 @@ pub(crate) fn layer_blocks(layers: u32) -> impl Iterator<Item = f64> {
     (0..blocks).map(move |i| (layers * (i + 1) / blocks - layers * i / blocks) as f64)
 }
 
-/// The breakdown of a physics estimate: the events' allocations, layers summed.
-fn physics_items(events: &[Event]) -> Vec<Item> {
-    let mut items: Vec<Item> = Vec::new();
-    for it in items_from_events(events) {
-        match items.iter_mut().find(|i| i.label == it.label) {
-            Some(i) => i.gib += it.gib,
-            None => items.push(it),
-        }
-    }
-    items
-}
-
 /// torchrun's estimate: physics when the config states the architecture, else the fit.
 pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
     let frag = hw.frag();
     let (events, mut train_items, arch, note) = match &t.shape {
         Some(a) => {
             let events = physics_events(t, a);
-            let items = physics_items(&events);
+            let items = summed_items(&events);
             let note = format!(
                 "torchrun: {} ({:.1}M params) from the training config's architecture",
                 a.name,

@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod redact;
 pub mod sshd;
+pub mod timeline;
 pub mod wait;
 
 use std::collections::BTreeMap;
@@ -30,6 +31,17 @@ pub struct Run {
 }
 
 impl Run {
+    /// Parse stdout as one JSON value per line (`--json` with several runs).
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout
+            .lines()
+            .map(|l| {
+                serde_json::from_str(l)
+                    .unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}\n{self:?}"))
+            })
+            .collect()
+    }
+
     /// Parse stdout as one JSON value.
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
@@ -233,6 +245,13 @@ impl Orch {
         let run = self.run(args);
         assert_eq!(run.code, code, "orch {args:?}:\n{run:?}");
         run
+    }
+
+    /// `orch submit --backend local --simulate ARGS…`, which must exit with `code`.
+    pub fn submit_simulated(&self, args: &[&str], code: i32) -> Run {
+        let mut all = vec!["submit", "--backend", "local", "--simulate"];
+        all.extend(args);
+        self.expect(&all, code)
     }
 
     /// `orch submit --backend local EXPERIMENT ARGS…`, which must exit with `code`: the recovery
