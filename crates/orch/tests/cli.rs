@@ -161,8 +161,11 @@ fn a_hostile_set_value_arrives_literally_and_runs_nothing() {
         .unwrap();
     assert!(status.success());
     let args = std::fs::read_to_string(&args_file).unwrap();
+    // In Hydra quotes, so that verl's Hydra reads it back as that very string (the real
+    // parser's reading is checked in tests/trainer_configs.rs).
+    let quoted = format!("trainer.experiment_name=\"{hostile}\"");
     assert!(
-        args.lines().any(|l| l == set),
+        args.lines().any(|l| l == quoted),
         "argument not literal:\n{args}"
     );
     assert!(!marker.exists(), "the hostile value was executed");
@@ -191,7 +194,7 @@ fn sweep_names_expand_and_render_needs_one_member() {
     let run = orch.expect(&["render", "diamonds-seed3", "--out", "s3"], 0);
     insta::assert_snapshot!("render_a_member", orch.redacted(&run));
     let script = std::fs::read_to_string(orch.path().join("s3/run_grpo.sh")).unwrap();
-    assert!(script.contains("'data.seed=3'"), "{script}");
+    assert!(script.contains("    data.seed=3 \\\n"), "{script}");
     // plan.yaml beside the scripts says where each value came from.
     let plan = std::fs::read_to_string(orch.path().join("s3/plan.yaml")).unwrap();
     assert!(plan.contains("experiments/diamonds.yaml"), "{plan}");
@@ -210,7 +213,7 @@ fn render_step_applies_the_first_n_steps() {
         "{script}"
     );
     assert!(
-        script.contains("'actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16'"),
+        script.contains("    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \\\n"),
         "{script}"
     );
     let run = orch.expect(&["render", "diamonds-seed0", "--step", "99"], 2);

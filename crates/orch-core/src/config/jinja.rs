@@ -7,6 +7,8 @@
 //! as that literal string; `directive` refuses values that could end or extend an `#SBATCH`
 //! line. This module depends on nothing else of orch, so both the plan (which checks rules)
 //! and the renderer (which renders files) can use it without depending on each other.
+//! `home_path` writes a path for the shell with a leading `~` left for the job's own shell to
+//! expand (`"$HOME"/rest`): `~` means the home directory on the node, not on the login node.
 
 use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value};
 use serde::Serialize;
@@ -24,7 +26,19 @@ pub fn environment() -> Environment<'static> {
     );
     env.add_filter("shq", shq);
     env.add_filter("directive", directive);
+    env.add_filter("home_path", home_path);
     env
+}
+
+/// A path as a shell word: `~` or `~/rest` as `"$HOME"` followed by the quoted rest, expanded
+/// by the shell that runs the script (on the node); any other path quoted as by [`shq`].
+pub fn home_path(value: Value) -> Result<String, minijinja::Error> {
+    let text = text_of(&value)?;
+    match text.strip_prefix('~') {
+        Some("") => Ok("\"$HOME\"".into()),
+        Some(rest) if rest.starts_with('/') => Ok(format!("\"$HOME\"{}", shq(Value::from(rest))?)),
+        _ => shq(value),
+    }
 }
 
 /// Quote a value for a POSIX shell (safe values are left as they are).

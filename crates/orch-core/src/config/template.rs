@@ -21,12 +21,26 @@ pub struct TemplateSpec {
     /// A YAML file in the template directory: `dotted.key: default` for every key the trainer
     /// accepts; `prefix.*` admits anything under `prefix`.
     pub keys: String,
+    /// How the trainer reads `key=value` arguments: `plain`, `hydra` or `hydra-rejoined`
+    /// ([`crate::render::OverrideSyntax`]); a launch script writes each override as
+    /// `{{ o.arg }}`, already in that grammar and quoted for the shell.
+    #[serde(default)]
+    pub override_syntax: crate::render::OverrideSyntax,
+    /// Keys orch sets from the resources unless the experiment sets them, as patterns over
+    /// `{gpus}` (per node) and `{nodes}`: AReaL's `allocation_mode: sglang:d{gpus}p1t1+…`.
+    #[serde(default)]
+    pub resource_keys: BTreeMap<String, String>,
     #[serde(default)]
     pub gpu_count_key: Option<String>,
     #[serde(default)]
     pub node_count_key: Option<String>,
     #[serde(default)]
     pub checkpoint_key: Option<String>,
+    /// Keys set to a directory under the run's checkpoint directory unless the experiment sets
+    /// them (`key: subdirectory`): paths a trainer needs per run, such as AReaL's name-resolve
+    /// records. The launch script creates them.
+    #[serde(default)]
+    pub checkpoint_subdirs: BTreeMap<String, String>,
     /// Experiment fields (`model`, `train_files`, `val_files`, `seed`, `name`) → trainer keys.
     #[serde(default)]
     pub experiment_keys: BTreeMap<String, String>,

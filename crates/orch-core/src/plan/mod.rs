@@ -121,6 +121,15 @@ impl Plan {
         if let Some(k) = &setup.template.spec.node_count_key {
             out.insert(k.clone(), Value::from(self.resources.nodes));
         }
+        for (k, pattern) in &setup.template.spec.resource_keys {
+            out.entry(k.clone()).or_insert_with(|| {
+                Value::from(
+                    pattern
+                        .replace("{gpus}", &self.resources.gpus.to_string())
+                        .replace("{nodes}", &self.resources.nodes.to_string()),
+                )
+            });
+        }
         out
     }
 

@@ -9,16 +9,19 @@ use minijinja::Value;
 use serde::Serialize;
 
 use super::AttemptInfo;
+use super::arguments::{ArgumentError, argument};
 use crate::config::experiment::scalar_text;
 use crate::config::jinja::to_value;
 use crate::config::profile::Resources;
 use crate::plan::{Plan, Setup, insert_dotted, trainer_value};
 
-/// One trainer override as `key=value` text for a command line.
+/// One trainer override: its key, its value as text, and `arg`, the whole `key=value` as one
+/// shell word in the trainer's own grammar (the template's `override_syntax`).
 #[derive(Serialize)]
 struct Override {
     key: String,
     value: String,
+    arg: String,
 }
 
 /// The variables every template of an attempt is rendered with.
@@ -42,19 +45,28 @@ pub(super) struct Context<'a> {
 }
 
 impl<'a> Context<'a> {
-    pub(super) fn new(setup: &'a Setup, plan: &'a Plan, info: &AttemptInfo) -> Self {
+    pub(super) fn new(
+        setup: &'a Setup,
+        plan: &'a Plan,
+        info: &AttemptInfo,
+    ) -> Result<Self, ArgumentError> {
         let overrides = trainer_overrides(setup, plan, info);
-        Context {
+        let syntax = setup.template.spec.override_syntax;
+        let args = overrides
+            .iter()
+            .map(|(k, v)| {
+                Ok(Override {
+                    key: k.clone(),
+                    value: trainer_value(v),
+                    arg: argument(syntax, k, v)?,
+                })
+            })
+            .collect::<Result<Vec<_>, ArgumentError>>()?;
+        Ok(Context {
             experiment: experiment_values(setup, plan),
             profile: profile_values(setup, plan),
             resources: &plan.resources,
-            overrides: overrides
-                .iter()
-                .map(|(k, v)| Override {
-                    key: k.clone(),
-                    value: trainer_value(v),
-                })
-                .collect(),
+            overrides: args,
             config: plan.config_tree(setup),
             config_yaml: nested_yaml(&overrides),
             env: plan
@@ -68,12 +80,13 @@ impl<'a> Context<'a> {
             resume: plan.resume,
             checkpoint_dir: info.checkpoint_dir.display().to_string(),
             run: run_values(plan, info),
-        }
+        })
     }
 }
 
 /// The plan's effective overrides, plus the checkpoint directory under the template's
-/// checkpoint key unless the plan sets that key itself.
+/// checkpoint key, and its subdirectories under the template's `checkpoint_subdirs` keys,
+/// unless the plan sets those keys itself.
 fn trainer_overrides(
     setup: &Setup,
     plan: &Plan,
@@ -87,6 +100,14 @@ fn trainer_overrides(
             key.clone(),
             info.checkpoint_dir.display().to_string().into(),
         );
+    }
+    for (key, sub) in &setup.template.spec.checkpoint_subdirs {
+        if !plan.overrides.contains_key(key) {
+            overrides.insert(
+                key.clone(),
+                info.checkpoint_dir.join(sub).display().to_string().into(),
+            );
+        }
     }
     overrides
 }

@@ -6,6 +6,7 @@
 //! setup, the plan and the [`AttemptInfo`]. Nothing is written unless every file renders, and
 //! every error names the template file and line.
 
+mod arguments;
 mod context;
 
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ use crate::plan::{Plan, Setup};
 // The template language and its error lived here before they got modules of their own.
 pub use crate::config::jinja::{directive, environment, shq, to_value};
 pub use crate::error::RenderError;
+pub use arguments::{ArgumentError, OverrideSyntax, argument};
 
 /// What the attempt being rendered is, beyond its plan.
 #[derive(Debug, Clone, Serialize)]
@@ -95,7 +97,13 @@ pub fn render_to_strings(
             .map_err(|e| render_error(&name, &e))?;
         names.push((name, file.output.clone()));
     }
-    let ctx = to_value(context::Context::new(setup, plan, info));
+    let ctx = to_value(
+        context::Context::new(setup, plan, info).map_err(|e| RenderError {
+            name: format!("templates/{}", template.name),
+            line: None,
+            message: e.to_string(),
+        })?,
+    );
     let mut out = Vec::new();
     for (name, output) in names {
         let text = env
