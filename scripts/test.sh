@@ -24,6 +24,9 @@ if ! dpkg -s libssl-dev pkg-config >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null
 fi
+# The real trainers' config code (verl, AReaL, genrl; no GPU packages) and shellcheck, which
+# tests/trainer_configs.rs gives every rendered script to.
+scripts/trainer-configs-up.sh
 # Both tiers: plain `cargo test` is the first (unit tests, local backend, simulator); the
 # `services` features add the Slurm, SSH and crash suites that need the services started above.
 cargo build --locked --workspace --all-targets --all-features

@@ -58,6 +58,29 @@ def load_config(path):
     return cfg, get
 
 
+def read_settings(get):
+    """Every training setting main() reads, converted as it uses them: one place, so that a
+    value of the wrong kind fails here, before any GPU work (orch's test suite calls this on
+    every rendered train_config.yaml)."""
+    precision = str(get("precision", "bf16"))
+    if precision not in ("bf16", "fp16", "fp32"):
+        raise ValueError(f"precision must be bf16, fp16 or fp32, got {precision!r}")
+    return {
+        "seed": int(get("seed", 0)),
+        "precision": precision,
+        "micro": int(get("micro_batch_size", 1)),
+        "accum": int(get("gradient_accumulation_steps", 1)),
+        "seq": int(get("max_seq_len", 1024)),
+        "max_steps": int(get("max_steps", 100)),
+        "save_every": int(get("save_every", 1000)),
+        "lr": float(get("lr", 3e-4)),
+        "warmup_steps": int(get("warmup_steps", 0)),
+        "weight_decay": float(get("weight_decay", 0.1)),
+        "gradient_checkpointing": bool(get("gradient_checkpointing", False)),
+        "train_path": get("data.train_path"),
+    }
+
+
 def model_config(get):
     from transformers import AutoConfig, LlamaConfig
 
@@ -149,31 +172,32 @@ def main():
     args = parse_args()
     cfg, get = load_config(args.config)
     world, rank, device = setup_distributed()
-    seed = int(get("seed", 0))
+    settings = read_settings(get)
+    seed = settings["seed"]
     torch.manual_seed(seed)
 
-    precision = str(get("precision", "bf16"))
+    precision = settings["precision"]
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    micro = int(get("micro_batch_size", 1))
-    accum = int(get("gradient_accumulation_steps", 1))
-    seq = int(get("max_seq_len", 1024))
-    max_steps = args.max_steps or int(get("max_steps", 100))
-    save_every = int(get("save_every", 1000))
+    micro = settings["micro"]
+    accum = settings["accum"]
+    seq = settings["seq"]
+    max_steps = args.max_steps or settings["max_steps"]
+    save_every = settings["save_every"]
 
     config = model_config(get)
     from transformers import AutoModelForCausalLM
 
     # fp32 master weights and AdamW state; the forward runs under autocast (mixed precision).
     model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32).to(device)
-    if bool(get("gradient_checkpointing", False)):
+    if settings["gradient_checkpointing"]:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
     params = sum(p.numel() for p in model.parameters())
     ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index]) if world > 1 else model
     optimizer = torch.optim.AdamW(
         model.parameters(),
-        lr=float(get("lr", 3e-4)),
-        weight_decay=float(get("weight_decay", 0.1)),
+        lr=settings["lr"],
+        weight_decay=settings["weight_decay"],
         fused=device.type == "cuda",
     )
     scaler = torch.amp.GradScaler(enabled=precision == "fp16")
@@ -194,13 +218,13 @@ def main():
             f"precision {precision}; checkpointing {bool(get('gradient_checkpointing', False))}",
             flush=True,
         )
-    batches = Batches(get("data.train_path"), config.vocab_size, micro, seq, seed, rank)
+    batches = Batches(settings["train_path"], config.vocab_size, micro, seq, seed, rank)
     rates = []
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     for step in range(start, max_steps):
         for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, float(get("lr", 3e-4)), int(get("warmup_steps", 0)), max_steps)
+            group["lr"] = lr_at(step, settings["lr"], settings["warmup_steps"], max_steps)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         began = time.perf_counter()

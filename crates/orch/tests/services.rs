@@ -1,6 +1,7 @@
 //! orch's second tier of integration tests: the Slurm backend against a real single-node
 //! cluster, SSH to a login node and a cloud machine against a real sshd on loopback, and the
-//! crash-point harness. `scripts/test.sh` starts both services, then runs these with
+//! crash-point harness, and the real trainers' config code reading every rendered script
+//! (`scripts/trainer-configs-up.sh` installs it). `scripts/test.sh` starts both services, then runs these with
 //! `--features services`. A test whose service is not up fails, naming the script that
 //! starts it; none is skipped.
 
@@ -12,3 +13,4 @@ mod crash;
 mod full_disk;
 mod remote;
 mod slurm;
+mod trainer_configs;

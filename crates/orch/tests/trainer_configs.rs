@@ -1,0 +1,379 @@
+//! The real trainers accept what orch renders.
+//!
+//! Every built-in template is rendered with its experiment on every hardware profile at every
+//! ladder depth (`orch render --step N`), plus what `orch submit` itself runs after preflight on
+//! each profile (the local backend, `--no-simulate`). Each launch script is run by bash with a
+//! stand-in `python3` / `python` / `torchrun` first on PATH that records the argument vector
+//! bash hands it (after bash expanded and unquoted it) and its working directory. Those vectors
+//! go to `tools/trainer-configs/check.py`, which runs the trainers' own config code — verl
+//! 0.9.1's Hydra config and `validate_config`, AReaL 1.0.4's CLI loader and launcher checks,
+//! Hydra + genrl 0.1.11's `GRPOTrainerConfig` for RL Swarm, the example torchrun script's own
+//! reader — installed by `scripts/trainer-configs-up.sh` without their GPU dependencies. Every
+//! rendered script also passes `bash -n` and shellcheck.
+//!
+//! A variant orch itself refuses before submitting (a rule, a step that does not apply) is
+//! counted apart; every other one must be accepted. A failure names the template, profile,
+//! depth, and the trainer's own error. The table is printed (`--nocapture`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::support::{Orch, path_without_nvidia_smi, repo_root, which, write_exe};
+
+/// A template, the experiment that shows it, its launch script and the checker that reads it.
+struct Trainer {
+    template: &'static str,
+    experiment: &'static str,
+    script: &'static str,
+    checker: &'static str,
+    venv: &'static str,
+}
+
+const TRAINERS: &[Trainer] = &[
+    Trainer {
+        template: "verl-grpo",
+        experiment: "diamonds-seed0",
+        script: "run_grpo.sh",
+        checker: "verl",
+        venv: "verl",
+    },
+    Trainer {
+        template: "areal-grpo",
+        experiment: "gsm8k-areal",
+        script: "run_areal.sh",
+        checker: "areal",
+        venv: "areal",
+    },
+    Trainer {
+        template: "rl-swarm",
+        experiment: "rl-swarm-qwen",
+        script: "run_swarm.sh",
+        checker: "rl-swarm",
+        venv: "verl",
+    },
+    Trainer {
+        template: "torchrun-yaml",
+        experiment: "pretrain-512m",
+        script: "run_train.sh",
+        checker: "torchrun",
+        venv: "verl",
+    },
+];
+
+/// The Python of one of the environments `scripts/trainer-configs-up.sh` made.
+fn venv_python(name: &str) -> PathBuf {
+    let root = std::env::var_os("ORCH_TRAINER_VENVS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/trainer-configs"));
+    let python = root.join(name).join("bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/trainer-configs-up.sh (scripts/test.sh does) to install the trainers' config code",
+        python.display()
+    );
+    python
+}
+
+fn profiles() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(repo_root().join("profiles"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| {
+            e.path()
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// A directory with `python3`, `python` and `torchrun` that record their arguments and
+/// working directory (NUL-separated, the directory first) in `$ORCH_ARGV_OUT`.
+fn stand_in_interpreters(dir: &Path) -> PathBuf {
+    let bin = dir.join("stand-in-bin");
+    for name in ["python3", "python", "torchrun"] {
+        write_exe(
+            &bin.join(name),
+            "#!/usr/bin/env bash\n# A stand-in interpreter (orch's test suite): records what it was given.\n{ printf '%s\\0' \"$PWD\"; printf '%s\\0' \"$@\"; } > \"$ORCH_ARGV_OUT\"\n",
+        );
+    }
+    bin
+}
+
+/// One argument vector to check.
+struct Case {
+    label: String,
+    cwd: String,
+    argv: Vec<String>,
+}
+
+fn read_record(path: &Path) -> (String, Vec<String>) {
+    let bytes = std::fs::read(path)
+        .unwrap_or_else(|e| panic!("the stand-in interpreter left no record ({e})"));
+    let mut parts: Vec<String> = bytes
+        .split(|b| *b == 0)
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    parts.pop(); // after the last NUL
+    let cwd = parts.remove(0);
+    (cwd, parts)
+}
+
+/// The launch script's argument vector, from running it under the stand-ins.
+fn record(script: &Path, env: &Env) -> (String, Vec<String>) {
+    let out = script.with_extension("argv");
+    let status = Command::new("bash")
+        .arg(script)
+        .current_dir(script.parent().unwrap())
+        .env("HOME", &env.home)
+        .env("PATH", &env.path)
+        .env("ORCH_ARGV_OUT", &out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{} exited {status}", script.display());
+    read_record(&out)
+}
+
+/// Where the scripts run: a home with the checkouts the templates `cd` into, and the stand-ins.
+struct Env {
+    home: PathBuf,
+    path: String,
+}
+
+/// `bash -n` on each rendered script and one shellcheck over all of them (a warning needs a
+/// `# shellcheck disable=…` with its reason in the template); the problems, each naming its
+/// file (`out/<template>/<profile>/<depth>/…`).
+fn lint(scripts: &[PathBuf]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for script in scripts {
+        let syntax = Command::new("bash").arg("-n").arg(script).output().unwrap();
+        if !syntax.status.success() {
+            problems.push(format!(
+                "{}: bash -n: {}",
+                script.display(),
+                String::from_utf8_lossy(&syntax.stderr)
+            ));
+        }
+    }
+    for chunk in scripts.chunks(200) {
+        let check = Command::new(which("shellcheck"))
+            .arg("--format=gcc")
+            .args(chunk)
+            .output()
+            .unwrap();
+        if !check.status.success() {
+            let out = String::from_utf8_lossy(&check.stdout);
+            problems.extend(out.lines().map(|l| format!("shellcheck: {l}")));
+            if out.trim().is_empty() {
+                problems.push(format!(
+                    "shellcheck exited {}: {}",
+                    check.status,
+                    String::from_utf8_lossy(&check.stderr)
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// What one trainer's variants came to.
+#[derive(Default)]
+struct Tally {
+    rendered: usize,
+    refused_by_orch: usize,
+    accepted: usize,
+    failures: Vec<String>,
+    stand_ins: String,
+}
+
+fn render_variants(orch: &Orch, trainer: &Trainer, env: &Env, tally: &mut Tally) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut scripts = Vec::new();
+    for profile in profiles() {
+        for depth in 0.. {
+            let out = format!("out/{}/{profile}/{depth}", trainer.template);
+            let depth_arg = depth.to_string();
+            let run = orch.run(&[
+                "render",
+                trainer.experiment,
+                "--profile",
+                &profile,
+                "--step",
+                &depth_arg,
+                "--out",
+                &out,
+            ]);
+            if run.code == 2 && run.stderr.contains("steps") && run.stderr.contains("--step") {
+                break; // past the ladder's end
+            }
+            tally.rendered += 1;
+            let label = format!("{} on {profile}, {depth} steps", trainer.template);
+            if run.code != 0 {
+                tally.refused_by_orch += 1;
+                assert_eq!(run.code, 2, "{label}: {run:?}");
+                continue;
+            }
+            let dir = orch.path().join(&out);
+            scripts.push(dir.join("job.sbatch"));
+            scripts.push(dir.join(trainer.script));
+            let (cwd, argv) = record(&dir.join(trainer.script), env);
+            cases.push(Case { label, cwd, argv });
+        }
+        // What `orch submit` runs on this profile: preflight's plan, through the local backend.
+        let argv_file = orch
+            .path()
+            .join(format!("submitted-{}-{profile}.argv", trainer.template));
+        let runs = format!("runs-{}-{profile}", trainer.template);
+        let mut cmd = orch.command(&[
+            "submit",
+            trainer.experiment,
+            "--profile",
+            &profile,
+            "--backend",
+            "local",
+            "--no-simulate",
+            "--preflight=on",
+            "--max-attempts",
+            "1",
+            "--runs-dir",
+            &runs,
+        ]);
+        let output = cmd
+            .env("HOME", &env.home)
+            .env("PATH", &env.path)
+            .env("ORCH_ARGV_OUT", &argv_file)
+            .output()
+            .unwrap();
+        let label = format!("{} on {profile}, as submitted", trainer.template);
+        tally.rendered += 1;
+        match output.status.code() {
+            Some(0) => {
+                let (cwd, argv) = read_record(&argv_file);
+                cases.push(Case { label, cwd, argv });
+            }
+            Some(2) => tally.refused_by_orch += 1,
+            other => tally.failures.push(format!(
+                "{label}: orch submit exited {other:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            )),
+        }
+    }
+    tally.failures.extend(lint(&scripts));
+    cases
+}
+
+fn check_with_the_trainer(orch: &Orch, trainer: &Trainer, cases: &[Case], tally: &mut Tally) {
+    let schema = repo_root()
+        .join("templates")
+        .join(trainer.template)
+        .join("keys.yaml");
+    let json: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|c| {
+            serde_json::json!({
+                "label": c.label, "cwd": c.cwd, "argv": c.argv, "schema": schema,
+            })
+        })
+        .collect();
+    let file = orch.path().join(format!("cases-{}.json", trainer.template));
+    std::fs::write(&file, serde_json::to_vec(&json).unwrap()).unwrap();
+    let output = Command::new(venv_python(trainer.venv))
+        .arg(repo_root().join("tools/trainer-configs/check.py"))
+        .arg(trainer.checker)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "check.py {} failed:\n{stdout}\n{}",
+        trainer.checker,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut seen = 0;
+    for line in stdout.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(stand_ins) = v.get("stand_ins") {
+            tally.stand_ins = stand_ins.to_string();
+            continue;
+        }
+        seen += 1;
+        if v["ok"] == true {
+            tally.accepted += 1;
+        } else {
+            tally.failures.push(format!(
+                "{}: refused by the trainer at {}: {}",
+                v["label"].as_str().unwrap(),
+                v["stage"].as_str().unwrap_or("?"),
+                v["error"].as_str().unwrap_or("?")
+            ));
+        }
+    }
+    assert_eq!(
+        seen,
+        cases.len(),
+        "check.py answered {seen} of {} cases",
+        cases.len()
+    );
+}
+
+#[test]
+fn every_rendered_variant_is_accepted_by_the_real_trainer() {
+    let orch = Orch::new();
+    let home = orch.path().join("home");
+    // The checkouts the AReaL and RL Swarm launch scripts `cd` into (vars.areal_dir,
+    // vars.rl_swarm_dir); the configs they name are written there by check.py.
+    for checkout in ["AReaL", "rl-swarm"] {
+        std::fs::create_dir_all(home.join(checkout)).unwrap();
+    }
+    let bin = stand_in_interpreters(orch.path());
+    let env = Env {
+        home,
+        path: format!("{}:{}", bin.display(), path_without_nvidia_smi()),
+    };
+    // One thread per trainer: most of the time goes to waiting on orch and the checkers.
+    let table: BTreeMap<&str, Tally> = std::thread::scope(|scope| {
+        let handles: Vec<_> = TRAINERS
+            .iter()
+            .map(|trainer| {
+                let (orch, env) = (&orch, &env);
+                scope.spawn(move || {
+                    let mut tally = Tally::default();
+                    let cases = render_variants(orch, trainer, env, &mut tally);
+                    check_with_the_trainer(orch, trainer, &cases, &mut tally);
+                    (trainer.template, tally)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    println!("template        rendered  refused-by-orch  accepted  failed  stand-ins");
+    let mut failures = Vec::new();
+    for (template, t) in &table {
+        println!(
+            "{template:<15} {:>8}  {:>15}  {:>8}  {:>6}  {}",
+            t.rendered,
+            t.refused_by_orch,
+            t.accepted,
+            t.failures.len(),
+            t.stand_ins
+        );
+        failures.extend(t.failures.iter().cloned());
+    }
+    assert!(
+        failures.is_empty(),
+        "{} variants refused:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    for (template, t) in &table {
+        // Something on every profile must reach the trainer: a test that checked nothing fails.
+        assert!(
+            t.accepted >= profiles().len(),
+            "{template}: only {} variants reached the trainer",
+            t.accepted
+        );
+    }
+}
