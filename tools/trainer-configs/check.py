@@ -3,10 +3,11 @@ config code, and report what each accepted or refused, with the trainer's own er
 
     python check.py TRAINER CASES.json      (TRAINER: verl, areal, rl-swarm or torchrun)
 
-CASES.json is a list of {"label", "argv", "cwd", "schema"?}: `argv` is what the launch script
+CASES.json is a list of {"label", "argv", "cwd", "schema"?, "expect"?}: `argv` is what the launch script
 passed to its interpreter (`python3`/`python`) after bash expanded it, recorded by a stand-in
 interpreter, `cwd` where it was run, `schema` the template's keys.yaml where the trainer's own
-config file is not in a package. One JSON object per case is printed to stdout:
+config file is not in a package, `expect` values (`dotted.key: value`) the trainer must read
+exactly. One JSON object per case is printed to stdout:
 {"label", "ok", "stage", "error"}, then {"stand_ins": [...]}: the modules answered by stand-ins
 (stubs.py).
 
@@ -101,6 +102,18 @@ def literal_tildes(cfg, overrides):
     return bad
 
 
+def expect_values(cfg, case):
+    """The values a case says the trainer must read, compared with what it read."""
+    from omegaconf import OmegaConf
+
+    for key, want in case.get("expect", {}).items():
+        got = OmegaConf.select(cfg, key, throw_on_missing=False)
+        if OmegaConf.is_config(got):
+            got = OmegaConf.to_container(got, resolve=True)
+        if got != want:
+            raise Refused("values", f"{key}: the trainer read {got!r}, orch meant {want!r}")
+
+
 class Refused(Exception):
     def __init__(self, stage, message):
         super().__init__(message)
@@ -165,6 +178,7 @@ def verl_checker():
         tildes = literal_tildes(cfg, overrides)
         if tildes:
             raise Refused("paths", f"a literal ~ reaches verl, which does not expand it: {tildes}")
+        expect_values(cfg, case)
         try:
             quietly(
                 validate_config,
@@ -221,6 +235,7 @@ def areal_checker():
         tildes = literal_tildes(cfg, args)
         if tildes:
             raise Refused("paths", f"a literal ~ reaches AReaL, which does not expand it: {tildes}")
+        expect_values(cfg, case)
 
     return check
 
@@ -269,6 +284,7 @@ def rl_swarm_checker():
         tildes = literal_tildes(cfg, overrides)
         if tildes:
             raise Refused("paths", f"a literal ~ reaches rl-swarm, which does not expand it: {tildes}")
+        expect_values(cfg, case)
 
     return check
 

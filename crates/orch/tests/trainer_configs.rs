@@ -102,11 +102,12 @@ fn stand_in_interpreters(dir: &Path) -> PathBuf {
     bin
 }
 
-/// One argument vector to check.
+/// One argument vector to check, and values the trainer must read from it exactly.
 struct Case {
     label: String,
     cwd: String,
     argv: Vec<String>,
+    expect: serde_json::Value,
 }
 
 fn read_record(path: &Path) -> (String, Vec<String>) {
@@ -219,7 +220,12 @@ fn render_variants(orch: &Orch, trainer: &Trainer, env: &Env, tally: &mut Tally)
             scripts.push(dir.join("job.sbatch"));
             scripts.push(dir.join(trainer.script));
             let (cwd, argv) = record(&dir.join(trainer.script), env);
-            cases.push(Case { label, cwd, argv });
+            cases.push(Case {
+                label,
+                cwd,
+                argv,
+                expect: serde_json::json!({}),
+            });
         }
         // What `orch submit` runs on this profile: preflight's plan, through the local backend.
         let argv_file = orch
@@ -251,7 +257,12 @@ fn render_variants(orch: &Orch, trainer: &Trainer, env: &Env, tally: &mut Tally)
         match output.status.code() {
             Some(0) => {
                 let (cwd, argv) = read_record(&argv_file);
-                cases.push(Case { label, cwd, argv });
+                cases.push(Case {
+                    label,
+                    cwd,
+                    argv,
+                    expect: serde_json::json!({}),
+                });
             }
             Some(2) => tally.refused_by_orch += 1,
             other => tally.failures.push(format!(
@@ -264,7 +275,12 @@ fn render_variants(orch: &Orch, trainer: &Trainer, env: &Env, tally: &mut Tally)
     cases
 }
 
-fn check_with_the_trainer(orch: &Orch, trainer: &Trainer, cases: &[Case], tally: &mut Tally) {
+/// The checker's verdict on each case: (label, refusal: stage and the trainer's error).
+fn verdicts(
+    orch: &Orch,
+    trainer: &Trainer,
+    cases: &[Case],
+) -> (Vec<(String, Option<String>)>, String) {
     let schema = repo_root()
         .join("templates")
         .join(trainer.template)
@@ -274,6 +290,7 @@ fn check_with_the_trainer(orch: &Orch, trainer: &Trainer, cases: &[Case], tally:
         .map(|c| {
             serde_json::json!({
                 "label": c.label, "cwd": c.cwd, "argv": c.argv, "schema": schema,
+                "expect": c.expect,
             })
         })
         .collect();
@@ -292,39 +309,49 @@ fn check_with_the_trainer(orch: &Orch, trainer: &Trainer, cases: &[Case], tally:
         trainer.checker,
         String::from_utf8_lossy(&output.stderr)
     );
-    let mut seen = 0;
+    let mut out = Vec::new();
+    let mut stand_ins = String::new();
     for line in stdout.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        if let Some(stand_ins) = v.get("stand_ins") {
-            tally.stand_ins = stand_ins.to_string();
+        if let Some(names) = v.get("stand_ins") {
+            stand_ins = names.to_string();
             continue;
         }
-        seen += 1;
-        if v["ok"] == true {
-            tally.accepted += 1;
-        } else {
-            tally.failures.push(format!(
-                "{}: refused by the trainer at {}: {}",
-                v["label"].as_str().unwrap(),
+        let refusal = (v["ok"] != true).then(|| {
+            format!(
+                "refused by the trainer at {}: {}",
                 v["stage"].as_str().unwrap_or("?"),
                 v["error"].as_str().unwrap_or("?")
-            ));
-        }
+            )
+        });
+        out.push((v["label"].as_str().unwrap().to_string(), refusal));
     }
     assert_eq!(
-        seen,
+        out.len(),
         cases.len(),
-        "check.py answered {seen} of {} cases",
+        "check.py answered {} of {} cases",
+        out.len(),
         cases.len()
     );
+    (out, stand_ins)
 }
 
-#[test]
-fn every_rendered_variant_is_accepted_by_the_real_trainer() {
+fn check_with_the_trainer(orch: &Orch, trainer: &Trainer, cases: &[Case], tally: &mut Tally) {
+    let (answers, stand_ins) = verdicts(orch, trainer, cases);
+    tally.stand_ins = stand_ins;
+    for (label, refusal) in answers {
+        match refusal {
+            None => tally.accepted += 1,
+            Some(why) => tally.failures.push(format!("{label}: {why}")),
+        }
+    }
+}
+
+/// An orch project with the stand-in interpreters and a home holding the checkouts the AReaL
+/// and RL Swarm launch scripts `cd` into (their configs are written there by check.py).
+fn setup() -> (Orch, Env) {
     let orch = Orch::new();
     let home = orch.path().join("home");
-    // The checkouts the AReaL and RL Swarm launch scripts `cd` into (vars.areal_dir,
-    // vars.rl_swarm_dir); the configs they name are written there by check.py.
     for checkout in ["AReaL", "rl-swarm"] {
         std::fs::create_dir_all(home.join(checkout)).unwrap();
     }
@@ -333,6 +360,12 @@ fn every_rendered_variant_is_accepted_by_the_real_trainer() {
         home,
         path: format!("{}:{}", bin.display(), path_without_nvidia_smi()),
     };
+    (orch, env)
+}
+
+#[test]
+fn every_rendered_variant_is_accepted_by_the_real_trainer() {
+    let (orch, env) = setup();
     // One thread per trainer: most of the time goes to waiting on orch and the checkers.
     let table: BTreeMap<&str, Tally> = std::thread::scope(|scope| {
         let handles: Vec<_> = TRAINERS
@@ -376,4 +409,191 @@ fn every_rendered_variant_is_accepted_by_the_real_trainer() {
             t.accepted
         );
     }
+}
+
+/// Render `trainer`'s experiment with `sets`, run its launch script under the stand-ins, and
+/// return the case (with the values the trainer must read).
+fn rendered_case(
+    orch: &Orch,
+    env: &Env,
+    trainer: &Trainer,
+    sets: &[&str],
+    expect: serde_json::Value,
+) -> Case {
+    let out = format!("values/{}", trainer.template);
+    let mut args = vec!["render", trainer.experiment, "--out", &out];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    orch.expect(&args, 0);
+    let (cwd, argv) = record(&orch.path().join(&out).join(trainer.script), env);
+    Case {
+        label: format!("{} with {sets:?}", trainer.template),
+        cwd,
+        argv,
+        expect,
+    }
+}
+
+#[test]
+fn values_reach_the_trainer_exactly_as_given() {
+    let (orch, env) = setup();
+    let home = env.home.display().to_string();
+    // Everything Hydra's grammar reserves, an interpolation, and what a shell would run.
+    let hostile = r#"it's "x" ${oc.env:HOME} a,b [c] {d} = \ ~e $(touch p)"#;
+    let verl = &TRAINERS[0];
+    let case = rendered_case(
+        &orch,
+        &env,
+        verl,
+        &[
+            &format!("trainer.experiment_name={hostile}"),
+            "trainer.logger=[console,wandb]",
+            "train_files=~/my data/train.parquet",
+            "val_files=/data/with space/test.parquet",
+        ],
+        serde_json::json!({
+            "trainer.experiment_name": hostile,
+            "trainer.logger": ["console", "wandb"],
+            "data.train_files": format!("{home}/my data/train.parquet"),
+            "data.val_files": "/data/with space/test.parquet",
+        }),
+    );
+    let areal = &TRAINERS[1];
+    let areal_case = rendered_case(
+        &orch,
+        &env,
+        areal,
+        &["train_files=~/data/gsm8k"],
+        serde_json::json!({ "train_dataset.path": format!("{home}/data/gsm8k") }),
+    );
+    let swarm = &TRAINERS[2];
+    let swarm_case = rendered_case(
+        &orch,
+        &env,
+        swarm,
+        &["model=~/models/Qwen 0.5B"],
+        serde_json::json!({
+            "game_manager.trainer.models.0.pretrained_model_name_or_path": format!("{home}/models/Qwen 0.5B"),
+        }),
+    );
+    for (trainer, case) in [(verl, case), (areal, areal_case), (swarm, swarm_case)] {
+        let (answers, _) = verdicts(&orch, trainer, std::slice::from_ref(&case));
+        assert_eq!(answers[0].1, None, "{}:\n{:?}", case.label, case.argv);
+    }
+    // What AReaL's launcher would pass through a second shell is refused, naming the key, and
+    // nothing is written.
+    let run = orch.expect(
+        &[
+            "render",
+            "gsm8k-areal",
+            "--set",
+            "experiment_name=a b",
+            "--out",
+            "refused",
+        ],
+        2,
+    );
+    assert!(
+        run.stderr.contains("experiment_name") && run.stderr.contains("through a shell"),
+        "{run:?}"
+    );
+    assert!(!orch.path().join("refused/run_areal.sh").exists());
+}
+
+/// `argv` with `key=value` in place of the argument for `key` (added when absent).
+fn with_override(argv: &[String], key: &str, value: &str) -> Vec<String> {
+    let arg = format!("{key}={value}");
+    let mut out: Vec<String> = argv.to_vec();
+    match out.iter().position(|a| a.split('=').next() == Some(key)) {
+        Some(i) => out[i] = arg,
+        None => out.push(arg),
+    }
+    out
+}
+
+#[test]
+fn orch_refuses_before_submission_what_verl_refuses() {
+    let (orch, env) = setup();
+    let verl = &TRAINERS[0];
+    let base = rendered_case(&orch, &env, verl, &[], serde_json::json!({}));
+    // diamonds-seed0 on its h100-80g profile: 4 GPUs, train 1024, mini 256, micro 32, n 5.
+    // Each value alone, given to orch's rules (`orch render --set`) and to verl's own
+    // validate_config. `None`: verl's config code decides, and orch must agree with it. A
+    // reason: verl refuses it only at run time — after the queue wait — so orch must refuse it
+    // before submission.
+    const AT_RUN_TIME_MICRO: &str = "verl 0.9.1 asserts it in prepare_micro_batches (verl/workers/engine/utils.py): the per-GPU mini-batch must be divisible by the micro batch";
+    let cases: &[(&str, &str, Option<&str>)] = &[
+        ("data.train_batch_size", "1023", None), // 1023 × 5 not divisible by 4 GPUs
+        ("data.train_batch_size", "1028", None),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size", "2048", None), // above the train batch
+        ("actor_rollout_ref.actor.ppo_mini_batch_size", "128", None),
+        ("actor_rollout_ref.rollout.n", "3", None),
+        (
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+            "40",
+            None,
+        ),
+        (
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+            "48",
+            Some(AT_RUN_TIME_MICRO),
+        ), // 320 % 48
+        (
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+            "0",
+            Some(AT_RUN_TIME_MICRO),
+        ), // ÷ 0
+        (
+            "actor_rollout_ref.rollout.gpu_memory_utilization",
+            "1.5",
+            Some("vLLM refuses it when the engine starts"),
+        ),
+    ];
+    let mut checked = Vec::new();
+    let mut orch_verdicts = Vec::new();
+    for (i, (key, value, at_run_time)) in cases.iter().enumerate() {
+        let out = format!("rules/{i}");
+        let set = format!("{key}={value}");
+        let run = orch.run(&["render", verl.experiment, "--set", &set, "--out", &out]);
+        assert!(run.code == 0 || run.code == 2, "{set}: {run:?}");
+        orch_verdicts.push((set.clone(), run.code == 0, *at_run_time, run.stderr));
+        checked.push(Case {
+            label: set,
+            cwd: base.cwd.clone(),
+            argv: with_override(&base.argv, key, value),
+            expect: serde_json::json!({}),
+        });
+    }
+    let (answers, _) = verdicts(&orch, verl, &checked);
+    let mut disagreements = Vec::new();
+    println!(
+        "value                                                       orch      verl's config code"
+    );
+    for ((set, orch_ok, at_run_time, stderr), (_, refusal)) in orch_verdicts.iter().zip(&answers) {
+        let verl_ok = refusal.is_none();
+        let word = |ok: bool| if ok { "accepts" } else { "refuses" };
+        let note = at_run_time
+            .map(|r| format!(" (at run time: {r})"))
+            .unwrap_or_default();
+        println!("{set:<60} {:<9} {}{note}", word(*orch_ok), word(verl_ok));
+        if at_run_time.is_none() && *orch_ok != verl_ok {
+            disagreements.push(format!(
+                "{set}: orch {} ({}), verl {} ({refusal:?})",
+                word(*orch_ok),
+                stderr.trim(),
+                word(verl_ok)
+            ));
+        }
+        if at_run_time.is_some() && *orch_ok {
+            disagreements.push(format!("{set}: orch should refuse it before submission"));
+        }
+    }
+    assert!(
+        disagreements.is_empty(),
+        "orch's rules and verl's validate_config disagree:\n{}",
+        disagreements.join("\n")
+    );
+    // Both verdicts occur, so the comparison can fail either way.
+    assert!(orch_verdicts.iter().any(|v| v.1) && orch_verdicts.iter().any(|v| !v.1));
 }

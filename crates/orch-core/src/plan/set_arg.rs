@@ -31,10 +31,13 @@ impl std::str::FromStr for SetArg {
         if key.is_empty() {
             return Err(format!("`{s}` has an empty key"));
         }
-        // Parse the value as a YAML scalar so `0.5` is a number and `true` a bool; anything that
-        // is not a plain scalar stays the literal string the user typed.
+        // Parse the value as a YAML scalar so `0.5` is a number and `true` a bool, and a YAML
+        // flow list or map (`[console,wandb]`, `{a: 1}`) as that list or map; anything else
+        // stays the literal string the user typed.
         let value = match serde_yaml::from_str::<Value>(raw) {
             Ok(v @ (Value::Bool(_) | Value::Number(_) | Value::Null)) if !raw.is_empty() => v,
+            Ok(v @ Value::Sequence(_)) if raw.trim_start().starts_with('[') => v,
+            Ok(v @ Value::Mapping(_)) if raw.trim_start().starts_with('{') => v,
             _ => Value::String(raw.to_string()),
         };
         Ok(SetArg {
@@ -57,6 +60,16 @@ mod tests {
         assert_eq!(s.raw, "0x1F");
         let s: SetArg = "trainer.experiment_name=x$(touch /tmp/p)".parse().unwrap();
         assert_eq!(s.value, Value::from("x$(touch /tmp/p)"));
+        let s: SetArg = "trainer.logger=[console,wandb]".parse().unwrap();
+        assert_eq!(
+            s.value,
+            serde_yaml::from_str::<Value>("[console, wandb]").unwrap()
+        );
+        let s: SetArg = "m.arch={hidden_size: 896}".parse().unwrap();
+        assert!(s.value.is_mapping());
+        // Not a flow collection: a string, even when YAML would read a block list.
+        let s: SetArg = "n.x=- a".parse().unwrap();
+        assert_eq!(s.value, Value::from("- a"));
         assert!("novalue".parse::<SetArg>().is_err());
         assert!("=3".parse::<SetArg>().is_err());
     }
