@@ -454,3 +454,102 @@ fn status_says_when_a_running_run_is_not_watched() {
     assert_eq!(cancel["state"], "cancelled", "{cancel}");
     assert!(cancel["cancelled_job"].is_string(), "{cancel}");
 }
+
+/// A profile for one's own cluster: the fields clusters ask for and `setup:` lines, written as
+/// a user would, without copying a template.
+const CLUSTER_PROFILE: &str = r#"description: 4 x A100-40G on a university cluster
+gpu: {model: NVIDIA A100-SXM4-40GB, memory_gib: 39.39, per_node: 4}
+host: {memory_gib: 256}
+slurm:
+  partition: gpu
+  gres_type: a100
+  gpus: 4
+  nodes: 1
+  cpus_per_task: 16
+  mem_gb: 200
+  time: "12:00:00"
+  account: ml-lab
+  qos: normal
+  constraint: a100&ib
+  gpus_per_node: true
+setup:
+  - module load cuda/12.4
+  - source "$HOME/venvs/rl/bin/activate"
+"#;
+
+#[test]
+fn a_cluster_profile_asks_for_its_account_and_runs_its_setup_before_the_trainer() {
+    let orch = Orch::new()
+        .file("profiles/uni.yaml", CLUSTER_PROFILE)
+        .file(
+            "experiments/mine.yaml",
+            "template: verl-grpo\nprofile: uni\nmodel: Qwen/Qwen2.5-1.5B-Instruct\nsetup:\n  - export HF_HOME=/scratch/hf\noverrides:\n  data.train_batch_size: 64\n  actor_rollout_ref.actor.ppo_mini_batch_size: 16\n",
+        );
+    orch.expect(&["render", "mine", "--out", "out"], 0);
+    let job = std::fs::read_to_string(orch.path().join("out/job.sbatch")).unwrap();
+    for line in [
+        "#SBATCH --gpus-per-node=a100:4",
+        "#SBATCH --account=ml-lab",
+        "#SBATCH --qos=normal",
+        "#SBATCH --constraint=a100&ib",
+    ] {
+        assert!(job.lines().any(|l| l == line), "{line} missing:\n{job}");
+    }
+    assert!(!job.contains("--gres"), "{job}");
+    // The profile's lines, then the experiment's, before the trainer.
+    let at = |needle: &str| {
+        job.find(needle)
+            .unwrap_or_else(|| panic!("{needle}:\n{job}"))
+    };
+    assert!(at("module load cuda/12.4") < at("source \"$HOME/venvs/rl/bin/activate\""));
+    assert!(at("source \"$HOME") < at("export HF_HOME=/scratch/hf"));
+    assert!(at("export HF_HOME") < at("bash ./run_grpo.sh"));
+}
+
+#[test]
+fn a_failing_setup_line_is_the_evidence_not_an_unexplained_exit_code() {
+    // This machine has no `module` command: the job dies of exit 127 before the trainer starts,
+    // and what the user must see is bash's own line saying so.
+    let orch = Orch::new().file(
+        "profiles/uni.yaml",
+        &CLUSTER_PROFILE.replace("gpus_per_node: true", "gpus_per_node: false"),
+    );
+    let run = orch.submit_local(
+        "diamonds-seed0",
+        &["--json", "--profile", "uni", "--max-attempts", "1"],
+        1,
+    );
+    let json = run.json();
+    let list = attempts(&json);
+    assert_eq!(list[0]["outcome"], "error", "{run:?}");
+    let evidence = &list[0]["evidence"];
+    assert_eq!(evidence["file"], "stderr.log", "{run:?}");
+    let text = evidence["text"].as_str().unwrap();
+    assert!(text.contains("exit code 127"), "{text}");
+    assert!(text.contains("module: command not found"), "{text}");
+}
+
+#[test]
+fn an_unknown_slurm_field_names_the_right_one_or_extra() {
+    let orch = Orch::new().file(
+        "profiles/uni.yaml",
+        &CLUSTER_PROFILE.replace("account: ml-lab", "acount: ml-lab"),
+    );
+    let run = orch.expect(&["render", "diamonds-seed0", "--profile", "uni"], 2);
+    assert!(run.stderr.contains("did you mean `account`?"), "{run:?}");
+    let orch = Orch::new().file(
+        "profiles/uni.yaml",
+        &CLUSTER_PROFILE.replace("account: ml-lab", "mail_type: END"),
+    );
+    let run = orch.expect(&["render", "diamonds-seed0", "--profile", "uni"], 2);
+    assert!(run.stderr.contains("extra: [\"--mail-type=…\"]"), "{run:?}");
+    let orch = Orch::new().file(
+        "profiles/uni.yaml",
+        &CLUSTER_PROFILE.replace(
+            "  - module load cuda/12.4\n",
+            "  - \"module load\\ncuda\"\n",
+        ),
+    );
+    let run = orch.expect(&["render", "diamonds-seed0", "--profile", "uni"], 2);
+    assert!(run.stderr.contains("one shell line per item"), "{run:?}");
+}

@@ -46,6 +46,9 @@ pub struct ExperimentFile {
     pub overrides: BTreeMap<String, serde_yaml::Value>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Shell lines the job script runs before the trainer, after the profile's `setup:`.
+    #[serde(default)]
+    pub setup: Vec<String>,
     /// Changes to the profile's Slurm resources (`gpus: 8`, `time: "02:00:00"`).
     #[serde(default)]
     pub resources: BTreeMap<String, serde_yaml::Value>,

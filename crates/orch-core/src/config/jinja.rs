@@ -60,14 +60,16 @@ pub fn directive(value: Value) -> Result<String, minijinja::Error> {
     let ok = !text.is_empty()
         && text
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._:,=/@%+-[]".contains(&b));
+            // sbatch splits a directive at whitespace and quotes, and bash reads the line as a
+            // comment: these cannot end or extend it (`&|!*()` for --constraint expressions).
+            .all(|b| b.is_ascii_alphanumeric() || b"._:,=/@%+-[]&|!*()".contains(&b));
     if ok {
         Ok(text)
     } else {
         Err(minijinja::Error::new(
             ErrorKind::InvalidOperation,
             format!(
-                "{text:?} cannot go on an #SBATCH line (letters, digits and ._:,=/@%+-[] only)"
+                "{text:?} cannot go on an #SBATCH line (letters, digits and ._:,=/@%+-[]&|!*() only)"
             ),
         ))
     }

@@ -282,17 +282,47 @@ pub fn parse_yaml<T: DeserializeOwned>(doc: &Doc) -> Result<T, ConfigError> {
         let inner = err.into_inner();
         let location = inner.location().map(|l| (l.line(), l.column()));
         let text = inner.to_string();
-        let message = if path.is_empty() || path == "." || text.starts_with(&path) {
-            text
+        let mut message = if path.is_empty() || path == "." || text.starts_with(&path) {
+            text.clone()
         } else {
             format!("{path}: {text}")
         };
+        message = strip_location(&message);
+        message.push_str(&unknown_field_hint(&path, &text));
         ConfigError::Parse {
             origin: doc.origin.to_string(),
             location,
-            message: strip_location(&message),
+            message,
         }
     })
+}
+
+/// For serde's "unknown field `x`, expected one of `a`, `b`": the closest known field, and
+/// under a profile's `slurm:`, where any other `#SBATCH` option goes.
+fn unknown_field_hint(path: &str, text: &str) -> String {
+    let Some(rest) = text.split("unknown field `").nth(1) else {
+        return String::new();
+    };
+    let name = rest.split('`').next().unwrap_or_default();
+    let known: Vec<&str> = rest
+        .split("expected one of ")
+        .nth(1)
+        .map(|list| {
+            list.split(", ")
+                .map(|k| k.trim_matches(['`', ' ']))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut hint = crate::error::suggest(name, known.iter().copied())
+        .map(|s| format!(" (did you mean `{s}`?)"))
+        .unwrap_or_default();
+    if hint.is_empty() && path.starts_with("slurm.") {
+        hint.push_str(&format!(
+            "; any other #SBATCH option goes in `slurm.extra`, e.g. extra: [\"--{}=…\"]",
+            name.replace('_', "-")
+        ));
+    }
+    hint
 }
 
 /// serde_yaml appends " at line L column C" to messages; the location is printed up front instead.

@@ -18,6 +18,10 @@ pub struct Profile {
     /// Environment every job on this hardware gets.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Shell lines every job script on this cluster runs before the trainer (`module load
+    /// cuda/12.4`, `source ~/venvs/rl/bin/activate`); an experiment's own come after them.
+    #[serde(default)]
+    pub setup: Vec<String>,
     /// Starting trainer overrides per template name (`verl-grpo: {key: value}`).
     #[serde(default)]
     pub overrides: BTreeMap<String, BTreeMap<String, serde_yaml::Value>>,
@@ -67,8 +71,21 @@ impl Profile {
         if self.slurm.nodes == 0 {
             out.push("slurm.nodes = 0: a job needs at least one node".into());
         }
+        out.extend(setup_problems("setup", &self.setup));
         out
     }
+}
+
+/// What is wrong with `setup:` lines: each is one line of shell, run as written.
+pub fn setup_problems(key: &str, lines: &[String]) -> Vec<String> {
+    lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| l.contains(['\n', '\r', '\0']))
+        .map(|(i, l)| {
+            format!("{key}[{i}] = {l:?}: one shell line per item (split it into several items)")
+        })
+        .collect()
 }
 
 /// The card.
@@ -109,7 +126,23 @@ pub struct Resources {
     /// Nodes to avoid (`--exclude`); orch adds a node that failed.
     #[serde(default)]
     pub exclude: Vec<String>,
-    /// Extra `#SBATCH` lines, e.g. `--account=ml` or `--qos=high`.
+    /// `--account`: the allocation a job is charged to.
+    #[serde(default)]
+    pub account: Option<String>,
+    /// `--qos`: the quality of service.
+    #[serde(default)]
+    pub qos: Option<String>,
+    /// `--constraint`: node features (`a100&ib`).
+    #[serde(default)]
+    pub constraint: Option<String>,
+    /// `--reservation`.
+    #[serde(default)]
+    pub reservation: Option<String>,
+    /// Ask for GPUs with `--gpus-per-node=<gres_type>:<gpus>` instead of `--gres`, where a site
+    /// wants that.
+    #[serde(default)]
+    pub gpus_per_node: bool,
+    /// Any other `#SBATCH` option, one per item (`--mail-type=END`).
     #[serde(default)]
     pub extra: Vec<String>,
 }
@@ -137,6 +170,12 @@ impl Resources {
                 other => Err(format!("expected a string, got {other:?}")),
             }
         }
+        fn optional(v: &serde_yaml::Value) -> Result<Option<String>, String> {
+            match v {
+                serde_yaml::Value::Null => Ok(None),
+                other => text(other).map(Some),
+            }
+        }
         fn list(v: &serde_yaml::Value) -> Result<Vec<String>, String> {
             match v {
                 serde_yaml::Value::Sequence(items) => items.iter().map(text).collect(),
@@ -157,6 +196,16 @@ impl Resources {
             "time" => self.time = text(value)?,
             "exclude" => self.exclude = list(value)?,
             "extra" => self.extra = list(value)?,
+            "account" => self.account = optional(value)?,
+            "qos" => self.qos = optional(value)?,
+            "constraint" => self.constraint = optional(value)?,
+            "reservation" => self.reservation = optional(value)?,
+            "gpus_per_node" => {
+                self.gpus_per_node = match value {
+                    serde_yaml::Value::Bool(b) => *b,
+                    other => return Err(format!("expected true or false, got {other:?}")),
+                }
+            }
             _ => {
                 return Err(format!(
                     "unknown resource `{key}`; known: {}",
@@ -177,6 +226,20 @@ impl Resources {
             "cpus_per_task" => self.cpus_per_task.into(),
             "mem_gb" => self.mem_gb.into(),
             "time" => self.time.clone().into(),
+            "account" => self
+                .account
+                .clone()
+                .map_or(serde_yaml::Value::Null, Into::into),
+            "qos" => self.qos.clone().map_or(serde_yaml::Value::Null, Into::into),
+            "constraint" => self
+                .constraint
+                .clone()
+                .map_or(serde_yaml::Value::Null, Into::into),
+            "reservation" => self
+                .reservation
+                .clone()
+                .map_or(serde_yaml::Value::Null, Into::into),
+            "gpus_per_node" => self.gpus_per_node.into(),
             _ => return None,
         })
     }
@@ -192,5 +255,10 @@ impl Resources {
         "time",
         "exclude",
         "extra",
+        "account",
+        "qos",
+        "constraint",
+        "reservation",
+        "gpus_per_node",
     ];
 }

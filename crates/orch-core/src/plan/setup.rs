@@ -57,6 +57,13 @@ impl Setup {
                 ),
             ));
         }
+        let problems = crate::config::profile::setup_problems("setup", &experiment.file.setup);
+        if !problems.is_empty() {
+            return Err(ConfigError::invalid(
+                &experiment.name,
+                format!("{} ({})", problems.join("; "), experiment.origin),
+            ));
+        }
         let (profile, _) = Profile::load(catalog, &profile_name)?;
         let template = catalog.template(&experiment.file.template)?;
         let ladder_name = experiment

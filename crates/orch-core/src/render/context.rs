@@ -36,6 +36,9 @@ pub(super) struct Context<'a> {
     /// The overrides as a nested YAML document, for trainers that read a config file.
     config_yaml: String,
     env: BTreeMap<String, String>,
+    /// Shell lines the job runs before the trainer: the profile's `setup:`, then the
+    /// experiment's.
+    setup: Vec<String>,
     sim_env: BTreeMap<String, String>,
     simulate: bool,
     orch_bin: String,
@@ -73,6 +76,13 @@ impl<'a> Context<'a> {
                 .env
                 .iter()
                 .map(|(k, s)| (k.clone(), scalar_text(&s.value)))
+                .collect(),
+            setup: setup
+                .profile
+                .setup
+                .iter()
+                .chain(&setup.experiment.file.setup)
+                .cloned()
                 .collect(),
             sim_env: sim_env(setup, plan),
             simulate: info.simulate,

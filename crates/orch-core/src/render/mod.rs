@@ -1,7 +1,8 @@
 //! Rendering: a plan and a template directory become the files of one attempt.
 //!
 //! Each file the template names is loaded (project copy first, then the built-in one) into the
-//! template-language environment ([`crate::config::jinja`]: strict undefined, `shq`,
+//! template-language environment (whose loader also finds files shared by templates, such as
+//! `shared/job.sbatch.j2`, the job script every built-in template includes) ([`crate::config::jinja`]: strict undefined, `shq`,
 //! `directive`), then all are rendered against one [`context`](context.rs) built from the
 //! setup, the plan and the [`AttemptInfo`]. Nothing is written unless every file renders, and
 //! every error names the template file and line.
@@ -80,6 +81,17 @@ pub fn render_to_strings(
 ) -> Result<Vec<(String, String)>, RenderError> {
     let template: &Template = &setup.template;
     let mut env = environment();
+    // `{% include "shared/job.sbatch.j2" %}` and the like: files under templates/ shared by
+    // several templates, the project's copy first.
+    let shared = catalog.clone();
+    env.set_loader(move |name| {
+        shared
+            .read(crate::config::Kind::Templates, name)
+            .map(|doc| doc.map(|d| d.text))
+            .map_err(|e| {
+                minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, e.to_string())
+            })
+    });
     let mut names = Vec::new();
     for file in &template.spec.files {
         let doc =
@@ -115,19 +127,35 @@ pub fn render_to_strings(
     Ok(out)
 }
 
-/// minijinja's error as ours: its own template name and line when it has them, and its
-/// detail with the underlying cause (a filter's refusal) appended.
+/// minijinja's error as ours: the innermost template's name and line (an error in an included
+/// file such as `shared/job.sbatch.j2` names that file), and its detail with the underlying
+/// cause (a filter's refusal) appended.
 fn render_error(name: &str, err: &minijinja::Error) -> RenderError {
-    let mut message = err
+    let mut inner = err;
+    while let Some(next) = std::error::Error::source(inner)
+        .and_then(|s| s.downcast_ref::<minijinja::Error>())
+        .filter(|e| e.name().is_some())
+    {
+        inner = next;
+    }
+    let mut message = inner
         .detail()
         .map(str::to_string)
-        .unwrap_or_else(|| err.kind().to_string());
-    if let Some(source) = std::error::Error::source(err) {
+        .unwrap_or_else(|| inner.kind().to_string());
+    if let Some(source) = std::error::Error::source(inner) {
         message.push_str(&format!(": {source}"));
     }
+    let name = match inner.name() {
+        // An included file is named as the loader was asked for it: say where it lives.
+        Some(n) if !n.starts_with("templates/") && !n.starts_with('/') && !n.starts_with('.') => {
+            format!("templates/{n}")
+        }
+        Some(n) => n.to_string(),
+        None => name.to_string(),
+    };
     RenderError {
-        name: err.name().unwrap_or(name).to_string(),
-        line: err.line(),
+        name,
+        line: inner.line(),
         message,
     }
 }

@@ -149,6 +149,95 @@ struct LogFile {
     label: String,
     tail: Tail,
     scanner: Scanner,
+    /// The log's last lines, shown when no known failure line explains a failed job.
+    end: LogEnd,
+}
+
+/// The last few non-empty lines of a log and the number of the last one, kept as the log is
+/// read (bounded: [`LogEnd::LINES`] lines of at most [`LogEnd::WIDTH`] bytes).
+#[derive(Debug, Default)]
+pub struct LogEnd {
+    lines: std::collections::VecDeque<String>,
+    /// Newlines seen so far.
+    count: u64,
+    /// The line number of the last kept line.
+    last: u64,
+    /// An incomplete last line (a chunk may end mid-line).
+    partial: Vec<u8>,
+}
+
+impl LogEnd {
+    const LINES: usize = 4;
+    const WIDTH: usize = 300;
+
+    /// Take in the next bytes of the log. Only the chunk's last lines are looked at (backwards
+    /// from its end), so a burst of a million lines costs one newline count.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        let Some(last_newline) = memchr::memrchr(b'\n', bytes) else {
+            self.hold(bytes);
+            return;
+        };
+        let newlines = memchr::memchr_iter(b'\n', bytes).count() as u64;
+        let mut found = Vec::new();
+        let mut end = last_newline;
+        let mut number = self.count + newlines;
+        loop {
+            let start = memchr::memrchr(b'\n', &bytes[..end]).map_or(0, |i| i + 1);
+            let text = if start == 0 && !self.partial.is_empty() {
+                let mut whole = std::mem::take(&mut self.partial);
+                whole.extend_from_slice(&bytes[..end]);
+                Self::text(&whole)
+            } else {
+                Self::text(&bytes[start..end])
+            };
+            if let Some(text) = text {
+                found.push((number, text));
+            }
+            if found.len() == Self::LINES || start == 0 {
+                break;
+            }
+            end = start - 1;
+            number -= 1;
+        }
+        for (number, text) in found.into_iter().rev() {
+            if self.lines.len() == Self::LINES {
+                self.lines.pop_front();
+            }
+            self.lines.push_back(text);
+            self.last = number;
+        }
+        self.count += newlines;
+        self.partial.clear();
+        self.hold(&bytes[last_newline + 1..]);
+    }
+
+    /// Keep the start of an incomplete last line, bounded.
+    fn hold(&mut self, bytes: &[u8]) {
+        let room = Self::WIDTH.saturating_sub(self.partial.len());
+        self.partial
+            .extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// A line as shown: what a `\r` progress bar last drew, trimmed, capped; none if empty.
+    fn text(line: &[u8]) -> Option<String> {
+        let line = line
+            .rsplit(|b| *b == b'\r')
+            .find(|s| !s.iter().all(u8::is_ascii_whitespace))
+            .unwrap_or(line);
+        let text = String::from_utf8_lossy(&line[..line.len().min(Self::WIDTH)]);
+        let text = text.trim();
+        (!text.is_empty()).then(|| text.to_string())
+    }
+
+    /// `(line number of the last line, the last lines joined with " ⏎ ")`, if any.
+    pub fn summary(&self) -> Option<(u64, String)> {
+        (!self.lines.is_empty()).then(|| {
+            (
+                self.last,
+                self.lines.iter().cloned().collect::<Vec<_>>().join(" ⏎ "),
+            )
+        })
+    }
 }
 
 impl Live {
@@ -158,6 +247,7 @@ impl Live {
             label: label.into(),
             tail: Tail::at(backend.log_source(&job, label)),
             scanner: Scanner::new(),
+            end: LogEnd::default(),
         };
         Live {
             logs: vec![log("stdout.log"), log("stderr.log")],
@@ -177,6 +267,7 @@ impl Live {
             {
                 self.last_growth = Instant::now();
                 log.scanner.feed(&bytes);
+                log.end.feed(&bytes);
                 if let Some(line) = last_line(&bytes) {
                     last = Some(line);
                 }
@@ -185,11 +276,60 @@ impl Live {
         last
     }
 
+    /// Where a failure no known line explains shows its cause: the last lines of stderr, or
+    /// of stdout when stderr is empty, as evidence (`exit` says what the exit code was).
+    pub fn log_end_evidence(&self, exit: &str) -> Option<EvidenceRecord> {
+        ["stderr.log", "stdout.log"].iter().find_map(|label| {
+            let log = self.logs.iter().find(|l| l.label == *label)?;
+            let (line, text) = log.end.summary()?;
+            Some(EvidenceRecord {
+                file: label.to_string(),
+                line,
+                text: format!("{exit}; the log ends: {text}"),
+                memory: None,
+            })
+        })
+    }
+
     /// Each log's verdict, as `(file, verdict)`.
     pub fn verdicts(&self) -> Vec<(String, orch_classify::Verdict)> {
         self.logs
             .iter()
             .map(|l| (l.label.clone(), l.scanner.verdict()))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod log_end_tests {
+    use super::LogEnd;
+
+    fn fed(chunks: &[&str]) -> Option<(u64, String)> {
+        let mut end = LogEnd::default();
+        for c in chunks {
+            end.feed(c.as_bytes());
+        }
+        end.summary()
+    }
+
+    #[test]
+    fn keeps_the_last_non_empty_lines_and_the_number_of_the_last() {
+        let log = "a\nb\n\nc\nd\ne\n\n";
+        assert_eq!(fed(&[log]), Some((6, "b ⏎ c ⏎ d ⏎ e".into())));
+        // Split anywhere, the same answer.
+        for cut in 0..log.len() {
+            assert_eq!(
+                fed(&[&log[..cut], &log[cut..]]),
+                Some((6, "b ⏎ c ⏎ d ⏎ e".into())),
+                "{cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_progress_bar_shows_what_it_last_drew_and_a_partial_line_waits() {
+        assert_eq!(fed(&["10%\r50%\r99%\n", "half"]), Some((1, "99%".into())));
+        assert_eq!(fed(&["no newline yet"]), None);
+        assert_eq!(fed(&["\n\n"]), None);
     }
 }

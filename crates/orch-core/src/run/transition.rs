@@ -408,6 +408,13 @@ impl RunDriver {
             anyhow::bail!("attempt {} has no live job", self.attempt);
         };
         let (outcome, mut evidence) = crate::outcome::decide(&end, &live.verdicts());
+        if let Some(note) = evidence.as_ref().filter(|e| e.file == "exit")
+            && let Some(tail) = live.log_end_evidence(&note.text)
+        {
+            // No known failure line: the end of the log is what explains it (a missing module,
+            // a bad path), so it is the evidence, where status and history show it.
+            evidence = Some(tail);
+        }
         if end == JobEnd::OutOfMemory || outcome == Outcome::Failed(FailureClass::HostOom) {
             // A host OOM kill states no numbers (Slurm's, or a launcher reporting its killed
             // worker); what the job asked for is the plan's.
