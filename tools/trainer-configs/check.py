@@ -206,7 +206,11 @@ def areal_checker():
         if argv[:1] != ["-m"] or len(argv) < 2:
             raise Refused("launch", f"expected `-m MODULE`, got {argv[:2]}")
         module, args = argv[1], argv[2:]
-        if importlib.util.find_spec(module) is None:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
             raise Refused("launch", f"AReaL 1.0.4 has no module {module}")
         os.chdir(case["cwd"])
         config = args[args.index("--config") + 1] if "--config" in args else None
