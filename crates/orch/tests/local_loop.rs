@@ -313,6 +313,9 @@ fn detach_returns_at_once_and_a_background_watcher_finishes_the_run() {
     );
     let id = run.json()["run"].as_str().unwrap().to_string();
     assert!(run.stderr.contains("detached"), "{run:?}");
+    // At once: the watcher may not have taken the run's lock yet, but it is not missing.
+    let table = orch.expect(&["status"], 0);
+    assert!(!table.stdout.contains("NOT WATCHED"), "{table:?}");
     let history = orch.wait_for_end(&id, Duration::from_secs(60));
     assert_eq!(history["state"], "succeeded", "{history}");
     assert_eq!(attempts(&history)[0]["outcome"], "gpu_oom");

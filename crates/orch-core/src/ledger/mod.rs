@@ -34,6 +34,9 @@ pub use index::{LastAttempt, RunSummary, SUMMARY_FILE};
 pub use journal::Journal;
 pub use record::{AttemptRecord, RunRecord};
 
+/// Where `submit --detach` notes the pid of the background watcher it started.
+const WATCHER_PID: &str = "watcher.pid";
+
 /// All runs under one directory.
 #[derive(Debug, Clone)]
 pub struct Ledger {
@@ -311,6 +314,30 @@ impl RunDir {
             Flock::lock(file, FlockArg::LockSharedNonblock),
             Err((_, nix::errno::Errno::EWOULDBLOCK))
         )
+    }
+
+    /// Whether a background watcher that `submit --detach` started has not taken the run's
+    /// lock yet: the pid it left in `watcher.pid` is alive and the file is under a minute old.
+    pub fn watcher_starting(&self) -> bool {
+        let path = self.path.join(WATCHER_PID);
+        let fresh = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|m| m.elapsed().ok())
+            .is_some_and(|age| age < std::time::Duration::from_secs(60));
+        fresh
+            && std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok())
+                .is_some_and(|pid| {
+                    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+                })
+    }
+
+    /// Record the pid of the background watcher just started for this run.
+    pub fn note_watcher(&self, pid: u32) -> anyhow::Result<()> {
+        write_atomic(&self.path.join(WATCHER_PID), format!("{pid}\n").as_bytes())
+            .with_context(|| format!("cannot write {}", self.path.join(WATCHER_PID).display()))
     }
 
     /// Directory of attempt `n`.

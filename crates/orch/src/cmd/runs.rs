@@ -15,15 +15,23 @@ use orch_ssh::tail::Tail;
 pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
     let mut records = Vec::new();
     let mut unwatched = std::collections::HashSet::new();
+    let mut starting = std::collections::HashSet::new();
     for summary in ledger.summaries() {
         match summary {
             Ok(r) => {
                 // A running run that no orch drives and no follow-up job will pick up.
-                if r.state == RunState::Running
-                    && !r.has_follow_ups
-                    && ledger.open(&r.run).is_ok_and(|d| !d.is_driven())
-                {
-                    unwatched.insert(r.run.clone());
+                if r.state == RunState::Running && !r.has_follow_ups {
+                    match ledger.open(&r.run) {
+                        Ok(d) if d.is_driven() => {}
+                        // `submit --detach` started a watcher that has not taken the lock yet.
+                        Ok(d) if d.watcher_starting() => {
+                            starting.insert(r.run.clone());
+                        }
+                        Ok(_) => {
+                            unwatched.insert(r.run.clone());
+                        }
+                        Err(_) => {}
+                    }
                 }
                 records.push(r)
             }
@@ -73,6 +81,8 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
                     r.run,
                     detail(r)
                 )
+            } else if starting.contains(&r.run) {
+                format!("its background watcher is starting · {}", detail(r))
             } else {
                 detail(r)
             }

@@ -464,7 +464,11 @@ fn spawn_watcher(
                 .map_err(std::io::Error::from)
         });
     }
-    cmd.spawn().context("cannot start the background watcher")?;
+    let child = cmd.spawn().context("cannot start the background watcher")?;
+    // Until it takes the runs' locks, `orch status` knows it is starting, not missing.
+    for id in runs {
+        ledger.open(id)?.note_watcher(child.id())?;
+    }
     Ok(log)
 }
 
