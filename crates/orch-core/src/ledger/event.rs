@@ -187,6 +187,9 @@ pub enum Event {
         /// orch shares that machine's GPUs among its jobs.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         devices: Option<Vec<u32>>,
+        /// GPUs the job holds in all (per node × nodes), for what it costs.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gpus: Option<u32>,
     },
     /// The scheduler accepted the attempt's job.
     Submitted {
@@ -206,6 +209,9 @@ pub enum Event {
         job_state: JobEnd,
         exit_code: Option<i32>,
         evidence: Option<EvidenceRecord>,
+        /// When the watcher first saw the job running (queue wait excluded), if it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        running_since: Option<String>,
     },
     /// What orch decided after a failure.
     Decided {

@@ -38,6 +38,9 @@ pub struct RunSummary {
     pub summary: Option<String>,
     /// The newest attempt.
     pub last: Option<LastAttempt>,
+    /// What the attempts that ended cost (absent in summaries written before orch counted it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_hours: Option<super::GpuHours>,
 }
 
 /// The newest attempt, as a listing shows it.
@@ -70,6 +73,7 @@ impl RunSummary {
                 job_id: a.job_id.clone(),
                 outcome: a.outcome,
             }),
+            gpu_hours: record.gpu_hours(),
         }
     }
 }

@@ -32,7 +32,7 @@ pub use crate::atomic::write_atomic;
 pub use event::{Decision, Event, EvidenceRecord, FORMAT, RunState, now};
 pub use index::{LastAttempt, RunSummary, SUMMARY_FILE};
 pub use journal::Journal;
-pub use record::{AttemptRecord, RunRecord};
+pub use record::{AttemptRecord, GpuHours, RunRecord};
 
 /// Where `submit --detach` notes the pid of the background watcher it started.
 const WATCHER_PID: &str = "watcher.pid";

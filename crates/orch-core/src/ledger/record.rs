@@ -42,6 +42,58 @@ pub struct AttemptRecord {
     /// The GPU indices the job was given, when orch shared its machine's GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<Vec<u32>>,
+    /// GPUs the job held in all (absent in records written before orch counted them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<u32>,
+    /// When the job was first seen running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_since: Option<String>,
+}
+
+impl AttemptRecord {
+    /// GPU-hours the attempt cost: its GPUs × the time from when it was seen running (else
+    /// submitted: an upper bound that may include a queue wait) to when it ended. None while it
+    /// runs, or when the record does not say how many GPUs it held.
+    pub fn gpu_hours(&self) -> Option<f64> {
+        let start = self.running_since.as_ref().or(self.submitted_at.as_ref())?;
+        let seconds = seconds_between(start, self.finished_at.as_ref()?)?;
+        Some(f64::from(self.gpus?) * seconds / 3600.0)
+    }
+}
+
+/// Seconds from one RFC 3339 time to another (never negative).
+fn seconds_between(from: &str, to: &str) -> Option<f64> {
+    let from = humantime::parse_rfc3339_weak(from).ok()?;
+    let to = humantime::parse_rfc3339_weak(to).ok()?;
+    Some(to.duration_since(from).map_or(0.0, |d| d.as_secs_f64()))
+}
+
+/// What a run cost in GPU-hours: the attempt that succeeded and the ones that did not (failed
+/// or cancelled).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuHours {
+    pub succeeded: f64,
+    pub failed: f64,
+}
+
+impl GpuHours {
+    /// All of it.
+    pub fn total(&self) -> f64 {
+        self.succeeded + self.failed
+    }
+
+    /// `1.25 GPU-h (0.40 in failed attempts)`.
+    pub fn describe(&self) -> String {
+        if self.failed > 0.0 {
+            format!(
+                "{:.2} GPU-h ({:.2} in failed attempts)",
+                self.total(),
+                self.failed
+            )
+        } else {
+            format!("{:.2} GPU-h", self.total())
+        }
+    }
 }
 
 /// A run as the events tell it.
@@ -146,6 +198,7 @@ impl RunRecord {
                 dir,
                 overrides,
                 devices,
+                gpus,
                 ..
             } => self.attempts.push(AttemptRecord {
                 attempt,
@@ -171,6 +224,8 @@ impl RunRecord {
                 finished_at: None,
                 overrides,
                 devices,
+                gpus,
+                running_since: None,
             }),
             Event::Submitted {
                 ts,
@@ -192,8 +247,10 @@ impl RunRecord {
                 job_state,
                 exit_code,
                 evidence,
+                running_since,
             } => {
                 let a = self.attempt_mut(attempt)?;
+                a.running_since = running_since;
                 a.outcome = Some(outcome);
                 a.job_state = Some(job_state);
                 a.exit_code = exit_code;
@@ -248,8 +305,129 @@ impl RunRecord {
                 "devices": a.devices,
                 "rendered_at": a.rendered_at,
                 "started_at": a.submitted_at,
+                "running_since": a.running_since,
                 "ended_at": a.finished_at,
+                "gpus": a.gpus,
+                "gpu_hours": a.gpu_hours(),
             })).collect::<Vec<_>>(),
+            "gpu_hours": self.gpu_hours().map(|h| serde_json::json!({
+                "total": h.total(), "succeeded": h.succeeded, "failed": h.failed,
+            })),
         })
+    }
+
+    /// GPU-hours of the attempts that ended, split into the successful one and the rest; none
+    /// when no ended attempt says what it held.
+    pub fn gpu_hours(&self) -> Option<GpuHours> {
+        let mut out = GpuHours::default();
+        let mut any = false;
+        for a in &self.attempts {
+            if let Some(h) = a.gpu_hours() {
+                any = true;
+                if a.outcome == Some(Outcome::Succeeded) {
+                    out.succeeded += h;
+                } else {
+                    out.failed += h;
+                }
+            }
+        }
+        any.then_some(out)
+    }
+}
+
+#[cfg(test)]
+mod gpu_hours_tests {
+    use super::*;
+
+    fn created() -> Event {
+        serde_json::from_value(serde_json::json!({
+            "event": "created", "ts": "2026-01-01T10:00:00Z", "format": 1, "run": "r",
+            "experiment": "e", "profile": "p", "template": "t", "ladder": "l",
+            "backend": "slurm", "max_attempts": 3, "simulate": false,
+        }))
+        .unwrap()
+    }
+
+    fn event(json: serde_json::Value) -> Event {
+        serde_json::from_value(json).unwrap()
+    }
+
+    /// An attempt on `gpus` GPUs submitted at `submitted`, seen running at `running` (if it
+    /// was), ended at `ended` with `outcome`.
+    fn attempt(
+        record: &mut RunRecord,
+        n: u32,
+        gpus: Option<u32>,
+        times: (&str, Option<&str>, &str),
+        outcome: &str,
+    ) {
+        let (submitted, running, ended) = times;
+        let mut rendered = serde_json::json!({
+            "event": "rendered", "ts": submitted, "attempt": n, "step": "base", "steps": [],
+            "changes": [], "changes_semantics": false, "resume": false, "job_name": "j",
+            "dir": "/x", "files": [], "overrides": {},
+        });
+        if let Some(g) = gpus {
+            rendered["gpus"] = g.into();
+        }
+        record.apply(event(rendered)).unwrap();
+        record
+            .apply(event(serde_json::json!({
+                "event": "submitted", "ts": submitted, "attempt": n, "job_id": "1",
+                "stdout": "/x/o", "stderr": "/x/e",
+            })))
+            .unwrap();
+        let mut finished = serde_json::json!({
+            "event": "finished", "ts": ended, "attempt": n, "outcome": outcome,
+            "job_state": "failed (exit code 1)", "exit_code": 1, "evidence": null,
+        });
+        if let Some(r) = running {
+            finished["running_since"] = r.into();
+        }
+        record.apply(event(finished)).unwrap();
+    }
+
+    #[test]
+    fn gpus_times_the_running_time_split_into_success_and_failures() {
+        let mut r = RunRecord::created(&created()).unwrap();
+        // 4 GPUs, queued 10:00–10:20 (free), running 10:20–10:50: 2 GPU-hours, failed.
+        attempt(
+            &mut r,
+            1,
+            Some(4),
+            (
+                "2026-01-01T10:00:00Z",
+                Some("2026-01-01T10:20:00.000Z"),
+                "2026-01-01T10:50:00Z",
+            ),
+            "gpu_oom",
+        );
+        // 8 GPUs, never seen running (ended between polls): submitted to end, 15 min = 2 h.
+        attempt(
+            &mut r,
+            2,
+            Some(8),
+            ("2026-01-01T11:00:00Z", None, "2026-01-01T11:15:00Z"),
+            "succeeded",
+        );
+        assert_eq!(r.attempts[0].gpu_hours(), Some(2.0));
+        assert_eq!(r.attempts[1].gpu_hours(), Some(2.0));
+        let h = r.gpu_hours().unwrap();
+        assert_eq!((h.succeeded, h.failed, h.total()), (2.0, 2.0, 4.0));
+        assert_eq!(h.describe(), "4.00 GPU-h (2.00 in failed attempts)");
+    }
+
+    #[test]
+    fn a_record_from_before_gpus_were_counted_has_no_cost() {
+        let mut r = RunRecord::created(&created()).unwrap();
+        attempt(
+            &mut r,
+            1,
+            None,
+            ("2026-01-01T10:00:00Z", None, "2026-01-01T10:50:00Z"),
+            "gpu_oom",
+        );
+        assert_eq!(r.attempts[0].gpu_hours(), None);
+        assert_eq!(r.gpu_hours(), None);
     }
 }

@@ -142,6 +142,8 @@ pub struct Live {
     pub queue: Queue,
     /// When the logs last grew (or the job started running).
     pub last_growth: Instant,
+    /// When the job was first seen running (RFC 3339): the start of what it costs.
+    pub running_since: Option<String>,
 }
 
 #[derive(Debug)]
@@ -254,6 +256,7 @@ impl Live {
             job,
             queue: Queue::Pending,
             last_growth: Instant::now(),
+            running_since: None,
         }
     }
 

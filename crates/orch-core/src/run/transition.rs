@@ -143,6 +143,7 @@ impl RunDriver {
             files,
             overrides,
             devices,
+            gpus: Some(self.plan.resources.gpus * self.plan.resources.nodes),
         })?;
         crash_point("rendered");
         Ok(Phase::Submitting)
@@ -324,6 +325,7 @@ impl RunDriver {
                 if live.queue != Queue::Running {
                     // The clock starts when the job starts, not while it queues.
                     live.last_growth = Instant::now();
+                    live.running_since.get_or_insert_with(now);
                 }
                 live.queue = Queue::Running;
                 let silent = live.last_growth.elapsed();
@@ -431,6 +433,7 @@ impl RunDriver {
             job_state: end.clone(),
             exit_code: end.exit_code(),
             evidence: evidence.clone(),
+            running_since: live.running_since.clone(),
         })?;
         crash_point("finished");
         self.phase = Phase::Finished(Finish {

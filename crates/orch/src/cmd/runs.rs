@@ -65,15 +65,17 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
         .unwrap_or(0)
         .max(3);
     let mut out = format!(
-        "{:<width$}  {:<10} {:>8}  {:<20}  DETAIL\n",
-        "RUN", "STATE", "ATTEMPTS", "STARTED"
+        "{:<width$}  {:<10} {:>8}  {:>7}  {:<20}  DETAIL\n",
+        "RUN", "STATE", "ATTEMPTS", "GPU-H", "STARTED"
     );
     for r in &records {
         out.push_str(&format!(
-            "{:<width$}  {:<10} {:>8}  {:<20}  {}\n",
+            "{:<width$}  {:<10} {:>8}  {:>7}  {:<20}  {}\n",
             r.run,
             r.state.as_str(),
             format!("{}/{}", r.attempts, r.max_attempts),
+            r.gpu_hours
+                .map_or("-".to_string(), |h| format!("{:.2}", h.total())),
             started(&r.created),
             if unwatched.contains(&r.run) {
                 format!(
@@ -150,6 +152,9 @@ fn summary_json(r: &RunSummary) -> serde_json::Value {
         "job_id": last.and_then(|a| a.job_id.clone()),
         "outcome": last.and_then(|a| a.outcome),
         "summary": r.summary,
+        "gpu_hours": r.gpu_hours.map(|h| serde_json::json!({
+            "total": h.total(), "succeeded": h.succeeded, "failed": h.failed,
+        })),
     })
 }
 
@@ -177,9 +182,12 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
             .unwrap_or_default()
     );
     outln!("record: {}", run.path.display());
+    if let Some(h) = r.gpu_hours() {
+        outln!("cost: {}", h.describe());
+    }
     for a in &r.attempts {
         outln!(
-            "\nattempt {} · step {}{}{} · job {} · {}",
+            "\nattempt {} · step {}{}{} · job {} · {}{}",
             a.attempt,
             a.step,
             if a.resume { " (resumed)" } else { "" },
@@ -190,6 +198,9 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
             },
             a.job_id.as_deref().unwrap_or("not submitted"),
             a.outcome.map_or("running", Outcome::name),
+            a.gpu_hours()
+                .map(|h| format!(" · {h:.2} GPU-h on {} GPUs", a.gpus.unwrap_or(0)))
+                .unwrap_or_default(),
         );
         if !a.why.is_empty() {
             outln!("  why: {}", a.why);
@@ -400,6 +411,7 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
                         job_state: JobEnd::Cancelled,
                         exit_code: None,
                         evidence: None,
+                        running_since: None,
                     })?;
                 }
                 run.append(&Event::Ended {

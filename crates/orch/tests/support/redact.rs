@@ -29,6 +29,20 @@ fn rules() -> &'static [(Regex, &'static str)] {
             (r"\b(job )\d+\b", "${1}[JOB_ID]"),
             (r#"("job_id": ?)"\d+""#, r#"${1}"[JOB_ID]""#),
             (r"\b(pid[=:] ?)\d+\b", "${1}[PID]"),
+            // What a run cost depends on how long its simulated jobs took.
+            (r"\b\d+\.\d+( GPU-h)", "[GPU_H]${1}"),
+            (
+                r#"("(?:gpu_hours|total|succeeded|failed)": ?)\d+(?:\.\d+)?(?:e-?\d+)?"#,
+                "${1}[GPU_H]",
+            ),
+            (r"\(\d+\.\d+( in failed)", "([GPU_H]${1}"),
+            // Whether a short local job was seen running before it ended is a race.
+            (
+                r#"("running_since": ?)(?:null|"\[TIME\]")"#,
+                "${1}[RUNNING_SINCE]",
+            ),
+            // The status table's GPU-H column, just before STARTED.
+            (r"\b\d+\.\d{2}(\s{2,}\[TIME\])", "[GPU_H]${1}"),
             // An evidence line cut to a number of characters ends mid-word where it ends
             // depends on the width of the pid in it.
             (r"\w+…", "…"),
