@@ -58,8 +58,44 @@ pub fn main(trainer: &str, args: &[String]) -> i32 {
     run(trainer, args, &env, &mut sink)
 }
 
+/// A sink that keeps the waiting and drops the words: a node other than rank 0's.
+struct Silent<'a>(&'a mut dyn Sink);
+
+impl Sink for Silent<'_> {
+    fn out(&mut self, _: &str) {}
+    fn err(&mut self, _: &str) {}
+    fn sleep(&mut self, secs: f64) {
+        self.0.sleep(secs);
+    }
+    fn hang(&mut self) {
+        self.0.hang();
+    }
+}
+
 /// [`main`] with the environment and the output streams made explicit (for tests).
 pub fn run(trainer: &str, args: &[String], env: &SimEnv, sink: &mut dyn Sink) -> i32 {
+    if let Some(node) = env.node {
+        // Where srun put this node's ranks, as the tests of multi-node jobs read it.
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let gpus = env.hw.gpus_per_node;
+        sink.out(&format!(
+            "{TAG} node {} of {} on {}: {gpus} local ranks, global ranks {}-{}",
+            node.id,
+            node.count,
+            host.trim(),
+            node.id * gpus,
+            (node.id + 1) * gpus - 1
+        ));
+        if node.id > 0 {
+            // Only rank 0 (on node 0) prints and checkpoints, as a DDP script does; the other
+            // nodes train alongside it in silence and end with it.
+            return run_trainer(trainer, args, env, &mut Silent(sink));
+        }
+    }
+    run_trainer(trainer, args, env, sink)
+}
+
+fn run_trainer(trainer: &str, args: &[String], env: &SimEnv, sink: &mut dyn Sink) -> i32 {
     let Some(t) = Trainer::parse(trainer) else {
         sink.err(&format!(
             "orch sim-train: unknown trainer {trainer:?} (expected verl, areal, torchrun or rl-swarm)"
@@ -136,6 +172,18 @@ pub struct SimEnv {
     pub preempt_at_step: Option<u64>,
     /// `USER` (AReaL puts it in its paths).
     pub user: String,
+    /// This process's node in a job of more than one node (`SLURM_NODEID` of
+    /// `SLURM_NNODES`), when srun started one simulated trainer per node.
+    pub node: Option<Node>,
+}
+
+/// One node of a multi-node job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Node {
+    /// `SLURM_NODEID`: 0 is the first node, where rank 0 runs.
+    pub id: u32,
+    /// `SLURM_NNODES`.
+    pub count: u32,
 }
 
 /// Capacity torch reports for a GPU model name, when `ORCH_SIM_GPU_MEM_GIB` is missing.
@@ -227,6 +275,13 @@ impl SimEnv {
             hang_at_step: get("ORCH_SIM_HANG_AT_STEP").and_then(|v| v.parse().ok()),
             preempt_at_step: get("ORCH_SIM_PREEMPT_AT_STEP").and_then(|v| v.parse().ok()),
             user: get("USER").unwrap_or_else(|| "root".into()),
+            node: match (
+                get("SLURM_NODEID").and_then(|v| v.parse().ok()),
+                get("SLURM_NNODES").and_then(|v| v.parse().ok()),
+            ) {
+                (Some(id), Some(count)) if count > 1 => Some(Node { id, count }),
+                _ => None,
+            },
         }
     }
 }
@@ -573,6 +628,45 @@ mod tests {
         let (code, cap) = run_capture("deepspeed", &[], &env(&[]));
         assert_eq!(code, 2);
         assert!(cap.stderr().contains("unknown trainer"));
+    }
+
+    #[test]
+    fn on_a_second_node_only_the_placement_is_printed_and_no_checkpoint_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("train_config.yaml");
+        std::fs::write(
+            &config,
+            "micro_batch_size: 1\nmax_seq_len: 128\nmodel: {d_model: 256, n_layers: 2}\n",
+        )
+        .unwrap();
+        let out = dir.path().join("out");
+        let args: Vec<String> = [
+            "--config",
+            config.to_str().unwrap(),
+            "--output_dir",
+            out.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let extra = [
+            ("ORCH_SIM_STEP_SECONDS", "0"),
+            ("SLURM_NNODES", "2"),
+            ("ORCH_SIM_GPUS", "4"),
+        ];
+        let second = h100_env(&[extra.as_slice(), &[("SLURM_NODEID", "1")]].concat());
+        let (code, cap) = run_capture("torchrun", &args, &second);
+        assert_eq!(code, 0, "{}", cap.all());
+        let lines: Vec<String> = cap.all().lines().map(str::to_string).collect();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("node 1 of 2 on ") && lines[0].contains("global ranks 4-7"));
+        assert!(!out.exists(), "node 1 wrote a checkpoint");
+        let first = h100_env(&[extra.as_slice(), &[("SLURM_NODEID", "0")]].concat());
+        let (code, cap) = run_capture("torchrun", &args, &first);
+        assert_eq!(code, 0, "{}", cap.all());
+        assert!(cap.stdout().contains("node 0 of 2 on "), "{}", cap.all());
+        assert!(cap.stdout().contains("training complete"), "{}", cap.all());
+        assert!(out.join("step_1").is_dir());
     }
 
     #[test]

@@ -216,6 +216,9 @@ fn train(ctx: &mut Ctx, r: &Run) -> Step<i32> {
 
 /// `OUTPUT_DIR/step_N/`, as the script saves it.
 fn save_checkpoint(ctx: &mut Ctx, r: &Run, step: u64) {
+    if ctx.env.node.is_some_and(|n| n.id > 0) {
+        return; // rank 0 saves, on node 0
+    }
     let dir = r.output_dir.join(format!("step_{step}"));
     let body = format!("{{\"simulated\": true, \"trainer\": \"torchrun\", \"step\": {step}}}\n");
     match write_file(&dir.join("orch_sim_checkpoint.json"), &body) {

@@ -587,3 +587,98 @@ fn a_wrong_architecture_is_refused_and_an_unreadable_one_is_unknown() {
     let orch = Orch::new().file("experiments/far.yaml", &with("/cluster/only/config.json"));
     orch.submit_local("far-seed0", &["--max-attempts", "1"], 1);
 }
+
+#[test]
+fn more_than_one_node_is_refused_where_orch_cannot_run_it() {
+    let orch = Orch::new();
+    // A template that cannot spread over nodes says why, and nothing is created.
+    let run = orch.expect(
+        &[
+            "render",
+            "gsm8k-areal",
+            "--set",
+            "resources.nodes=2",
+            "--out",
+            "areal",
+        ],
+        2,
+    );
+    assert!(
+        run.stderr.contains("runs on one node only")
+            && run.stderr.contains("areal.infra.launcher.slurm"),
+        "{run:?}"
+    );
+    assert!(!orch.path().join("areal").exists());
+    let run = orch.expect(
+        &["render", "rl-swarm-qwen", "--set", "resources.nodes=2"],
+        2,
+    );
+    assert!(run.stderr.contains("runs on one node only"), "{run:?}");
+    // A backend of one machine cannot allocate two nodes.
+    let run = orch.expect(
+        &[
+            "submit",
+            "pretrain-512m",
+            "--backend",
+            "local",
+            "--simulate",
+            "--set",
+            "resources.nodes=2",
+        ],
+        2,
+    );
+    assert!(run.stderr.contains("needs the Slurm backend"), "{run:?}");
+    assert!(
+        !orch.path().join(".orch/runs").exists()
+            || std::fs::read_dir(orch.path().join(".orch/runs"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+}
+
+#[test]
+fn two_nodes_render_srun_with_a_rendezvous_and_a_ray_cluster() {
+    let orch = Orch::new();
+    orch.expect(
+        &[
+            "render",
+            "pretrain-512m",
+            "--set",
+            "resources.nodes=2",
+            "--out",
+            "t",
+        ],
+        0,
+    );
+    let script = std::fs::read_to_string(orch.path().join("t/run_train.sh")).unwrap();
+    for needle in [
+        "srun --nodes=2 --ntasks-per-node=1",
+        "--rdzv_backend=c10d --rdzv_endpoint=\"$head_node:$rdzv_port\"",
+        "torchrun --nnodes=2 --nproc_per_node=4",
+    ] {
+        assert!(script.contains(needle), "{needle}:\n{script}");
+    }
+    let job = std::fs::read_to_string(orch.path().join("t/job.sbatch")).unwrap();
+    assert!(job.contains("#SBATCH --nodes=2"), "{job}");
+    orch.expect(
+        &[
+            "render",
+            "diamonds-seed0",
+            "--set",
+            "resources.nodes=2",
+            "--out",
+            "v",
+        ],
+        0,
+    );
+    let script = std::fs::read_to_string(orch.path().join("v/run_grpo.sh")).unwrap();
+    for needle in [
+        "ray start --head",
+        "ray start --address=\"$RAY_ADDRESS\"",
+        "srun --overlap --nodes=1 --ntasks=1 -w \"$head_node\"",
+        "trainer.nnodes=2",
+    ] {
+        assert!(script.contains(needle), "{needle}:\n{script}");
+    }
+}

@@ -60,10 +60,27 @@ pub struct TemplateSpec {
     /// marks a move that changes one as changing the training semantics.
     #[serde(default)]
     pub semantics: BTreeMap<String, String>,
+    /// Whether the launch script runs the trainer across `resources.nodes > 1` (it must say
+    /// how: `srun` per node, a Ray cluster); without it a plan with more than one node is
+    /// refused before anything is created.
+    #[serde(default)]
+    pub multi_node: MultiNode,
     /// Keys (and `resources.*` fields) whose change may make the last checkpoint unloadable
     /// (sharding layout, data-loader position); a step changing one is flagged in the history.
     #[serde(default)]
     pub checkpoint_sensitive: Vec<String>,
+}
+
+/// A template's word on jobs of more than one node.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct MultiNode {
+    /// The launch script spreads the trainer over the allocation's nodes.
+    #[serde(default)]
+    pub supported: bool,
+    /// Why not, when not: shown when a plan asks for more nodes.
+    #[serde(default)]
+    pub why: Option<String>,
 }
 
 /// One rendered file.

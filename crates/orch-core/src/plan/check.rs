@@ -87,6 +87,19 @@ impl Plan {
         if r.nodes == 0 {
             problems.push("resources.nodes must be at least 1".into());
         }
+        let multi = &setup.template.spec.multi_node;
+        if r.nodes > 1 && !multi.supported {
+            problems.push(format!(
+                "resources.nodes = {}: the {} template runs on one node only{}",
+                r.nodes,
+                setup.template.name,
+                multi
+                    .why
+                    .as_ref()
+                    .map(|w| format!(" ({w})"))
+                    .unwrap_or_default()
+            ));
+        }
         if r.mem_gb == 0 || f64::from(r.mem_gb) > card.host.memory_gib {
             problems.push(format!(
                 "resources.mem_gb = {}: profile {} nodes have {} GiB",

@@ -90,6 +90,22 @@ pub async fn submit(
             *usable > 0 && !args.config.sets.iter().any(|s| s.key == "resources.gpus")
         });
     let prepared = prepare(catalog, &args, gpu_cap)?;
+    // More than one node needs a scheduler that allocates them; the others run one machine.
+    if kind != BackendKind::Slurm
+        && let Some((setup, plan, _)) = prepared.iter().find(|(_, p, _)| p.resources.nodes > 1)
+    {
+        return Err(UsageError(format!(
+            "{}: resources.nodes = {} needs the Slurm backend; the {} backend runs on one machine",
+            setup.experiment.name,
+            plan.resources.nodes,
+            if kind == BackendKind::Ssh {
+                "ssh"
+            } else {
+                "local"
+            }
+        ))
+        .into());
+    }
     if let Some(inv) = inventory.as_ref().filter(|_| kind != BackendKind::Slurm) {
         let say = |line: String| progress.say(line);
         machine::announce(
