@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::support::wait::wait_for;
-use crate::support::{Orch, attempts, finished};
+use crate::support::{Orch, attempts, finished, write_exe};
 
 #[test]
 fn diamonds_seed0_fails_with_gpu_oom_steps_down_and_succeeds() {
@@ -555,4 +555,80 @@ fn an_unknown_slurm_field_names_the_right_one_or_extra() {
     );
     let run = orch.expect(&["render", "diamonds-seed0", "--profile", "uni"], 2);
     assert!(run.stderr.contains("one shell line per item"), "{run:?}");
+}
+
+#[test]
+fn a_container_runs_the_trainer_with_the_run_directory_mounted_where_orch_reads_it() {
+    // No image can be pulled on this machine: a stand-in `apptainer` (it says it is one) records
+    // its arguments and runs the command after the image in the directory --pwd names.
+    let bin = tempfile::tempdir().unwrap();
+    let record = bin.path().join("apptainer.args");
+    write_exe(
+        &bin.path().join("apptainer"),
+        &format!(
+            r#"#!/usr/bin/env bash
+# A stand-in for Apptainer (orch's test suite): records its arguments, then runs the command.
+printf '%s\n' "$@" > {record}
+shift # exec
+while [ $# -gt 0 ]; do
+    case $1 in
+        --nv) shift ;;
+        --bind) shift 2 ;;
+        --pwd) cd "$2"; shift 2 ;;
+        *) shift; break ;; # the image
+    esac
+done
+exec "$@"
+"#,
+            record = record.display()
+        ),
+    );
+    let orch = Orch::new().prepend_path(bin.path()).file(
+        "experiments/boxed.yaml",
+        "template: torchrun-yaml\nprofile: a40\nmodel: gpt2\ncontainer:\n  image: /images/pytorch.sif\n  mounts: [/scratch/data]\n  env: {HF_HOME: /scratch/hf}\noverrides:\n  model.d_model: 256\n  model.n_layers: 2\n",
+    );
+    let run = orch.submit_local("boxed", &["--json", "--simulate", "--max-attempts", "1"], 0);
+    let args = std::fs::read_to_string(&record).unwrap_or_else(|e| panic!("{e}: {run:?}"));
+    let args: Vec<&str> = args.lines().collect();
+    let id = run.json()["run"].as_str().unwrap().to_string();
+    let run_dir = std::fs::canonicalize(orch.path().join(".orch/runs").join(&id)).unwrap();
+    let mount = format!("{0}:{0}", run_dir.display());
+    assert_eq!(args[..2], ["exec", "--nv"], "{args:?}");
+    assert!(
+        args.windows(2).any(|w| w == ["--bind", mount.as_str()]),
+        "{args:?}"
+    );
+    assert!(
+        args.windows(2)
+            .any(|w| w == ["--bind", "/scratch/data:/scratch/data"]),
+        "{args:?}"
+    );
+    assert!(args.contains(&"/images/pytorch.sif"), "{args:?}");
+    let job = std::fs::read_to_string(run_dir.join("attempts/1/job.sbatch")).unwrap();
+    assert!(job.contains("export HF_HOME=/scratch/hf"), "{job}");
+}
+
+#[test]
+fn a_pyxis_container_needs_slurm_and_renders_srun_with_the_run_mounted() {
+    let experiment = "template: torchrun-yaml\nprofile: a40\nmodel: gpt2\ncontainer: {image: nvcr.io#nvidia/pytorch:24.05-py3, runtime: pyxis}\n";
+    let orch = Orch::new().file("experiments/boxed.yaml", experiment);
+    let run = orch.expect(&["submit", "boxed", "--backend", "local", "--simulate"], 2);
+    assert!(run.stderr.contains("needs the Slurm backend"), "{run:?}");
+    orch.expect(&["render", "boxed", "--out", "r"], 0);
+    let job = std::fs::read_to_string(orch.path().join("r/job.sbatch")).unwrap();
+    let dir = orch.path().join("r").display().to_string();
+    assert!(
+        job.contains("srun --ntasks=1 --container-image='nvcr.io#nvidia/pytorch:24.05-py3'"),
+        "{job}"
+    );
+    assert!(
+        job.contains(&format!("--container-mounts={dir}:{dir}")),
+        "{job}"
+    );
+    let run = orch.expect(&["render", "boxed", "--set", "resources.nodes=2"], 2);
+    assert!(
+        run.stderr
+            .contains("a container runs the launch script on the first node"),
+        "{run:?}"
+    );
 }

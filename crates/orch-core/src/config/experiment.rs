@@ -49,6 +49,9 @@ pub struct ExperimentFile {
     /// Shell lines the job script runs before the trainer, after the profile's `setup:`.
     #[serde(default)]
     pub setup: Vec<String>,
+    /// The container the trainer runs in; replaces the profile's.
+    #[serde(default)]
+    pub container: Option<super::profile::Container>,
     /// Changes to the profile's Slurm resources (`gpus: 8`, `time: "02:00:00"`).
     #[serde(default)]
     pub resources: BTreeMap<String, serde_yaml::Value>,

@@ -22,6 +22,10 @@ pub struct Profile {
     /// cuda/12.4`, `source ~/venvs/rl/bin/activate`); an experiment's own come after them.
     #[serde(default)]
     pub setup: Vec<String>,
+    /// The image the trainer runs in, where the cluster wants containers; an experiment's own
+    /// replaces it.
+    #[serde(default)]
+    pub container: Option<Container>,
     /// Starting trainer overrides per template name (`verl-grpo: {key: value}`).
     #[serde(default)]
     pub overrides: BTreeMap<String, BTreeMap<String, serde_yaml::Value>>,
@@ -73,6 +77,51 @@ impl Profile {
         }
         out.extend(setup_problems("setup", &self.setup));
         out
+    }
+}
+
+/// A container the job's launch script runs in. The run's directory is mounted at the same
+/// path, so the attempt's logs, exit code and checkpoints land where orch reads them.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Container {
+    /// `docker://nvcr.io/nvidia/pytorch:24.05-py3`, a `.sif` file (Apptainer) or a squashfs
+    /// / registry image (Pyxis).
+    pub image: String,
+    #[serde(default)]
+    pub runtime: ContainerRuntime,
+    /// More paths to mount: `path` (at the same path) or `host:container`.
+    #[serde(default)]
+    pub mounts: Vec<String>,
+    /// Environment set for the trainer inside the container.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// How the container is started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ContainerRuntime {
+    /// `apptainer exec --nv --bind …` (Apptainer, formerly Singularity).
+    #[default]
+    Apptainer,
+    /// `srun --container-image=… --container-mounts=…` (NVIDIA's Pyxis + enroot, Slurm only).
+    Pyxis,
+}
+
+impl Container {
+    /// Each mount as `host:container` (a bare path mounts at the same path).
+    pub fn mount_pairs(&self) -> Vec<String> {
+        self.mounts
+            .iter()
+            .map(|m| {
+                if m.contains(':') {
+                    m.clone()
+                } else {
+                    format!("{m}:{m}")
+                }
+            })
+            .collect()
     }
 }
 

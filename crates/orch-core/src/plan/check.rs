@@ -87,6 +87,12 @@ impl Plan {
         if r.nodes == 0 {
             problems.push("resources.nodes must be at least 1".into());
         }
+        if r.nodes > 1 && setup.container().is_some() {
+            problems.push(format!(
+                "resources.nodes = {}: a container runs the launch script on the first node, and the srun it starts for the other nodes would run outside it; use one node, or load the environment with `setup:` lines instead",
+                r.nodes
+            ));
+        }
         let multi = &setup.template.spec.multi_node;
         if r.nodes > 1 && !multi.supported {
             problems.push(format!(

@@ -90,6 +90,15 @@ impl Setup {
         Ok((setup, plan))
     }
 
+    /// The container the trainer runs in: the experiment's, else the profile's.
+    pub fn container(&self) -> Option<&crate::config::profile::Container> {
+        self.experiment
+            .file
+            .container
+            .as_ref()
+            .or(self.profile.container.as_ref())
+    }
+
     /// The plan from the configuration files alone, before `--set`.
     fn base_plan(&self, profile: String, ladder: String) -> Result<Plan, ConfigError> {
         let mut vars = self.template.spec.vars.clone();

@@ -39,6 +39,8 @@ pub(super) struct Context<'a> {
     /// Shell lines the job runs before the trainer: the profile's `setup:`, then the
     /// experiment's.
     setup: Vec<String>,
+    /// The container (experiment's, else profile's), with `mounts` as `host:container` pairs.
+    container: Option<serde_json::Value>,
     sim_env: BTreeMap<String, String>,
     simulate: bool,
     orch_bin: String,
@@ -84,6 +86,11 @@ impl<'a> Context<'a> {
                 .chain(&setup.experiment.file.setup)
                 .cloned()
                 .collect(),
+            container: setup.container().map(|c| {
+                let mut v = serde_json::to_value(c).unwrap_or_default();
+                v["mounts"] = c.mount_pairs().into();
+                v
+            }),
             sim_env: sim_env(setup, plan),
             simulate: info.simulate,
             orch_bin: orch_bin(info),

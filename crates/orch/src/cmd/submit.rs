@@ -11,6 +11,7 @@ use crate::cli::{BackendKind, Preflight, ResumeArgs, SubmitArgs};
 use orch_core::backend::{Backend, cloud::Cloud, local::Local, slurm::Slurm};
 use orch_core::config::Catalog;
 use orch_core::config::experiment::Experiment;
+use orch_core::config::profile::ContainerRuntime;
 use orch_core::error::{UsageError, code};
 use orch_core::estimate::{EstimateError, Estimator};
 use orch_core::ledger::RunRecord;
@@ -103,6 +104,18 @@ pub async fn submit(
             } else {
                 "local"
             }
+        ))
+        .into());
+    }
+    if kind != BackendKind::Slurm
+        && let Some((setup, _, _)) = prepared.iter().find(|(s, _, _)| {
+            s.container()
+                .is_some_and(|c| c.runtime == ContainerRuntime::Pyxis)
+        })
+    {
+        return Err(UsageError(format!(
+            "{}: a Pyxis container (srun --container-image) needs the Slurm backend; use `runtime: apptainer` here",
+            setup.experiment.name
         ))
         .into());
     }
