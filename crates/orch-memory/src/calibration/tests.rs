@@ -64,7 +64,11 @@ fn rows(file: &str) -> Vec<Row> {
             "{}: no source",
             r.id
         );
-        assert!(!r.evidence.is_empty() && !r.card_source.is_empty(), "{}", r.id);
+        assert!(
+            !r.evidence.is_empty() && !r.card_source.is_empty(),
+            "{}",
+            r.id
+        );
     }
     rows
 }
@@ -89,7 +93,11 @@ fn estimate_row(r: &Row) -> Estimate {
     }
     let v = VerlConfig::from_overrides(&o);
     let arch = lookup(r.shape_of.as_deref().unwrap_or(&r.model));
-    assert!(arch.known, "{}: the model's shape is not in orch's table", r.id);
+    assert!(
+        arch.known,
+        "{}: the model's shape is not in orch's table",
+        r.id
+    );
     let hw = Hardware {
         gpu_name: r.card.clone(),
         gpu_mem_gib: r.card_gib,
@@ -116,7 +124,9 @@ fn peak(e: &Estimate) -> f64 {
 fn excess(e: &Estimate) -> Option<f64> {
     match &e.failure {
         None => Some((peak(e) / e.capacity_gib - 1.0).min(0.0)),
-        Some(f) if matches!(f.kind, FailKind::GpuOom(_)) && matches!(f.at, FailAt::Train { .. }) => {
+        Some(f)
+            if matches!(f.kind, FailKind::GpuOom(_)) && matches!(f.at, FailAt::Train { .. }) =>
+        {
             Some(peak(e) / e.capacity_gib - 1.0)
         }
         Some(_) => None,
@@ -167,6 +177,11 @@ fn score(file: &str) -> Vec<Scored> {
                     .as_ref()
                     .map_or(String::new(), |a| format!(" assumed: {a}")),
             );
+            if std::env::var_os("ORCH_CALIBRATION_BREAKDOWN").is_some() {
+                for i in &e.train_items {
+                    println!("      {:>7.2}  {}", i.gib, i.label);
+                }
+            }
             if let Some(f) = &r.figure {
                 // Predicted peaks within 10 % of every real figure (a lower bound: not below it).
                 assert!(

@@ -51,6 +51,12 @@ pub struct VerlConfig {
     pub use_remove_padding: bool,
     /// `actor.use_kl_loss`: a bf16 reference model sits on the GPU.
     pub use_kl_loss: bool,
+    /// The actor update computes the entropy of the logits: `actor.calculate_entropy` or a
+    /// non-zero `actor.entropy_coeff` (verl ≥ 0.4, `verl/workers/actor/dp_actor.py`
+    /// `update_policy`: `calculate_entropy = self.config.calculate_entropy or (entropy_coeff
+    /// != 0)` at b178a3cd5; since verl#1100, 25b0f2262, v0.4.0). Both default off in verl's
+    /// `ppo_trainer.yaml` (`entropy_coeff: 0`).
+    pub entropy: bool,
     /// `ref.fsdp_config.param_offload`: the reference model lives in host RAM.
     pub ref_param_offload: bool,
     /// `data.max_prompt_length`.
@@ -119,6 +125,8 @@ impl VerlConfig {
             ),
             use_remove_padding: o.bool_or("actor_rollout_ref.model.use_remove_padding", true),
             use_kl_loss: o.bool_or(&a("use_kl_loss"), false),
+            entropy: o.bool_or(&a("calculate_entropy"), false)
+                || o.f64_or(&a("entropy_coeff"), 0.0) != 0.0,
             ref_param_offload: o.bool_or("actor_rollout_ref.ref.fsdp_config.param_offload", false),
             max_prompt_length: o.u64_or("data.max_prompt_length", 512),
             max_response_length: o.u64_or("data.max_response_length", 512),

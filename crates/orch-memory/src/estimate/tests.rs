@@ -703,3 +703,42 @@ fn torchrun_accumulation_and_untied_embeddings_hold_their_gradients() {
     assert!(untied_p > p);
     assert!(untied.train_allocated_gib > one.train_allocated_gib);
 }
+
+/// verl ≥ 0.4 computes the entropy in the update only with `calculate_entropy` or a non-zero
+/// `entropy_coeff`; without it the loss keeps only the bf16 logits (verl's own 7B recipe on
+/// 2 × H800, entropy_coeff 0, then fits as it does).
+#[test]
+fn verl_entropy_pass_only_when_the_update_computes_it() {
+    let base: Vec<(&'static str, &'static str)> = diamonds()
+        .into_iter()
+        .filter(|(k, _)| !k.ends_with("entropy_coeff"))
+        .collect();
+    let off = verl(h100(false), &with(&base, &[]));
+    let coeff = verl(
+        h100(false),
+        &with(&base, &[("actor_rollout_ref.actor.entropy_coeff", "0.001")]),
+    );
+    let forced = verl(
+        h100(false),
+        &with(
+            &base,
+            &[
+                ("actor_rollout_ref.actor.entropy_coeff", "0"),
+                ("actor_rollout_ref.actor.calculate_entropy", "True"),
+            ],
+        ),
+    );
+    let logits = |e: &Estimate| -> f64 {
+        e.train_items
+            .iter()
+            .filter(|i| i.label.contains("logits") || i.label.contains("softmax"))
+            .map(|i| i.gib)
+            .sum()
+    };
+    // 31.2k tokens × 152,064 × 2 B of bf16 logits alone; × 10 B with the entropy pass.
+    assert!((logits(&off) - 8.84).abs() < 0.05, "{}", logits(&off));
+    assert!((logits(&coeff) / logits(&off) - 5.0).abs() < 1e-6);
+    assert_eq!(logits(&coeff), logits(&forced));
+    assert!(off.failure.is_none(), "{:?}", off.failure);
+    assert!(coeff.failure.is_some());
+}

@@ -149,8 +149,11 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
         ),
     ];
     events.extend(activation_events(arch, a.tokens, v.gradient_checkpointing));
-    // The loss needs the logits three times over: bf16 out of lm_head, the fp32 upcast, and
-    // the fp32 softmax of the entropy / log-prob — each one tensor, the largest allocations.
+    // The loss: the logits as `lm_head` returns them, bf16 (transformers ≥ 4.46 keeps the
+    // model's dtype when no labels are passed; flash-attn's cross-entropy kernel, verl's
+    // `logprobs_from_logits`, writes its gradient in place). The entropy pass, when the update
+    // computes it, adds an fp32 working copy and the fp32 softmax: the 17.66 GiB request of
+    // seed 002 (`k::VERL_LOGITS_BYTES`). Each one tensor, the largest allocations.
     let logits_unit = a.tokens * arch.vocab as f64 / GIB;
     events.push(alloc(
         Site::LogitsBf16,
@@ -158,18 +161,21 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
         2.0 * logits_unit,
         2.0 * logits_unit,
     ));
-    events.push(alloc(
-        Site::LogitsFp32,
-        "logits fp32 upcast",
-        4.0 * logits_unit,
-        4.0 * logits_unit,
-    ));
-    events.push(alloc(
-        Site::Softmax,
-        "softmax fp32 (entropy / log-prob)",
-        (k::VERL_LOGITS_BYTES - 6.0) * logits_unit,
-        (k::VERL_LOGITS_BYTES - 6.0) * logits_unit,
-    ));
+    if v.entropy {
+        events.push(alloc(
+            Site::LogitsFp32,
+            "logits fp32 (entropy)",
+            4.0 * logits_unit,
+            4.0 * logits_unit,
+        ));
+        let softmax = (k::VERL_LOGITS_BYTES - 6.0) * logits_unit;
+        events.push(alloc(
+            Site::Softmax,
+            "softmax fp32 (entropy)",
+            softmax,
+            softmax,
+        ));
+    }
     events
 }
 
