@@ -742,3 +742,29 @@ fn verl_entropy_pass_only_when_the_update_computes_it() {
     assert!(off.failure.is_none(), "{:?}", off.failure);
     assert!(coeff.failure.is_some());
 }
+
+/// Dynamic batching packs `ppo_max_token_len_per_gpu × sp` tokens for a sequence-parallel
+/// group, so every GPU holds the budget; a fixed micro-batch is split over the group.
+#[test]
+fn verl_ulysses_splits_a_fixed_micro_batch_but_not_the_token_budget() {
+    let sp = |extra: &[(&'static str, &'static str)]| {
+        verl(h100(false), &with(&diamonds(), extra)).tokens_per_micro
+    };
+    let dynamic = [
+        ("actor_rollout_ref.actor.use_dynamic_bsz", "True"),
+        ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "24000"),
+    ];
+    let mut dynamic_sp = dynamic.to_vec();
+    dynamic_sp.push((
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+        "4",
+    ));
+    assert_eq!(sp(&dynamic), 24000.0);
+    assert_eq!(sp(&dynamic_sp), 24000.0);
+    let fixed = sp(&[]);
+    let fixed_sp = sp(&[(
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+        "4",
+    )]);
+    assert!((fixed / fixed_sp - 4.0).abs() < 1e-9, "{fixed} {fixed_sp}");
+}

@@ -36,11 +36,16 @@ impl Actor {
         } else {
             1.0
         };
+        // With dynamic batching verl packs a micro-batch to `ppo_max_token_len_per_gpu × sp`
+        // real tokens for the whole sequence-parallel group (`dp_actor.py` `update_policy`:
+        // `max_token_len = ppo_max_token_len_per_gpu * ulysses_sequence_parallel_size`, at
+        // a31a8f251 and b178a3cd5), so each GPU holds the budget itself; a fixed micro-batch is
+        // per data-parallel rank and split over the group.
         let tokens = if v.use_dynamic_bsz {
             v.ppo_max_token_len_per_gpu as f64
         } else {
-            v.micro_batch_per_gpu as f64 * v.seq_len() as f64 * fill
-        } / v.ulysses_sp as f64;
+            v.micro_batch_per_gpu as f64 * v.seq_len() as f64 * fill / v.ulysses_sp as f64
+        };
         Self {
             world,
             params: 4.0 * p / world / GIB,
