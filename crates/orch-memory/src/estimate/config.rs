@@ -59,6 +59,16 @@ pub struct VerlConfig {
     pub entropy: bool,
     /// `ref.fsdp_config.param_offload`: the reference model lives in host RAM.
     pub ref_param_offload: bool,
+    /// A PPO critic shares the GPUs (verl's `need_critic`, `verl/trainer/ppo/utils.py` at
+    /// b178a3cd5: `critic.enable` when set, else `algorithm.adv_estimator == gae`, verl's
+    /// default estimator; v0.3's `ray_trainer.py` the same without `critic.enable`).
+    pub use_critic: bool,
+    /// `critic.model.path`, when given (else the actor's model is assumed).
+    pub critic_model_path: Option<String>,
+    /// `critic.model.fsdp_config.param_offload`.
+    pub critic_param_offload: bool,
+    /// `critic.model.fsdp_config.optimizer_offload`.
+    pub critic_optimizer_offload: bool,
     /// `data.max_prompt_length`.
     pub max_prompt_length: u64,
     /// `data.max_response_length`.
@@ -128,6 +138,14 @@ impl VerlConfig {
             entropy: o.bool_or(&a("calculate_entropy"), false)
                 || o.f64_or(&a("entropy_coeff"), 0.0) != 0.0,
             ref_param_offload: o.bool_or("actor_rollout_ref.ref.fsdp_config.param_offload", false),
+            use_critic: o
+                .get("critic.enable")
+                .and_then(|v| crate::overrides::parse_bool(&v))
+                .unwrap_or_else(|| o.str_or("algorithm.adv_estimator", "gae") == "gae"),
+            critic_model_path: o.get("critic.model.path"),
+            critic_param_offload: o.bool_or("critic.model.fsdp_config.param_offload", false),
+            critic_optimizer_offload: o
+                .bool_or("critic.model.fsdp_config.optimizer_offload", false),
             max_prompt_length: o.u64_or("data.max_prompt_length", 512),
             max_response_length: o.u64_or("data.max_response_length", 512),
             n_gpus_per_node,

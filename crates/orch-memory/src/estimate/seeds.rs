@@ -6,6 +6,7 @@
 /// coefficient of 0.001); on today's verl that takes a non-zero `entropy_coeff`.
 pub fn diamonds() -> Vec<(&'static str, &'static str)> {
     vec![
+        ("algorithm.adv_estimator", "grpo"),
         ("actor_rollout_ref.actor.entropy_coeff", "0.001"),
         ("actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"),
         ("data.train_batch_size", "1024"),

@@ -768,3 +768,40 @@ fn verl_ulysses_splits_a_fixed_micro_batch_but_not_the_token_budget() {
     )]);
     assert!((fixed / fixed_sp - 4.0).abs() < 1e-9, "{fixed} {fixed_sp}");
 }
+
+/// A PPO critic (verl's default `gae` estimator, or `critic.enable`) keeps its fp32 params and
+/// AdamW state on the shared GPUs through the actor's update: 12 B per critic parameter over
+/// the GPUs, unless offloaded; GRPO has none.
+#[test]
+fn verl_ppo_critic_stays_resident_through_the_actor_update() {
+    let critic = |extra: &[(&'static str, &'static str)]| -> f64 {
+        verl(h100(false), &with(&diamonds(), extra))
+            .train_items
+            .iter()
+            .filter(|i| i.label.contains("critic"))
+            .map(|i| i.gib)
+            .sum()
+    };
+    let gae = [("algorithm.adv_estimator", "gae")];
+    // Qwen2.5-7B: 7.62e9 × 12 B / 4 GPUs.
+    assert!(
+        (critic(&gae) - 7.615_616_512e9 * 12.0 / 4.0 / GIB).abs() < 0.01,
+        "{}",
+        critic(&gae)
+    );
+    assert_eq!(critic(&[]), 0.0);
+    assert_eq!(critic(&[("critic.enable", "True")]), critic(&gae));
+    assert_eq!(
+        critic(&[
+            ("algorithm.adv_estimator", "gae"),
+            ("critic.enable", "False")
+        ]),
+        0.0
+    );
+    let offloaded = critic(&[
+        ("algorithm.adv_estimator", "gae"),
+        ("critic.model.fsdp_config.param_offload", "True"),
+        ("critic.model.fsdp_config.optimizer_offload", "True"),
+    ]);
+    assert_eq!(offloaded, 0.0);
+}
