@@ -14,7 +14,7 @@
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
-use crate::estimate::Trainer;
+use crate::estimate::{Estimate, FailAt, FailKind, Trainer};
 
 const BANDS: &str = include_str!("../calibration/bands.yaml");
 
@@ -42,6 +42,13 @@ impl Band {
         f64::from(self.over_pct) / 100.0
     }
 
+    /// The estimate is inside the band: it predicts a fit, or a training-phase GPU OOM whose
+    /// peak exceeds the card by no more than the band. What preflight and the calibration
+    /// test both ask.
+    pub fn admits(&self, e: &Estimate) -> bool {
+        excess(e).is_some_and(|x| x <= self.over() + 1e-9)
+    }
+
     /// One line: "verl: ±N % on M public configurations (…)".
     pub fn describe(&self, trainer: Trainer) -> String {
         format!(
@@ -54,6 +61,23 @@ impl Band {
             self.holdout_right,
             self.holdout_rows
         )
+    }
+}
+
+/// How far the predicted per-GPU peak (both phases) is above the card, as a share of it, when
+/// the estimate predicts a fit (then ≤ 0) or a training-phase GPU OOM — what the band is
+/// about. None for a failure of a rule the engines check (vLLM's start-up, the KV cache, host
+/// RAM, the GPU count), which no band relaxes.
+pub fn excess(e: &Estimate) -> Option<f64> {
+    let over = e.train_peak_gib.max(e.rollout_peak_gib) / e.capacity_gib - 1.0;
+    match &e.failure {
+        None => Some(over.min(0.0)),
+        Some(f)
+            if matches!(f.kind, FailKind::GpuOom(_)) && matches!(f.at, FailAt::Train { .. }) =>
+        {
+            Some(over)
+        }
+        Some(_) => None,
     }
 }
 

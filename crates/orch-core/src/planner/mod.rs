@@ -47,7 +47,7 @@ use crate::estimate::{Estimator, PlanEstimate};
 use crate::plan::{ChangeRecord, Plan, Semantics, Setup, semantic_changes};
 use evidence::{FailingPhase, Failure, Learned, failing_phase, fragmentation_ruled_out};
 use orch_memory::calibration;
-use orch_memory::estimate::{FailAt, FailKind, Trainer};
+use orch_memory::estimate::{FailKind, Trainer};
 use space::{Candidate, Range, counts_of};
 use throughput::Throughput;
 
@@ -198,12 +198,10 @@ pub fn band_line(trainer: Trainer) -> Option<String> {
 /// band: the model cannot tell such a plan from one that runs, so preflight submits it as
 /// written. Rule failures (vLLM's start-up checks, host RAM, the GPU count) have no band.
 pub fn within_band(as_written: &PlanEstimate, capacity_gib: f64) -> Option<String> {
-    let failure = as_written.estimate.failure.as_ref()?;
-    let peak_failure =
-        matches!(failure.at, FailAt::Train { .. }) && matches!(failure.kind, FailKind::GpuOom(_));
-    let band = calibration::band(as_written.trainer).filter(|_| peak_failure)?;
+    as_written.estimate.failure.as_ref()?;
+    let band = calibration::band(as_written.trainer)?;
     let peak = as_written.gpu_peak_gib();
-    (peak <= capacity_gib * (1.0 + band.over())).then(|| {
+    band.admits(&as_written.estimate).then(|| {
         format!(
             "predicted {peak:.1} GiB on a {capacity_gib:.1} GiB card, within {}'s validated band of ±{} % on {} public configurations: submitting as written",
             as_written.trainer.name(),

@@ -7,10 +7,8 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{Band, bands};
-use crate::estimate::{
-    Estimate, FailAt, FailKind, Hardware, SimConfig, Trainer, VerlConfig, Workload, estimate,
-};
+use super::{Band, bands, excess};
+use crate::estimate::{Estimate, Hardware, SimConfig, Trainer, VerlConfig, Workload, estimate};
 use crate::overrides::Overrides;
 use crate::shape::lookup;
 
@@ -118,30 +116,14 @@ fn peak(e: &Estimate) -> f64 {
     e.train_peak_gib.max(e.rollout_peak_gib)
 }
 
-/// How far above the card the prediction is, when the predicted failure is a training-phase
-/// GPU OOM (what the band is about); None for a rule the engines check (vLLM's start-up, host
-/// RAM), which no band relaxes.
-fn excess(e: &Estimate) -> Option<f64> {
-    match &e.failure {
-        None => Some((peak(e) / e.capacity_gib - 1.0).min(0.0)),
-        Some(f)
-            if matches!(f.kind, FailKind::GpuOom(_)) && matches!(f.at, FailAt::Train { .. }) =>
-        {
-            Some(peak(e) / e.capacity_gib - 1.0)
-        }
-        Some(_) => None,
-    }
-}
-
 struct Scored {
     id: String,
     outcome: Outcome,
     estimate: Estimate,
 }
 
-fn verdict_right(s: &Scored, band: f64) -> bool {
-    let fits = excess(&s.estimate).is_some_and(|x| x <= band + 1e-9);
-    fits == (s.outcome == Outcome::Fits)
+fn verdict_right(s: &Scored, band: &Band) -> bool {
+    band.admits(&s.estimate) == (s.outcome == Outcome::Fits)
 }
 
 fn score(file: &str) -> Vec<Scored> {
@@ -226,22 +208,21 @@ fn verl_calibration_matches_the_shipped_band() {
             );
         }
     }
-    let over_pct = measured_over_pct(&tuning);
-    let band = f64::from(over_pct) / 100.0;
-    let right = |set: &[Scored]| set.iter().filter(|s| verdict_right(s, band)).count() as u32;
+    let mut measured = Band {
+        over_pct: measured_over_pct(&tuning),
+        configurations: (tuning.len() + holdout.len()) as u32,
+        tuning_right: 0,
+        tuning_rows: tuning.len() as u32,
+        holdout_right: 0,
+        holdout_rows: holdout.len() as u32,
+    };
+    let right = |set: &[Scored]| set.iter().filter(|s| verdict_right(s, &measured)).count() as u32;
     for s in tuning.iter().chain(&holdout) {
-        if !verdict_right(s, band) {
+        if !verdict_right(s, &measured) {
             println!("wrong with the band: {}", s.id);
         }
     }
-    let measured = Band {
-        over_pct,
-        configurations: (tuning.len() + holdout.len()) as u32,
-        tuning_right: right(&tuning),
-        tuning_rows: tuning.len() as u32,
-        holdout_right: right(&holdout),
-        holdout_rows: holdout.len() as u32,
-    };
+    (measured.tuning_right, measured.holdout_right) = (right(&tuning), right(&holdout));
     println!("measured: {}", measured.describe(Trainer::Verl));
     assert_eq!(
         bands().get("verl"),
