@@ -143,8 +143,9 @@ fn score(file: &str) -> Vec<Scored> {
                     (peak(&e) / f.needed_at_least_gib - 1.0) * 100.0
                 )
             });
+            let nodes = r.overrides.get("trainer.nnodes").map_or("1".into(), scalar);
             println!(
-                "| {} | {} on {} × {} ({:.2} GiB) | {:?} | {} | {:.1} GiB ({:+.0} % of the card): {} |{}",
+                "| {} | {} on {nodes} × {} × {} ({:.2} GiB) | {:?} | {} | {:.1} GiB ({:+.0} % of the card): {} |{}",
                 r.id,
                 r.model,
                 e.gpus,
