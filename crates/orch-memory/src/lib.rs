@@ -21,6 +21,7 @@
 //!   for the simulator when a model is unknown).
 
 mod arch;
+pub mod calibration;
 pub mod estimate;
 pub mod overrides;
 mod resolve;

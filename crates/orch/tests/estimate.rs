@@ -146,3 +146,52 @@ fn the_estimate_names_preflights_choice_and_reads_an_attempts_plan() {
     let other = orch.expect(&["estimate", "gsm8k-areal", "--plan-file", plan], 2);
     assert!(other.stderr.contains("not `gsm8k-areal`"), "{other:?}");
 }
+
+/// verl's own 14B tuning recipe (examples/tuning/14b: 4 × H800, micro 16, prompt and response
+/// 1024, entropy_coeff 0, offload) on 4 × H100: a few GiB over the card, inside verl's
+/// validated band. The report shows the band and that preflight submits it as written; no
+/// rewrite is offered. Seed 002's plan, beyond the band, still gets one.
+#[test]
+fn a_plan_inside_the_validated_band_is_left_as_written() {
+    let orch = Orch::new();
+    let recipe = [
+        "diamonds-seed0",
+        "--set",
+        "model=Qwen/Qwen2.5-Coder-14B-Instruct",
+        "--set",
+        "data.max_prompt_length=1024",
+        "--set",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "--set",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        "--set",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=true",
+        "--set",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+        "--set",
+        "actor_rollout_ref.ref.fsdp_config.param_offload=true",
+        "--set",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+        "--set",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.5",
+    ];
+    let e = estimate(&orch, &recipe);
+    assert_eq!(e["verdict"], "does_not_fit", "{e}");
+    assert_eq!(e["within_band"], true, "{e}");
+    assert_eq!(e["preflight"], serde_json::Value::Null, "{e}");
+    assert!(
+        e["band"]["line"].as_str().unwrap().starts_with("verl: ±"),
+        "{e}"
+    );
+    let mut args = vec!["estimate"];
+    args.extend_from_slice(&recipe);
+    let text = orch.expect(&args, 0).stdout;
+    assert!(text.contains("validated band: verl: ±"), "{text}");
+    assert!(text.contains("within verl's validated band"), "{text}");
+    assert!(text.contains("submitting as written"), "{text}");
+    assert!(!text.contains("preflight would submit instead"), "{text}");
+
+    let seed = estimate(&orch, &["diamonds-seed0"]);
+    assert_eq!(seed["within_band"], false, "{seed}");
+    assert!(seed["preflight"]["steps"].is_string(), "{seed}");
+}

@@ -396,6 +396,50 @@ fn the_main_command_plans_before_submitting_and_resumes_after_a_preemption() {
 }
 
 #[test]
+fn preflight_submits_a_plan_inside_the_validated_band_as_written() {
+    // verl's own 14B tuning recipe on 4 × H100: predicted a few GiB over the card, inside
+    // verl's validated band. Neither `on` nor `warn` makes it slower before it has run.
+    let sets = [
+        "model=Qwen/Qwen2.5-Coder-14B-Instruct",
+        "data.max_prompt_length=1024",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
+        "actor_rollout_ref.actor.entropy_coeff=0",
+        "actor_rollout_ref.actor.fsdp_config.param_offload=true",
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload=true",
+        "actor_rollout_ref.ref.fsdp_config.param_offload=true",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=4",
+        "actor_rollout_ref.rollout.gpu_memory_utilization=0.5",
+    ];
+    for mode in ["--preflight=on", "--preflight=warn"] {
+        let orch = Orch::new();
+        let mut args = vec![
+            "submit",
+            "--backend",
+            "local",
+            "diamonds-seed0",
+            "--json",
+            mode,
+        ];
+        for s in &sets {
+            args.extend_from_slice(&["--set", s]);
+        }
+        let run = orch.run(&args);
+        assert!(
+            run.stderr.contains("within verl's validated band of ±")
+                && run.stderr.contains("submitting as written"),
+            "{mode}: {run:?}"
+        );
+        let json = run.json();
+        let list = attempts(&json);
+        assert_eq!(list[0]["step"], "base", "{mode}: {}", list[0]);
+        assert_eq!(
+            list[0]["overrides"]["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"], 16,
+            "{mode}"
+        );
+    }
+}
+
+#[test]
 fn the_final_line_says_when_the_run_trained_something_other_than_written() {
     // An A100 40 GB cannot hold the 512M pretraining at 2048 tokens in any way that keeps the
     // sequence length; the run succeeds with 1024 and says so where everyone reads it.

@@ -174,11 +174,13 @@ fn old_runs_killed_at_every_crash_point_resume_to_the_end() {
             .map(|a| a["attempt"].as_u64().unwrap())
             .collect();
         // Each attempt submitted once, numbered in order; the planner needs fewer than the
-        // old binary's ladder walk did (it took three).
+        // old binary's ladder walk did (it took three). These plans were written before the
+        // estimator knew that verl computes the entropy only when asked: without
+        // `entropy_coeff` the plan as written is predicted to fit, and one attempt may do.
         let expected: Vec<u64> = (1..=numbers.len() as u64).collect();
         assert_eq!(numbers, expected, "after a crash at {point}: {run:?}");
         assert!(
-            (2..=3).contains(&numbers.len()),
+            (1..=3).contains(&numbers.len()),
             "after a crash at {point}: {run:?}"
         );
         if let Some(job) = first_job {

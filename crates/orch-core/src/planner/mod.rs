@@ -46,6 +46,8 @@ use crate::config::ladder::Step;
 use crate::estimate::{Estimator, PlanEstimate};
 use crate::plan::{ChangeRecord, Plan, Semantics, Setup, semantic_changes};
 use evidence::{FailingPhase, Failure, Learned, failing_phase, fragmentation_ruled_out};
+use orch_memory::calibration;
+use orch_memory::estimate::{FailKind, Trainer};
 use space::{Candidate, Range, counts_of};
 use throughput::Throughput;
 
@@ -184,10 +186,36 @@ fn resume(cx: &Context<'_>, reason: String) -> Next {
     }
 }
 
-/// Preflight: when `written` is predicted not to fit, the best predicted fitting configuration
-/// the ladder allows, and why. The steps answering the predicted failure's class come first;
-/// only when none of their combinations fits are the other memory steps added. None when the
-/// plan is predicted to fit, or nothing is.
+/// The trainer's validated error band, as `orch estimate` shows it: "verl: ±11 % on 11 public
+/// configurations (…)". None for a trainer the calibration set does not cover.
+pub fn band_line(trainer: Trainer) -> Option<String> {
+    calibration::band(trainer).map(|b| b.describe(trainer))
+}
+
+/// The plan as written against its trainer's validated band (orch-memory's calibration set:
+/// the largest over-prediction a public configuration known to run shows). `Some(message)`
+/// when the prediction is a training-phase GPU OOM that exceeds the card by no more than the
+/// band: the model cannot tell such a plan from one that runs, so preflight submits it as
+/// written. Rule failures (vLLM's start-up checks, host RAM, the GPU count) have no band.
+pub fn within_band(as_written: &PlanEstimate, capacity_gib: f64) -> Option<String> {
+    as_written.estimate.failure.as_ref()?;
+    let band = calibration::band(as_written.trainer)?;
+    let peak = as_written.gpu_peak_gib();
+    band.admits(&as_written.estimate).then(|| {
+        format!(
+            "predicted {peak:.1} GiB on a {capacity_gib:.1} GiB card, within {}'s validated band of ±{} % on {} public configurations: submitting as written",
+            as_written.trainer.name(),
+            band.over_pct,
+            band.configurations
+        )
+    })
+}
+
+/// Preflight: when `written` is predicted not to fit — beyond its trainer's validated band
+/// ([`within_band`]) — the best predicted fitting configuration the ladder allows, and why.
+/// The steps answering the predicted failure's class come first; only when none of their
+/// combinations fits are the other memory steps added. None when the plan is predicted to fit,
+/// fits within the band (a note says so), or nothing fits.
 pub fn preflight(
     setup: &Setup,
     estimator: &Estimator,
@@ -196,6 +224,10 @@ pub fn preflight(
 ) -> Option<Move> {
     let as_written = estimator.estimate(setup, written);
     let predicted = predicted_class(as_written.estimate.failure.as_ref()?);
+    if let Some(note) = within_band(&as_written, setup.profile.gpu.memory_gib) {
+        notes.push(format!("preflight: {note}"));
+        return None;
+    }
     let mut exclude = HashSet::new();
     exclude.insert(written.canonical(setup));
     let search = Search {
@@ -231,8 +263,15 @@ pub fn preflight(
         return None;
     };
     let mut chosen = search.move_to(written, best);
+    let band = calibration::band(as_written.trainer).map_or(String::new(), |b| {
+        format!(
+            ", beyond {}'s validated band of ±{} %",
+            as_written.trainer.name(),
+            b.over_pct
+        )
+    });
     chosen.why = format!(
-        "as written it is predicted to need {:.1} GiB per GPU on a {:.1} GiB card ({}); {}",
+        "as written it is predicted to need {:.1} GiB per GPU on a {:.1} GiB card ({}{band}); {}",
         as_written.gpu_peak_gib(),
         setup.profile.gpu.memory_gib,
         predicted.as_str(),
@@ -243,7 +282,6 @@ pub fn preflight(
 
 /// The failure class the classifier would give the estimator's predicted failure.
 fn predicted_class(failure: &orch_memory::estimate::Failure) -> FailureClass {
-    use orch_memory::estimate::FailKind;
     match failure.kind {
         FailKind::VllmNoCacheBlocks { .. }
         | FailKind::VllmMaxLen { .. }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use orch_classify::{FailureClass, MemoryFacts, ProcessUse, Stage};
 
 use super::evidence::Failure;
-use super::{Context, Move, Next, next, preflight, throughput};
+use super::{Context, Move, Next, next, preflight, throughput, within_band};
 use crate::config::Catalog;
 use crate::config::experiment::Experiment;
 use crate::estimate::Estimator;
@@ -109,6 +109,51 @@ fn seed_002_preflight_keeps_the_batch_and_the_gpus() {
     assert_eq!(value(&m.plan, "data.train_batch_size"), "1024");
     assert!(predicted_to_fit(&setup, &m.plan));
     assert!(m.why.contains("predicted to need"), "{}", m.why);
+}
+
+/// verl's own 14B tuning recipe (examples/tuning/14b, 4 × H800) as diamonds' overrides on
+/// 4 × H100: predicted a few GiB over the card, inside verl's validated band, so preflight
+/// submits it as written and says why; seed 002's plan is beyond the band and is rewritten.
+#[test]
+fn preflight_submits_as_written_inside_the_validated_band() {
+    let recipe = [
+        ("model", "Qwen/Qwen2.5-Coder-14B-Instruct"),
+        ("data.max_prompt_length", "1024"),
+        ("data.max_response_length", "1024"),
+        (MICRO, "16"),
+        ("actor_rollout_ref.actor.entropy_coeff", "0"),
+        ("actor_rollout_ref.actor.fsdp_config.param_offload", "true"),
+        (
+            "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+            "true",
+        ),
+        ("actor_rollout_ref.ref.fsdp_config.param_offload", "true"),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", "4"),
+        ("actor_rollout_ref.rollout.gpu_memory_utilization", "0.5"),
+    ];
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &recipe);
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    let as_written = estimator.estimate(&setup, &written);
+    let capacity = setup.profile.gpu.memory_gib;
+    assert!(
+        as_written.estimate.failure.is_some(),
+        "predicted over the card"
+    );
+    assert!(as_written.gpu_peak_gib() > capacity);
+    let note = within_band(&as_written, capacity).expect("inside verl's band");
+    assert!(note.contains("within verl's validated band"), "{note}");
+    let mut notes = Vec::new();
+    assert!(preflight(&setup, &estimator, &written, &mut notes).is_none());
+    assert!(
+        notes.iter().any(|n| n.contains("submitting as written")),
+        "{notes:?}"
+    );
+
+    let (setup, seed) = load("diamonds-seed0", "h100-80g", &[]);
+    let estimator = Estimator::new(&setup, &seed).unwrap();
+    assert!(within_band(&estimator.estimate(&setup, &seed), capacity).is_none());
+    let m = preflight(&setup, &estimator, &seed, &mut Vec::new()).expect("rewritten");
+    assert!(m.why.contains("beyond verl's validated band"), "{}", m.why);
 }
 
 /// A plan predicted to fit needs no preflight.

@@ -51,8 +51,24 @@ pub struct VerlConfig {
     pub use_remove_padding: bool,
     /// `actor.use_kl_loss`: a bf16 reference model sits on the GPU.
     pub use_kl_loss: bool,
+    /// The actor update computes the entropy of the logits: `actor.calculate_entropy` or a
+    /// non-zero `actor.entropy_coeff` (verl ≥ 0.4, `verl/workers/actor/dp_actor.py`
+    /// `update_policy`: `calculate_entropy = self.config.calculate_entropy or (entropy_coeff
+    /// != 0)` at b178a3cd5; since verl#1100, 25b0f2262, v0.4.0). Both default off in verl's
+    /// `ppo_trainer.yaml` (`entropy_coeff: 0`).
+    pub entropy: bool,
     /// `ref.fsdp_config.param_offload`: the reference model lives in host RAM.
     pub ref_param_offload: bool,
+    /// A PPO critic shares the GPUs (verl's `need_critic`, `verl/trainer/ppo/utils.py` at
+    /// b178a3cd5: `critic.enable` when set, else `algorithm.adv_estimator == gae`, verl's
+    /// default estimator; v0.3's `ray_trainer.py` the same without `critic.enable`).
+    pub use_critic: bool,
+    /// `critic.model.path`, when given (else the actor's model is assumed).
+    pub critic_model_path: Option<String>,
+    /// `critic.model.fsdp_config.param_offload`.
+    pub critic_param_offload: bool,
+    /// `critic.model.fsdp_config.optimizer_offload`.
+    pub critic_optimizer_offload: bool,
     /// `data.max_prompt_length`.
     pub max_prompt_length: u64,
     /// `data.max_response_length`.
@@ -119,7 +135,17 @@ impl VerlConfig {
             ),
             use_remove_padding: o.bool_or("actor_rollout_ref.model.use_remove_padding", true),
             use_kl_loss: o.bool_or(&a("use_kl_loss"), false),
+            entropy: o.bool_or(&a("calculate_entropy"), false)
+                || o.f64_or(&a("entropy_coeff"), 0.0) != 0.0,
             ref_param_offload: o.bool_or("actor_rollout_ref.ref.fsdp_config.param_offload", false),
+            use_critic: o
+                .get("critic.enable")
+                .and_then(|v| crate::overrides::parse_bool(&v))
+                .unwrap_or_else(|| o.str_or("algorithm.adv_estimator", "gae") == "gae"),
+            critic_model_path: o.get("critic.model.path"),
+            critic_param_offload: o.bool_or("critic.model.fsdp_config.param_offload", false),
+            critic_optimizer_offload: o
+                .bool_or("critic.model.fsdp_config.optimizer_offload", false),
             max_prompt_length: o.u64_or("data.max_prompt_length", 512),
             max_response_length: o.u64_or("data.max_response_length", 512),
             n_gpus_per_node,

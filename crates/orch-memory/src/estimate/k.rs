@@ -14,8 +14,13 @@ pub const FRAG_EXPANDABLE: f64 = 0.02;
 /// (`use_remove_padding=True`). Calibrated on seed 002: "Tried to allocate 17.66 GiB" for
 /// micro 32 × 1536 tokens of Qwen2.5-7B (152,064 vocab) is 31.2k tokens = 0.635 of 49,152.
 pub const REMOVE_PADDING_FILL: f64 = 0.635;
-/// verl actor logits bytes per token per vocab entry at the loss: bf16 `lm_head` output (2),
-/// its fp32 upcast (4) and the fp32 softmax of the entropy / log-prob (4).
+/// verl actor logits bytes per token per vocab entry at the loss when the update computes the
+/// entropy: bf16 `lm_head` output (2), an fp32 copy (4) and the fp32 softmax (4) — seed 002's
+/// "Tried to allocate 17.66 GiB" after 74.21 GiB in use. Without the entropy only the bf16
+/// logits (2) stay: transformers ≥ 4.46 no longer upcasts them (the `logits.float()` of 4.45's
+/// `Qwen2ForCausalLM.forward`, "TODO: remove the float() operation in v4.46"), and verl's
+/// `logprobs_from_logits` (flash-attn's `cross_entropy_loss`, `inplace_backward=True`,
+/// `verl/utils/torch_functional.py` at b178a3cd5) writes the gradient into the logits.
 pub const VERL_LOGITS_BYTES: f64 = 10.0;
 /// AReaL: bf16 logits (2) and one fp32 buffer of the compiled, fused log-softmax (4).
 pub const AREAL_LOGITS_BYTES: f64 = 6.0;

@@ -1,9 +1,13 @@
 //! The seeds' configurations as the trainers' own keys (`shared/seeds/`): what the estimator
 //! is calibrated against, and what tests of the simulator and the planner start from.
 
-/// Seed 002's diamonds-seed0 run as first submitted (calibration target (a)).
+/// Seed 002's diamonds-seed0 run as first submitted (calibration target (a)). Its verl
+/// computed the entropy in the update (before verl 0.4 it always did, with a default
+/// coefficient of 0.001); on today's verl that takes a non-zero `entropy_coeff`.
 pub fn diamonds() -> Vec<(&'static str, &'static str)> {
     vec![
+        ("algorithm.adv_estimator", "grpo"),
+        ("actor_rollout_ref.actor.entropy_coeff", "0.001"),
         ("actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"),
         ("data.train_batch_size", "1024"),
         ("data.max_prompt_length", "512"),

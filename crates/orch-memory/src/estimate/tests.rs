@@ -703,3 +703,105 @@ fn torchrun_accumulation_and_untied_embeddings_hold_their_gradients() {
     assert!(untied_p > p);
     assert!(untied.train_allocated_gib > one.train_allocated_gib);
 }
+
+/// verl ≥ 0.4 computes the entropy in the update only with `calculate_entropy` or a non-zero
+/// `entropy_coeff`; without it the loss keeps only the bf16 logits (verl's own 7B recipe on
+/// 2 × H800, entropy_coeff 0, then fits as it does).
+#[test]
+fn verl_entropy_pass_only_when_the_update_computes_it() {
+    let base: Vec<(&'static str, &'static str)> = diamonds()
+        .into_iter()
+        .filter(|(k, _)| !k.ends_with("entropy_coeff"))
+        .collect();
+    let off = verl(h100(false), &with(&base, &[]));
+    let coeff = verl(
+        h100(false),
+        &with(&base, &[("actor_rollout_ref.actor.entropy_coeff", "0.001")]),
+    );
+    let forced = verl(
+        h100(false),
+        &with(
+            &base,
+            &[
+                ("actor_rollout_ref.actor.entropy_coeff", "0"),
+                ("actor_rollout_ref.actor.calculate_entropy", "True"),
+            ],
+        ),
+    );
+    let logits = |e: &Estimate| -> f64 {
+        e.train_items
+            .iter()
+            .filter(|i| i.label.contains("logits") || i.label.contains("softmax"))
+            .map(|i| i.gib)
+            .sum()
+    };
+    // 31.2k tokens × 152,064 × 2 B of bf16 logits alone; × 10 B with the entropy pass.
+    assert!((logits(&off) - 8.84).abs() < 0.05, "{}", logits(&off));
+    assert!((logits(&coeff) / logits(&off) - 5.0).abs() < 1e-6);
+    assert_eq!(logits(&coeff), logits(&forced));
+    assert!(off.failure.is_none(), "{:?}", off.failure);
+    assert!(coeff.failure.is_some());
+}
+
+/// Dynamic batching packs `ppo_max_token_len_per_gpu × sp` tokens for a sequence-parallel
+/// group, so every GPU holds the budget; a fixed micro-batch is split over the group.
+#[test]
+fn verl_ulysses_splits_a_fixed_micro_batch_but_not_the_token_budget() {
+    let sp = |extra: &[(&'static str, &'static str)]| {
+        verl(h100(false), &with(&diamonds(), extra)).tokens_per_micro
+    };
+    let dynamic = [
+        ("actor_rollout_ref.actor.use_dynamic_bsz", "True"),
+        ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "24000"),
+    ];
+    let mut dynamic_sp = dynamic.to_vec();
+    dynamic_sp.push((
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+        "4",
+    ));
+    assert_eq!(sp(&dynamic), 24000.0);
+    assert_eq!(sp(&dynamic_sp), 24000.0);
+    let fixed = sp(&[]);
+    let fixed_sp = sp(&[(
+        "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+        "4",
+    )]);
+    assert!((fixed / fixed_sp - 4.0).abs() < 1e-9, "{fixed} {fixed_sp}");
+}
+
+/// A PPO critic (verl's default `gae` estimator, or `critic.enable`) keeps its fp32 params and
+/// AdamW state on the shared GPUs through the actor's update: 12 B per critic parameter over
+/// the GPUs, unless offloaded; GRPO has none.
+#[test]
+fn verl_ppo_critic_stays_resident_through_the_actor_update() {
+    let critic = |extra: &[(&'static str, &'static str)]| -> f64 {
+        verl(h100(false), &with(&diamonds(), extra))
+            .train_items
+            .iter()
+            .filter(|i| i.label.contains("critic"))
+            .map(|i| i.gib)
+            .sum()
+    };
+    let gae = [("algorithm.adv_estimator", "gae")];
+    // Qwen2.5-7B: 7.62e9 × 12 B / 4 GPUs.
+    assert!(
+        (critic(&gae) - 7.615_616_512e9 * 12.0 / 4.0 / GIB).abs() < 0.01,
+        "{}",
+        critic(&gae)
+    );
+    assert_eq!(critic(&[]), 0.0);
+    assert_eq!(critic(&[("critic.enable", "True")]), critic(&gae));
+    assert_eq!(
+        critic(&[
+            ("algorithm.adv_estimator", "gae"),
+            ("critic.enable", "False")
+        ]),
+        0.0
+    );
+    let offloaded = critic(&[
+        ("algorithm.adv_estimator", "gae"),
+        ("critic.model.fsdp_config.param_offload", "True"),
+        ("critic.model.fsdp_config.optimizer_offload", "True"),
+    ]);
+    assert_eq!(offloaded, 0.0);
+}

@@ -25,10 +25,16 @@ struct Actor {
     unit_fp32: f64,
     /// Tokens in one micro-batch on one GPU.
     tokens: f64,
+    /// A PPO critic's fp32 params (unless offloaded), sharded like the actor's.
+    critic_params: f64,
+    /// Its AdamW state once it has stepped (unless offloaded). verl's critic update ends
+    /// with `zero_grad()` (`dp_critic.py` `update_critic`), so its gradients are gone by the
+    /// actor's update, which follows it in `ray_trainer.py`'s step.
+    critic_adam: f64,
 }
 
 impl Actor {
-    fn new(arch: &Arch, v: &VerlConfig) -> Self {
+    fn new(arch: &Arch, critic: &Arch, v: &VerlConfig) -> Self {
         let world = (f64::from(v.n_gpus_per_node) * f64::from(v.nnodes)).max(1.0);
         let p = arch.params;
         let fill = if v.use_remove_padding {
@@ -36,11 +42,16 @@ impl Actor {
         } else {
             1.0
         };
+        // With dynamic batching verl packs a micro-batch to `ppo_max_token_len_per_gpu × sp`
+        // real tokens for the whole sequence-parallel group (`dp_actor.py` `update_policy`:
+        // `max_token_len = ppo_max_token_len_per_gpu * ulysses_sequence_parallel_size`, at
+        // a31a8f251 and b178a3cd5), so each GPU holds the budget itself; a fixed micro-batch is
+        // per data-parallel rank and split over the group.
         let tokens = if v.use_dynamic_bsz {
             v.ppo_max_token_len_per_gpu as f64
         } else {
-            v.micro_batch_per_gpu as f64 * v.seq_len() as f64 * fill
-        } / v.ulysses_sp as f64;
+            v.micro_batch_per_gpu as f64 * v.seq_len() as f64 * fill / v.ulysses_sp as f64
+        };
         Self {
             world,
             params: 4.0 * p / world / GIB,
@@ -51,6 +62,16 @@ impl Actor {
             },
             unit_fp32: arch.largest_unit_params() * 4.0 / world / GIB,
             tokens,
+            critic_params: if v.use_critic && !v.critic_param_offload {
+                4.0 * critic.params / world / GIB
+            } else {
+                0.0
+            },
+            critic_adam: if v.use_critic && !v.critic_optimizer_offload {
+                8.0 * critic.params / world / GIB
+            } else {
+                0.0
+            },
         }
     }
 
@@ -73,12 +94,12 @@ impl Resident {
     fn new(v: &VerlConfig, a: &Actor) -> Self {
         let params = if v.param_offload { 0.0 } else { a.params };
         let adam = if v.optimizer_offload { 0.0 } else { a.adam() };
-        let init = k::CUDA_CTX_GIB + params + a.ref_gpu;
+        let init = k::CUDA_CTX_GIB + params + a.ref_gpu + a.critic_params;
         Self {
             params,
             adam,
             init,
-            steady: init + adam,
+            steady: init + adam + a.critic_adam,
         }
     }
 }
@@ -89,7 +110,7 @@ fn offloaded(yes: bool) -> &'static str {
 
 /// The generation-phase breakdown: resident FSDP state plus vLLM awake.
 fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<Item> {
-    vec![
+    let mut items = vec![
         item("CUDA context + NCCL (non-PyTorch)", k::CUDA_CTX_GIB),
         item(
             format!(
@@ -119,7 +140,15 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<
             format!("vLLM KV cache ({:.0} tokens)", vllm.kv_tokens()),
             vllm.kv_gib.max(0.0),
         ),
-    ]
+    ];
+    if v.use_critic {
+        items.push(item("critic params fp32 (PPO)", a.critic_params));
+        items.push(item(
+            "critic AdamW m+v fp32 from step 2 (PPO)",
+            a.critic_adam,
+        ));
+    }
+    items
 }
 
 /// `update_actor`'s allocations in order. Offload does not lower them: verl reloads params and
@@ -127,6 +156,12 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<
 fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
     let layer_bf16 = arch.layer_params() * 2.0 / GIB;
     let mut events = vec![
+        alloc(
+            Site::Static,
+            "critic params + AdamW fp32, resident (PPO)",
+            a.critic_params + a.critic_adam,
+            a.unit_fp32,
+        ),
         alloc(
             Site::Params,
             format!("actor params fp32 (FSDP 1/{})", a.world),
@@ -149,8 +184,11 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
         ),
     ];
     events.extend(activation_events(arch, a.tokens, v.gradient_checkpointing));
-    // The loss needs the logits three times over: bf16 out of lm_head, the fp32 upcast, and
-    // the fp32 softmax of the entropy / log-prob — each one tensor, the largest allocations.
+    // The loss: the logits as `lm_head` returns them, bf16 (transformers ≥ 4.46 keeps the
+    // model's dtype when no labels are passed; flash-attn's cross-entropy kernel, verl's
+    // `logprobs_from_logits`, writes its gradient in place). The entropy pass, when the update
+    // computes it, adds an fp32 working copy and the fp32 softmax: the 17.66 GiB request of
+    // seed 002 (`k::VERL_LOGITS_BYTES`). Each one tensor, the largest allocations.
     let logits_unit = a.tokens * arch.vocab as f64 / GIB;
     events.push(alloc(
         Site::LogitsBf16,
@@ -158,18 +196,21 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
         2.0 * logits_unit,
         2.0 * logits_unit,
     ));
-    events.push(alloc(
-        Site::LogitsFp32,
-        "logits fp32 upcast",
-        4.0 * logits_unit,
-        4.0 * logits_unit,
-    ));
-    events.push(alloc(
-        Site::Softmax,
-        "softmax fp32 (entropy / log-prob)",
-        (k::VERL_LOGITS_BYTES - 6.0) * logits_unit,
-        (k::VERL_LOGITS_BYTES - 6.0) * logits_unit,
-    ));
+    if v.entropy {
+        events.push(alloc(
+            Site::LogitsFp32,
+            "logits fp32 (entropy)",
+            4.0 * logits_unit,
+            4.0 * logits_unit,
+        ));
+        let softmax = (k::VERL_LOGITS_BYTES - 6.0) * logits_unit;
+        events.push(alloc(
+            Site::Softmax,
+            "softmax fp32 (entropy)",
+            softmax,
+            softmax,
+        ));
+    }
     events
 }
 
@@ -311,7 +352,11 @@ pub(crate) fn estimate_verl(
             v.model_path, arch.name
         ));
     }
-    let actor = Actor::new(&arch, v);
+    let critic = v
+        .critic_model_path
+        .as_deref()
+        .map_or_else(|| arch.clone(), lookup);
+    let actor = Actor::new(&arch, &critic, v);
     let vllm = Vllm::profile(&arch, v, c);
     let res = Resident::new(v, &actor);
     let rollout_items = rollout_items(v, &actor, &res, &vllm);

@@ -146,6 +146,12 @@ fn to_json(setup: &Setup, plan: &Plan, est: &PlanEstimate) -> serde_json::Value 
         "verdict": est.fit,
         "failure": e.failure.as_ref().map(|f| f.to_string()),
         "notes": e.notes,
+        "band": orch_memory::calibration::band(est.trainer).map(|b| json!({
+            "over_pct": b.over_pct,
+            "configurations": b.configurations,
+            "line": b.describe(est.trainer),
+        })),
+        "within_band": planner::within_band(est, e.capacity_gib).is_some(),
     })
 }
 
@@ -208,5 +214,11 @@ fn report(setup: &Setup, plan: &Plan, est: &PlanEstimate) -> String {
         out.push_str(&format!("; {f}"));
     }
     out.push('\n');
+    if let Some(band) = planner::band_line(est.trainer) {
+        out.push_str(&format!("validated band: {band}\n"));
+    }
+    if let Some(within) = planner::within_band(est, e.capacity_gib) {
+        out.push_str(&format!("preflight: {within}\n"));
+    }
     out
 }

@@ -394,12 +394,22 @@ fn preflight(
     }
     let as_written = estimator.estimate(setup, written);
     let failure = as_written.estimate.failure.as_ref()?;
+    let capacity = setup.profile.gpu.memory_gib;
+    // Inside the trainer's validated band the estimate cannot tell this plan from one that
+    // runs: never make it slower on that evidence, whatever the mode.
+    if let Some(within) = orch_core::planner::within_band(&as_written, capacity) {
+        progress.say(format!("[{name}] preflight: {within}"));
+        return None;
+    }
     if mode == Preflight::Warn {
+        let band = orch_core::planner::band_line(as_written.trainer).map_or(String::new(), |b| {
+            format!("; beyond the validated band, {b}")
+        });
         progress.say(format!(
-            "[{name}] preflight: predicted not to fit ({}; needs {:.1} GiB per GPU on a {:.1} GiB card); submitting as written (--preflight=warn)",
+            "[{name}] preflight: predicted not to fit ({}; needs {:.1} GiB per GPU on a {:.1} GiB card{band}); submitting as written (--preflight=warn)",
             failure,
             as_written.gpu_peak_gib(),
-            setup.profile.gpu.memory_gib
+            capacity
         ));
         return None;
     }

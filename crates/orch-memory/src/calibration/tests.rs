@@ -1,0 +1,241 @@
+//! The calibration set, scored: every row estimated with the real estimator, the table
+//! printed (`cargo test -p orch-memory calibration -- --nocapture`), the band measured on the
+//! tuning rows and checked against `bands.yaml`, the held-out rows scored with that band.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use super::{Band, bands, excess};
+use crate::estimate::{Estimate, Hardware, SimConfig, Trainer, VerlConfig, Workload, estimate};
+use crate::overrides::Overrides;
+use crate::shape::lookup;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Row {
+    id: String,
+    source: String,
+    evidence: String,
+    model: String,
+    #[serde(default)]
+    shape_of: Option<String>,
+    card: String,
+    card_gib: f64,
+    card_source: String,
+    outcome: Outcome,
+    #[serde(default)]
+    figure: Option<Figure>,
+    #[serde(default)]
+    assumed: Option<String>,
+    overrides: BTreeMap<String, serde_yaml::Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Outcome {
+    Fits,
+    Oom,
+}
+
+/// A real figure: torch's OOM message proves the job needed at least `in use + tried`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Figure {
+    needed_at_least_gib: f64,
+    read: String,
+}
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("calibration")
+}
+
+fn rows(file: &str) -> Vec<Row> {
+    let path = dir().join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let rows: Vec<Row> = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    for r in &rows {
+        // A row without a source is not evidence.
+        assert!(
+            r.source.starts_with("https://") || r.source.contains('@') || r.source.contains('/'),
+            "{}: no source",
+            r.id
+        );
+        assert!(
+            !r.evidence.is_empty() && !r.card_source.is_empty(),
+            "{}",
+            r.id
+        );
+    }
+    rows
+}
+
+fn scalar(v: &serde_yaml::Value) -> String {
+    match v {
+        serde_yaml::Value::String(s) => s.clone(),
+        serde_yaml::Value::Bool(b) => if *b { "True" } else { "False" }.into(),
+        other => serde_yaml::to_string(other)
+            .expect("a scalar")
+            .trim()
+            .to_string(),
+    }
+}
+
+/// The row's estimate, as `orch estimate` would make it for that card.
+fn estimate_row(r: &Row) -> Estimate {
+    let mut o = Overrides::new();
+    o.set("actor_rollout_ref.model.path", &r.model);
+    for (k, v) in &r.overrides {
+        o.set(k, &scalar(v));
+    }
+    let v = VerlConfig::from_overrides(&o);
+    let arch = lookup(r.shape_of.as_deref().unwrap_or(&r.model));
+    assert!(
+        arch.known,
+        "{}: the model's shape is not in orch's table",
+        r.id
+    );
+    let hw = Hardware {
+        gpu_name: r.card.clone(),
+        gpu_mem_gib: r.card_gib,
+        gpus_per_node: v.n_gpus_per_node,
+        // Host RAM is not what the set is evidence of.
+        host_mem_gib: 4096.0,
+        expandable_segments: false,
+    };
+    estimate(&SimConfig {
+        hw,
+        workload: Workload::Verl(v),
+        resumed: false,
+        arch: Some(arch),
+    })
+}
+
+fn peak(e: &Estimate) -> f64 {
+    e.train_peak_gib.max(e.rollout_peak_gib)
+}
+
+struct Scored {
+    id: String,
+    outcome: Outcome,
+    estimate: Estimate,
+}
+
+fn verdict_right(s: &Scored, band: &Band) -> bool {
+    band.admits(&s.estimate) == (s.outcome == Outcome::Fits)
+}
+
+fn score(file: &str) -> Vec<Scored> {
+    rows(file)
+        .into_iter()
+        .map(|r| {
+            let e = estimate_row(&r);
+            let failure = e
+                .failure
+                .as_ref()
+                .map_or("fits".to_string(), |f| f.to_string());
+            let figure = r.figure.as_ref().map_or("-".to_string(), |f| {
+                format!(
+                    "≥ {:.2} GiB ({}; predicted {:+.1} %)",
+                    f.needed_at_least_gib,
+                    f.read,
+                    (peak(&e) / f.needed_at_least_gib - 1.0) * 100.0
+                )
+            });
+            let nodes = r.overrides.get("trainer.nnodes").map_or("1".into(), scalar);
+            println!(
+                "| {} | {} on {nodes} × {} × {} ({:.2} GiB) | {:?} | {} | {:.1} GiB ({:+.0} % of the card): {} |{}",
+                r.id,
+                r.model,
+                e.gpus,
+                r.card,
+                r.card_gib,
+                r.outcome,
+                figure,
+                peak(&e),
+                (peak(&e) / r.card_gib - 1.0) * 100.0,
+                failure,
+                r.assumed
+                    .as_ref()
+                    .map_or(String::new(), |a| format!(" assumed: {a}")),
+            );
+            if std::env::var_os("ORCH_CALIBRATION_BREAKDOWN").is_some() {
+                for i in &e.train_items {
+                    println!("      {:>7.2}  {}", i.gib, i.label);
+                }
+            }
+            if let Some(f) = &r.figure {
+                // Predicted peaks within 10 % of every real figure (a lower bound: not below it).
+                assert!(
+                    peak(&e) >= 0.9 * f.needed_at_least_gib,
+                    "{}: predicted {:.2} GiB, the job needed at least {:.2}",
+                    r.id,
+                    peak(&e),
+                    f.needed_at_least_gib
+                );
+            }
+            Scored {
+                id: r.id,
+                outcome: r.outcome,
+                estimate: e,
+            }
+        })
+        .collect()
+}
+
+/// The band the tuning rows support: the largest over-prediction a known-good row shows.
+fn measured_over_pct(tuning: &[Scored]) -> u32 {
+    let worst = tuning
+        .iter()
+        .filter(|s| s.outcome == Outcome::Fits)
+        .filter_map(|s| excess(&s.estimate))
+        .fold(0.0_f64, f64::max);
+    (worst * 100.0 - 1e-9).ceil().max(0.0) as u32
+}
+
+#[test]
+fn verl_calibration_matches_the_shipped_band() {
+    println!("tuning rows (calibration/verl.yaml):");
+    let tuning = score("verl.yaml");
+    println!("held-out rows (calibration/verl-holdout.yaml):");
+    let holdout = score("verl-holdout.yaml");
+    for s in tuning.iter().chain(&holdout) {
+        if s.outcome == Outcome::Oom {
+            assert!(
+                s.estimate.failure.is_some(),
+                "{}: a public OOM report, predicted to fit",
+                s.id
+            );
+        }
+    }
+    let mut measured = Band {
+        over_pct: measured_over_pct(&tuning),
+        configurations: (tuning.len() + holdout.len()) as u32,
+        tuning_right: 0,
+        tuning_rows: tuning.len() as u32,
+        holdout_right: 0,
+        holdout_rows: holdout.len() as u32,
+    };
+    let right = |set: &[Scored]| set.iter().filter(|s| verdict_right(s, &measured)).count() as u32;
+    for s in tuning.iter().chain(&holdout) {
+        if !verdict_right(s, &measured) {
+            println!("wrong with the band: {}", s.id);
+        }
+    }
+    (measured.tuning_right, measured.holdout_right) = (right(&tuning), right(&holdout));
+    println!("measured: {}", measured.describe(Trainer::Verl));
+    assert_eq!(
+        bands().get("verl"),
+        Some(&measured),
+        "calibration/bands.yaml disagrees with what the set measures"
+    );
+}
+
+#[test]
+fn every_trainer_with_a_band_has_rows() {
+    for name in bands().keys() {
+        assert!(dir().join(format!("{name}.yaml")).is_file(), "{name}");
+        assert!(Trainer::parse(name).is_some(), "{name}");
+    }
+}
