@@ -158,6 +158,9 @@ fn diamonds(dir: &str, extra: &[(&str, &str)]) -> Vec<String> {
         ("actor_rollout_ref.rollout.n", "5"),
         ("actor_rollout_ref.rollout.gpu_memory_utilization", "0.6"),
         ("actor_rollout_ref.rollout.tensor_model_parallel_size", "1"),
+        // GRPO (verl's default estimator is GAE, with a critic), with seed 002's entropy term.
+        ("algorithm.adv_estimator", "grpo"),
+        ("actor_rollout_ref.actor.entropy_coeff", "0.001"),
         ("trainer.n_gpus_per_node", "4"),
         ("trainer.nnodes", "1"),
     ]);

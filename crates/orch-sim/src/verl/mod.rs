@@ -426,7 +426,11 @@ mod tests {
         let tried: f64 = caps[1].parse().unwrap();
         assert!((15.0..=20.0).contains(&tried));
         assert!(Regex::new(r"(?m)^ray\.exceptions\.RayTaskError\(OutOfMemoryError\): ray::WorkerDict\.actor_rollout_ref_update_actor\(\) \(pid=\d+, ip=127\.0\.0\.1, actor_id=[0-9a-f]{32}, repr=<verl\.single_controller\.ray\.base\.WorkerDict object at 0x[0-9a-f]+>\)$").unwrap().is_match(&err));
-        assert!(err.contains("Error executing job with overrides: ['actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct'"));
+        let echoed = err
+            .lines()
+            .find(|l| l.starts_with("Error executing job with overrides: ['"))
+            .expect("Hydra's echo of the overrides");
+        assert!(echoed.contains("'actor_rollout_ref.model.path=Qwen/Qwen2.5-7B-Instruct'"));
         // No step completed, no checkpoint.
         assert!(!out.contains("step:1 -"));
         assert!(!tmp.path().join("global_step_1").exists());
