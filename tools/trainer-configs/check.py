@@ -102,6 +102,14 @@ def literal_tildes(cfg, overrides):
     return bad
 
 
+def read_back(cfg, overrides, case, trainer):
+    """What the trainer read: no path still starting with `~`, and the case's expected values."""
+    tildes = literal_tildes(cfg, overrides)
+    if tildes:
+        raise Refused("paths", f"a literal ~ reaches {trainer}, which does not expand it: {tildes}")
+    expect_values(cfg, case)
+
+
 def expect_values(cfg, case):
     """The values a case says the trainer must read, compared with what it read."""
     from omegaconf import OmegaConf
@@ -175,10 +183,7 @@ def verl_checker():
             same = type(old) is type(new) or (type(old) is float and type(new) is int)
             if not same:
                 raise Refused("types", f"{key}: verl's default is {type(old).__name__} ({old!r}), orch passed {type(new).__name__} ({new!r})")
-        tildes = literal_tildes(cfg, overrides)
-        if tildes:
-            raise Refused("paths", f"a literal ~ reaches verl, which does not expand it: {tildes}")
-        expect_values(cfg, case)
+        read_back(cfg, overrides, case, "verl")
         try:
             quietly(
                 validate_config,
@@ -236,10 +241,7 @@ def areal_checker():
             assert isinstance(obj, GRPOConfig)
         except Exception as e:
             raise Refused("load_expr_config", f"{type(e).__name__}: {e}")
-        tildes = literal_tildes(cfg, args)
-        if tildes:
-            raise Refused("paths", f"a literal ~ reaches AReaL, which does not expand it: {tildes}")
-        expect_values(cfg, case)
+        read_back(cfg, args, case, "AReaL")
 
     return check
 
@@ -285,10 +287,7 @@ def rl_swarm_checker():
             raise Refused("GRPOTrainerConfig", f"{type(e).__name__}: {e}")
         if dtypes is not None and cfg.training.dtype not in dtypes:
             raise Refused("dtype", f"training.dtype {cfg.training.dtype!r} is not in genrl's DTYPE_MAP {sorted(dtypes)}")
-        tildes = literal_tildes(cfg, overrides)
-        if tildes:
-            raise Refused("paths", f"a literal ~ reaches rl-swarm, which does not expand it: {tildes}")
-        expect_values(cfg, case)
+        read_back(cfg, overrides, case, "rl-swarm")
 
     return check
 
