@@ -180,7 +180,9 @@ def verl_checker():
             new = OmegaConf.select(cfg, key, throw_on_missing=False)
             if old is None or new is None:
                 continue
-            same = type(old) is type(new) or (type(old) is float and type(new) is int)
+            # A number for a number (verl's YAML writes `0` where its dataclass field is a float).
+            numbers = {int, float}
+            same = type(old) is type(new) or {type(old), type(new)} <= numbers
             if not same:
                 raise Refused("types", f"{key}: verl's default is {type(old).__name__} ({old!r}), orch passed {type(new).__name__} ({new!r})")
         read_back(cfg, overrides, case, "verl")
