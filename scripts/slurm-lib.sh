@@ -178,22 +178,24 @@ write_hosts_block() {
 	printf '%s\n' "${text%$'\n'}" >"$S_HOSTS"
 }
 
-# multi_net_down: delete our namespaces, veths and bridge; a namespace with
-# processes still in it (jobs' slurmstepd) is kept, with a warning.
+# multi_net_down [KEEP...]: delete our namespaces (but those named), their
+# veths and, when none is left, the bridge. A namespace with processes still
+# in it (jobs' slurmstepd) is kept, with a warning.
 multi_net_down() {
-	local ns pids kept=0
+	local ns pids left=$#
 	for ns in $(existing_multi_netns); do
+		[[ " $* " != *" $ns "* ]] || continue
 		pids="$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"
 		if [[ -n "${pids// /}" ]]; then
 			warn "network namespace $ns kept: processes still run in it (pids: $pids)"
-			kept=1
+			left=$((left + 1))
 			continue
 		fi
 		ip link del "$(multi_veth "$ns")" 2>/dev/null || true
 		ip netns del "$ns" 2>/dev/null || true
 		say "removed network namespace $ns"
 	done
-	if ((!kept)) && ip link show "$S_BR" >/dev/null 2>&1; then
+	if ((!left)) && ip link show "$S_BR" >/dev/null 2>&1; then
 		ip link del "$S_BR" 2>/dev/null || true
 		say "removed bridge $S_BR"
 	fi

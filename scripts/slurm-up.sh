@@ -200,6 +200,9 @@ PartitionName=multi Nodes=$(printf '%s\n' "${MULTI[@]}" | paste -sd,) Default=NO
 	if ((ACCOUNTING)); then
 		tres="gres/gpu"
 		for t in $GPU_TYPES; do tres+=",gres/gpu:$t"; done
+		if ((${#MULTI[@]} && MULTI_GPUS > 0)) && [[ " $GPU_TYPES " != *" $MULTI_GPU_TYPE "* ]]; then
+			tres+=",gres/gpu:$MULTI_GPU_TYPE"
+		fi
 		acct="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=6819
@@ -336,7 +339,8 @@ applied_current() {
 configs_current() {
 	local k
 	for k in "${!WANT[@]}"; do
-		cmp -s "${k%|*}" <(printf '%s\n' "${WANT[$k]}") || return 1
+		# (2>/dev/null: cmp stops reading at the first difference)
+		cmp -s "${k%|*}" <(printf '%s\n' "${WANT[$k]}" 2>/dev/null) || return 1
 	done
 	applied_current
 }
@@ -347,7 +351,7 @@ write_configs() {
 	local k f
 	for k in "${!WANT[@]}"; do
 		f="${k%|*}"
-		if ! cmp -s "$f" <(printf '%s\n' "${WANT[$k]}"); then
+		if ! cmp -s "$f" <(printf '%s\n' "${WANT[$k]}" 2>/dev/null); then
 			printf '%s\n' "${WANT[$k]}" >"$f.tmp"
 			chmod "${k#*|}" "$f.tmp"
 			mv -f "$f.tmp" "$f"
@@ -440,6 +444,12 @@ multi_healthy() {
 			WHY="slurmd of $n is running but $n is not wanted (ORCH_SLURM_MULTI_NODES=$S_MULTI_N)"
 			return 1
 		fi
+	done
+	for n in $(existing_multi_netns); do
+		[[ " ${MULTI[*]} " == *" $n "* ]] || {
+			WHY="network namespace $n is left from an earlier run"
+			return 1
+		}
 	done
 	[[ "$(hosts_without_block; multi_hosts_block)" == "$(cat "$S_HOSTS" 2>/dev/null)" ]] || {
 		WHY="$S_HOSTS does not name the multi nodes as wanted"
@@ -586,6 +596,9 @@ chmod 700 "$S_STATE"
 APT_S=0
 PKGS=(slurmctld slurmd slurm-client munge)
 if ((ACCOUNTING)); then PKGS+=(slurmdbd mariadb-server); fi
+# ip (netns, veth, bridge) for the multi partition; nsenter and unshare are
+# util-linux's, which every Debian has.
+if ((${#MULTI[@]})); then PKGS+=(iproute2); fi
 ensure_packages "${PKGS[@]}"
 
 # ------------------------------------------------------------------ config ---
@@ -659,14 +672,15 @@ for f in "$S_RUN"/slurmd-*.pid; do
 	n="${n%.pid}"
 	[[ " ${MULTI[*]} " == *" $n "* ]] || stop_daemon "slurmd-$n" 30
 done
-if ((${#MULTI[@]})); then
-	ensure_multi_net
-else
-	multi_net_down
-fi
+for d in "$S_ETC/$S_NS_PREFIX"*/; do
+	n="$(basename "$d")"
+	[[ -d "$d" && " ${MULTI[*]} " != *" $n "* ]] && rm -rf "$d"
+done
+multi_net_down "${MULTI[@]}"
+if ((${#MULTI[@]})); then ensure_multi_net; fi
 if [[ "$(hosts_without_block; multi_hosts_block)" != "$(cat "$S_HOSTS")" ]]; then
 	write_hosts_block write
-	say "wrote the multi nodes' names into $S_HOSTS"
+	say "updated the multi nodes' lines in $S_HOSTS"
 fi
 
 # ------------------------------------------------------------------- munge ---
