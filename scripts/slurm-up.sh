@@ -481,8 +481,15 @@ multi_bridge_ok() {
 		ip link show dev "$S_BR" 2>/dev/null | grep -q '<[^>]*\bUP\b'
 }
 
+# multi_netns_ok NODE: its namespace exists, the host end of its veth is a
+# port of the bridge whose other end (in the namespace) is up, and (as root:
+# entering a namespace needs it) that end is eth0 with the node's address.
 multi_netns_ok() {
+	local link
 	[[ -e "/run/netns/$1" ]] || return 1
+	link="$(ip link show dev "$(multi_veth "$1")" 2>/dev/null)" || return 1
+	[[ "$link" == *LOWER_UP*" master $S_BR "* && "$link" == *" link-netns $1"* ]] || return 1
+	[[ "$(id -u)" == 0 ]] || return 0
 	ip -n "$1" -br addr show dev eth0 2>/dev/null | grep -E "^eth0@[^ ]+ +UP .*$(multi_addr "$1")/24( |$)" >/dev/null
 }
 
@@ -647,13 +654,17 @@ ensure_multi_net() {
 	for n in "${MULTI[@]}"; do
 		a="$(multi_addr "$n")"
 		v="$(multi_veth "$n")"
-		multi_netns_ok "$n" && ip link show dev "$v" >/dev/null 2>&1 && continue
-		[[ -e "/run/netns/$n" ]] || ip netns add "$n" || die "cannot create network namespace $n (ip netns add)"
+		multi_netns_ok "$n" && continue
+		if [[ ! -e "/run/netns/$n" ]]; then
+			ip netns add "$n" || die "cannot create network namespace $n (ip netns add)"
+			NET_RENEWED+=("$n")
+		fi
 		# A half-made pair (or one whose namespace went away) is made anew.
 		if ! ip link show dev "$v" >/dev/null 2>&1 || ! ip -n "$n" link show dev eth0 >/dev/null 2>&1; then
 			ip link del "$v" 2>/dev/null || true
 			ip -n "$n" link del eth0 2>/dev/null || true
 			ip link add "$v" type veth peer name eth0 netns "$n"
+			NET_RENEWED+=("$n")
 		fi
 		ip link set dev "$v" master "$S_BR" up
 		ip -n "$n" link set dev lo up
@@ -677,7 +688,11 @@ for d in "$S_ETC/$S_NS_PREFIX"*/; do
 	[[ -d "$d" && " ${MULTI[*]} " != *" $n "* ]] && rm -rf "$d"
 done
 multi_net_down "${MULTI[@]}"
+# Nodes whose namespace or veth had to be made anew: a slurmd still running
+# is in the old namespace, cut off; it is restarted below.
+NET_RENEWED=()
 if ((${#MULTI[@]})); then ensure_multi_net; fi
+for n in "${NET_RENEWED[@]}"; do stop_daemon "slurmd-$n" 30; done
 if [[ "$(hosts_without_block; multi_hosts_block)" != "$(cat "$S_HOSTS")" ]]; then
 	write_hosts_block write
 	say "updated the multi nodes' lines in $S_HOSTS"
