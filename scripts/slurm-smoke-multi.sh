@@ -169,7 +169,7 @@ fi
 if [[ -f "$W/shared.$N1" && -f "$W/shared.$N2" ]]; then
 	ok "files the tasks wrote on $N1 and $N2 are in one directory ($W)"
 else
-	bad "files from both nodes missing in $W: $(ls "$W" | paste -sd' ')"
+	bad "files from both nodes missing in $W: $(cd "$W" && echo *)"
 fi
 
 finish
