@@ -824,6 +824,12 @@ fi
 # run_daemon NAME OUTFILE CMD...: start a self-daemonising Slurm daemon,
 # detached from our stdio, with the limits its systemd unit would give it.
 run_daemon() {
+	launch_daemon "$@"
+	await_daemon "$1" "$2"
+}
+
+# launch_daemon NAME OUTFILE CMD...: run_daemon's start, without the wait.
+launch_daemon() {
 	local name="$1" out="$2"
 	shift 2
 	say "starting $name"
@@ -834,9 +840,13 @@ run_daemon() {
 		ulimit -l unlimited 2>/dev/null || true
 		exec setsid "$@" </dev/null >>"$out" 2>&1
 	) || die "$name failed to start (exit $?)" "$S_LOG/$name.log" "$out"
-	# The daemon forks and then writes its pid file: wait for that.
-	wait_until 15 pid_of "$name" >/dev/null ||
-		die "$name did not stay up (no live pid in $S_RUN/$name.pid)" "$S_LOG/$name.log" "$out"
+}
+
+# await_daemon NAME OUTFILE: the daemon forks and then writes its pid file:
+# wait for that.
+await_daemon() {
+	wait_until 15 pid_of "$1" >/dev/null ||
+		die "$1 did not stay up (no live pid in $S_RUN/$1.pid)" "$S_LOG/$1.log" "$2"
 }
 
 ctld_up() { timeout 10 scontrol ping 2>/dev/null | grep 'is UP' >/dev/null; }
@@ -856,7 +866,7 @@ declare -A STARTED_AT=()
 STARTED_AT["$NODE"]=0
 if ! pid_of slurmd >/dev/null; then
 	STARTED_AT["$NODE"]="$(date +%s)"
-	run_daemon slurmd "$S_LOG/slurmd.out" slurmd -f "$S_CONF" -N "$NODE"
+	launch_daemon slurmd "$S_LOG/slurmd.out" slurmd -f "$S_CONF" -N "$NODE"
 fi
 # A multi node's slurmd runs in its network namespace (entered with nsenter:
 # `ip netns exec` would remount /sys and hide /sys/fs/cgroup) and in a UTS
@@ -867,10 +877,15 @@ for n in "${MULTI[@]}"; do
 	pid_of "slurmd-$n" >/dev/null && continue
 	STARTED_AT["$n"]="$(date +%s)"
 	# shellcheck disable=SC2016 # $1 and $@ are sh's
-	run_daemon "slurmd-$n" "$S_LOG/slurmd-$n.out" \
+	launch_daemon "slurmd-$n" "$S_LOG/slurmd-$n.out" \
 		nsenter --net="/run/netns/$n" -- unshare --uts -- \
 		sh -c 'hostname "$1" && shift && exec "$@"' sh "$n" \
 		slurmd -f "$S_ETC/$n/slurm.conf" -N "$n"
+done
+# (started side by side, then waited for: each wait polls every 0.2 s)
+if ((STARTED_AT["$NODE"])); then await_daemon slurmd "$S_LOG/slurmd.out"; fi
+for n in "${MULTI[@]}"; do
+	if ((STARTED_AT["$n"])); then await_daemon "slurmd-$n" "$S_LOG/slurmd-$n.out"; fi
 done
 # After a restart slurmctld restores the node's last state from its state
 # files, so "idle" alone does not prove that the new slurmd has registered.
