@@ -11,16 +11,20 @@ usage() {
 	cat <<EOF
 Usage: scripts/slurm-down.sh [--cancel] [--purge]
 
-Stops the daemons that scripts/slurm-up.sh started (slurmctld, slurmd,
-slurmdbd, mariadbd, and munged if slurm-up started it), found through the
-pid files in \$ORCH_SLURM_DIR/run (default /var/lib/orch-slurm/run). Job
-state is kept: the next slurm-up.sh finds queued and running jobs again.
+Stops the daemons that scripts/slurm-up.sh started (slurmctld, slurmd, the
+multi partition's slurmds, slurmdbd, mariadbd, and munged if slurm-up started
+it), found through the pid files in \$ORCH_SLURM_DIR/run (default
+/var/lib/orch-slurm/run), then removes the multi nodes' network namespaces
+(orch-n1, ...; one in which jobs still run is kept), their veths and the
+bridge orch-br0. Job state is kept: the next slurm-up.sh finds queued and
+running jobs again.
 
   --cancel   scancel all jobs first and wait (up to 30 s) for them to end;
              without it, running jobs' slurmstepd processes keep running
   --purge    --cancel, stop, then delete \$ORCH_SLURM_DIR (config, job state,
              logs, accounting database) and the /etc/slurm/slurm.conf
-             symlink if it points there. Packages stay installed.
+             symlink if it points there, and the multi nodes' lines in
+             /etc/hosts. Packages stay installed.
   -h, --help this text
 EOF
 }
@@ -49,6 +53,12 @@ done
 require_root
 
 if [[ ! -d "$SD" ]]; then
+	# shellcheck disable=SC2119 # no namespace to keep
+	multi_net_down
+	if ((PURGE)) && grep -qxF "$S_HOSTS_BEGIN" "$S_HOSTS" 2>/dev/null; then
+		write_hosts_block remove
+		say "removed the multi nodes' lines from $S_HOSTS"
+	fi
 	say "nothing to stop: $SD does not exist"
 	exit 0
 fi
@@ -81,7 +91,13 @@ running_steps() {
 }
 
 stopped=0
-for d in slurmctld slurmd slurmdbd mariadbd munged; do
+multi_slurmds=()
+for f in "$S_RUN"/slurmd-*.pid; do
+	[[ -e "$f" ]] || continue
+	f="${f##*/}"
+	multi_slurmds+=("${f%.pid}")
+done
+for d in slurmctld slurmd "${multi_slurmds[@]}" slurmdbd mariadbd munged; do
 	if pid_of "$d" >/dev/null; then
 		stop_daemon "$d" 30
 		stopped=$((stopped + 1))
@@ -99,7 +115,14 @@ if [[ -n "${steps// /}" ]]; then
 	fi
 fi
 
+# shellcheck disable=SC2119 # no namespace to keep
+multi_net_down
+
 if ((PURGE)); then
+	if grep -qxF "$S_HOSTS_BEGIN" "$S_HOSTS" 2>/dev/null; then
+		write_hosts_block remove
+		say "removed the multi nodes' lines from $S_HOSTS"
+	fi
 	if [[ -L "$S_SYS_CONF" && "$(readlink "$S_SYS_CONF")" == "$S_CONF" ]]; then
 		rm -f "$S_SYS_CONF"
 		say "removed $S_SYS_CONF"

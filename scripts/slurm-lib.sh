@@ -25,6 +25,18 @@ S_DB_PASS="orch-slurm"
 
 export SLURM_CONF="$S_CONF"
 
+# The two-node partition "multi" (docs/TEST-CLUSTER.md, "The multi partition"):
+# node orch-nI is a slurmd in network namespace orch-nI (own UTS namespace,
+# hostname orch-nI) whose eth0 is a veth to the bridge $S_BR on this machine.
+# Addresses: bridge $S_NET.1, node I $S_NET.(10+I). /etc/hosts names them.
+S_MULTI_N="${ORCH_SLURM_MULTI_NODES:-2}"
+S_NET="${ORCH_SLURM_MULTI_NET:-10.250.0}"
+S_BR="orch-br0"
+S_NS_PREFIX="orch-n"
+S_HOSTS=/etc/hosts
+S_HOSTS_BEGIN="# BEGIN orch-slurm multi partition (scripts/slurm-up.sh; removed by slurm-down.sh --purge)"
+S_HOSTS_END="# END orch-slurm multi partition"
+
 S_PROG="$(basename "$0" .sh)"
 
 # --------------------------------------------------------------- logging ---
@@ -116,4 +128,75 @@ truthy() {
 	1 | y | yes | true | on) return 0 ;;
 	*) return 1 ;;
 	esac
+}
+
+# ------------------------------------------------- multi-node partition ---
+# multi_nodes: the wanted multi node names, one a line (none when
+# ORCH_SLURM_MULTI_NODES=0).
+multi_nodes() {
+	local i
+	for ((i = 1; i <= S_MULTI_N; i++)); do echo "$S_NS_PREFIX$i"; done
+}
+
+# multi_addr NODE: the node's address (orch-n2 -> $S_NET.12).
+multi_addr() { printf '%s.%d\n' "$S_NET" "$((10 + ${1#"$S_NS_PREFIX"}))"; }
+
+# The host end of a node's veth pair (the other end is eth0 in its netns).
+multi_veth() { printf 'orchv-%s\n' "${1#orch-}"; }
+
+# existing_multi_netns: our network namespaces that exist now, one a line.
+existing_multi_netns() {
+	local f
+	for f in /run/netns/"$S_NS_PREFIX"*; do
+		[[ -e "$f" && "${f##*/}" =~ ^${S_NS_PREFIX}[0-9]+$ ]] && echo "${f##*/}"
+	done
+	return 0
+}
+
+# multi_hosts_block: what /etc/hosts should hold between our markers
+# (nothing at all when there are no multi nodes).
+multi_hosts_block() {
+	local n
+	((S_MULTI_N > 0)) || return 0
+	printf '%s\n' "$S_HOSTS_BEGIN"
+	for n in $(multi_nodes); do printf '%s\t%s\n' "$(multi_addr "$n")" "$n"; done
+	printf '%s\n' "$S_HOSTS_END"
+}
+
+# hosts_without_block: /etc/hosts less our block.
+hosts_without_block() {
+	awk -v b="$S_HOSTS_BEGIN" -v e="$S_HOSTS_END" '$0 == b { skip = 1 } !skip { print } $0 == e { skip = 0 }' "$S_HOSTS"
+}
+
+# write_hosts_block write|remove: rewrite our block at the end of /etc/hosts,
+# or remove it; in place (the file may be a bind mount: never replaced by
+# rename).
+write_hosts_block() {
+	local text
+	text="$(hosts_without_block)"
+	if [[ "$1" == write ]]; then text+=$'\n'"$(multi_hosts_block)"; fi
+	printf '%s\n' "${text%$'\n'}" >"$S_HOSTS"
+}
+
+# multi_net_down [KEEP...]: delete our namespaces (but those named), their
+# veths and, when none is left, the bridge. A namespace with processes still
+# in it (jobs' slurmstepd) is kept, with a warning.
+multi_net_down() {
+	local ns pids left=$#
+	for ns in $(existing_multi_netns); do
+		[[ " $* " != *" $ns "* ]] || continue
+		pids="$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"
+		if [[ -n "${pids// /}" ]]; then
+			warn "network namespace $ns kept: processes still run in it (pids: $pids)"
+			left=$((left + 1))
+			continue
+		fi
+		ip link del "$(multi_veth "$ns")" 2>/dev/null || true
+		ip netns del "$ns" 2>/dev/null || true
+		say "removed network namespace $ns"
+	done
+	if ((!left)) && ip link show "$S_BR" >/dev/null 2>&1; then
+		ip link del "$S_BR" 2>/dev/null || true
+		say "removed bridge $S_BR"
+	fi
 }

@@ -59,7 +59,7 @@ CONFIG="$(scontrol show config)"
 is_cgroup() { grep -Eq '^ProctrackType +=.*proctrack/cgroup' <<<"$CONFIG"; }
 is_acct() { grep -Eq '^AccountingStorageType +=.*slurmdbd' <<<"$CONFIG"; }
 
-echo "smoke: cluster: $(sinfo -h -N -o '%N %T' | awk 'NR == 1'); cgroup=$(is_cgroup && echo yes || echo no) accounting=$(is_acct && echo yes || echo no)"
+echo "smoke: cluster: $(sinfo -h -N -p gpu -o '%N %T' | awk 'NR == 1'); cgroup=$(is_cgroup && echo yes || echo no) accounting=$(is_acct && echo yes || echo no)"
 
 # --- submissions (all at once, then wait) ---
 # shellcheck disable=SC2016 # $CUDA_VISIBLE_DEVICES expands in the job

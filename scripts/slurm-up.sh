@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Bring up (or check) a single-node Slurm test cluster on this machine.
+# Bring up (or check) the Slurm test cluster on this machine: one node with
+# the partitions gpu and debug, and a two-node partition multi whose nodes are
+# slurmds in their own network and UTS namespaces.
 # Idempotent; run as root. See docs/TEST-CLUSTER.md, or --help.
 set -Eeuo pipefail
 
@@ -13,10 +15,13 @@ Usage: scripts/slurm-up.sh [--accounting|--no-accounting] [--cgroup|--no-cgroup|
                            [--defaults] [--check]
 
 Installs Slurm (Debian packages slurmctld slurmd slurm-client munge) if
-missing, writes a single-node config under \$ORCH_SLURM_DIR (default
+missing, writes the config under \$ORCH_SLURM_DIR (default
 /var/lib/orch-slurm), starts munged, slurmctld and slurmd (plus MariaDB and
-slurmdbd with --accounting) and waits until the node is idle. Does nothing
-but report if the cluster is already up with the wanted settings.
+slurmdbd with --accounting) and waits until the node is idle. Also brings up
+the partition multi: nodes orch-n1 and orch-n2, each a slurmd in its own
+network namespace (address 10.250.0.11, .12 on the bridge orch-br0, named in
+/etc/hosts) and UTS namespace (hostname orch-n1, orch-n2). Does nothing but
+report if the cluster is already up with the wanted settings.
 
   --accounting      also run slurmdbd + MariaDB so that sacct works
                     (env ORCH_SLURM_ACCOUNTING=1)
@@ -44,7 +49,11 @@ ORCH_SLURM_WAIT (seconds to wait for the node, default 60),
 ORCH_SLURM_CPUS (128), ORCH_SLURM_MEM_MB (1048576),
 ORCH_SLURM_GPU_TYPES ("a40 a100 a100_80g h100 h200 rtx4090 l40s"),
 ORCH_SLURM_GPUS_PER_TYPE (8), ORCH_SLURM_DB_PORT (3307),
-ORCH_SLURM_LINK_ETC (1: symlink /etc/slurm/slurm.conf to our config).
+ORCH_SLURM_LINK_ETC (1: symlink /etc/slurm/slurm.conf to our config),
+ORCH_SLURM_MULTI_NODES (2; 0: no multi partition), ORCH_SLURM_MULTI_CPUS (8),
+ORCH_SLURM_MULTI_MEM_MB (65536), ORCH_SLURM_MULTI_GPU_TYPE (a100),
+ORCH_SLURM_MULTI_GPUS (4 per node; 0: no GRES), ORCH_SLURM_MULTI_NET
+(10.250.0: the first three octets of the multi nodes' /24).
 EOF
 }
 
@@ -102,9 +111,17 @@ GPU_TYPES="${ORCH_SLURM_GPU_TYPES:-a40 a100 a100_80g h100 h200 rtx4090 l40s}"
 GPUS_PER_TYPE="${ORCH_SLURM_GPUS_PER_TYPE:-8}"
 LINK_ETC=1
 if ! truthy "${ORCH_SLURM_LINK_ETC:-1}"; then LINK_ETC=0; fi
+MULTI_CPUS="${ORCH_SLURM_MULTI_CPUS:-8}"
+MULTI_MEM_MB="${ORCH_SLURM_MULTI_MEM_MB:-65536}"
+MULTI_GPU_TYPE="${ORCH_SLURM_MULTI_GPU_TYPE:-a100}"
+MULTI_GPUS="${ORCH_SLURM_MULTI_GPUS:-4}"
+[[ "$S_MULTI_N" =~ ^[0-9]$ ]] || die "ORCH_SLURM_MULTI_NODES must be 0-9, not '$S_MULTI_N'"
+[[ "$S_NET" =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || die "ORCH_SLURM_MULTI_NET must be three octets like 10.250.0, not '$S_NET'"
+mapfile -t MULTI < <(multi_nodes)
 NODE="$(node_name)"
 ALL_LOGS=("$S_LOG/slurmctld.log" "$S_LOG/slurmd.log" "$S_LOG/slurmdbd.log"
 	"$S_LOG/mariadb.log" /var/log/munge/munged.log)
+for n in "${MULTI[@]}"; do ALL_LOGS+=("$S_LOG/slurmd-$n.log"); done
 trap 'die "unexpected failure (line $LINENO: $BASH_COMMAND)" "${ALL_LOGS[@]}"' ERR
 
 # ------------------------------------------------------------- cgroup mode ---
@@ -145,8 +162,34 @@ gres_list() {
 	printf '%s' "$out"
 }
 
+# gen_slurm_conf [MULTI-NODE]: slurm.conf for slurmctld, the clients and the
+# slurmd of node $NODE; with a multi node's name, the copy its slurmd reads,
+# which differs only in where slurmctld is (the bridge's address: 127.0.0.1
+# in its network namespace is its own loopback) and in that slurmd's own pid
+# file, spool directory and log.
 gen_slurm_conf() {
 	local proctrack task gather acct tres t gather_params="#JobAcctGatherParams=" gather_freq=30
+	local for_node="${1:-}" header="" ctld_addr=127.0.0.1 n multi_conf="" main_nodes=ALL
+	local d_pid="$S_RUN/slurmd.pid" d_spool="$S_SPOOL/slurmd" d_log="$S_LOG/slurmd.log"
+	if [[ -n "$for_node" ]]; then
+		header="
+# The copy of $S_CONF that slurmd on $for_node (and its jobs) read."
+		ctld_addr="$S_NET.1"
+		d_pid="$S_RUN/slurmd-$for_node.pid" d_spool="$S_SPOOL/$for_node" d_log="$S_LOG/slurmd-$for_node.log"
+	fi
+	if ((${#MULTI[@]})); then
+		main_nodes="$NODE"
+		# The multi nodes' slurmds read copies that differ (above).
+		multi_conf="DebugFlags=NO_CONF_HASH"
+		for n in "${MULTI[@]}"; do
+			multi_conf+="
+NodeName=$n NodeAddr=$(multi_addr "$n") NodeHostname=$n CPUs=$MULTI_CPUS RealMemory=$MULTI_MEM_MB"
+			if ((MULTI_GPUS > 0)); then multi_conf+=" Gres=gpu:$MULTI_GPU_TYPE:$MULTI_GPUS"; fi
+			multi_conf+=" State=UNKNOWN"
+		done
+		multi_conf+="
+PartitionName=multi Nodes=$(printf '%s\n' "${MULTI[@]}" | paste -sd,) Default=NO MaxTime=UNLIMITED State=UP"
+	fi
 	if ((CGROUP)); then
 		proctrack=proctrack/cgroup task=task/cgroup gather=jobacct_gather/cgroup
 	else
@@ -157,6 +200,9 @@ gen_slurm_conf() {
 	if ((ACCOUNTING)); then
 		tres="gres/gpu"
 		for t in $GPU_TYPES; do tres+=",gres/gpu:$t"; done
+		if ((${#MULTI[@]} && MULTI_GPUS > 0)) && [[ " $GPU_TYPES " != *" $MULTI_GPU_TYPE "* ]]; then
+			tres+=",gres/gpu:$MULTI_GPU_TYPE"
+		fi
 		acct="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=6819
@@ -166,9 +212,9 @@ AccountingStorageTRES=$tres"
 	fi
 	cat <<EOF
 # Generated by orch scripts/slurm-up.sh: do not edit, it is rewritten on
-# every run (docs/TEST-CLUSTER.md). Mode: cgroup=$CGROUP accounting=$ACCOUNTING
+# every run (docs/TEST-CLUSTER.md). Mode: cgroup=$CGROUP accounting=$ACCOUNTING$header
 ClusterName=$S_CLUSTER
-SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldHost=$NODE($ctld_addr)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -179,11 +225,11 @@ SwitchType=switch/none
 SlurmctldPort=6817
 SlurmdPort=6818
 StateSaveLocation=$S_STATE
-SlurmdSpoolDir=$S_SPOOL/slurmd
+SlurmdSpoolDir=$d_spool
 SlurmctldPidFile=$S_RUN/slurmctld.pid
-SlurmdPidFile=$S_RUN/slurmd.pid
+SlurmdPidFile=$d_pid
 SlurmctldLogFile=$S_LOG/slurmctld.log
-SlurmdLogFile=$S_LOG/slurmd.log
+SlurmdLogFile=$d_log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=$proctrack
@@ -211,9 +257,10 @@ SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=2048
 GresTypes=gpu
 NodeName=$NODE NodeAddr=127.0.0.1 NodeHostname=$NODE CPUs=$CPUS RealMemory=$MEM_MB Gres=$(gres_list) State=UNKNOWN
-PartitionName=gpu Nodes=ALL Default=YES MaxTime=UNLIMITED State=UP
-PartitionName=debug Nodes=ALL Default=NO MaxTime=UNLIMITED State=UP
+PartitionName=gpu Nodes=$main_nodes Default=YES MaxTime=UNLIMITED State=UP
+PartitionName=debug Nodes=$main_nodes Default=NO MaxTime=UNLIMITED State=UP
 EOF
+	if [[ -n "$multi_conf" ]]; then printf '%s\n' "$multi_conf"; fi
 }
 
 gen_gres_conf() {
@@ -222,6 +269,11 @@ gen_gres_conf() {
 	for t in $GPU_TYPES; do
 		echo "NodeName=$NODE Name=gpu Type=$t File=$S_DEV/$t-[0-$((GPUS_PER_TYPE - 1))]"
 	done
+	if ((MULTI_GPUS > 0)); then
+		for n in "${MULTI[@]}"; do
+			echo "NodeName=$n Name=gpu Type=$MULTI_GPU_TYPE File=$S_DEV/$MULTI_GPU_TYPE-[0-$((MULTI_GPUS - 1))]"
+		done
+	fi
 }
 
 gen_cgroup_conf() {
@@ -265,6 +317,13 @@ WANT["$S_ETC/cgroup.conf|644"]="$(gen_cgroup_conf)"
 if ((ACCOUNTING)); then
 	WANT["$S_ETC/slurmdbd.conf|600"]="$(gen_slurmdbd_conf)"
 fi
+# Each multi node's slurmd reads $S_ETC/NODE/slurm.conf and finds gres.conf
+# and cgroup.conf next to it.
+for n in "${MULTI[@]}"; do
+	WANT["$S_ETC/$n/slurm.conf|644"]="$(gen_slurm_conf "$n")"
+	WANT["$S_ETC/$n/gres.conf|644"]="${WANT["$S_ETC/gres.conf|644"]}"
+	WANT["$S_ETC/$n/cgroup.conf|644"]="${WANT["$S_ETC/cgroup.conf|644"]}"
+done
 
 # One hash over all wanted files: written to $S_RUN/applied once the daemons
 # run with them, so that a run that died between writing the files and
@@ -280,7 +339,8 @@ applied_current() {
 configs_current() {
 	local k
 	for k in "${!WANT[@]}"; do
-		cmp -s "${k%|*}" <(printf '%s\n' "${WANT[$k]}") || return 1
+		# (2>/dev/null: cmp stops reading at the first difference)
+		cmp -s "${k%|*}" <(printf '%s\n' "${WANT[$k]}" 2>/dev/null) || return 1
 	done
 	applied_current
 }
@@ -291,7 +351,7 @@ write_configs() {
 	local k f
 	for k in "${!WANT[@]}"; do
 		f="${k%|*}"
-		if ! cmp -s "$f" <(printf '%s\n' "${WANT[$k]}"); then
+		if ! cmp -s "$f" <(printf '%s\n' "${WANT[$k]}" 2>/dev/null); then
 			printf '%s\n' "${WANT[$k]}" >"$f.tmp"
 			chmod "${k#*|}" "$f.tmp"
 			mv -f "$f.tmp" "$f"
@@ -311,14 +371,15 @@ munge_ok() {
 	timeout 5 munge -n 2>/dev/null | timeout 5 unmunge >/dev/null 2>&1
 }
 
-# Prints the node's state as sinfo reports it (e.g. idle, mixed, down*).
+# node_state [NODE]: the node's state as sinfo reports it (e.g. idle, mixed,
+# down*); default $NODE.
 node_state() {
 	# (awk, not head: it reads all input, so no SIGPIPE under pipefail)
-	timeout 15 sinfo -h -N -n "$NODE" -o '%T' 2>/dev/null | awk 'NR == 1'
+	timeout 15 sinfo -h -N -n "${1:-$NODE}" -o '%T' 2>/dev/null | awk 'NR == 1'
 }
 
 node_usable() {
-	case "$(node_state)" in
+	case "$(node_state "$@")" in
 	idle | mixed | allocated | completing) return 0 ;;
 	*) return 1 ;;
 	esac
@@ -369,6 +430,85 @@ healthy() {
 		WHY="node $NODE is in state '$(node_state)'"
 		return 1
 	}
+	multi_healthy
+}
+
+# The multi partition's share of healthy(): network, names, slurmds, nodes.
+multi_healthy() {
+	local n f
+	for f in "$S_RUN"/slurmd-*.pid; do
+		[[ -e "$f" ]] || continue
+		n="${f##*/slurmd-}"
+		n="${n%.pid}"
+		if [[ " ${MULTI[*]} " != *" $n "* ]] && pid_of "slurmd-$n" >/dev/null; then
+			WHY="slurmd of $n is running but $n is not wanted (ORCH_SLURM_MULTI_NODES=$S_MULTI_N)"
+			return 1
+		fi
+	done
+	for n in $(existing_multi_netns); do
+		[[ " ${MULTI[*]} " == *" $n "* ]] || {
+			WHY="network namespace $n is left from an earlier run"
+			return 1
+		}
+	done
+	[[ "$(hosts_without_block; multi_hosts_block)" == "$(cat "$S_HOSTS" 2>/dev/null)" ]] || {
+		WHY="$S_HOSTS does not name the multi nodes as wanted"
+		return 1
+	}
+	((${#MULTI[@]})) || return 0
+	multi_bridge_ok || {
+		WHY="bridge $S_BR is missing, down or without address $S_NET.1/24"
+		return 1
+	}
+	for n in "${MULTI[@]}"; do
+		multi_netns_ok "$n" || {
+			WHY="network namespace $n is missing or its eth0 is not up with $(multi_addr "$n")/24"
+			return 1
+		}
+		pid_of "slurmd-$n" >/dev/null || {
+			WHY="slurmd of $n is not running"
+			return 1
+		}
+		node_usable "$n" || {
+			WHY="node $n is in state '$(node_state "$n")'"
+			return 1
+		}
+	done
+}
+
+multi_bridge_ok() {
+	ip -br addr show dev "$S_BR" 2>/dev/null | grep -E "^$S_BR +(UP|UNKNOWN|DOWN) .* $S_NET\.1/24( |$)" >/dev/null &&
+		ip link show dev "$S_BR" 2>/dev/null | grep -q '<[^>]*\bUP\b'
+}
+
+# multi_netns_ok NODE: its namespace exists, the host end of its veth is a
+# port of the bridge whose other end (in the namespace) is up, and (as root:
+# entering a namespace needs it) that end is eth0 with the node's address.
+multi_netns_ok() {
+	local link
+	[[ -e "/run/netns/$1" ]] || return 1
+	link="$(ip link show dev "$(multi_veth "$1")" 2>/dev/null)" || return 1
+	[[ "$link" == *LOWER_UP*" master $S_BR "* && "$link" == *" link-netns $1"* ]] || return 1
+	[[ "$(id -u)" == 0 ]] || return 0
+	ip -n "$1" -br addr show dev eth0 2>/dev/null | grep -E "^eth0@[^ ]+ +UP .*$(multi_addr "$1")/24( |$)" >/dev/null
+}
+
+# multi_states: "orch-n1 idle, orch-n2 idle" (or nothing).
+multi_states() {
+	local n out=""
+	for n in "${MULTI[@]}"; do out+="${out:+, }$n $(node_state "$n")"; done
+	printf '%s' "$out"
+}
+
+multi_summary() {
+	local n
+	if ((!${#MULTI[@]})); then
+		echo "  no multi partition (ORCH_SLURM_MULTI_NODES=0)"
+		return 0
+	fi
+	printf '  partition multi: %s nodes (%s CPUs, %s MB%s each):' "${#MULTI[@]}" "$MULTI_CPUS" "$MULTI_MEM_MB" "$( ((MULTI_GPUS > 0)) && echo ", gpu:$MULTI_GPU_TYPE:$MULTI_GPUS")"
+	for n in "${MULTI[@]}"; do printf ' %s (%s)' "$n" "$(multi_addr "$n")"; done
+	printf '\n  try:    srun -N%s -p multi hostname; %s/slurm-smoke-multi.sh\n' "${#MULTI[@]}" "$SCRIPT_DIR"
 }
 
 summary() {
@@ -381,6 +521,7 @@ summary() {
 	cat <<EOF 2>/dev/null
 $S_PROG: Slurm test cluster '$S_CLUSTER' is up: node $NODE ($CPUS CPUs, ${MEM_MB} MB, gpu:{${GPU_TYPES// /,}}:$GPUS_PER_TYPE each),
   partitions gpu (default) and debug; $( ((CGROUP)) && echo "cgroup mode (--mem enforced)" || echo "linuxproc mode (--mem enforced by polling only)"); accounting $( ((ACCOUNTING)) && echo "on (sacct works)" || echo "off (sacct does not work)").
+$(multi_summary)
   config: $S_CONF ($link)
   logs:   $S_LOG/
   try:    sbatch --parsable --gres=gpu:a40:1 --wrap 'echo \$CUDA_VISIBLE_DEVICES'; squeue; scontrol show job ID
@@ -390,7 +531,7 @@ EOF
 
 if ((CHECK_ONLY)); then
 	if healthy; then
-		say "up and healthy (node $NODE $(node_state))"
+		say "up and healthy (node $NODE $(node_state)$( ((${#MULTI[@]})) && echo "; partition multi: $(multi_states)"))"
 		exit 0
 	fi
 	say "not healthy: $WHY"
@@ -398,7 +539,7 @@ if ((CHECK_ONLY)); then
 fi
 
 if healthy; then
-	say "already up and healthy (node $NODE $(node_state)); nothing to do"
+	say "already up and healthy (node $NODE $(node_state)$( ((${#MULTI[@]})) && echo "; partition multi: $(multi_states)")); nothing to do"
 	summary || true
 	exit 0
 fi
@@ -456,20 +597,24 @@ ensure_packages() {
 }
 
 mkdir -p "$S_ETC" "$S_RUN" "$S_LOG" "$S_STATE" "$S_SPOOL/slurmd" "$S_DEV"
+for n in "${MULTI[@]}"; do mkdir -p "$S_ETC/$n" "$S_SPOOL/$n"; done
 chmod 755 "$SD" "$S_ETC" "$S_RUN" "$S_LOG"
 chmod 700 "$S_STATE"
 APT_S=0
 PKGS=(slurmctld slurmd slurm-client munge)
 if ((ACCOUNTING)); then PKGS+=(slurmdbd mariadb-server); fi
+# ip (netns, veth, bridge) for the multi partition; nsenter and unshare are
+# util-linux's, which every Debian has.
+if ((${#MULTI[@]})); then PKGS+=(iproute2); fi
 ensure_packages "${PKGS[@]}"
 
 # ------------------------------------------------------------------ config ---
 # Placeholder "GPUs": character devices 1:3 (what /dev/null is). Slurm wants
 # real device files here: with plain files slurmd logs "is not a valid
 # character or block device" and leaves CUDA_VISIBLE_DEVICES unset.
-for t in $GPU_TYPES; do
-	for ((i = 0; i < GPUS_PER_TYPE; i++)); do
-		f="$S_DEV/$t-$i"
+for tn in $(for t in $GPU_TYPES; do echo "$t:$GPUS_PER_TYPE"; done) "$MULTI_GPU_TYPE:$MULTI_GPUS"; do
+	for ((i = 0; i < ${tn#*:}; i++)); do
+		f="$S_DEV/${tn%:*}-$i"
 		[[ -c "$f" ]] && continue
 		rm -f "$f"
 		mknod -m 666 "$f" c 1 3 2>/dev/null || : >"$f"
@@ -489,6 +634,68 @@ if ((LINK_ETC)); then
 	else
 		warn "$S_SYS_CONF exists and is not our symlink; left alone. Clients need: export SLURM_CONF=$S_CONF"
 	fi
+fi
+
+# ------------------------------------------------- multi partition network ---
+# The bridge $S_BR ($S_NET.1/24) on this machine; per multi node a network
+# namespace of its name whose eth0 ($S_NET.1I/24) is a veth to the bridge.
+# Traffic stays between the namespaces and this machine: no default route,
+# no forwarding.
+ensure_multi_net() {
+	local n a v
+	if ! ip link show dev "$S_BR" >/dev/null 2>&1; then
+		ip link add "$S_BR" type bridge || die "cannot create bridge $S_BR (ip link add type bridge)"
+		say "created bridge $S_BR"
+	fi
+	if ! ip -br addr show dev "$S_BR" | grep -E " $S_NET\.1/24( |$)" >/dev/null; then
+		ip addr add "$S_NET.1/24" dev "$S_BR"
+	fi
+	ip link set dev "$S_BR" up
+	for n in "${MULTI[@]}"; do
+		a="$(multi_addr "$n")"
+		v="$(multi_veth "$n")"
+		multi_netns_ok "$n" && continue
+		if [[ ! -e "/run/netns/$n" ]]; then
+			ip netns add "$n" || die "cannot create network namespace $n (ip netns add)"
+			NET_RENEWED+=("$n")
+		fi
+		# A half-made pair (or one whose namespace went away) is made anew.
+		if ! ip link show dev "$v" >/dev/null 2>&1 || ! ip -n "$n" link show dev eth0 >/dev/null 2>&1; then
+			ip link del "$v" 2>/dev/null || true
+			ip -n "$n" link del eth0 2>/dev/null || true
+			ip link add "$v" type veth peer name eth0 netns "$n"
+			NET_RENEWED+=("$n")
+		fi
+		ip link set dev "$v" master "$S_BR" up
+		ip -n "$n" link set dev lo up
+		if ! ip -n "$n" -br addr show dev eth0 | grep -E " $a/24( |$)" >/dev/null; then
+			ip -n "$n" addr add "$a/24" dev eth0
+		fi
+		ip -n "$n" link set dev eth0 up
+		say "network namespace $n: eth0 $a/24, veth $v on $S_BR"
+	done
+}
+
+# Multi nodes that are not wanted (any more): their slurmds stop.
+for f in "$S_RUN"/slurmd-*.pid; do
+	[[ -e "$f" ]] || continue
+	n="${f##*/slurmd-}"
+	n="${n%.pid}"
+	[[ " ${MULTI[*]} " == *" $n "* ]] || stop_daemon "slurmd-$n" 30
+done
+for d in "$S_ETC/$S_NS_PREFIX"*/; do
+	n="$(basename "$d")"
+	[[ -d "$d" && " ${MULTI[*]} " != *" $n "* ]] && rm -rf "$d"
+done
+multi_net_down "${MULTI[@]}"
+# Nodes whose namespace or veth had to be made anew: a slurmd still running
+# is in the old namespace, cut off; it is restarted below.
+NET_RENEWED=()
+if ((${#MULTI[@]})); then ensure_multi_net; fi
+for n in "${NET_RENEWED[@]}"; do stop_daemon "slurmd-$n" 30; done
+if [[ "$(hosts_without_block; multi_hosts_block)" != "$(cat "$S_HOSTS")" ]]; then
+	write_hosts_block write
+	say "updated the multi nodes' lines in $S_HOSTS"
 fi
 
 # ------------------------------------------------------------------- munge ---
@@ -611,11 +818,18 @@ if ((CONFIG_CHANGED)); then
 	# slurmd, and slurmctld reloads its state from StateSaveLocation.
 	stop_daemon slurmctld 30
 	stop_daemon slurmd 30
+	for n in "${MULTI[@]}"; do stop_daemon "slurmd-$n" 30; done
 fi
 
 # run_daemon NAME OUTFILE CMD...: start a self-daemonising Slurm daemon,
 # detached from our stdio, with the limits its systemd unit would give it.
 run_daemon() {
+	launch_daemon "$@"
+	await_daemon "$1" "$2"
+}
+
+# launch_daemon NAME OUTFILE CMD...: run_daemon's start, without the wait.
+launch_daemon() {
 	local name="$1" out="$2"
 	shift 2
 	say "starting $name"
@@ -626,9 +840,13 @@ run_daemon() {
 		ulimit -l unlimited 2>/dev/null || true
 		exec setsid "$@" </dev/null >>"$out" 2>&1
 	) || die "$name failed to start (exit $?)" "$S_LOG/$name.log" "$out"
-	# The daemon forks and then writes its pid file: wait for that.
-	wait_until 15 pid_of "$name" >/dev/null ||
-		die "$name did not stay up (no live pid in $S_RUN/$name.pid)" "$S_LOG/$name.log" "$out"
+}
+
+# await_daemon NAME OUTFILE: the daemon forks and then writes its pid file:
+# wait for that.
+await_daemon() {
+	wait_until 15 pid_of "$1" >/dev/null ||
+		die "$1 did not stay up (no live pid in $S_RUN/$1.pid)" "$S_LOG/$1.log" "$2"
 }
 
 ctld_up() { timeout 10 scontrol ping 2>/dev/null | grep 'is UP' >/dev/null; }
@@ -643,37 +861,64 @@ until ctld_up; do
 	sleep 0.2
 done
 
-SLURMD_STARTED_AT=0
+# When each slurmd was started by this run (0: it was running already).
+declare -A STARTED_AT=()
+STARTED_AT["$NODE"]=0
 if ! pid_of slurmd >/dev/null; then
-	SLURMD_STARTED_AT="$(date +%s)"
-	run_daemon slurmd "$S_LOG/slurmd.out" slurmd -f "$S_CONF" -N "$NODE"
+	STARTED_AT["$NODE"]="$(date +%s)"
+	launch_daemon slurmd "$S_LOG/slurmd.out" slurmd -f "$S_CONF" -N "$NODE"
 fi
+# A multi node's slurmd runs in its network namespace (entered with nsenter:
+# `ip netns exec` would remount /sys and hide /sys/fs/cgroup) and in a UTS
+# namespace of its own whose hostname is the node's name; its jobs inherit
+# both. It reads the slurm.conf in $S_ETC/NODE/.
+for n in "${MULTI[@]}"; do
+	STARTED_AT["$n"]=0
+	pid_of "slurmd-$n" >/dev/null && continue
+	STARTED_AT["$n"]="$(date +%s)"
+	# shellcheck disable=SC2016 # $1 and $@ are sh's
+	launch_daemon "slurmd-$n" "$S_LOG/slurmd-$n.out" \
+		nsenter --net="/run/netns/$n" -- unshare --uts -- \
+		sh -c 'hostname "$1" && shift && exec "$@"' sh "$n" \
+		slurmd -f "$S_ETC/$n/slurm.conf" -N "$n"
+done
+# (started side by side, then waited for: each wait polls every 0.2 s)
+if ((STARTED_AT["$NODE"])); then await_daemon slurmd "$S_LOG/slurmd.out"; fi
+for n in "${MULTI[@]}"; do
+	if ((STARTED_AT["$n"])); then await_daemon "slurmd-$n" "$S_LOG/slurmd-$n.out"; fi
+done
 # After a restart slurmctld restores the node's last state from its state
 # files, so "idle" alone does not prove that the new slurmd has registered.
 slurmd_registered() {
-	((SLURMD_STARTED_AT)) || return 0
-	local t
-	t="$(scontrol show node "$NODE" 2>/dev/null | grep -o 'SlurmdStartTime=[^ ]*' | cut -d= -f2)"
+	local node="$1" t
+	((STARTED_AT["$node"])) || return 0
+	t="$(scontrol show node "$node" 2>/dev/null | grep -o 'SlurmdStartTime=[^ ]*' | cut -d= -f2)"
 	[[ -n "$t" && "$t" != None ]] || return 1
-	(($(date -d "$t" +%s 2>/dev/null || echo 0) >= SLURMD_STARTED_AT - 1))
+	(($(date -d "$t" +%s 2>/dev/null || echo 0) >= STARTED_AT["$node"] - 1))
 }
-resumed=0
-until node_usable && slurmd_registered; do
-	pid_of slurmd >/dev/null || die "slurmd exited" "$S_LOG/slurmd.log" "$S_LOG/slurmd.out" "$S_LOG/slurmctld.log"
-	pid_of slurmctld >/dev/null || die "slurmctld exited" "$S_LOG/slurmctld.log" "$S_LOG/slurmctld.out"
-	state="$(node_state)"
-	# A drained node (e.g. "Kill task failed", "Duplicate jobid") or one that
-	# is down although its slurmd answers does not come back by itself:
-	# resume it, once slurmd responds (no '*'; before that slurmctld answers
-	# "Invalid node state specified").
-	if ((resumed < 5)) && [[ "$state" != *'*' ]] && [[ "$state" == drain* || "$state" == down ]]; then
-		warn "node $NODE is '$state' (reason: $(sinfo -h -N -n "$NODE" -o '%E' 2>/dev/null | awk 'NR == 1')); resuming it"
-		scontrol update nodename="$NODE" state=resume || true
-		resumed=$((resumed + 1))
-	fi
-	((SECONDS < end)) || die "node $NODE not usable within ${WAIT_S}s (state '$state')" "$S_LOG/slurmd.log" "$S_LOG/slurmctld.log"
-	sleep 0.2
-done
+# wait_node NODE DAEMON: until the node is usable and its new slurmd (pid
+# file DAEMON.pid) has registered, within the deadline $end.
+wait_node() {
+	local node="$1" daemon="$2" resumed=0 state
+	until node_usable "$node" && slurmd_registered "$node"; do
+		pid_of "$daemon" >/dev/null || die "$daemon exited" "$S_LOG/$daemon.log" "$S_LOG/$daemon.out" "$S_LOG/slurmctld.log"
+		pid_of slurmctld >/dev/null || die "slurmctld exited" "$S_LOG/slurmctld.log" "$S_LOG/slurmctld.out"
+		state="$(node_state "$node")"
+		# A drained node (e.g. "Kill task failed", "Duplicate jobid") or one that
+		# is down although its slurmd answers does not come back by itself:
+		# resume it, once slurmd responds (no '*'; before that slurmctld answers
+		# "Invalid node state specified").
+		if ((resumed < 5)) && [[ "$state" != *'*' ]] && [[ "$state" == drain* || "$state" == down ]]; then
+			warn "node $node is '$state' (reason: $(sinfo -h -N -n "$node" -o '%E' 2>/dev/null | awk 'NR == 1')); resuming it"
+			scontrol update nodename="$node" state=resume || true
+			resumed=$((resumed + 1))
+		fi
+		((SECONDS < end)) || die "node $node not usable within ${WAIT_S}s (state '$state')" "$S_LOG/$daemon.log" "$S_LOG/slurmctld.log"
+		sleep 0.2
+	done
+}
+wait_node "$NODE" slurmd
+for n in "${MULTI[@]}"; do wait_node "$n" "slurmd-$n"; done
 
 echo "$WANT_HASH" >"$S_RUN/applied"
 healthy || die "cluster still unhealthy after start: $WHY" "${ALL_LOGS[@]}"

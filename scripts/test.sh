@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite with its set-up, from any directory, on a fresh machine: installs and
-# starts the single-node Slurm cluster (scripts/slurm-up.sh) and the loopback sshd
-# (scripts/sshd-up.sh) the end-to-end tests use, then builds and runs every test.
+# starts the Slurm test cluster (scripts/slurm-up.sh: one node, and the two-node partition
+# multi) and the loopback sshd (scripts/sshd-up.sh) the end-to-end tests use, then builds and
+# runs every test.
 # Needs root (it installs Debian packages and starts daemons).
 set -euo pipefail
 cd "$(dirname "$0")/.."
