@@ -543,3 +543,65 @@ fn max_parallel_keeps_at_most_n_of_a_sweep_in_slurm_at_once() {
     // And by the ledger's clock: at most two attempts between submission and end at once.
     assert_disjoint(&spans(&runs), 2);
 }
+
+/// A two-node torchrun job of the simulated trainer on the test cluster's `multi` partition
+/// (two real slurmd, `orch-n1` and `orch-n2`, each with its own hostname and address;
+/// `scripts/slurm-up.sh`): srun starts one launcher per node and each says where it runs.
+#[test]
+fn a_two_node_torchrun_job_runs_one_rank_group_on_each_node() {
+    let _shared = cluster::shared();
+    let orch = slurm_orch();
+    let run = orch.expect(
+        &[
+            "submit",
+            "pretrain-512m",
+            "--backend",
+            "slurm",
+            "--poll-interval",
+            "0.5",
+            "--preflight=off",
+            "--set",
+            "resources.partition=multi",
+            "--set",
+            "resources.gres_type=a100",
+            "--set",
+            "resources.nodes=2",
+            "--set",
+            "resources.gpus=2",
+            "--set",
+            "resources.cpus_per_task=1",
+            "--set",
+            "resources.mem_gb=32",
+            "--set",
+            "micro_batch_size=1",
+            "--json",
+        ],
+        0,
+    );
+    let json = run.json();
+    assert_eq!(json["state"], "succeeded", "{run:?}");
+    let list = attempts(&json);
+    let id = list[0]["job_id"].as_str().unwrap();
+    let record = scontrol_job(id);
+    assert!(record.contains("NumNodes=2"), "{record}");
+    assert!(record.contains("NodeList=orch-n[1-2]"), "{record}");
+    let run_id = json["run"].as_str().unwrap();
+    let dir = orch
+        .path()
+        .join(".orch/runs")
+        .join(run_id)
+        .join("attempts/1");
+    let stdout = std::fs::read_to_string(dir.join("stdout.log")).unwrap();
+    // Each node's launcher, placed by srun on its own host, with its ranks.
+    for line in [
+        "node 0 of 2 on orch-n1: 2 local ranks, global ranks 0-1",
+        "node 1 of 2 on orch-n2: 2 local ranks, global ranks 2-3",
+    ] {
+        assert!(stdout.contains(line), "{line} missing:\n{stdout}");
+    }
+    // Rank 0 alone trained out loud and checkpointed.
+    assert_eq!(stdout.matches("training complete").count(), 1, "{stdout}");
+    // What orch recorded it cost: 2 nodes × 2 GPUs.
+    assert_eq!(list[0]["gpus"], 4, "{run:?}");
+    println!("{stdout}");
+}
