@@ -299,6 +299,56 @@ impl RunDir {
         }
     }
 
+    /// Take the run's submit lock, waiting up to `wait` for it: held by the driver from its
+    /// last look for a cancel to the recorded job id of the attempt it submits, and by
+    /// `orch cancel` while it records `cancel_requested`. So a cancel is recorded either before
+    /// that look (nothing is submitted) or after the job id (the cancel sees the job and stops
+    /// it): never between.
+    pub fn submit_lock(&self, wait: std::time::Duration) -> anyhow::Result<RunLock> {
+        use nix::fcntl::{Flock, FlockArg};
+        let path = self.path.join("submit.lock");
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(RunLock { _lock: lock }),
+                Err((f, nix::errno::Errno::EWOULDBLOCK))
+                    if std::time::Instant::now() < deadline =>
+                {
+                    file = f;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => bail!(
+                    "{} is still held after {:?}: the orch driving run {} is stuck submitting an attempt",
+                    path.display(),
+                    wait,
+                    self.id
+                ),
+                Err((_, e)) => {
+                    return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+                }
+            }
+        }
+    }
+
+    /// `orch cancel`: record `cancel_requested` under the submit lock, unless the run already
+    /// ended. Returns the record as it is then (with the job id of any attempt submitted
+    /// before the request, which the caller stops) and whether the request was recorded.
+    pub fn request_cancel(&self) -> anyhow::Result<(RunRecord, bool)> {
+        let _submitting = self.submit_lock(std::time::Duration::from_secs(120))?;
+        let record = self.record()?;
+        if record.state != RunState::Running {
+            return Ok((record, false));
+        }
+        self.append(&Event::CancelRequested { ts: now() })?;
+        Ok((self.record()?, true))
+    }
+
     /// Whether an orch holds the run's lock right now (it is being driven). Probed with a
     /// shared lock, taken and released at once; [`RunDir::lock`] retries for 200 ms, so a
     /// driver starting during the probe waits for it instead of failing.
@@ -376,10 +426,36 @@ pub struct RunLock {
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
-/// For crash tests: when `ORCH_CRASH_AT` names this point, die here as `kill -9` would.
+/// For crash tests: when `ORCH_CRASH_AT` names this point, die here as `kill -9` would; when
+/// `ORCH_PAUSE_AT` does, pause there (see [`pause_point`]).
 pub fn crash_point(name: &str) {
     if std::env::var("ORCH_CRASH_AT").is_ok_and(|v| v == name) {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+    pause_point(name);
+}
+
+/// For race tests: `ORCH_PAUSE_AT=POINT:N:GATE` stops this process the `N`th time it passes
+/// `POINT`, creates `GATE.paused` and waits until `GATE` exists (five minutes at most), so a
+/// test can act (`orch cancel`) at exactly that point and then let orch go on.
+fn pause_point(name: &str) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static PASSES: AtomicU32 = AtomicU32::new(0);
+    let Ok(spec) = std::env::var("ORCH_PAUSE_AT") else {
+        return;
+    };
+    let mut parts = spec.splitn(3, ':');
+    let (Some(point), Some(nth), Some(gate)) = (parts.next(), parts.next(), parts.next()) else {
+        return;
+    };
+    if point != name || nth.parse() != Ok(PASSES.fetch_add(1, Ordering::SeqCst) + 1) {
+        return;
+    }
+    let gate = Path::new(gate);
+    let _ = std::fs::write(gate.with_extension("paused"), name);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !gate.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

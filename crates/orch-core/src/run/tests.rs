@@ -460,6 +460,100 @@ async fn a_cancel_requested_during_an_attempt_stops_the_run_after_it() {
     assert_eq!(world.fake.submitted(), ["a1"]);
 }
 
+/// `orch cancel` from another process, as it records its request.
+fn request_cancel(d: &RunDriver) {
+    let (_, requested) = d.run().request_cancel().unwrap();
+    assert!(requested);
+}
+
+#[tokio::test]
+async fn a_cancel_between_the_decision_and_the_next_attempt_submits_nothing_more() {
+    let world = World::new(Fake::new([oom(), ok()]));
+    let ctx = world.ctx();
+    let mut d = world.submit(5);
+    steps(&mut d, &ctx, 2).await;
+    d.finish(JobEnd::Failed { exit_code: Some(1) })
+        .await
+        .unwrap();
+    steps(&mut d, &ctx, 1).await;
+    assert_eq!(d.phase().name(), "queued");
+    request_cancel(&d);
+    let record = world.drive(d).await;
+    assert_eq!(record.state, RunState::Cancelled, "{:?}", record.summary);
+    assert_eq!(world.fake.submitted(), ["a1"]);
+    assert_eq!(record.attempts.len(), 1);
+}
+
+#[tokio::test]
+async fn a_cancel_between_the_intent_and_the_submission_submits_nothing() {
+    for attempt in [1, 2] {
+        let world = World::new(Fake::new([oom(), ok()]));
+        let ctx = world.ctx();
+        let mut d = world.submit(5);
+        if attempt == 2 {
+            steps(&mut d, &ctx, 2).await;
+            d.finish(JobEnd::Failed { exit_code: Some(1) })
+                .await
+                .unwrap();
+            steps(&mut d, &ctx, 1).await;
+        }
+        steps(&mut d, &ctx, 1).await;
+        assert_eq!(d.phase().name(), "submitting");
+        request_cancel(&d);
+        let record = world.drive(d).await;
+        assert_eq!(record.state, RunState::Cancelled, "attempt {attempt}");
+        assert_eq!(
+            world.fake.submitted().len(),
+            attempt - 1,
+            "attempt {attempt}"
+        );
+        // The rendered attempt is recorded as cancelled, not left looking live.
+        let last = record.attempts.last().unwrap();
+        assert_eq!(last.outcome, Some(Outcome::Cancelled), "attempt {attempt}");
+        assert_eq!(last.job_id, None, "attempt {attempt}");
+        assert_eq!(
+            record.summary.as_deref(),
+            Some(
+                format!("cancelled by orch cancel before attempt {attempt} was submitted").as_str()
+            )
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_recorded_while_a_job_runs_stops_that_job_even_if_nobody_else_does() {
+    // The cancel that recorded the request died before it stopped the job (or looked before
+    // the job was submitted): the driver stops it.
+    let world = World::new(Fake::new([Act::Hang]));
+    let mut d = world.submit(5);
+    d.advance(&world.ctx()).await.unwrap();
+    assert_eq!(d.phase().name(), "live");
+    request_cancel(&d);
+    let record = tokio::time::timeout(Duration::from_secs(60), world.drive(d))
+        .await
+        .expect("the driver never stopped the job whose run was cancelled");
+    assert_eq!(record.state, RunState::Cancelled);
+    assert_eq!(outcomes(&record), [Some(Outcome::Cancelled)]);
+    assert_eq!(world.fake.calls()[1], "cancel 1");
+}
+
+#[tokio::test]
+async fn a_cancel_waits_for_a_submission_in_flight_and_then_sees_its_job() {
+    let world = World::new(Fake::new([Act::Hang]));
+    let d = world.submit(5);
+    let run = d.run().clone();
+    // A driver between its last look and the recorded job id holds the submit lock.
+    let submitting = run.submit_lock(Duration::from_secs(1)).unwrap();
+    let refused = run.submit_lock(Duration::from_millis(50));
+    assert!(
+        format!("{:#}", refused.unwrap_err()).contains("submit.lock is still held"),
+        "a second holder got the submit lock"
+    );
+    drop(submitting);
+    let (record, requested) = run.request_cancel().unwrap();
+    assert!(requested && record.cancel_requested);
+}
+
 /// Take `n` transitions that need no news from the backend.
 async fn steps(d: &mut RunDriver, ctx: &Ctx<'_, Fake>, n: usize) {
     for _ in 0..n {

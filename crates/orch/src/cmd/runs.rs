@@ -317,8 +317,10 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
 /// Cancel `run`'s follow-ups and live job and see the cancellation recorded; returns the live
 /// job cancelled, if there was one.
 async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<String>> {
-    let record = run.record()?;
-    if record.state != RunState::Running {
+    // Recorded under the run's submit lock: an attempt its driver submits is either never
+    // submitted, or already has its job id in `record`.
+    let (record, requested) = run.request_cancel()?;
+    if !requested {
         eprintln!(
             "run {} already ended: {}",
             record.run,
@@ -327,7 +329,6 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
         return Ok(None);
     }
     let mut cancelled = None;
-    run.append(&Event::CancelRequested { ts: now() })?;
     let backend = super::submit::backend_for_record(&record, Some(0.25), ledger).await?;
     // Follow-up jobs (--detach) first: cancelling the attempt would set them off.
     for id in &record.follow_ups {
