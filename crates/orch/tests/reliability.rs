@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::wait::wait_for;
-use crate::support::{Orch, attempts, finished};
+use crate::support::{Orch, attempts, crash_at, finished, live_in_group};
 
 /// `orch submit --backend local EXPERIMENT ARGS…` in the background, paused at `pause`
 /// (`POINT:N`) until the returned gate exists.
@@ -96,4 +96,134 @@ fn a_cancel_between_a_failure_and_the_next_submission_wins() {
     let text = events(&orch, &id);
     let request = text.find("cancel_requested").unwrap();
     assert!(!text[request..].contains("\"submitted\""), "{text}");
+}
+
+/// Runs left `running` with nothing driving them: each submit killed once its first job is
+/// recorded (the job goes on: OOM, then a second attempt is due). Returns their ids.
+fn orphaned_runs(orch: &Orch, n: usize, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["submit", "--backend", "local", "diamonds-seed0"];
+    all.extend(args);
+    for _ in 0..n {
+        crash_at(orch, &all, "recorded");
+    }
+    let status = orch.expect(&["status", "--json"], 0).json();
+    let ids: Vec<String> = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ids.len(), n, "{status}");
+    ids
+}
+
+#[test]
+fn resume_all_skips_a_run_it_cannot_rebuild_and_drives_the_others() {
+    let orch = Orch::new();
+    let ids = orphaned_runs(&orch, 3, &[]);
+    let broken = orch.path().join(".orch/runs").join(&ids[1]);
+    let plan = broken.join("attempts/1/plan.yaml");
+    std::fs::remove_file(&plan).unwrap();
+    let run = orch.expect(&["resume", "--all", "--json"], 4);
+    assert!(run.stderr.contains(&format!("run {} (", ids[1])), "{run:?}");
+    assert!(run.stderr.contains("skipped"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("{}/attempts/1/plan.yaml", ids[1])),
+        "the message does not name {}: {run:?}",
+        plan.display()
+    );
+    let states: Vec<(String, String)> = run
+        .json_lines()
+        .iter()
+        .map(|r| {
+            (
+                r["run"].as_str().unwrap().into(),
+                r["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let mut expected = vec![
+        (ids[0].clone(), "succeeded".to_string()),
+        (ids[2].clone(), "succeeded".to_string()),
+    ];
+    expected.sort();
+    let mut states = states;
+    states.sort();
+    assert_eq!(states, expected, "{run:?}");
+    // The damaged run is untouched: still running, for a person to look at.
+    let history = orch.expect(&["history", &ids[1], "--json"], 0).json();
+    assert_eq!(history["state"], "running", "{history}");
+}
+
+#[test]
+fn a_damaged_event_line_is_named_and_the_run_is_still_listed_and_cancelled() {
+    // The job hangs, so only a cancel ends it.
+    let orch = Orch::new().env("ORCH_SIM_HANG_AT_STEP", "1");
+    let ids = orphaned_runs(&orch, 1, &["--profile", "h200"]);
+    let id = &ids[0];
+    let events = orch.path().join(".orch/runs").join(id).join("events.jsonl");
+    // Line 2 (`rendered`, which names the attempt) is garbled: the `submitted` after it no
+    // longer fits either.
+    let text = std::fs::read_to_string(&events).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert!(lines[1].contains("\"rendered\""), "{text}");
+    lines[1] = "{\"event\":\"rendered\",\"ts\":";
+    std::fs::write(&events, lines.join("\n") + "\n").unwrap();
+    let pgid = std::fs::read_to_string(
+        orch.path()
+            .join(".orch/runs")
+            .join(id)
+            .join("attempts/1/pid"),
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    assert!(!live_in_group(&pgid).is_empty(), "the job is not running");
+
+    let status = orch.expect(&["status"], 0);
+    assert!(status.stdout.contains(id.as_str()), "{status:?}");
+    assert!(status.stdout.contains("DAMAGED"), "{status:?}");
+    assert!(
+        status.stderr.contains(&format!("{id}/events.jsonl:2: ")),
+        "the warning does not name the line: {status:?}"
+    );
+    let json = orch.expect(&["status", "--json"], 0).json();
+    assert_eq!(
+        json[0]["damage"].as_array().map(Vec::len),
+        Some(2),
+        "{json}"
+    );
+
+    orch.expect(&["cancel", id], 0);
+    let live = live_in_group(&pgid);
+    assert!(live.is_empty(), "the job runs on: {live:?}");
+    let history = orch.expect(&["history", id, "--json"], 0).json();
+    assert_eq!(history["state"], "cancelled", "{history}");
+}
+
+#[test]
+fn a_run_whose_first_event_is_damaged_is_skipped_by_name_and_its_job_still_cancelled() {
+    let orch = Orch::new().env("ORCH_SIM_HANG_AT_STEP", "1");
+    let ids = orphaned_runs(&orch, 1, &["--profile", "h200"]);
+    let id = &ids[0];
+    let dir = orch.path().join(".orch/runs").join(id);
+    let events = dir.join("events.jsonl");
+    let text = std::fs::read_to_string(&events).unwrap();
+    std::fs::write(&events, format!("garbage\n{text}")).unwrap();
+    let pgid = std::fs::read_to_string(dir.join("attempts/1/pid"))
+        .unwrap()
+        .trim()
+        .to_string();
+
+    let status = orch.expect(&["status"], 4);
+    assert!(
+        status.stderr.contains(&format!("{id}/events.jsonl:1: ")),
+        "{status:?}"
+    );
+    let resume = orch.expect(&["resume", "--all"], 4);
+    assert!(resume.stderr.contains("skipped"), "{resume:?}");
+    orch.expect(&["cancel", id], 0);
+    let live = live_in_group(&pgid);
+    assert!(live.is_empty(), "the job runs on: {live:?}");
 }

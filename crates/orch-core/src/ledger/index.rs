@@ -38,6 +38,9 @@ pub struct RunSummary {
     pub summary: Option<String>,
     /// The newest attempt.
     pub last: Option<LastAttempt>,
+    /// Lines of the log that could not be read (`file:line: what`); see `RunRecord::damage`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damage: Vec<String>,
 }
 
 /// The newest attempt, as a listing shows it.
@@ -70,6 +73,7 @@ impl RunSummary {
                 job_id: a.job_id.clone(),
                 outcome: a.outcome,
             }),
+            damage: record.damage.clone(),
         }
     }
 }

@@ -237,12 +237,9 @@ impl RunDir {
         Ok(events)
     }
 
-    /// The run as its events tell it.
+    /// The run as its events tell it; lines that cannot be read are in its `damage`.
     pub fn record(&self) -> anyhow::Result<RunRecord> {
-        let mut record =
-            RunRecord::replay(&self.events()?).with_context(|| format!("run {}", self.id))?;
-        record.checkpoint_dir = self.absolute_checkpoint_dir();
-        Ok(record)
+        journal::replay_from_start(self).map(|(record, _)| record)
     }
 
     fn absolute_checkpoint_dir(&self) -> PathBuf {

@@ -15,9 +15,14 @@ use orch_ssh::tail::Tail;
 pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
     let mut records = Vec::new();
     let mut unwatched = std::collections::HashSet::new();
+    let mut skipped = 0;
     for summary in ledger.summaries() {
         match summary {
             Ok(r) => {
+                // Listed from the lines that can be read; the others are named.
+                for damage in &r.damage {
+                    eprintln!("warning: run {}: {damage}", r.run);
+                }
                 // A running run that no orch drives and no follow-up job will pick up.
                 if r.state == RunState::Running
                     && !r.has_follow_ups
@@ -27,9 +32,16 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
                 }
                 records.push(r)
             }
-            Err((id, e)) => eprintln!("warning: run {id}: {e:#}"),
+            Err((id, e)) => {
+                skipped += 1;
+                eprintln!(
+                    "warning: run {id} ({}) skipped: {e:#}",
+                    ledger.root().join(&id).display()
+                );
+            }
         }
     }
+    let done = if skipped > 0 { code::SKIPPED } else { code::OK };
     if args.json {
         let json: Vec<_> = records
             .iter()
@@ -38,15 +50,18 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
                 if r.state == RunState::Running {
                     j["watched"] = serde_json::json!(!unwatched.contains(&r.run));
                 }
+                if !r.damage.is_empty() {
+                    j["damage"] = serde_json::json!(r.damage);
+                }
                 j
             })
             .collect();
         outln!("{}", serde_json::to_string_pretty(&json)?);
-        return Ok(code::OK);
+        return Ok(done);
     }
     if records.is_empty() {
         eprintln!("no runs in {}", ledger.root().display());
-        return Ok(code::OK);
+        return Ok(done);
     }
     // Newest first; the run column as wide as the longest id, the free-text column last.
     records.reverse();
@@ -67,19 +82,29 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
             r.state.as_str(),
             format!("{}/{}", r.attempts, r.max_attempts),
             started(&r.created),
-            if unwatched.contains(&r.run) {
-                format!(
-                    "NOT WATCHED: no orch drives it (`orch resume {}` picks it up) · {}",
-                    r.run,
-                    detail(r)
-                )
-            } else {
-                detail(r)
-            }
+            flags(r, unwatched.contains(&r.run)) + &detail(r)
         ));
     }
     std::io::stdout().write_all(out.as_bytes())?;
-    Ok(code::OK)
+    Ok(done)
+}
+
+/// What needs a person's eye before the detail: lines of the log skipped, no orch on the run.
+fn flags(r: &RunSummary, unwatched: bool) -> String {
+    let mut out = String::new();
+    if let n @ 1.. = r.damage.len() {
+        out.push_str(&format!(
+            "DAMAGED: {n} line{} of its events.jsonl skipped (see the warnings) · ",
+            if n == 1 { "" } else { "s" }
+        ));
+    }
+    if unwatched {
+        out.push_str(&format!(
+            "NOT WATCHED: no orch drives it (`orch resume {}` picks it up) · ",
+            r.run
+        ));
+    }
+    out
 }
 
 /// When the run was created (UTC, to the second).
@@ -301,7 +326,18 @@ pub async fn logs(ledger: &Ledger, args: LogsArgs) -> anyhow::Result<u8> {
 
 pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
     let run = ledger.open(&args.run)?;
-    let job = cancel_run(ledger, &run).await?;
+    let damaged = match run.record() {
+        Err(e) => return cancel_unreadable(&run, e, args.json).await,
+        Ok(record) => !record.damage.is_empty(),
+    };
+    let mut job = cancel_run(ledger, &run).await?;
+    if damaged {
+        // A damaged line may have been the one that named the live job.
+        for damage in run.record()?.damage {
+            eprintln!("warning: run {}: {damage}", run.id);
+        }
+        job = job.or(stop_jobs_in_attempt_dirs(&run).await?.into_iter().next());
+    }
     if args.json {
         let record = run.record()?;
         let json = serde_json::json!({
@@ -312,6 +348,73 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
         outln!("{}", serde_json::to_string_pretty(&json)?);
     }
     Ok(code::OK)
+}
+
+/// `orch cancel` of a run whose log cannot be read at all (its first event is damaged): its
+/// live job is found where the job left it, in the attempt directories (a local job's `pid`
+/// file beside no `exit_code`), and stopped; the request is still appended to the log.
+async fn cancel_unreadable(run: &RunDir, why: anyhow::Error, json: bool) -> anyhow::Result<u8> {
+    eprintln!(
+        "warning: run {} ({}) cannot be read: {why:#}; looking for its live job in {}",
+        run.id,
+        run.path.display(),
+        run.path.join("attempts").display()
+    );
+    let _ = run.append(&Event::CancelRequested { ts: now() });
+    let cancelled = stop_jobs_in_attempt_dirs(run).await?;
+    if json {
+        let json = serde_json::json!({
+            "run": run.id,
+            "state": "unreadable",
+            "cancelled_job": cancelled.first(),
+        });
+        outln!("{}", serde_json::to_string_pretty(&json)?);
+    }
+    Ok(code::OK)
+}
+
+/// Stop every job of `run` still running on this machine, found by its attempt directory
+/// (its `pid` file, written by the job's wrapper, beside no `exit_code`): what a run whose
+/// record cannot be fully read can still be cancelled by. Returns the jobs stopped.
+async fn stop_jobs_in_attempt_dirs(run: &RunDir) -> anyhow::Result<Vec<String>> {
+    let mut attempts: Vec<(u32, std::path::PathBuf)> = std::fs::read_dir(run.path.join("attempts"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
+        .collect();
+    attempts.sort();
+    let local = orch_core::backend::local::Local {
+        tick: Duration::from_millis(250),
+    };
+    let mut cancelled = Vec::new();
+    for (n, dir) in attempts.iter().rev() {
+        if dir.join("exit_code").exists() || dir.join("cancelled").exists() {
+            continue;
+        }
+        // Only a job this machine started in its current boot: a pid from elsewhere (a cloud
+        // machine's) or from before a reboot is someone else's process here.
+        let here = std::fs::read_to_string(dir.join("boot_id"))
+            .is_ok_and(|b| Some(b) == orch_core::host::boot_id());
+        match local.find(dir).filter(|_| here) {
+            Some(job) => {
+                local.cancel(&job).await?;
+                eprintln!(
+                    "cancelled attempt {n} (job {}, from {})",
+                    job.id,
+                    dir.join("pid").display()
+                );
+                cancelled.push(job.id);
+            }
+            None => eprintln!(
+                "attempt {n} of run {} has no job of this machine in {}: on Slurm, `scancel --name orch-{}-a{n}` stops it; on a cloud machine, kill the process group in its pid file there",
+                run.id,
+                dir.display(),
+                run.id
+            ),
+        }
+    }
+    Ok(cancelled)
 }
 
 /// Cancel `run`'s follow-ups and live job and see the cancellation recorded; returns the live

@@ -476,27 +476,46 @@ pub async fn resume(
     quiet: bool,
 ) -> anyhow::Result<u8> {
     let progress = Progress::new(quiet, !args.watch.json);
+    // Each run on its own: one that cannot be read is named, with what is wrong, and skipped.
+    let mut skipped = 0;
+    let mut skip = |id: &str, e: anyhow::Error| {
+        skipped += 1;
+        progress.say(format!(
+            "run {id} ({}) skipped: {e:#}; the other runs go on",
+            ledger.root().join(id).display()
+        ));
+    };
     let mut runs = Vec::new();
+    let mut open = |id: &str, skip: &mut dyn FnMut(&str, anyhow::Error)| {
+        let run = ledger.open(id)?;
+        match run.record() {
+            Ok(record) => runs.push((run, record)),
+            Err(e) => skip(id, e),
+        }
+        anyhow::Ok(())
+    };
     if args.all {
-        for summary in ledger.summaries().into_iter().flatten() {
-            if summary.state == RunState::Running {
-                runs.push(ledger.open(&summary.run)?);
+        for summary in ledger.summaries() {
+            match summary {
+                Ok(s) if s.state == RunState::Running => open(&s.run, &mut skip)?,
+                Ok(_) => {}
+                Err((id, e)) => skip(&id, e),
             }
         }
     } else {
         for id in &args.runs {
-            runs.push(ledger.open(id)?);
+            open(id, &mut skip)?;
         }
     }
-    let Some(first) = runs.first() else {
+    let Some((_, first)) = runs.first() else {
         progress.say("no runs to resume");
-        return Ok(code::OK);
+        return Ok(if skipped > 0 { code::SKIPPED } else { code::OK });
     };
-    let first = first.record()?;
+    let first = first.clone();
     let backend = backend_for_record(&first, args.watch.poll_interval, ledger).await?;
     let limited = args.watch.max_parallel.is_some() || first.max_parallel.is_some();
     if args.watch.detach && (first.backend != "slurm" || first.host.is_some() || limited) {
-        let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
+        let ids: Vec<String> = runs.iter().map(|(r, _)| r.id.clone()).collect();
         let log = spawn_watcher(catalog, ledger, &ids, &args.watch)?;
         progress.say(format!(
             "detached: a background `orch resume` drives {} (log: {})",
@@ -507,8 +526,7 @@ pub async fn resume(
     }
     let mut drivers = Vec::new();
     let mut records = Vec::new();
-    for run in runs {
-        let record = run.record()?;
+    for (run, record) in runs {
         records.push(record.clone());
         if record.backend != first.backend {
             return Err(UsageError(format!(
@@ -523,13 +541,17 @@ pub async fn resume(
             record.run,
             record.state.as_str()
         ));
+        for damage in &record.damage {
+            progress.say(format!("[{}] warning: {damage}", record.experiment));
+        }
+        let id = run.id.clone();
         match RunDriver::reattach(catalog, run, &backend, &progress).await {
             Ok(driver) => drivers.push(driver),
             // With --all, a run another orch is driving is that orch's business.
             Err(e) if args.all && e.downcast_ref::<UsageError>().is_some() => {
                 progress.say(format!("[{}] skipped: {e}", record.experiment));
             }
-            Err(e) => return Err(e),
+            Err(e) => skip(&id, e),
         }
     }
     // The limit the runs were submitted with, unless this resume gives one.
@@ -566,7 +588,11 @@ pub async fn resume(
         .transpose()?,
         slots: Some(&slots),
     };
-    finish(drivers, &ctx, args.watch.json, args.watch.detach).await
+    let code = finish(drivers, &ctx, args.watch.json, args.watch.detach).await?;
+    Ok(match code {
+        code::OK | code::CANCELLED if skipped > 0 => code::SKIPPED,
+        code => code,
+    })
 }
 
 /// The backend of a kind, on `remote` when there is one.

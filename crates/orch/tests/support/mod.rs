@@ -319,6 +319,40 @@ impl Orch {
     }
 }
 
+/// The live processes (zombies aside: they wait for a reaper that is not ours) of process
+/// group `pgid`, as their `/proc/PID/stat` lines.
+pub fn live_in_group(pgid: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| {
+            let rest: Vec<&str> = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r)
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            rest.len() > 2 && rest[2] == pgid && rest[0] != "Z"
+        })
+        .collect()
+}
+
+/// `orch ARGS…` killed (as by `kill -9`) at crash point `point`; fails unless it was.
+pub fn crash_at(orch: &Orch, args: &[&str], point: &str) {
+    let out = orch
+        .command(args)
+        .env("ORCH_CRASH_AT", point)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        None,
+        "orch was not killed at {point}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// What a backgrounded orch printed, once it has exited.
 pub fn finished(child: std::process::Child) -> (Option<i32>, serde_json::Value, String) {
     let out = child.wait_with_output().expect("orch exits");
