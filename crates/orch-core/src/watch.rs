@@ -51,7 +51,7 @@ pub async fn drive<B: Scheduler>(
     // ticks, where the scheduler is expensive to ask, read the jobs' exit files.
     let mut interval = Duration::ZERO;
     let mut next_poll = Instant::now();
-    while drivers.iter().any(RunDriver::is_active) {
+    while !stop_for_room(&drivers, ctx) && drivers.iter().any(RunDriver::is_active) {
         let until_poll = next_poll.saturating_duration_since(Instant::now());
         let nap = exit_check.map_or(until_poll, |c| c.min(until_poll));
         tokio::select! {
@@ -106,6 +106,26 @@ pub async fn drive<B: Scheduler>(
         .map(RunDriver::record)
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok((records, interrupted))
+}
+
+/// When a run stopped because orch cannot write its files (a full disk), every other run
+/// would meet the same disk, and runs waiting for a slot would wait for one that is never given
+/// back: the watcher stops driving them all, saying once what failed and how to go on. Returns
+/// whether it stopped.
+fn stop_for_room<B: Scheduler>(drivers: &[RunDriver], ctx: &Ctx<'_, B>) -> bool {
+    let Some(why) = drivers.iter().find_map(RunDriver::stopped) else {
+        return false;
+    };
+    let left: Vec<&str> = drivers
+        .iter()
+        .filter(|d| d.stopped().is_some() || d.is_active())
+        .map(|d| d.run().id.as_str())
+        .collect();
+    ctx.progress.result(format!(
+        "stopped: {why}. Nothing is lost: every run stays as its record says, and a job already out runs on; make room, then `orch resume {}`",
+        left.join(" ")
+    ));
+    true
 }
 
 /// Take a run as far as it goes without news; a run that cannot even be submitted ends failed

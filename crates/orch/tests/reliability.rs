@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::wait::wait_for;
-use crate::support::{Orch, attempts, crash_at, finished, live_in_group};
+use crate::support::{KillGroup, Orch, attempts, crash_at, finished, live_in_group};
 
 /// `orch submit --backend local EXPERIMENT ARGS…` in the background, paused at `pause`
 /// (`POINT:N`) until the returned gate exists.
@@ -179,6 +179,7 @@ fn a_damaged_event_line_is_named_and_the_run_is_still_listed_and_cancelled() {
     .unwrap()
     .trim()
     .to_string();
+    let _job = KillGroup(pgid.clone());
     assert!(!live_in_group(&pgid).is_empty(), "the job is not running");
 
     let status = orch.expect(&["status"], 0);
@@ -215,6 +216,7 @@ fn a_run_whose_first_event_is_damaged_is_skipped_by_name_and_its_job_still_cance
         .unwrap()
         .trim()
         .to_string();
+    let _job = KillGroup(pgid.clone());
 
     let status = orch.expect(&["status"], 4);
     assert!(

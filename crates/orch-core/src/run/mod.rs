@@ -191,11 +191,20 @@ impl RunDriver {
         self.journal.record().cloned()
     }
 
+    /// Why this orch stopped driving the run for lack of room (`[experiment] what failed`),
+    /// if it did.
+    pub fn stopped(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Stopped(why) => Some(why),
+            _ => None,
+        }
+    }
+
     /// This orch still has something to do for the run.
     pub fn is_active(&self) -> bool {
         !matches!(
             self.phase,
-            Phase::Ended(_) | Phase::HandedOff | Phase::Stopped
+            Phase::Ended(_) | Phase::HandedOff | Phase::Stopped(_)
         )
     }
 
@@ -242,11 +251,16 @@ impl RunDriver {
     }
 
     /// Whether the run may hold a slot: its attempt is rendered and not yet ended (a run
-    /// stopped on a full disk may have a job out: it keeps its cards while this orch runs).
+    /// stopped on a full disk may have a job out: it keeps its cards until this orch, which
+    /// stops with it, exits).
     pub fn needs_slot(&self) -> bool {
         matches!(
             self.phase,
-            Phase::Queued(_) | Phase::Unsure | Phase::Submitting | Phase::Live(_) | Phase::Stopped
+            Phase::Queued(_)
+                | Phase::Unsure
+                | Phase::Submitting
+                | Phase::Live(_)
+                | Phase::Stopped(_)
         )
     }
 

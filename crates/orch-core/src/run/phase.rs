@@ -31,9 +31,10 @@ pub enum Phase {
     HandedOff,
     /// A transition failed; the watcher ends the run as failed, saying why.
     Broken,
-    /// orch could not write its own files (a full disk): this orch stops, and the run stays
-    /// as its record says, to be resumed once there is room.
-    Stopped,
+    /// orch could not write its own files (a full disk), for this reason: this orch stops
+    /// driving every run (the watcher says so once), and each stays as its record says, to be
+    /// resumed once there is room.
+    Stopped(String),
     /// The run is over.
     Ended(RunState),
 }
@@ -76,7 +77,7 @@ impl Phase {
             Phase::Finished(_) => "finished",
             Phase::HandedOff => "handed-off",
             Phase::Broken => "broken",
-            Phase::Stopped => "stopped",
+            Phase::Stopped(_) => "stopped",
             Phase::Ended(_) => "ended",
         }
     }

@@ -519,14 +519,10 @@ impl RunDriver {
     }
 
     /// orch could not write its own files: stop driving the run without recording anything
-    /// more (there may be no room for it), and say how to go on.
-    pub fn stop<B: Scheduler>(&mut self, e: &anyhow::Error, ctx: &Ctx<'_, B>) {
-        self.phase = Phase::Stopped;
-        ctx.progress.result(format!(
-            "[{}] stopped: {e:#}. Nothing is lost: the run stays as its record says; make room, then `orch resume {}`",
-            self.name(),
-            self.run().id
-        ));
+    /// more (there may be no room for it). The watcher then stops driving every run and says
+    /// once how to go on ([`crate::watch::drive`]).
+    pub fn stop<B: Scheduler>(&mut self, e: &anyhow::Error, _ctx: &Ctx<'_, B>) {
+        self.phase = Phase::Stopped(format!("[{}] {e:#}", self.name()));
     }
 
     /// Finished → Ended | Queued: end the run, or decide the next attempt.

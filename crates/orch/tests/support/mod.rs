@@ -338,6 +338,23 @@ pub fn live_in_group(pgid: &str) -> Vec<String> {
         .collect()
 }
 
+/// Kills process group `pgid` when dropped: a test that fails before its cancel leaves no
+/// job of its own running.
+pub struct KillGroup(pub String);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        if let Ok(pgid) = self.0.parse::<i32>()
+            && pgid > 1
+        {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pgid}")])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
 /// `orch ARGS…` killed (as by `kill -9`) at crash point `point`; fails unless it was.
 pub fn crash_at(orch: &Orch, args: &[&str], point: &str) {
     let out = orch
