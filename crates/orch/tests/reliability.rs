@@ -229,3 +229,52 @@ fn a_run_whose_first_event_is_damaged_is_skipped_by_name_and_its_job_still_cance
     let live = live_in_group(&pgid);
     assert!(live.is_empty(), "the job runs on: {live:?}");
 }
+
+#[test]
+fn yaml_nested_past_the_limit_is_refused_naming_the_limit_file_and_line() {
+    // 100,000 levels in 200 KB: the parser's cost grows faster than the depth.
+    let deep = format!(
+        "description: deep\nvars:\n  x: {}1{}\n",
+        "[".repeat(100_000),
+        "]".repeat(100_000)
+    );
+    let orch = Orch::new().file("experiments/deep.yaml", &deep);
+    let run = orch.expect(&["render", "deep"], 2);
+    assert!(
+        run.stderr
+            .contains("experiments/deep.yaml:3:1: nested more than 64 levels deep"),
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("MAX_YAML_DEPTH"), "{run:?}");
+}
+
+#[test]
+fn a_sweep_past_the_limit_is_refused_and_one_within_it_lists_every_member() {
+    let sweep = |n: usize| {
+        let values: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+        format!(
+            "{}sweep:\n  key: seed\n  values: [{}]\n",
+            include_str!("../../../experiments/diamonds.yaml")
+                .split("sweep:")
+                .next()
+                .unwrap(),
+            values.join(", ")
+        )
+    };
+    let orch = Orch::new().file("experiments/big.yaml", &sweep(10_001));
+    let run = orch.expect(&["render", "big-seed7"], 2);
+    assert!(
+        run.stderr.contains(
+            "experiments/big.yaml: sweep.values has 10001 values, more than the 10000 a sweep may have (MAX_SWEEP_VALUES"
+        ),
+        "{run:?}"
+    );
+    let orch = Orch::new().file("experiments/big.yaml", &sweep(10_000));
+    let listed = orch.expect(&["experiments", "--json"], 0);
+    assert!(listed.stdout.contains("big-seed9999"), "{}", &listed.stderr);
+    let out = orch.path().join("out");
+    orch.expect(
+        &["render", "big-seed9999", "--out", out.to_str().unwrap()],
+        0,
+    );
+}
