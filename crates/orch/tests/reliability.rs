@@ -278,3 +278,65 @@ fn a_sweep_past_the_limit_is_refused_and_one_within_it_lists_every_member() {
         0,
     );
 }
+
+#[test]
+fn sigterm_and_sighup_cancel_every_local_job_as_ctrl_c_does() {
+    for signal in ["TERM", "HUP"] {
+        // Five members whose jobs run until cancelled.
+        let orch = Orch::new().env("ORCH_SIM_HANG_AT_STEP", "1");
+        let child = orch.spawn(&[
+            "submit",
+            "--backend",
+            "local",
+            "diamonds",
+            "--profile",
+            "h200",
+            "--hang-timeout",
+            "1h",
+            "--max-parallel",
+            "5",
+            "--json",
+        ]);
+        let jobs: Vec<String> = wait_for(
+            "every member's job",
+            Duration::from_secs(60),
+            Duration::from_millis(100),
+            || {
+                let status = orch.run(&["status", "--json"]);
+                let list: Vec<serde_json::Value> = serde_json::from_str(&status.stdout).ok()?;
+                let jobs: Vec<String> = list
+                    .iter()
+                    .filter_map(|r| r["job_id"].as_str().map(str::to_string))
+                    .collect();
+                (jobs.len() == 5).then_some(jobs)
+            },
+        );
+        let _jobs: Vec<KillGroup> = jobs.iter().cloned().map(KillGroup).collect();
+        let kill = std::process::Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "SIG{signal}: {stderr}");
+        for job in &jobs {
+            let live = live_in_group(job);
+            assert!(
+                live.is_empty(),
+                "SIG{signal} left job {job} running: {live:?}"
+            );
+        }
+        let status = orch.expect(&["status", "--json"], 0).json();
+        for r in status.as_array().unwrap() {
+            assert_eq!(r["state"], "cancelled", "SIG{signal}: {r}");
+        }
+    }
+}
+
+#[test]
+fn render_names_an_out_directory_it_cannot_create() {
+    let orch = Orch::new();
+    let run = orch.expect(&["render", "diamonds-seed0", "--out", "/proc/1/x"], 1);
+    assert!(run.stderr.contains("cannot create /proc/1/x"), "{run:?}");
+}

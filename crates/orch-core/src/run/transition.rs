@@ -118,6 +118,9 @@ impl RunDriver {
             checkpoint_dir: seen(&run.checkpoint_dir())?,
             devices: devices.clone(),
         };
+        // Created here so that a directory that cannot be made is named.
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         let files = crate::render::render(ctx.catalog, &self.setup, &self.plan, &info)?;
         crate::atomic::write_atomic(
             &dir.join("plan.yaml"),
