@@ -340,3 +340,23 @@ fn render_names_an_out_directory_it_cannot_create() {
     let run = orch.expect(&["render", "diamonds-seed0", "--out", "/proc/1/x"], 1);
     assert!(run.stderr.contains("cannot create /proc/1/x"), "{run:?}");
 }
+
+#[test]
+fn a_torn_last_event_is_reported_once_when_it_is_cut() {
+    let orch = Orch::new();
+    let ids = orphaned_runs(&orch, 1, &[]);
+    let events = orch
+        .path()
+        .join(".orch/runs")
+        .join(&ids[0])
+        .join("events.jsonl");
+    let mut text = std::fs::read_to_string(&events).unwrap();
+    let lines = text.lines().count();
+    text.push_str("{\"event\":\"fini");
+    std::fs::write(&events, text).unwrap();
+    let resumed = orch.expect(&["resume", &ids[0]], 0);
+    let warning = format!("events.jsonl:{}: cut a torn last line", lines + 1);
+    assert_eq!(resumed.stderr.matches(&warning).count(), 1, "{resumed:?}");
+    let status = orch.expect(&["status"], 0);
+    assert!(!status.stderr.contains("torn"), "{status:?}");
+}

@@ -214,7 +214,15 @@ impl RunDir {
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
-        drop_torn_tail(&path).with_context(|| format!("cannot repair {}", path.display()))?;
+        let torn =
+            drop_torn_tail(&path).with_context(|| format!("cannot repair {}", path.display()))?;
+        if let Some((n, bytes)) = torn {
+            // Said once: the line is gone after this.
+            crate::progress::say(format!(
+                "warning: {}:{n}: cut a torn last line ({bytes} bytes; an orch stopped while writing it, so that event was never acted on)",
+                path.display()
+            ));
+        }
         file.write_all(&line)
             .and_then(|()| file.sync_data())
             .with_context(|| format!("cannot append to {}", path.display()))
@@ -388,8 +396,9 @@ impl RunDir {
 }
 
 /// An orch killed mid-write can leave a last line without its newline; cut it off so the next
-/// event starts on a line of its own (the torn event was never acted on).
-fn drop_torn_tail(path: &Path) -> std::io::Result<()> {
+/// event starts on a line of its own (the torn event was never acted on). Returns the cut
+/// line's number and length, if there was one.
+fn drop_torn_tail(path: &Path) -> std::io::Result<Option<(usize, usize)>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut file = std::fs::OpenOptions::new()
         .read(true)
@@ -397,13 +406,13 @@ fn drop_torn_tail(path: &Path) -> std::io::Result<()> {
         .open(path)?;
     let len = file.metadata()?.len();
     if len == 0 {
-        return Ok(());
+        return Ok(None);
     }
     let mut last = [0u8; 1];
     file.seek(SeekFrom::Start(len - 1))?;
     file.read_exact(&mut last)?;
     if last[0] == b'\n' {
-        return Ok(());
+        return Ok(None);
     }
     let mut text = Vec::new();
     file.seek(SeekFrom::Start(0))?;
@@ -414,7 +423,9 @@ fn drop_torn_tail(path: &Path) -> std::io::Result<()> {
         .map(|i| i + 1)
         .unwrap_or(0);
     file.set_len(keep as u64)?;
-    file.sync_data()
+    file.sync_data()?;
+    let line = text[..keep].iter().filter(|&&b| b == b'\n').count() + 1;
+    Ok(Some((line, text.len() - keep)))
 }
 
 /// Held while an orch drives a run.
@@ -527,6 +538,15 @@ mod tests {
         f.write_all(b"{\"event\":\"cancel_req").unwrap();
         drop(f);
         assert_eq!(run.record().unwrap().state, RunState::Running);
+        // Cut (and reported) once: line 2, 20 bytes; then there is nothing to cut.
+        assert_eq!(drop_torn_tail(&path).unwrap(), Some((2, 20)));
+        assert_eq!(drop_torn_tail(&path).unwrap(), None);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"event\":\"cancel_req").unwrap();
+        drop(f);
         run.append(&Event::Ended {
             ts: now(),
             state: RunState::Failed,
