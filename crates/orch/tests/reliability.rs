@@ -360,3 +360,34 @@ fn a_torn_last_event_is_reported_once_when_it_is_cut() {
     let status = orch.expect(&["status"], 0);
     assert!(!status.stderr.contains("torn"), "{status:?}");
 }
+
+#[test]
+fn a_runs_directory_moved_elsewhere_points_at_its_own_attempts() {
+    let orch = Orch::new();
+    let ids = orphaned_runs(&orch, 1, &[]);
+    let old = orch.path().join(".orch/runs");
+    wait_for(
+        "attempt 1 to end",
+        Duration::from_secs(60),
+        Duration::from_millis(50),
+        || {
+            old.join(&ids[0])
+                .join("attempts/1/exit_code")
+                .exists()
+                .then_some(())
+        },
+    );
+    let new = orch.path().join("elsewhere");
+    std::fs::rename(&old, &new).unwrap();
+    let runs = new.to_str().unwrap();
+    let logs = orch
+        .expect(&["--runs-dir", runs, "logs", &ids[0], "--json"], 0)
+        .json();
+    let stderr = logs["stderr"]["path"].as_str().unwrap();
+    assert!(stderr.starts_with(runs), "{logs}");
+    assert!(logs["stderr"]["bytes"].as_u64().unwrap() > 0, "{logs}");
+    let resumed = orch.expect(&["--runs-dir", runs, "resume", &ids[0], "--json"], 0);
+    let json = resumed.json();
+    assert_eq!(json["state"], "succeeded", "{resumed:?}");
+    assert!(!old.exists(), "something was written to the old place");
+}

@@ -88,7 +88,27 @@ impl Journal {
             self.record.apply_line(&path, self.lines, line);
         }
         self.offset += end as u64 + 1;
+        relocate(&mut self.record, &self.run);
         Ok(())
+    }
+}
+
+/// Attempt directories (and their logs) where the run directory is now: events record them
+/// as absolute paths, which a runs directory copied or moved elsewhere would leave pointing at
+/// the old place. An attempt's directory is always `attempts/<N>` of its run.
+fn relocate(record: &mut RunRecord, run: &RunDir) {
+    for a in &mut record.attempts {
+        let dir = run.attempt_dir(a.attempt);
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
+        if a.dir == dir {
+            continue;
+        }
+        for log in [&mut a.stdout, &mut a.stderr].into_iter().flatten() {
+            if let Ok(name) = log.strip_prefix(&a.dir) {
+                *log = dir.join(name);
+            }
+        }
+        a.dir = dir;
     }
 }
 
@@ -124,5 +144,6 @@ fn replay(run: &RunDir) -> anyhow::Result<(RunRecord, u64, usize)> {
     }
     let mut record = record.with_context(|| format!("{}: no events", path.display()))?;
     record.checkpoint_dir = run.absolute_checkpoint_dir();
+    relocate(&mut record, run);
     Ok((record, end as u64, lines))
 }
