@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The attack of issue 22, in bounded time, on the local backend with the simulated trainer:
 # orch killed at every crash point and at random moments of a sweep and of its resumes,
-# event logs corrupted (a garbled line, a torn tail), cancels racing the driver, resumes
-# racing each other, and (as root) a full disk under a sweep. Then one last `orch resume
-# --all` and an audit of every run directory, printed as one table:
+# event logs corrupted (a garbled line, a torn tail), cancels racing the driver (right after a
+# failure is decided, and at random), resumes racing each other, and (as root) a full disk
+# under a sweep. Then one last `orch resume --all` and an audit of every run directory,
+# printed as one table:
 #
 #   kills     orch processes killed (SIGKILL) by the attack
 #   runs      run directories            attempts  attempts rendered
@@ -89,7 +90,21 @@ for point in created rendered submitted recorded finished decided; do
     o resume --all
 done
 
-# 2. Random kills of sweeps and resumes, corruptions, cancel races, racing resumes.
+# 2. Cancels that land right after a failure is decided (the race of issue 22), each in a runs
+# directory of its own so the run is easy to find.
+for round in 1 2 3 4 5; do
+    runs=$work/race/$round
+    ORCH_RUNS_DIR=$runs o "${submit[@]}" diamonds-seed0 &
+    driver=$!
+    for _ in $(seq 1000); do
+        grep -qs '"event":"decided"' "$runs"/*/events.jsonl && break
+        sleep 0.01
+    done
+    for run in "$runs"/*/; do ORCH_RUNS_DIR=$runs o cancel "$(basename "$run")"; done
+    wait "$driver"
+done
+
+# 3. Random kills of sweeps and resumes, corruptions, cancel races, racing resumes.
 end=$((SECONDS + budget))
 while [ "$SECONDS" -lt "$end" ]; do
     kill_soon "${submit[@]}" diamonds --max-parallel 3
@@ -105,21 +120,21 @@ while [ "$SECONDS" -lt "$end" ]; do
     wait
 done
 
-# 3. A full disk under a sweep (needs root to mount a tmpfs).
+# 4. A full disk under a sweep (needs root to mount a tmpfs).
 if [ "$(id -u)" = 0 ] && mkdir -p full && mount -t tmpfs -o size=200k tmpfs full 2>/dev/null; then
     ORCH_RUNS_DIR=$work/full o "${submit[@]}" diamonds --max-parallel 2
     mount -o remount,size=64m full
     ORCH_RUNS_DIR=$work/full o resume --all
 fi
 
-# 4. The end: everything left running is driven to its end, then audited.
+# 5. The end: everything left running is driven to its end, then audited.
 o resume --all
 o resume --all
 [ -d full ] && ORCH_RUNS_DIR=$work/full o resume --all
 panics=$(grep -c "panicked at" "$log")
 hangs=$(cat "$work/hangs" 2>/dev/null | wc -l)
 
-python3 - "$kills" "$hangs" "$panics" .orch/runs full <<'EOF'
+python3 - "$kills" "$hangs" "$panics" .orch/runs full race/* <<'EOF'
 import json, os, sys
 kills, hangs, panics, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 runs = attempts = lost = doubled = late = stuck = orphaned = 0
@@ -185,7 +200,7 @@ EOF
 status=$?
 
 # Leave nothing running: the jobs of every run directory here, by their process groups.
-for pidfile in .orch/runs/*/attempts/*/pid full/*/attempts/*/pid; do
+for pidfile in .orch/runs/*/attempts/*/pid full/*/attempts/*/pid race/*/*/attempts/*/pid; do
     [ -f "$pidfile" ] && kill -KILL -- "-$(cat "$pidfile")" 2>/dev/null
 done
 mountpoint -q full 2>/dev/null && umount -l full
