@@ -28,6 +28,8 @@ enum Act {
     End(JobEnd, &'static str),
     /// Runs and writes nothing until cancelled.
     Hang,
+    /// Never starts: submitting it fails as a full disk makes orch's own writes fail.
+    NoRoom,
 }
 
 fn oom() -> Act {
@@ -91,7 +93,7 @@ impl Fake {
                 let state = match (&job.act, job.cancelled) {
                     (_, true) => JobState::Finished(JobEnd::Cancelled),
                     (Act::End(end, _), false) => JobState::Finished(end.clone()),
-                    (Act::Hang, false) => JobState::Running,
+                    (Act::Hang | Act::NoRoom, false) => JobState::Running,
                 };
                 (id, state)
             })
@@ -137,6 +139,13 @@ impl Scheduler for Fake {
         let text = match &act {
             Act::End(_, text) => *text,
             Act::Hang => "",
+            Act::NoRoom => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    format!("cannot write {}", spec.stdout.display()),
+                )
+                .into());
+            }
         };
         std::fs::write(&spec.stderr, text)?;
         std::fs::write(&spec.stdout, "")?;
@@ -458,6 +467,22 @@ async fn a_cancel_requested_during_an_attempt_stops_the_run_after_it() {
     assert_eq!(record.state, RunState::Cancelled);
     assert_eq!(record.summary.as_deref(), Some("cancelled after attempt 1"));
     assert_eq!(world.fake.submitted(), ["a1"]);
+}
+
+#[tokio::test]
+async fn a_run_stopped_for_want_of_room_stops_the_watcher_for_every_run() {
+    // The first run cannot be submitted (the disk is full); the second can. The second would
+    // meet the same disk: the watcher stops driving both instead of carrying one on.
+    let world = World::new(Fake::new([Act::NoRoom, ok()]));
+    let drivers = vec![world.submit(5), world.submit(5)];
+    let (records, interrupted) = crate::watch::drive(drivers, &world.ctx()).await.unwrap();
+    assert!(!interrupted);
+    let states: Vec<RunState> = records.iter().map(|r| r.state).collect();
+    assert_eq!(states, [RunState::Running, RunState::Running]);
+    // Nothing was recorded of the failed submission: the run resumes from its intent.
+    assert_eq!(records[0].attempts.len(), 1);
+    assert_eq!(records[0].attempts[0].job_id, None);
+    assert_eq!(records[0].attempts[0].outcome, None);
 }
 
 /// `orch cancel` from another process, as it records its request.
