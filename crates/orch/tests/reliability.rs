@@ -391,3 +391,21 @@ fn a_runs_directory_moved_elsewhere_points_at_its_own_attempts() {
     assert_eq!(json["state"], "succeeded", "{resumed:?}");
     assert!(!old.exists(), "something was written to the old place");
 }
+
+#[test]
+fn a_run_whose_plan_does_not_parse_is_skipped_naming_the_file() {
+    let orch = Orch::new();
+    let ids = orphaned_runs(&orch, 1, &[]);
+    let plan = orch
+        .path()
+        .join(".orch/runs")
+        .join(&ids[0])
+        .join("plan.yaml");
+    std::fs::write(&plan, "{").unwrap();
+    let run = orch.expect(&["resume", "--all"], 4);
+    assert!(
+        run.stderr
+            .contains(&format!("cannot parse .orch/runs/{}/plan.yaml", ids[0])),
+        "{run:?}"
+    );
+}

@@ -324,13 +324,16 @@ fn replan(
     let (setup, base) = Setup::load(catalog, experiment, Some(&record.profile), &chosen)?;
     let mut tried = HashSet::new();
     // Before attempt 1 the run's own plan.yaml holds the first plan, --set values included.
-    let mut plan = match std::fs::read_to_string(journal.run().path.join("plan.yaml")) {
-        Ok(text) => serde_yaml::from_str(&text).context("cannot parse the run's plan.yaml")?,
+    let first = journal.run().path.join("plan.yaml");
+    let mut plan = match std::fs::read_to_string(&first) {
+        Ok(text) => serde_yaml::from_str(&text)
+            .with_context(|| format!("cannot parse {}", first.display()))?,
         Err(_) => base,
     };
-    let written = match std::fs::read_to_string(journal.run().path.join(WRITTEN_PLAN)) {
+    let as_written = journal.run().path.join(WRITTEN_PLAN);
+    let written = match std::fs::read_to_string(&as_written) {
         Ok(text) => serde_yaml::from_str(&text)
-            .with_context(|| format!("cannot parse the run's {WRITTEN_PLAN}"))?,
+            .with_context(|| format!("cannot parse {}", as_written.display()))?,
         Err(_) => plan.clone(),
     };
     for a in &record.attempts {
