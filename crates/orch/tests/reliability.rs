@@ -195,6 +195,11 @@ fn a_damaged_event_line_is_named_and_the_run_is_still_listed_and_cancelled() {
         Some(2),
         "{json}"
     );
+    let history = orch.expect(&["history", id], 0);
+    assert!(
+        history.stderr.contains(&format!("{id}/events.jsonl:3: ")),
+        "{history:?}"
+    );
 
     orch.expect(&["cancel", id], 0);
     let live = live_in_group(&pgid);

@@ -171,6 +171,9 @@ fn summary_json(r: &RunSummary) -> serde_json::Value {
 pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
     let run = ledger.open(&args.run)?;
     let r = run.record()?;
+    for damage in &r.damage {
+        eprintln!("warning: {damage}");
+    }
     if args.json {
         outln!("{}", serde_json::to_string(&r.to_json())?);
         return Ok(code::OK);
