@@ -551,6 +551,8 @@ pub async fn resume(
             Err(e) if args.all && e.downcast_ref::<UsageError>().is_some() => {
                 progress.say(format!("[{}] skipped: {e}", record.experiment));
             }
+            // A run named on the command line that another orch drives is bad input.
+            Err(e) if e.downcast_ref::<UsageError>().is_some() => return Err(e),
             Err(e) => skip(&id, e),
         }
     }
