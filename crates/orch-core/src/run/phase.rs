@@ -143,6 +143,9 @@ pub struct Live {
     pub queue: Queue,
     /// When the logs last grew (or the job started running).
     pub last_growth: Instant,
+    /// This orch asked the backend to cancel the job (a cancel was requested): the job's
+    /// end is recorded when the backend reports it.
+    pub cancel_sent: bool,
 }
 
 #[derive(Debug)]
@@ -165,6 +168,7 @@ impl Live {
             job,
             queue: Queue::Pending,
             last_growth: Instant::now(),
+            cancel_sent: false,
         }
     }
 

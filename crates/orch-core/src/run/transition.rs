@@ -350,22 +350,27 @@ impl RunDriver {
             return Ok(false);
         };
         let job = live.job.clone();
-        if !matches!(state, Some(JobState::Finished(_))) && self.cancel_requested()? {
-            // `orch cancel` recorded its request but did not stop this job (it came after the
-            // cancel looked, or that cancel died): stop it here.
+        if !live.cancel_sent
+            && !matches!(state, Some(JobState::Finished(_)))
+            && self.cancel_requested()?
+        {
+            // `orch cancel` recorded its request, and may not stop this job (it looked before
+            // the job was submitted, or it died): this orch asks too, once, and records the
+            // end when the backend reports it.
             ctx.progress.say(format!(
                 "[{}] cancel requested: cancelling job {}",
                 self.name(),
                 job.id
             ));
-            if let Err(e) = ctx.backend.cancel(&job).await {
+            match ctx.backend.cancel(&job).await {
+                Ok(()) => {
+                    if let Phase::Live(live) = &mut self.phase {
+                        live.cancel_sent = true;
+                    }
+                }
                 // Still live: the next tick tries again.
-                ctx.progress.say(format!("[{}] {e:#}", self.name()));
-                return Ok(false);
+                Err(e) => ctx.progress.say(format!("[{}] {e:#}", self.name())),
             }
-            let result = self.job_ended(JobEnd::Cancelled, ctx).await;
-            self.fail_on_error(result, ctx)?;
-            return Ok(true);
         }
         let Phase::Live(live) = &mut self.phase else {
             return Ok(false);

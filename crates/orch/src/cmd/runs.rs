@@ -409,6 +409,23 @@ async fn stop_jobs_in_attempt_dirs(run: &RunDir) -> anyhow::Result<Vec<String>> 
                 );
                 cancelled.push(job.id);
             }
+            // Not a local job: a Slurm job is found by its name, unique to the run and attempt.
+            None if super::submit::find_on_path("scancel").is_some() => {
+                let name = format!("orch-{}-a{n}", run.id);
+                let out = tokio::process::Command::new("scancel")
+                    .args(["--name", &name])
+                    .output()
+                    .await
+                    .context("cannot run scancel")?;
+                eprintln!(
+                    "asked Slurm to cancel job {name} (attempt {n}, not a job of this machine){}",
+                    if out.status.success() {
+                        String::new()
+                    } else {
+                        format!(": {}", String::from_utf8_lossy(&out.stderr).trim())
+                    }
+                );
+            }
             None => eprintln!(
                 "attempt {n} of run {} has no job of this machine in {}: on Slurm, `scancel --name orch-{}-a{n}` stops it; on a cloud machine, kill the process group in its pid file there",
                 run.id,
