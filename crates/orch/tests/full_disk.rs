@@ -99,17 +99,10 @@ fn a_full_disk_stops_the_whole_sweep_with_one_message_instead_of_leaving_members
     let runs = orch.path().join("runs");
     let disk = Tmpfs::mount(&runs, "200k");
     let orch = orch.env("ORCH_RUNS_DIR", runs.to_str().unwrap());
-    let mut child = orch.spawn(&[
-        "submit",
-        "--backend",
-        "local",
-        "--preflight=off",
-        "--set",
-        "env.ORCH_SIM_PREEMPT_AT_STEP=0",
+    let mut child = orch.spawn(&crate::support::local_submit(
         "diamonds",
-        "--max-parallel",
-        "2",
-    ]);
+        &["--max-parallel", "2"],
+    ));
     // Before the fix the waiting members waited for ever: bound the wait, not the speed.
     let exited = crate::support::wait::wait_for(
         "the sweep's orch to exit",

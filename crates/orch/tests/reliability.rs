@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use crate::support::wait::wait_for;
-use crate::support::{KillGroup, Orch, attempts, crash_at, finished, live_in_group};
+use crate::support::{KillGroup, Orch, attempts, crash_at, finished, live_in_group, local_submit};
 
 /// `orch submit --backend local EXPERIMENT ARGS…` in the background, paused at `pause`
 /// (`POINT:N`) until the returned gate exists.
@@ -18,16 +18,7 @@ fn submit_paused(
     pause: &str,
 ) -> (std::process::Child, std::path::PathBuf) {
     let gate = orch.path().join("gate");
-    let mut all = vec![
-        "submit",
-        "--backend",
-        "local",
-        "--preflight=off",
-        "--set",
-        "env.ORCH_SIM_PREEMPT_AT_STEP=0",
-        experiment,
-        "--json",
-    ];
+    let mut all = local_submit(experiment, &["--json"]);
     all.extend(args);
     let child = orch
         .command(&all)
@@ -413,4 +404,42 @@ fn a_run_whose_plan_does_not_parse_is_skipped_naming_the_file() {
             .contains(&format!("cannot parse .orch/runs/{}/plan.yaml", ids[0])),
         "{run:?}"
     );
+}
+
+#[test]
+fn a_sweep_whose_orch_dies_while_creating_its_members_is_completed_by_resume() {
+    let orch = Orch::new();
+    // Killed right after its first member's run is written.
+    crash_at(
+        &orch,
+        &local_submit("diamonds", &["--profile", "h200"]),
+        "created",
+    );
+    let status = orch.expect(&["status", "--json"], 0).json();
+    assert_eq!(status.as_array().unwrap().len(), 1, "{status}");
+    let run = orch.expect(&["resume", "--all", "--max-parallel", "5", "--json"], 0);
+    assert!(run.stderr.contains("did not finish creating"), "{run:?}");
+    let mut members: Vec<(String, String, u64)> = run
+        .json_lines()
+        .iter()
+        .map(|r| {
+            (
+                r["experiment"].as_str().unwrap().to_string(),
+                r["state"].as_str().unwrap().to_string(),
+                attempts(r)[0]["overrides"]["data.seed"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    members.sort();
+    let expected: Vec<(String, String, u64)> = (0..5)
+        .map(|i| (format!("diamonds-seed{i}"), "succeeded".to_string(), i))
+        .collect();
+    assert_eq!(members, expected, "{run:?}");
+    let leftovers: Vec<_> = std::fs::read_dir(orch.path().join(".orch/runs"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
 }

@@ -19,6 +19,7 @@
 mod event;
 mod index;
 mod journal;
+mod pending;
 mod record;
 mod run_id;
 
@@ -32,6 +33,7 @@ pub use crate::atomic::write_atomic;
 pub use event::{Decision, Event, EvidenceRecord, FORMAT, RunState, now};
 pub use index::{LastAttempt, RunSummary, SUMMARY_FILE};
 pub use journal::Journal;
+pub use pending::{Member, Pending, Planned};
 pub use record::{AttemptRecord, RunRecord};
 
 /// All runs under one directory.
@@ -471,7 +473,8 @@ fn pause_point(name: &str) {
 mod tests {
     use super::*;
 
-    fn created() -> Event {
+    /// A `created` event of experiment `x`.
+    pub(super) fn created() -> Event {
         Event::Created {
             ts: now(),
             format: FORMAT,

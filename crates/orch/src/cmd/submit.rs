@@ -14,7 +14,7 @@ use orch_core::config::experiment::Experiment;
 use orch_core::error::{UsageError, code};
 use orch_core::estimate::{EstimateError, Estimator};
 use orch_core::ledger::RunRecord;
-use orch_core::ledger::{Event, FORMAT, Ledger, RunDir, RunState, now};
+use orch_core::ledger::{Event, FORMAT, Ledger, RunState, now};
 use orch_core::plan::{Plan, SetArg, Setup};
 use orch_core::progress::Progress;
 use orch_core::render::AttemptInfo;
@@ -104,6 +104,7 @@ pub async fn submit(
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();
     let mut detached = Vec::new();
+    let mut planned = Vec::new();
     for (setup, written, estimator) in prepared {
         let preflight = preflight(
             &setup,
@@ -120,8 +121,7 @@ pub async fn submit(
             .or(setup.max_attempts)
             .unwrap_or(DEFAULT_MAX_ATTEMPTS)
             .max(1);
-        let run = create_run(
-            ledger,
+        let member = new_run(
             &args,
             &setup,
             (&written, &plan),
@@ -133,6 +133,13 @@ pub async fn submit(
                 max_parallel: args.watch.max_parallel,
             },
         )?;
+        planned.push((setup, written, plan, preflight, max_attempts, member));
+    }
+    // Every member is recorded before the first is created: an orch that dies while creating
+    // them leaves the rest to `orch resume --all`.
+    let pending = ledger.plan_runs(planned.iter().map(|p| p.5.clone()).collect())?;
+    for (i, (setup, written, plan, preflight, max_attempts, _)) in planned.into_iter().enumerate() {
+        let run = pending.create(ledger.root(), i)?;
         progress.say(format!(
             "[{}] run {} · {} on {} ({} × {}) · ladder {} · up to {max_attempts} attempts",
             plan.experiment,
@@ -157,6 +164,7 @@ pub async fn submit(
         drivers.push(driver);
         orch_core::ledger::crash_point("created");
     }
+    pending.done()?;
     if !detached.is_empty() {
         return watch_in_background(catalog, ledger, &args, &detached, &progress);
     }
@@ -296,49 +304,42 @@ struct NewRun<'a> {
     max_parallel: Option<u32>,
 }
 
-/// Create a run directory with its `created` event, its first plan and, when preflight chose
-/// that plan, the plan as written.
-fn create_run(
-    ledger: &Ledger,
+/// A new run as [`Ledger::plan_runs`] records it: its experiment, its `created` event, its
+/// first plan and, when preflight chose that plan, the plan as written.
+fn new_run(
     args: &SubmitArgs,
     setup: &Setup,
     (written, plan): (&Plan, &Plan),
     new: &NewRun,
-) -> anyhow::Result<RunDir> {
-    let run = ledger.create(
-        &plan.experiment,
-        Event::Created {
-            ts: now(),
-            format: FORMAT,
-            run: String::new(),
-            experiment: plan.experiment.clone(),
-            profile: plan.profile.clone(),
-            template: plan.template.clone(),
-            ladder: plan.ladder.clone(),
-            backend: new.backend.to_string(),
-            host: args.host.host.clone(),
-            remote_dir: new.remote.map(|r| r.root.clone()),
-            max_attempts: new.max_attempts,
-            simulate: new.simulate,
-            max_parallel: new.max_parallel,
-            on_event: match &args.on_event {
-                Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone(), "orch-hook".into()],
-                None => setup.experiment.file.on_event.clone(),
-            },
+) -> anyhow::Result<orch_core::ledger::Planned> {
+    let created = Event::Created {
+        ts: now(),
+        format: FORMAT,
+        run: String::new(),
+        experiment: plan.experiment.clone(),
+        profile: plan.profile.clone(),
+        template: plan.template.clone(),
+        ladder: plan.ladder.clone(),
+        backend: new.backend.to_string(),
+        host: args.host.host.clone(),
+        remote_dir: new.remote.map(|r| r.root.clone()),
+        max_attempts: new.max_attempts,
+        simulate: new.simulate,
+        max_parallel: new.max_parallel,
+        on_event: match &args.on_event {
+            Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone(), "orch-hook".into()],
+            None => setup.experiment.file.on_event.clone(),
         },
-    )?;
+    };
     // The first plan, with every --set, for an orch that resumes the run before attempt 1.
-    orch_core::atomic::write_atomic(
-        &run.path.join("plan.yaml"),
-        serde_yaml::to_string(plan)?.as_bytes(),
-    )?;
+    let mut files = vec![("plan.yaml".to_string(), serde_yaml::to_string(plan)?)];
     if written != plan {
-        orch_core::atomic::write_atomic(
-            &run.path.join(orch_core::run::WRITTEN_PLAN),
-            serde_yaml::to_string(written)?.as_bytes(),
-        )?;
+        files.push((
+            orch_core::run::WRITTEN_PLAN.to_string(),
+            serde_yaml::to_string(written)?,
+        ));
     }
-    Ok(run)
+    Ok((plan.experiment.clone(), created, files))
 }
 
 /// Preflight: estimate the plan as written; when it is predicted not to fit, the move to the
@@ -476,6 +477,17 @@ pub async fn resume(
     quiet: bool,
 ) -> anyhow::Result<u8> {
     let progress = Progress::new(quiet, !args.watch.json);
+    if args.all {
+        // The members of a sweep whose submit died while creating them.
+        let completed = ledger.complete_pending()?;
+        if !completed.is_empty() {
+            progress.say(format!(
+                "created {} run(s) a submit recorded but did not finish creating: {}",
+                completed.len(),
+                completed.join(", ")
+            ));
+        }
+    }
     // Each run on its own: one that cannot be read is named, with what is wrong, and skipped.
     let mut skipped = 0;
     let mut skip = |id: &str, e: anyhow::Error| {

@@ -257,18 +257,24 @@ impl Orch {
     /// `orch submit --backend local EXPERIMENT ARGS…`, which must exit with `code`: the recovery
     /// loop itself, so without preflight and without the demo's simulated preemption.
     pub fn submit_local(&self, experiment: &str, args: &[&str], code: i32) -> Run {
-        let mut all = vec![
-            "submit",
-            "--backend",
-            "local",
-            "--preflight=off",
-            "--set",
-            "env.ORCH_SIM_PREEMPT_AT_STEP=0",
-            experiment,
-        ];
-        all.extend(args);
-        self.expect(&all, code)
+        self.expect(&local_submit(experiment, args), code)
     }
+}
+
+/// `submit --backend local EXPERIMENT ARGS…` without preflight and without the demo's
+/// simulated preemption: the recovery loop itself ([`Orch::submit_local`]).
+pub fn local_submit<'a>(experiment: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec![
+        "submit",
+        "--backend",
+        "local",
+        "--preflight=off",
+        "--set",
+        "env.ORCH_SIM_PREEMPT_AT_STEP=0",
+        experiment,
+    ];
+    all.extend(args);
+    all
 }
 
 impl Orch {
