@@ -415,8 +415,14 @@ fn a_sweep_whose_orch_dies_while_creating_its_members_is_completed_by_resume() {
         &local_submit("diamonds", &["--profile", "h200"]),
         "created",
     );
-    let status = orch.expect(&["status", "--json"], 0).json();
-    assert_eq!(status.as_array().unwrap().len(), 1, "{status}");
+    let status = orch.expect(&["status", "--json"], 0);
+    assert_eq!(status.json().as_array().unwrap().len(), 1, "{status:?}");
+    assert!(
+        status
+            .stderr
+            .contains("4 run(s) recorded by a submit that stopped are not created yet"),
+        "{status:?}"
+    );
     let run = orch.expect(&["resume", "--all", "--max-parallel", "5", "--json"], 0);
     assert!(run.stderr.contains("did not finish creating"), "{run:?}");
     let mut members: Vec<(String, String, u64)> = run

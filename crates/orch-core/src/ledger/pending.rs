@@ -96,7 +96,38 @@ impl Ledger {
     /// Write what the runs of a submit that died while creating them still lack; returns the
     /// runs completed. A submit still creating its runs (it holds the lock) is left alone.
     pub fn complete_pending(&self) -> anyhow::Result<Vec<String>> {
-        let mut completed = Vec::new();
+        self.dead_submits(|path, members| {
+            let mut completed = Vec::new();
+            for member in members {
+                if write_member(&self.root, &member)? {
+                    completed.push(member.run);
+                }
+            }
+            std::fs::remove_file(path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+            Ok(completed)
+        })
+    }
+
+    /// The runs a submit that died recorded but did not finish writing (most of what
+    /// [`Ledger::complete_pending`] would complete).
+    pub fn incomplete_runs(&self) -> anyhow::Result<Vec<String>> {
+        self.dead_submits(|_, members| {
+            Ok(members
+                .into_iter()
+                .filter(|m| !self.root.join(&m.run).join("events.jsonl").is_file())
+                .map(|m| m.run)
+                .collect())
+        })
+    }
+
+    /// `each(file, members)` for every `.pending-*.json` whose submit is gone, locked while
+    /// it runs; their results together.
+    fn dead_submits(
+        &self,
+        mut each: impl FnMut(&Path, Vec<Member>) -> anyhow::Result<Vec<String>>,
+    ) -> anyhow::Result<Vec<String>> {
+        let mut out = Vec::new();
         for entry in std::fs::read_dir(&self.root)
             .into_iter()
             .flatten()
@@ -114,15 +145,9 @@ impl Ledger {
                 std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
             let members: Vec<Member> = serde_json::from_slice(&text)
                 .with_context(|| format!("cannot parse {}", path.display()))?;
-            for member in &members {
-                if write_member(&self.root, member)? {
-                    completed.push(member.run.clone());
-                }
-            }
-            std::fs::remove_file(&path)
-                .with_context(|| format!("cannot remove {}", path.display()))?;
+            out.extend(each(&path, members)?);
         }
-        Ok(completed)
+        Ok(out)
     }
 }
 
@@ -220,9 +245,11 @@ mod tests {
         pending.create(dir.path(), 0).unwrap();
         // The submit is alive (it holds the lock): its runs are its own business.
         assert_eq!(ledger.complete_pending().unwrap(), Vec::<String>::new());
+        assert_eq!(ledger.incomplete_runs().unwrap(), Vec::<String>::new());
         assert_eq!(ledger.ids(), ids[..1]);
         // It dies: the next resume writes the two it did not.
         drop(pending);
+        assert_eq!(ledger.incomplete_runs().unwrap(), ids[1..]);
         assert_eq!(ledger.complete_pending().unwrap(), ids[1..]);
         let mut listed = ledger.ids();
         listed.sort();

@@ -41,6 +41,14 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
             }
         }
     }
+    let incomplete = ledger.incomplete_runs().unwrap_or_default();
+    if !incomplete.is_empty() {
+        eprintln!(
+            "warning: {} run(s) recorded by a submit that stopped are not created yet ({}); `orch resume --all` creates and drives them",
+            incomplete.len(),
+            incomplete.join(", ")
+        );
+    }
     let done = if skipped > 0 { code::SKIPPED } else { code::OK };
     if args.json {
         let json: Vec<_> = records
