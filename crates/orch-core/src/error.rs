@@ -17,6 +17,9 @@ pub mod code {
     pub const USAGE: u8 = 2;
     /// The run was cancelled.
     pub const CANCELLED: u8 = 3;
+    /// Some runs could not be read and were skipped (each named, with its path and what is
+    /// wrong); the others were handled.
+    pub const SKIPPED: u8 = 4;
     /// Interrupted by a signal (Ctrl-C).
     pub const INTERRUPTED: u8 = 130;
 }

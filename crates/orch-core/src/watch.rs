@@ -38,26 +38,29 @@ pub async fn drive<B: Scheduler>(
             }
         }
     }
+    // Listening before the first submission: a signal during it is answered at the first look.
+    let mut signals = Signals::new()?;
     for d in &mut drivers {
         advance(d, ctx).await?;
     }
     admit(&mut drivers, ctx).await?;
     let mut interrupted = false;
-    let ctrl_c = tokio::signal::ctrl_c();
-    tokio::pin!(ctrl_c);
     let tick = ctx.backend.tick();
     let exit_check = ctx.backend.exit_check().filter(|c| *c < tick);
     // Look at once (a resumed run's job may have ended long ago), then every tick; between
     // ticks, where the scheduler is expensive to ask, read the jobs' exit files.
     let mut interval = Duration::ZERO;
     let mut next_poll = Instant::now();
-    while drivers.iter().any(RunDriver::is_active) {
+    while !stop_for_room(&drivers, ctx) && drivers.iter().any(RunDriver::is_active) {
         let until_poll = next_poll.saturating_duration_since(Instant::now());
         let nap = exit_check.map_or(until_poll, |c| c.min(until_poll));
         tokio::select! {
             _ = tokio::time::sleep(nap) => {}
-            _ = &mut ctrl_c => {
+            signal = signals.recv() => {
                 interrupted = true;
+                if let Some(name) = signal {
+                    ctx.progress.say(format!("{name}: stopping as Ctrl-C does"));
+                }
                 interrupt(&mut drivers, ctx).await?;
                 break;
             }
@@ -106,6 +109,55 @@ pub async fn drive<B: Scheduler>(
         .map(RunDriver::record)
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok((records, interrupted))
+}
+
+/// The signals that stop a watcher: Ctrl-C (SIGINT), SIGTERM (`kill`, a system shutdown, a
+/// container stopping) and SIGHUP (its terminal closed) all do what Ctrl-C does, so that no
+/// way of stopping orch leaves local jobs running with nothing watching them.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            int: signal(SignalKind::interrupt())?,
+            term: signal(SignalKind::terminate())?,
+            hup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    /// The next signal: None for Ctrl-C (which needs no introduction), else its name.
+    async fn recv(&mut self) -> Option<&'static str> {
+        tokio::select! {
+            _ = self.int.recv() => None,
+            _ = self.term.recv() => Some("terminated (SIGTERM)"),
+            _ = self.hup.recv() => Some("hung up (SIGHUP)"),
+        }
+    }
+}
+
+/// When a run stopped because orch cannot write its files (a full disk), every other run
+/// would meet the same disk, and runs waiting for a slot would wait for one that is never given
+/// back: the watcher stops driving them all, saying once what failed and how to go on. Returns
+/// whether it stopped.
+fn stop_for_room<B: Scheduler>(drivers: &[RunDriver], ctx: &Ctx<'_, B>) -> bool {
+    let Some(why) = drivers.iter().find_map(RunDriver::stopped) else {
+        return false;
+    };
+    let left: Vec<&str> = drivers
+        .iter()
+        .filter(|d| d.stopped().is_some() || d.is_active())
+        .map(|d| d.run().id.as_str())
+        .collect();
+    ctx.progress.result(format!(
+        "stopped: {why}. Nothing is lost: every run stays as its record says, and a job already out runs on; make room, then `orch resume {}`",
+        left.join(" ")
+    ));
+    true
 }
 
 /// Take a run as far as it goes without news; a run that cannot even be submitted ends failed
@@ -170,9 +222,19 @@ async fn interrupt<B: Scheduler>(
     if ctx.backend.cancels_on_interrupt() {
         ctx.progress
             .say("interrupted: cancelling the live attempts");
+        // One job that cannot be cancelled does not keep the others running.
         for d in drivers.iter_mut().filter(not_ended) {
-            d.cancel(ctx).await?;
-            d.cancel_waiting(Some("interrupted"))?;
+            let cancelled = match d.cancel(ctx).await {
+                Ok(()) => d.cancel_waiting(Some("interrupted")).map(drop),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = cancelled {
+                ctx.progress.result(format!(
+                    "[{}] could not cancel: {e:#}; `orch cancel {}` tries again",
+                    d.name(),
+                    d.run().id
+                ));
+            }
         }
     } else {
         for d in drivers.iter_mut().filter(not_ended) {

@@ -57,11 +57,17 @@ fn summaries_rebuilt_from_the_events_match_the_ones_written_then() {
             path: path.clone(),
         };
         let mut record = run.record().unwrap();
-        // Where the run was when its summary was written.
-        record.checkpoint_dir = Path::new("/tmp/oldruns")
-            .join(&set)
-            .join(&id)
-            .join("checkpoints");
+        // Where the run was when its summary was written (a record points at the run's
+        // directory where it is now).
+        let then = Path::new("/tmp/oldruns").join(&set).join(&id);
+        record.checkpoint_dir = then.join("checkpoints");
+        for a in &mut record.attempts {
+            let dir = then.join("attempts").join(a.attempt.to_string());
+            for log in [&mut a.stdout, &mut a.stderr].into_iter().flatten() {
+                *log = dir.join(log.file_name().unwrap());
+            }
+            a.dir = dir;
+        }
         let written = std::fs::read_to_string(path.join("run.yaml")).unwrap();
         let body = written.split_once('\n').unwrap().1;
         assert_eq!(serde_yaml::to_string(&record).unwrap(), body, "{id}");
@@ -69,11 +75,31 @@ fn summaries_rebuilt_from_the_events_match_the_ones_written_then() {
         let journal = Journal::open(run).unwrap();
         let mut cached = journal.cached().clone();
         cached.checkpoint_dir = record.checkpoint_dir.clone();
+        cached.attempts = record.attempts.clone();
+        assert_eq!(
+            journal
+                .cached()
+                .attempts
+                .iter()
+                .map(|a| a.dir.clone())
+                .collect::<Vec<_>>(),
+            run_dirs(&path, &record),
+            "{id}"
+        );
         assert_eq!(
             serde_json::to_value(&cached).unwrap(),
             serde_json::to_value(&record).unwrap()
         );
     }
+}
+
+/// Each attempt's directory under the run directory `path`, where the run is now.
+fn run_dirs(path: &Path, record: &RunRecord) -> Vec<PathBuf> {
+    record
+        .attempts
+        .iter()
+        .map(|a| path.join("attempts").join(a.attempt.to_string()))
+        .collect()
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::time::Duration;
 
 use crate::support::Orch;
 
@@ -89,4 +90,57 @@ fn a_full_disk_stops_the_run_resumably_and_resume_finishes_it() {
         resumed.stderr.contains("succeeded on attempt"),
         "{resumed:?}"
     );
+}
+
+#[test]
+fn a_full_disk_stops_the_whole_sweep_with_one_message_instead_of_leaving_members_waiting() {
+    // Two members run (--max-parallel 2), three wait for their slots; the disk fills.
+    let orch = Orch::new();
+    let runs = orch.path().join("runs");
+    let disk = Tmpfs::mount(&runs, "200k");
+    let orch = orch.env("ORCH_RUNS_DIR", runs.to_str().unwrap());
+    let mut child = orch.spawn(&crate::support::local_submit(
+        "diamonds",
+        &["--max-parallel", "2"],
+    ));
+    // Before the fix the waiting members waited for ever: bound the wait, not the speed.
+    let exited = crate::support::wait::wait_for(
+        "the sweep's orch to exit",
+        Duration::from_secs(120),
+        Duration::from_millis(100),
+        || child.try_wait().unwrap(),
+    );
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(exited.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.matches("stopped: ").count(), 1, "{stderr}");
+    assert!(stderr.contains(&runs.display().to_string()), "{stderr}");
+    let status = orch.expect(&["status", "--json"], 0).json();
+    let ids: Vec<&str> = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 5, "{status}");
+    let resume = stderr
+        .split("`orch resume ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("no `orch resume` in: {stderr}"));
+    let mut named: Vec<&str> = resume.split_whitespace().collect();
+    named.sort();
+    let mut all = ids.clone();
+    all.sort();
+    assert_eq!(named, all, "{stderr}");
+    assert_eq!(temporary_files(&runs), Vec::<String>::new());
+    // Room again: one resume finishes every member.
+    disk.resize("64m");
+    let resumed = orch.expect(&["resume", "--all", "--json"], 0);
+    let states: Vec<String> = resumed
+        .json_lines()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(states, vec!["succeeded"; 5], "{resumed:?}");
 }

@@ -14,5 +14,6 @@ mod estimate;
 mod local_loop;
 mod old_runs;
 mod one_machine;
+mod reliability;
 mod rl_swarm;
 mod snapshots;

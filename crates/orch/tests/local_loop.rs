@@ -8,7 +8,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::support::wait::wait_for;
-use crate::support::{Orch, attempts, finished, write_exe};
+
+use crate::support::{Orch, attempts, finished, live_in_group, write_exe};
 
 #[test]
 fn diamonds_seed0_fails_with_gpu_oom_steps_down_and_succeeds() {
@@ -171,20 +172,7 @@ fn cancel_stops_a_running_attempt_and_the_watcher_records_it() {
     // No live process of the job's process group is left (zombies waiting for a reaper
     // that is not ours do not count).
     let pgid = attempts(&json)[0]["job_id"].as_str().unwrap().to_string();
-    let live: Vec<String> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .filter(|stat| {
-            let rest: Vec<&str> = stat
-                .rsplit_once(')')
-                .map(|(_, r)| r)
-                .unwrap_or("")
-                .split_whitespace()
-                .collect();
-            rest.len() > 2 && rest[2] == pgid && rest[0] != "Z"
-        })
-        .collect();
+    let live = live_in_group(&pgid);
     assert!(live.is_empty(), "still running: {live:?}");
 }
 

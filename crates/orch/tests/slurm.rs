@@ -187,6 +187,47 @@ fn cancel_scancels_the_running_job() {
 }
 
 #[test]
+fn cancel_finds_the_slurm_job_of_a_run_whose_log_cannot_be_read() {
+    let _shared = cluster::shared();
+    let orch = slurm_orch().env("ORCH_SIM_HANG_AT_STEP", "1");
+    let crashed = orch
+        .command(&args(
+            &["submit", "diamonds-seed0", "--backend", "slurm"],
+            SMALL,
+        ))
+        .env("ORCH_CRASH_AT", "recorded")
+        .output()
+        .unwrap();
+    assert_eq!(crashed.status.code(), None);
+    let (run_id, job) = orch.wait_for_job(Duration::from_secs(120), |job| {
+        scontrol_job(job).contains("JobState=RUNNING")
+    });
+    // Its first event garbled: the record, and so the job id, cannot be read.
+    let events = orch
+        .path()
+        .join(".orch/runs")
+        .join(&run_id)
+        .join("events.jsonl");
+    let text = std::fs::read_to_string(&events).unwrap();
+    std::fs::write(&events, format!("garbage\n{text}")).unwrap();
+    let cancel = orch.expect(&["cancel", &run_id], 0);
+    assert!(
+        cancel.stderr.contains("asked Slurm to cancel"),
+        "{cancel:?}"
+    );
+    crate::support::wait::wait_for(
+        "the job to be cancelled",
+        Duration::from_secs(60),
+        Duration::from_millis(200),
+        || {
+            scontrol_job(&job)
+                .contains("JobState=CANCELLED")
+                .then_some(())
+        },
+    );
+}
+
+#[test]
 fn a_sweep_is_watched_with_one_squeue_per_tick() {
     let _shared = cluster::shared();
     let (orch, log) = counting(slurm_orch());

@@ -183,12 +183,27 @@ fn load_file(catalog: &Catalog, name: &str) -> Result<(ExperimentFile, Origin), 
             message: "sweep.values is empty: a sweep needs at least one value".into(),
         });
     }
+    if let Some(n) = file
+        .sweep
+        .as_ref()
+        .map(|s| s.values.len())
+        .filter(|n| *n > super::limits::MAX_SWEEP_VALUES)
+    {
+        return Err(ConfigError::Other {
+            origin: origin.to_string(),
+            message: format!(
+                "sweep.values has {n} values, more than the {} a sweep may have (MAX_SWEEP_VALUES: each member is a run of its own); split it into several files",
+                super::limits::MAX_SWEEP_VALUES
+            ),
+        });
+    }
     Ok((file, origin))
 }
 
 /// The experiments one file defines: itself, or each member of its sweep with the swept value set.
-fn expand(name: &str, file: ExperimentFile, origin: Origin) -> Vec<Experiment> {
-    let Some(sweep) = file.sweep.clone() else {
+fn expand(name: &str, mut file: ExperimentFile, origin: Origin) -> Vec<Experiment> {
+    // Taken out before the members copy the file, or each would copy every value (quadratic).
+    let Some(sweep) = file.sweep.take() else {
         return vec![Experiment {
             name: name.to_string(),
             file_name: name.to_string(),
@@ -202,7 +217,6 @@ fn expand(name: &str, file: ExperimentFile, origin: Origin) -> Vec<Experiment> {
         .into_iter()
         .map(|(member, value)| {
             let mut file = file.clone();
-            file.sweep = None;
             match sweep.key.as_str() {
                 "seed" => file.seed = value.as_i64().or(file.seed),
                 "model" => file.model = Some(scalar_text(&value)),

@@ -14,6 +14,7 @@
 pub mod experiment;
 pub mod jinja;
 pub mod ladder;
+pub mod limits;
 pub mod profile;
 pub mod template;
 
@@ -130,6 +131,9 @@ impl Catalog {
     /// Read `kind/rel`: the project's file if there is one, else the built-in one.
     pub fn read(&self, kind: Kind, rel: &str) -> Result<Option<Doc>, ConfigError> {
         let path = self.project_dir.join(kind.dir()).join(rel);
+        if let Ok(meta) = std::fs::metadata(&path) {
+            limits::check_size(&path.display().to_string(), meta.len())?;
+        }
         match std::fs::read(&path) {
             Ok(bytes) => {
                 let text = text_of(bytes).map_err(|message| ConfigError::Other {
@@ -265,6 +269,7 @@ pub fn valid_name(name: &str) -> bool {
 
 /// Parse a YAML document strictly, naming file, line, column and key path on error.
 pub fn parse_yaml<T: DeserializeOwned>(doc: &Doc) -> Result<T, ConfigError> {
+    limits::check_yaml(&doc.origin.to_string(), &doc.text)?;
     // A mapping deserialised into a map keeps the last of two equal keys without a word;
     // as a plain YAML value the document is refused, with the key and its line.
     if let Err(e) = serde_yaml::from_str::<serde_yaml::Value>(&doc.text)

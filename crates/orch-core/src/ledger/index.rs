@@ -41,6 +41,9 @@ pub struct RunSummary {
     /// What the attempts that ended cost (absent in summaries written before orch counted it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_hours: Option<super::GpuHours>,
+    /// Lines of the log that could not be read (`file:line: what`); see `RunRecord::damage`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damage: Vec<String>,
 }
 
 /// The newest attempt, as a listing shows it.
@@ -74,6 +77,7 @@ impl RunSummary {
                 outcome: a.outcome,
             }),
             gpu_hours: record.gpu_hours(),
+            damage: record.damage.clone(),
         }
     }
 }

@@ -18,16 +18,19 @@ pub struct Journal {
     record: RunRecord,
     /// Bytes of `events.jsonl` folded into `record`: always the end of a complete line.
     offset: u64,
+    /// Lines of `events.jsonl` folded into `record` (for the line numbers of damage).
+    lines: usize,
 }
 
 impl Journal {
     /// Replay the run's events once.
     pub fn open(run: RunDir) -> anyhow::Result<Journal> {
-        let (record, offset) = replay_from_start(&run)?;
+        let (record, offset, lines) = replay(&run)?;
         Ok(Journal {
             run,
             record,
             offset,
+            lines,
         })
     }
 
@@ -67,7 +70,7 @@ impl Journal {
         if len < self.offset {
             // Someone cut the file below what we read (a torn tail we had not folded in is
             // never below it): start again rather than guess.
-            (self.record, self.offset) = replay_from_start(&self.run)?;
+            (self.record, self.offset, self.lines) = replay(&self.run)?;
             return Ok(());
         }
         file.seek(SeekFrom::Start(self.offset))?;
@@ -78,36 +81,69 @@ impl Journal {
             return Ok(());
         };
         for line in bytes[..end].split(|&b| b == b'\n') {
+            self.lines += 1;
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let event: Event = serde_json::from_slice(line).with_context(|| {
-                format!("{}: a bad event after byte {}", path.display(), self.offset)
-            })?;
-            self.record
-                .apply(event)
-                .with_context(|| format!("run {}", self.run.id))?;
+            self.record.apply_line(&path, self.lines, line);
         }
         self.offset += end as u64 + 1;
+        relocate(&mut self.record, &self.run);
         Ok(())
+    }
+}
+
+/// Attempt directories (and their logs) where the run directory is now: events record them
+/// as absolute paths, which a runs directory copied or moved elsewhere would leave pointing at
+/// the old place. An attempt's directory is always `attempts/<N>` of its run.
+fn relocate(record: &mut RunRecord, run: &RunDir) {
+    for a in &mut record.attempts {
+        let dir = run.attempt_dir(a.attempt);
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
+        if a.dir == dir {
+            continue;
+        }
+        for log in [&mut a.stdout, &mut a.stderr].into_iter().flatten() {
+            if let Ok(name) = log.strip_prefix(&a.dir) {
+                *log = dir.join(name);
+            }
+        }
+        a.dir = dir;
     }
 }
 
 /// The record from every complete line, and where those lines end.
 pub(super) fn replay_from_start(run: &RunDir) -> anyhow::Result<(RunRecord, u64)> {
+    replay(run).map(|(record, end, _)| (record, end))
+}
+
+/// The record from every complete line, where those lines end, and how many there are. Only a
+/// log whose first event is not `created` is refused (nothing says what the run is); any later
+/// line that cannot be read is noted in the record's `damage` and skipped.
+fn replay(run: &RunDir) -> anyhow::Result<(RunRecord, u64, usize)> {
     let path = run.events_path();
     let text = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let end = text.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let mut events = Vec::new();
-    for (i, line) in text[..end].split(|&b| b == b'\n').enumerate() {
+    let mut record: Option<RunRecord> = None;
+    let mut lines = 0;
+    for line in text[..end].split(|&b| b == b'\n') {
+        lines += 1;
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let event = serde_json::from_slice(line)
-            .with_context(|| format!("{}:{}", path.display(), i + 1))?;
-        events.push(event);
+        match &mut record {
+            Some(record) => record.apply_line(&path, lines, line),
+            None => {
+                let first = serde_json::from_slice(line)
+                    .map_err(anyhow::Error::from)
+                    .and_then(|event| RunRecord::created(&event))
+                    .with_context(|| format!("{}:{lines}", path.display()))?;
+                record = Some(first);
+            }
+        }
     }
-    let mut record = RunRecord::replay(&events).with_context(|| format!("run {}", run.id))?;
+    let mut record = record.with_context(|| format!("{}: no events", path.display()))?;
     record.checkpoint_dir = run.absolute_checkpoint_dir();
-    Ok((record, end as u64))
+    relocate(&mut record, run);
+    Ok((record, end as u64, lines))
 }

@@ -19,6 +19,7 @@
 mod event;
 mod index;
 mod journal;
+mod pending;
 mod record;
 mod run_id;
 
@@ -32,6 +33,7 @@ pub use crate::atomic::write_atomic;
 pub use event::{Decision, Event, EvidenceRecord, FORMAT, RunState, now};
 pub use index::{LastAttempt, RunSummary, SUMMARY_FILE};
 pub use journal::Journal;
+pub use pending::{Member, Pending, Planned};
 pub use record::{AttemptRecord, GpuHours, RunRecord};
 
 /// Where `submit --detach` notes the pid of the background watcher it started.
@@ -217,7 +219,15 @@ impl RunDir {
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
-        drop_torn_tail(&path).with_context(|| format!("cannot repair {}", path.display()))?;
+        let torn =
+            drop_torn_tail(&path).with_context(|| format!("cannot repair {}", path.display()))?;
+        if let Some((n, bytes)) = torn {
+            // Said once: the line is gone after this.
+            crate::progress::say(format!(
+                "warning: {}:{n}: cut a torn last line ({bytes} bytes; an orch stopped while writing it, so that event was never acted on)",
+                path.display()
+            ));
+        }
         file.write_all(&line)
             .and_then(|()| file.sync_data())
             .with_context(|| format!("cannot append to {}", path.display()))
@@ -240,12 +250,9 @@ impl RunDir {
         Ok(events)
     }
 
-    /// The run as its events tell it.
+    /// The run as its events tell it; lines that cannot be read are in its `damage`.
     pub fn record(&self) -> anyhow::Result<RunRecord> {
-        let mut record =
-            RunRecord::replay(&self.events()?).with_context(|| format!("run {}", self.id))?;
-        record.checkpoint_dir = self.absolute_checkpoint_dir();
-        Ok(record)
+        journal::replay_from_start(self).map(|(record, _)| record)
     }
 
     fn absolute_checkpoint_dir(&self) -> PathBuf {
@@ -300,6 +307,56 @@ impl RunDir {
             }
             Err((_, e)) => Err(e).with_context(|| format!("cannot lock {}", path.display())),
         }
+    }
+
+    /// Take the run's submit lock, waiting up to `wait` for it: held by the driver from its
+    /// last look for a cancel to the recorded job id of the attempt it submits, and by
+    /// `orch cancel` while it records `cancel_requested`. So a cancel is recorded either before
+    /// that look (nothing is submitted) or after the job id (the cancel sees the job and stops
+    /// it): never between.
+    pub fn submit_lock(&self, wait: std::time::Duration) -> anyhow::Result<RunLock> {
+        use nix::fcntl::{Flock, FlockArg};
+        let path = self.path.join("submit.lock");
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(RunLock { _lock: lock }),
+                Err((f, nix::errno::Errno::EWOULDBLOCK))
+                    if std::time::Instant::now() < deadline =>
+                {
+                    file = f;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err((_, nix::errno::Errno::EWOULDBLOCK)) => bail!(
+                    "{} is still held after {:?}: the orch driving run {} is stuck submitting an attempt",
+                    path.display(),
+                    wait,
+                    self.id
+                ),
+                Err((_, e)) => {
+                    return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+                }
+            }
+        }
+    }
+
+    /// `orch cancel`: record `cancel_requested` under the submit lock, unless the run already
+    /// ended. Returns the record as it is then (with the job id of any attempt submitted
+    /// before the request, which the caller stops) and whether the request was recorded.
+    pub fn request_cancel(&self) -> anyhow::Result<(RunRecord, bool)> {
+        let _submitting = self.submit_lock(std::time::Duration::from_secs(120))?;
+        let record = self.record()?;
+        if record.state != RunState::Running {
+            return Ok((record, false));
+        }
+        self.append(&Event::CancelRequested { ts: now() })?;
+        Ok((self.record()?, true))
     }
 
     /// Whether an orch holds the run's lock right now (it is being driven). Probed with a
@@ -368,8 +425,9 @@ impl RunDir {
 }
 
 /// An orch killed mid-write can leave a last line without its newline; cut it off so the next
-/// event starts on a line of its own (the torn event was never acted on).
-fn drop_torn_tail(path: &Path) -> std::io::Result<()> {
+/// event starts on a line of its own (the torn event was never acted on). Returns the cut
+/// line's number and length, if there was one.
+fn drop_torn_tail(path: &Path) -> std::io::Result<Option<(usize, usize)>> {
     use std::io::{Read, Seek, SeekFrom};
     let mut file = std::fs::OpenOptions::new()
         .read(true)
@@ -377,13 +435,13 @@ fn drop_torn_tail(path: &Path) -> std::io::Result<()> {
         .open(path)?;
     let len = file.metadata()?.len();
     if len == 0 {
-        return Ok(());
+        return Ok(None);
     }
     let mut last = [0u8; 1];
     file.seek(SeekFrom::Start(len - 1))?;
     file.read_exact(&mut last)?;
     if last[0] == b'\n' {
-        return Ok(());
+        return Ok(None);
     }
     let mut text = Vec::new();
     file.seek(SeekFrom::Start(0))?;
@@ -394,7 +452,9 @@ fn drop_torn_tail(path: &Path) -> std::io::Result<()> {
         .map(|i| i + 1)
         .unwrap_or(0);
     file.set_len(keep as u64)?;
-    file.sync_data()
+    file.sync_data()?;
+    let line = text[..keep].iter().filter(|&&b| b == b'\n').count() + 1;
+    Ok(Some((line, text.len() - keep)))
 }
 
 /// Held while an orch drives a run.
@@ -403,10 +463,36 @@ pub struct RunLock {
     _lock: nix::fcntl::Flock<std::fs::File>,
 }
 
-/// For crash tests: when `ORCH_CRASH_AT` names this point, die here as `kill -9` would.
+/// For crash tests: when `ORCH_CRASH_AT` names this point, die here as `kill -9` would; when
+/// `ORCH_PAUSE_AT` does, pause there (see [`pause_point`]).
 pub fn crash_point(name: &str) {
     if std::env::var("ORCH_CRASH_AT").is_ok_and(|v| v == name) {
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+    pause_point(name);
+}
+
+/// For race tests: `ORCH_PAUSE_AT=POINT:N:GATE` stops this process the `N`th time it passes
+/// `POINT`, creates `GATE.paused` and waits until `GATE` exists (five minutes at most), so a
+/// test can act (`orch cancel`) at exactly that point and then let orch go on.
+fn pause_point(name: &str) {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static PASSES: AtomicU32 = AtomicU32::new(0);
+    let Ok(spec) = std::env::var("ORCH_PAUSE_AT") else {
+        return;
+    };
+    let mut parts = spec.splitn(3, ':');
+    let (Some(point), Some(nth), Some(gate)) = (parts.next(), parts.next(), parts.next()) else {
+        return;
+    };
+    if point != name || nth.parse() != Ok(PASSES.fetch_add(1, Ordering::SeqCst) + 1) {
+        return;
+    }
+    let gate = Path::new(gate);
+    let _ = std::fs::write(gate.with_extension("paused"), name);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !gate.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
@@ -414,7 +500,8 @@ pub fn crash_point(name: &str) {
 mod tests {
     use super::*;
 
-    fn created() -> Event {
+    /// A `created` event of experiment `x`.
+    pub(super) fn created() -> Event {
         Event::Created {
             ts: now(),
             format: FORMAT,
@@ -481,6 +568,15 @@ mod tests {
         f.write_all(b"{\"event\":\"cancel_req").unwrap();
         drop(f);
         assert_eq!(run.record().unwrap().state, RunState::Running);
+        // Cut (and reported) once: line 2, 20 bytes; then there is nothing to cut.
+        assert_eq!(drop_torn_tail(&path).unwrap(), Some((2, 20)));
+        assert_eq!(drop_torn_tail(&path).unwrap(), None);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"event\":\"cancel_req").unwrap();
+        drop(f);
         run.append(&Event::Ended {
             ts: now(),
             state: RunState::Failed,

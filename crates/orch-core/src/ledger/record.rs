@@ -121,6 +121,10 @@ pub struct RunRecord {
     /// Follow-up jobs (`--detach` on Slurm), oldest first.
     pub follow_ups: Vec<String>,
     pub attempts: Vec<AttemptRecord>,
+    /// Lines of `events.jsonl` that could not be read or folded in, each as `file:line: what`:
+    /// the record is what the other lines say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub damage: Vec<String>,
 }
 
 impl RunRecord {
@@ -177,7 +181,24 @@ impl RunRecord {
             cancel_requested: false,
             follow_ups: Vec::new(),
             attempts: Vec::new(),
+            damage: Vec::new(),
         })
+    }
+
+    /// Fold one line of `events.jsonl` (line `n` of `path`) into the record; a line that is
+    /// not an event, or an event that does not fit the record (for an attempt never
+    /// rendered), is noted in [`RunRecord::damage`] and skipped, so one bad line costs only
+    /// what it said.
+    pub fn apply_line(&mut self, path: &std::path::Path, n: usize, line: &[u8]) {
+        let result = serde_json::from_slice::<Event>(line)
+            .map_err(anyhow::Error::from)
+            .and_then(|event| self.apply(event));
+        if let Err(e) = result {
+            self.damage.push(format!(
+                "{}:{n}: {e:#}; the line is skipped",
+                path.display()
+            ));
+        }
     }
 
     /// Fold one more event into the record.

@@ -191,11 +191,20 @@ impl RunDriver {
         self.journal.record().cloned()
     }
 
+    /// Why this orch stopped driving the run for lack of room (`[experiment] what failed`),
+    /// if it did.
+    pub fn stopped(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Stopped(why) => Some(why),
+            _ => None,
+        }
+    }
+
     /// This orch still has something to do for the run.
     pub fn is_active(&self) -> bool {
         !matches!(
             self.phase,
-            Phase::Ended(_) | Phase::HandedOff | Phase::Stopped
+            Phase::Ended(_) | Phase::HandedOff | Phase::Stopped(_)
         )
     }
 
@@ -242,11 +251,16 @@ impl RunDriver {
     }
 
     /// Whether the run may hold a slot: its attempt is rendered and not yet ended (a run
-    /// stopped on a full disk may have a job out: it keeps its cards while this orch runs).
+    /// stopped on a full disk may have a job out: it keeps its cards until this orch, which
+    /// stops with it, exits).
     pub fn needs_slot(&self) -> bool {
         matches!(
             self.phase,
-            Phase::Queued(_) | Phase::Unsure | Phase::Submitting | Phase::Live(_) | Phase::Stopped
+            Phase::Queued(_)
+                | Phase::Unsure
+                | Phase::Submitting
+                | Phase::Live(_)
+                | Phase::Stopped(_)
         )
     }
 
@@ -310,13 +324,16 @@ fn replan(
     let (setup, base) = Setup::load(catalog, experiment, Some(&record.profile), &chosen)?;
     let mut tried = HashSet::new();
     // Before attempt 1 the run's own plan.yaml holds the first plan, --set values included.
-    let mut plan = match std::fs::read_to_string(journal.run().path.join("plan.yaml")) {
-        Ok(text) => serde_yaml::from_str(&text).context("cannot parse the run's plan.yaml")?,
+    let first = journal.run().path.join("plan.yaml");
+    let mut plan = match std::fs::read_to_string(&first) {
+        Ok(text) => serde_yaml::from_str(&text)
+            .with_context(|| format!("cannot parse {}", first.display()))?,
         Err(_) => base,
     };
-    let written = match std::fs::read_to_string(journal.run().path.join(WRITTEN_PLAN)) {
+    let as_written = journal.run().path.join(WRITTEN_PLAN);
+    let written = match std::fs::read_to_string(&as_written) {
         Ok(text) => serde_yaml::from_str(&text)
-            .with_context(|| format!("cannot parse the run's {WRITTEN_PLAN}"))?,
+            .with_context(|| format!("cannot parse {}", as_written.display()))?,
         Err(_) => plan.clone(),
     };
     for a in &record.attempts {

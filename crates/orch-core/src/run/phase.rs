@@ -31,9 +31,10 @@ pub enum Phase {
     HandedOff,
     /// A transition failed; the watcher ends the run as failed, saying why.
     Broken,
-    /// orch could not write its own files (a full disk): this orch stops, and the run stays
-    /// as its record says, to be resumed once there is room.
-    Stopped,
+    /// orch could not write its own files (a full disk), for this reason: this orch stops
+    /// driving every run (the watcher says so once), and each stays as its record says, to be
+    /// resumed once there is room.
+    Stopped(String),
     /// The run is over.
     Ended(RunState),
 }
@@ -76,7 +77,7 @@ impl Phase {
             Phase::Finished(_) => "finished",
             Phase::HandedOff => "handed-off",
             Phase::Broken => "broken",
-            Phase::Stopped => "stopped",
+            Phase::Stopped(_) => "stopped",
             Phase::Ended(_) => "ended",
         }
     }
@@ -144,6 +145,9 @@ pub struct Live {
     pub last_growth: Instant,
     /// When the job was first seen running (RFC 3339): the start of what it costs.
     pub running_since: Option<String>,
+    /// This orch asked the backend to cancel the job (a cancel was requested): the job's
+    /// end is recorded when the backend reports it.
+    pub cancel_sent: bool,
 }
 
 #[derive(Debug)]
@@ -257,6 +261,7 @@ impl Live {
             queue: Queue::Pending,
             last_growth: Instant::now(),
             running_since: None,
+            cancel_sent: false,
         }
     }
 

@@ -28,6 +28,8 @@ enum Act {
     End(JobEnd, &'static str),
     /// Runs and writes nothing until cancelled.
     Hang,
+    /// Never starts: submitting it fails as a full disk makes orch's own writes fail.
+    NoRoom,
 }
 
 fn oom() -> Act {
@@ -91,7 +93,7 @@ impl Fake {
                 let state = match (&job.act, job.cancelled) {
                     (_, true) => JobState::Finished(JobEnd::Cancelled),
                     (Act::End(end, _), false) => JobState::Finished(end.clone()),
-                    (Act::Hang, false) => JobState::Running,
+                    (Act::Hang | Act::NoRoom, false) => JobState::Running,
                 };
                 (id, state)
             })
@@ -137,6 +139,13 @@ impl Scheduler for Fake {
         let text = match &act {
             Act::End(_, text) => *text,
             Act::Hang => "",
+            Act::NoRoom => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    format!("cannot write {}", spec.stdout.display()),
+                )
+                .into());
+            }
         };
         std::fs::write(&spec.stderr, text)?;
         std::fs::write(&spec.stdout, "")?;
@@ -458,6 +467,116 @@ async fn a_cancel_requested_during_an_attempt_stops_the_run_after_it() {
     assert_eq!(record.state, RunState::Cancelled);
     assert_eq!(record.summary.as_deref(), Some("cancelled after attempt 1"));
     assert_eq!(world.fake.submitted(), ["a1"]);
+}
+
+#[tokio::test]
+async fn a_run_stopped_for_want_of_room_stops_the_watcher_for_every_run() {
+    // The first run cannot be submitted (the disk is full); the second can. The second would
+    // meet the same disk: the watcher stops driving both instead of carrying one on.
+    let world = World::new(Fake::new([Act::NoRoom, ok()]));
+    let drivers = vec![world.submit(5), world.submit(5)];
+    let (records, interrupted) = crate::watch::drive(drivers, &world.ctx()).await.unwrap();
+    assert!(!interrupted);
+    let states: Vec<RunState> = records.iter().map(|r| r.state).collect();
+    assert_eq!(states, [RunState::Running, RunState::Running]);
+    // Nothing was recorded of the failed submission: the run resumes from its intent.
+    assert_eq!(records[0].attempts.len(), 1);
+    assert_eq!(records[0].attempts[0].job_id, None);
+    assert_eq!(records[0].attempts[0].outcome, None);
+}
+
+/// `orch cancel` from another process, as it records its request.
+fn request_cancel(d: &RunDriver) {
+    let (_, requested) = d.run().request_cancel().unwrap();
+    assert!(requested);
+}
+
+#[tokio::test]
+async fn a_cancel_between_the_decision_and_the_next_attempt_submits_nothing_more() {
+    let world = World::new(Fake::new([oom(), ok()]));
+    let ctx = world.ctx();
+    let mut d = world.submit(5);
+    steps(&mut d, &ctx, 2).await;
+    d.finish(JobEnd::Failed { exit_code: Some(1) })
+        .await
+        .unwrap();
+    steps(&mut d, &ctx, 1).await;
+    assert_eq!(d.phase().name(), "queued");
+    request_cancel(&d);
+    let record = world.drive(d).await;
+    assert_eq!(record.state, RunState::Cancelled, "{:?}", record.summary);
+    assert_eq!(world.fake.submitted(), ["a1"]);
+    assert_eq!(record.attempts.len(), 1);
+}
+
+#[tokio::test]
+async fn a_cancel_between_the_intent_and_the_submission_submits_nothing() {
+    for attempt in [1, 2] {
+        let world = World::new(Fake::new([oom(), ok()]));
+        let ctx = world.ctx();
+        let mut d = world.submit(5);
+        if attempt == 2 {
+            steps(&mut d, &ctx, 2).await;
+            d.finish(JobEnd::Failed { exit_code: Some(1) })
+                .await
+                .unwrap();
+            steps(&mut d, &ctx, 1).await;
+        }
+        steps(&mut d, &ctx, 1).await;
+        assert_eq!(d.phase().name(), "submitting");
+        request_cancel(&d);
+        let record = world.drive(d).await;
+        assert_eq!(record.state, RunState::Cancelled, "attempt {attempt}");
+        assert_eq!(
+            world.fake.submitted().len(),
+            attempt - 1,
+            "attempt {attempt}"
+        );
+        // The rendered attempt is recorded as cancelled, not left looking live.
+        let last = record.attempts.last().unwrap();
+        assert_eq!(last.outcome, Some(Outcome::Cancelled), "attempt {attempt}");
+        assert_eq!(last.job_id, None, "attempt {attempt}");
+        assert_eq!(
+            record.summary.as_deref(),
+            Some(
+                format!("cancelled by orch cancel before attempt {attempt} was submitted").as_str()
+            )
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_recorded_while_a_job_runs_stops_that_job_even_if_nobody_else_does() {
+    // The cancel that recorded the request died before it stopped the job (or looked before
+    // the job was submitted): the driver stops it.
+    let world = World::new(Fake::new([Act::Hang]));
+    let mut d = world.submit(5);
+    d.advance(&world.ctx()).await.unwrap();
+    assert_eq!(d.phase().name(), "live");
+    request_cancel(&d);
+    let record = tokio::time::timeout(Duration::from_secs(60), world.drive(d))
+        .await
+        .expect("the driver never stopped the job whose run was cancelled");
+    assert_eq!(record.state, RunState::Cancelled);
+    assert_eq!(outcomes(&record), [Some(Outcome::Cancelled)]);
+    assert_eq!(world.fake.calls()[1], "cancel 1");
+}
+
+#[tokio::test]
+async fn a_cancel_waits_for_a_submission_in_flight_and_then_sees_its_job() {
+    let world = World::new(Fake::new([Act::Hang]));
+    let d = world.submit(5);
+    let run = d.run().clone();
+    // A driver between its last look and the recorded job id holds the submit lock.
+    let submitting = run.submit_lock(Duration::from_secs(1)).unwrap();
+    let refused = run.submit_lock(Duration::from_millis(50));
+    assert!(
+        format!("{:#}", refused.unwrap_err()).contains("submit.lock is still held"),
+        "a second holder got the submit lock"
+    );
+    drop(submitting);
+    let (record, requested) = run.request_cancel().unwrap();
+    assert!(requested && record.cancel_requested);
 }
 
 /// Take `n` transitions that need no news from the backend.

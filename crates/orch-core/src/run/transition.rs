@@ -32,6 +32,8 @@ impl RunDriver {
     /// Take one transition, if the phase has one that needs no news; false if it has none.
     pub async fn step<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<bool> {
         let next = match std::mem::replace(&mut self.phase, Phase::Broken) {
+            // `orch cancel` came between the decision and the next attempt: none is rendered.
+            Phase::Queued(_) if self.cancel_requested()? => self.cancelled_before(self.attempt + 1),
             Phase::Queued(pending) => match self.take_slot(ctx) {
                 Grant::Go(devices) => self.render(ctx, pending, devices),
                 Grant::Wait(waiting) => {
@@ -116,6 +118,9 @@ impl RunDriver {
             checkpoint_dir: seen(&run.checkpoint_dir())?,
             devices: devices.clone(),
         };
+        // Created here so that a directory that cannot be made is named.
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         let files = crate::render::render(ctx.catalog, &self.setup, &self.plan, &info)?;
         crate::atomic::write_atomic(
             &dir.join("plan.yaml"),
@@ -179,10 +184,53 @@ impl RunDriver {
         Ok(Phase::Live(Live::new(job, backend)))
     }
 
+    /// Whether `orch cancel` asked for the run to stop (read from the ledger now: another
+    /// process records it).
+    fn cancel_requested(&mut self) -> anyhow::Result<bool> {
+        Ok(self.journal.record()?.cancel_requested)
+    }
+
+    /// Any phase before a submission → Ended(cancelled): attempt `n`, rendered or not, is
+    /// never submitted.
+    fn cancelled_before(&mut self, n: u32) -> anyhow::Result<Phase> {
+        if self
+            .journal
+            .record()?
+            .attempts
+            .iter()
+            .any(|a| a.attempt == n && a.outcome.is_none())
+        {
+            // Rendered, never submitted: its record says it was cancelled, not that it runs.
+            self.journal.append(&Event::Finished {
+                ts: now(),
+                attempt: n,
+                outcome: Outcome::Cancelled,
+                job_state: JobEnd::Cancelled,
+                exit_code: None,
+                evidence: None,
+                running_since: None,
+            })?;
+        }
+        self.end(
+            RunState::Cancelled,
+            format!("cancelled by orch cancel before attempt {n} was submitted"),
+        )
+    }
+
     /// Submitting → Live | HandedOff: submit the attempt whose intent is recorded, and record
-    /// its job id.
+    /// its job id. The last look for a cancel and the recorded job id are taken under the
+    /// run's submit lock, which `orch cancel` takes to record its request: a cancel recorded
+    /// before the look stops the submission; one recorded after sees the job id and stops the
+    /// job.
     async fn launch<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
         let n = self.attempt;
+        let _submitting = self
+            .journal
+            .run()
+            .submit_lock(std::time::Duration::from_secs(60))?;
+        if self.cancel_requested()? {
+            return self.cancelled_before(n);
+        }
         let dir = std::path::absolute(self.journal.run().attempt_dir(n))?;
         let (job_name, devices) = self
             .journal
@@ -300,11 +348,36 @@ impl RunDriver {
         state: Option<&JobState>,
         ctx: &Ctx<'_, B>,
     ) -> anyhow::Result<bool> {
+        let Phase::Live(live) = &self.phase else {
+            return Ok(false);
+        };
+        let job = live.job.clone();
+        if !live.cancel_sent
+            && !matches!(state, Some(JobState::Finished(_)))
+            && self.cancel_requested()?
+        {
+            // `orch cancel` recorded its request, and may not stop this job (it looked before
+            // the job was submitted, or it died): this orch asks too, once, and records the
+            // end when the backend reports it.
+            ctx.progress.say(format!(
+                "[{}] cancel requested: cancelling job {}",
+                self.name(),
+                job.id
+            ));
+            match ctx.backend.cancel(&job).await {
+                Ok(()) => {
+                    if let Phase::Live(live) = &mut self.phase {
+                        live.cancel_sent = true;
+                    }
+                }
+                // Still live: the next tick tries again.
+                Err(e) => ctx.progress.say(format!("[{}] {e:#}", self.name())),
+            }
+        }
         let Phase::Live(live) = &mut self.phase else {
             return Ok(false);
         };
         let before = live.queue;
-        let job = live.job.clone();
         let changed = match state {
             Some(JobState::Finished(end)) => {
                 let result = self.job_ended(end.clone(), ctx).await;
@@ -465,14 +538,10 @@ impl RunDriver {
     }
 
     /// orch could not write its own files: stop driving the run without recording anything
-    /// more (there may be no room for it), and say how to go on.
-    pub fn stop<B: Scheduler>(&mut self, e: &anyhow::Error, ctx: &Ctx<'_, B>) {
-        self.phase = Phase::Stopped;
-        ctx.progress.result(format!(
-            "[{}] stopped: {e:#}. Nothing is lost: the run stays as its record says; make room, then `orch resume {}`",
-            self.name(),
-            self.run().id
-        ));
+    /// more (there may be no room for it). The watcher then stops driving every run and says
+    /// once how to go on ([`crate::watch::drive`]).
+    pub fn stop<B: Scheduler>(&mut self, e: &anyhow::Error, _ctx: &Ctx<'_, B>) {
+        self.phase = Phase::Stopped(format!("[{}] {e:#}", self.name()));
     }
 
     /// Finished → Ended | Queued: end the run, or decide the next attempt.

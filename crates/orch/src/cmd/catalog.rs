@@ -85,6 +85,8 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
         checkpoint_dir: out.join("checkpoints"),
         devices: None,
     };
+    // Created here so that a directory that cannot be made is named.
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let files = orch_core::render::render(catalog, &setup, &plan, &info)?;
     // Every value with where it came from, as each attempt of a run keeps it.
     let plan_file = out.join("plan.yaml");

@@ -72,6 +72,7 @@ pub fn estimate(catalog: &Catalog, args: EstimateArgs) -> anyhow::Result<u8> {
 fn read_plan(path: &std::path::Path, written: &Plan) -> anyhow::Result<Plan> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
+    orch_core::config::limits::check_yaml(&path.display().to_string(), &text)?;
     let plan: Plan = serde_yaml::from_str(&text)
         .map_err(|e| UsageError(format!("{} is not an orch plan.yaml: {e}", path.display())))?;
     if plan.experiment != written.experiment {

@@ -16,9 +16,14 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
     let mut records = Vec::new();
     let mut unwatched = std::collections::HashSet::new();
     let mut starting = std::collections::HashSet::new();
+    let mut skipped = 0;
     for summary in ledger.summaries() {
         match summary {
             Ok(r) => {
+                // Listed from the lines that can be read; the others are named.
+                for damage in &r.damage {
+                    eprintln!("warning: run {}: {damage}", r.run);
+                }
                 // A running run that no orch drives and no follow-up job will pick up.
                 if r.state == RunState::Running && !r.has_follow_ups {
                     match ledger.open(&r.run) {
@@ -35,9 +40,24 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
                 }
                 records.push(r)
             }
-            Err((id, e)) => eprintln!("warning: run {id}: {e:#}"),
+            Err((id, e)) => {
+                skipped += 1;
+                eprintln!(
+                    "warning: run {id} ({}) skipped: {e:#}",
+                    ledger.root().join(&id).display()
+                );
+            }
         }
     }
+    let incomplete = ledger.incomplete_runs().unwrap_or_default();
+    if !incomplete.is_empty() {
+        eprintln!(
+            "warning: {} run(s) recorded by a submit that stopped are not created yet ({}); `orch resume --all` creates and drives them",
+            incomplete.len(),
+            incomplete.join(", ")
+        );
+    }
+    let done = if skipped > 0 { code::SKIPPED } else { code::OK };
     if args.json {
         let json: Vec<_> = records
             .iter()
@@ -46,15 +66,18 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
                 if r.state == RunState::Running {
                     j["watched"] = serde_json::json!(!unwatched.contains(&r.run));
                 }
+                if !r.damage.is_empty() {
+                    j["damage"] = serde_json::json!(r.damage);
+                }
                 j
             })
             .collect();
         outln!("{}", serde_json::to_string_pretty(&json)?);
-        return Ok(code::OK);
+        return Ok(done);
     }
     if records.is_empty() {
         eprintln!("no runs in {}", ledger.root().display());
-        return Ok(code::OK);
+        return Ok(done);
     }
     // Newest first; the run column as wide as the longest id, the free-text column last.
     records.reverse();
@@ -77,21 +100,35 @@ pub fn status(ledger: &Ledger, args: StatusArgs) -> anyhow::Result<u8> {
             r.gpu_hours
                 .map_or("-".to_string(), |h| format!("{:.2}", h.total())),
             started(&r.created),
-            if unwatched.contains(&r.run) {
-                format!(
-                    "NOT WATCHED: no orch drives it (`orch resume {}` picks it up) · {}",
-                    r.run,
-                    detail(r)
-                )
-            } else if starting.contains(&r.run) {
-                format!("its background watcher is starting · {}", detail(r))
-            } else {
-                detail(r)
-            }
+            flags(r, unwatched.contains(&r.run))
+                + if starting.contains(&r.run) {
+                    "its background watcher is starting · "
+                } else {
+                    ""
+                }
+                + &detail(r)
         ));
     }
     std::io::stdout().write_all(out.as_bytes())?;
-    Ok(code::OK)
+    Ok(done)
+}
+
+/// What needs a person's eye before the detail: lines of the log skipped, no orch on the run.
+fn flags(r: &RunSummary, unwatched: bool) -> String {
+    let mut out = String::new();
+    if let n @ 1.. = r.damage.len() {
+        out.push_str(&format!(
+            "DAMAGED: {n} line{} of its events.jsonl skipped (see the warnings) · ",
+            if n == 1 { "" } else { "s" }
+        ));
+    }
+    if unwatched {
+        out.push_str(&format!(
+            "NOT WATCHED: no orch drives it (`orch resume {}` picks it up) · ",
+            r.run
+        ));
+    }
+    out
 }
 
 /// When the run was created (UTC, to the second).
@@ -161,6 +198,9 @@ fn summary_json(r: &RunSummary) -> serde_json::Value {
 pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
     let run = ledger.open(&args.run)?;
     let r = run.record()?;
+    for damage in &r.damage {
+        eprintln!("warning: {damage}");
+    }
     if args.json {
         outln!("{}", serde_json::to_string(&r.to_json())?);
         return Ok(code::OK);
@@ -322,7 +362,18 @@ pub async fn logs(ledger: &Ledger, args: LogsArgs) -> anyhow::Result<u8> {
 
 pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
     let run = ledger.open(&args.run)?;
-    let job = cancel_run(ledger, &run).await?;
+    let damaged = match run.record() {
+        Err(e) => return cancel_unreadable(&run, e, args.json).await,
+        Ok(record) => !record.damage.is_empty(),
+    };
+    let mut job = cancel_run(ledger, &run).await?;
+    if damaged {
+        // A damaged line may have been the one that named the live job.
+        for damage in run.record()?.damage {
+            eprintln!("warning: run {}: {damage}", run.id);
+        }
+        job = job.or(stop_jobs_in_attempt_dirs(&run).await?.into_iter().next());
+    }
     if args.json {
         let record = run.record()?;
         let json = serde_json::json!({
@@ -335,11 +386,97 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
     Ok(code::OK)
 }
 
+/// `orch cancel` of a run whose log cannot be read at all (its first event is damaged): its
+/// live job is found where the job left it, in the attempt directories (a local job's `pid`
+/// file beside no `exit_code`), and stopped; the request is still appended to the log.
+async fn cancel_unreadable(run: &RunDir, why: anyhow::Error, json: bool) -> anyhow::Result<u8> {
+    eprintln!(
+        "warning: run {} ({}) cannot be read: {why:#}; looking for its live job in {}",
+        run.id,
+        run.path.display(),
+        run.path.join("attempts").display()
+    );
+    let _ = run.append(&Event::CancelRequested { ts: now() });
+    let cancelled = stop_jobs_in_attempt_dirs(run).await?;
+    if json {
+        let json = serde_json::json!({
+            "run": run.id,
+            "state": "unreadable",
+            "cancelled_job": cancelled.first(),
+        });
+        outln!("{}", serde_json::to_string_pretty(&json)?);
+    }
+    Ok(code::OK)
+}
+
+/// Stop every job of `run` still running on this machine, found by its attempt directory
+/// (its `pid` file, written by the job's wrapper, beside no `exit_code`): what a run whose
+/// record cannot be fully read can still be cancelled by. Returns the jobs stopped.
+async fn stop_jobs_in_attempt_dirs(run: &RunDir) -> anyhow::Result<Vec<String>> {
+    let mut attempts: Vec<(u32, std::path::PathBuf)> = std::fs::read_dir(run.path.join("attempts"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
+        .collect();
+    attempts.sort();
+    let local = orch_core::backend::local::Local {
+        tick: Duration::from_millis(250),
+    };
+    let mut cancelled = Vec::new();
+    for (n, dir) in attempts.iter().rev() {
+        if dir.join("exit_code").exists() || dir.join("cancelled").exists() {
+            continue;
+        }
+        // Only a job this machine started in its current boot: a pid from elsewhere (a cloud
+        // machine's) or from before a reboot is someone else's process here.
+        let here = std::fs::read_to_string(dir.join("boot_id"))
+            .is_ok_and(|b| Some(b) == orch_core::host::boot_id());
+        match local.find(dir).filter(|_| here) {
+            Some(job) => {
+                local.cancel(&job).await?;
+                eprintln!(
+                    "cancelled attempt {n} (job {}, from {})",
+                    job.id,
+                    dir.join("pid").display()
+                );
+                cancelled.push(job.id);
+            }
+            // Not a local job: a Slurm job is found by its name, unique to the run and attempt.
+            None if super::submit::find_on_path("scancel").is_some() => {
+                let name = format!("orch-{}-a{n}", run.id);
+                let out = tokio::process::Command::new("scancel")
+                    .args(["--name", &name])
+                    .output()
+                    .await
+                    .context("cannot run scancel")?;
+                eprintln!(
+                    "asked Slurm to cancel job {name} (attempt {n}, not a job of this machine){}",
+                    if out.status.success() {
+                        String::new()
+                    } else {
+                        format!(": {}", String::from_utf8_lossy(&out.stderr).trim())
+                    }
+                );
+            }
+            None => eprintln!(
+                "attempt {n} of run {} has no job of this machine in {}: on Slurm, `scancel --name orch-{}-a{n}` stops it; on a cloud machine, kill the process group in its pid file there",
+                run.id,
+                dir.display(),
+                run.id
+            ),
+        }
+    }
+    Ok(cancelled)
+}
+
 /// Cancel `run`'s follow-ups and live job and see the cancellation recorded; returns the live
 /// job cancelled, if there was one.
 async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<String>> {
-    let record = run.record()?;
-    if record.state != RunState::Running {
+    // Recorded under the run's submit lock: an attempt its driver submits is either never
+    // submitted, or already has its job id in `record`.
+    let (record, requested) = run.request_cancel()?;
+    if !requested {
         eprintln!(
             "run {} already ended: {}",
             record.run,
@@ -348,7 +485,6 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
         return Ok(None);
     }
     let mut cancelled = None;
-    run.append(&Event::CancelRequested { ts: now() })?;
     let backend = super::submit::backend_for_record(&record, Some(0.25), ledger).await?;
     // Follow-up jobs (--detach) first: cancelling the attempt would set them off.
     for id in &record.follow_ups {

@@ -15,7 +15,7 @@ use orch_core::config::profile::ContainerRuntime;
 use orch_core::error::{UsageError, code};
 use orch_core::estimate::{EstimateError, Estimator};
 use orch_core::ledger::RunRecord;
-use orch_core::ledger::{Event, FORMAT, Ledger, RunDir, RunState, now};
+use orch_core::ledger::{Event, FORMAT, Ledger, RunState, now};
 use orch_core::plan::{Plan, SetArg, Setup};
 use orch_core::progress::Progress;
 use orch_core::render::AttemptInfo;
@@ -133,6 +133,7 @@ pub async fn submit(
     let simulate = decide_simulation(&args, kind, &progress);
     let mut drivers = Vec::new();
     let mut detached = Vec::new();
+    let mut planned = Vec::new();
     for (setup, written, estimator) in prepared {
         let preflight = preflight(
             &setup,
@@ -149,8 +150,7 @@ pub async fn submit(
             .or(setup.max_attempts)
             .unwrap_or(DEFAULT_MAX_ATTEMPTS)
             .max(1);
-        let run = create_run(
-            ledger,
+        let member = new_run(
             &args,
             &setup,
             (&written, &plan),
@@ -162,6 +162,13 @@ pub async fn submit(
                 max_parallel: args.watch.max_parallel,
             },
         )?;
+        planned.push((setup, written, plan, preflight, max_attempts, member));
+    }
+    // Every member is recorded before the first is created: an orch that dies while creating
+    // them leaves the rest to `orch resume --all`.
+    let pending = ledger.plan_runs(planned.iter().map(|p| p.5.clone()).collect())?;
+    for (i, (setup, written, plan, preflight, max_attempts, _)) in planned.into_iter().enumerate() {
+        let run = pending.create(ledger.root(), i)?;
         progress.say(format!(
             "[{}] run {} · {} on {} ({} × {}) · ladder {} · up to {max_attempts} attempts",
             plan.experiment,
@@ -186,6 +193,7 @@ pub async fn submit(
         drivers.push(driver);
         orch_core::ledger::crash_point("created");
     }
+    pending.done()?;
     if !detached.is_empty() {
         return watch_in_background(catalog, ledger, &args, &detached, &progress);
     }
@@ -325,49 +333,42 @@ struct NewRun<'a> {
     max_parallel: Option<u32>,
 }
 
-/// Create a run directory with its `created` event, its first plan and, when preflight chose
-/// that plan, the plan as written.
-fn create_run(
-    ledger: &Ledger,
+/// A new run as [`Ledger::plan_runs`] records it: its experiment, its `created` event, its
+/// first plan and, when preflight chose that plan, the plan as written.
+fn new_run(
     args: &SubmitArgs,
     setup: &Setup,
     (written, plan): (&Plan, &Plan),
     new: &NewRun,
-) -> anyhow::Result<RunDir> {
-    let run = ledger.create(
-        &plan.experiment,
-        Event::Created {
-            ts: now(),
-            format: FORMAT,
-            run: String::new(),
-            experiment: plan.experiment.clone(),
-            profile: plan.profile.clone(),
-            template: plan.template.clone(),
-            ladder: plan.ladder.clone(),
-            backend: new.backend.to_string(),
-            host: args.host.host.clone(),
-            remote_dir: new.remote.map(|r| r.root.clone()),
-            max_attempts: new.max_attempts,
-            simulate: new.simulate,
-            max_parallel: new.max_parallel,
-            on_event: match &args.on_event {
-                Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone(), "orch-hook".into()],
-                None => setup.experiment.file.on_event.clone(),
-            },
+) -> anyhow::Result<orch_core::ledger::Planned> {
+    let created = Event::Created {
+        ts: now(),
+        format: FORMAT,
+        run: String::new(),
+        experiment: plan.experiment.clone(),
+        profile: plan.profile.clone(),
+        template: plan.template.clone(),
+        ladder: plan.ladder.clone(),
+        backend: new.backend.to_string(),
+        host: args.host.host.clone(),
+        remote_dir: new.remote.map(|r| r.root.clone()),
+        max_attempts: new.max_attempts,
+        simulate: new.simulate,
+        max_parallel: new.max_parallel,
+        on_event: match &args.on_event {
+            Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone(), "orch-hook".into()],
+            None => setup.experiment.file.on_event.clone(),
         },
-    )?;
+    };
     // The first plan, with every --set, for an orch that resumes the run before attempt 1.
-    orch_core::atomic::write_atomic(
-        &run.path.join("plan.yaml"),
-        serde_yaml::to_string(plan)?.as_bytes(),
-    )?;
+    let mut files = vec![("plan.yaml".to_string(), serde_yaml::to_string(plan)?)];
     if written != plan {
-        orch_core::atomic::write_atomic(
-            &run.path.join(orch_core::run::WRITTEN_PLAN),
-            serde_yaml::to_string(written)?.as_bytes(),
-        )?;
+        files.push((
+            orch_core::run::WRITTEN_PLAN.to_string(),
+            serde_yaml::to_string(written)?,
+        ));
     }
-    Ok(run)
+    Ok((plan.experiment.clone(), created, files))
 }
 
 /// Preflight: estimate the plan as written; when it is predicted not to fit, the move to the
@@ -519,27 +520,57 @@ pub async fn resume(
     quiet: bool,
 ) -> anyhow::Result<u8> {
     let progress = Progress::new(quiet, !args.watch.json);
-    let mut runs = Vec::new();
     if args.all {
-        for summary in ledger.summaries().into_iter().flatten() {
-            if summary.state == RunState::Running {
-                runs.push(ledger.open(&summary.run)?);
+        // The members of a sweep whose submit died while creating them.
+        let completed = ledger.complete_pending()?;
+        if !completed.is_empty() {
+            progress.say(format!(
+                "created {} run(s) a submit recorded but did not finish creating: {}",
+                completed.len(),
+                completed.join(", ")
+            ));
+        }
+    }
+    // Each run on its own: one that cannot be read is named, with what is wrong, and skipped.
+    let mut skipped = 0;
+    let mut skip = |id: &str, e: anyhow::Error| {
+        skipped += 1;
+        progress.say(format!(
+            "run {id} ({}) skipped: {e:#}; the other runs go on",
+            ledger.root().join(id).display()
+        ));
+    };
+    let mut runs = Vec::new();
+    let mut open = |id: &str, skip: &mut dyn FnMut(&str, anyhow::Error)| {
+        let run = ledger.open(id)?;
+        match run.record() {
+            Ok(record) => runs.push((run, record)),
+            Err(e) => skip(id, e),
+        }
+        anyhow::Ok(())
+    };
+    if args.all {
+        for summary in ledger.summaries() {
+            match summary {
+                Ok(s) if s.state == RunState::Running => open(&s.run, &mut skip)?,
+                Ok(_) => {}
+                Err((id, e)) => skip(&id, e),
             }
         }
     } else {
         for id in &args.runs {
-            runs.push(ledger.open(id)?);
+            open(id, &mut skip)?;
         }
     }
-    let Some(first) = runs.first() else {
+    let Some((_, first)) = runs.first() else {
         progress.say("no runs to resume");
-        return Ok(code::OK);
+        return Ok(if skipped > 0 { code::SKIPPED } else { code::OK });
     };
-    let first = first.record()?;
+    let first = first.clone();
     let backend = backend_for_record(&first, args.watch.poll_interval, ledger).await?;
     let limited = args.watch.max_parallel.is_some() || first.max_parallel.is_some();
     if args.watch.detach && (first.backend != "slurm" || first.host.is_some() || limited) {
-        let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
+        let ids: Vec<String> = runs.iter().map(|(r, _)| r.id.clone()).collect();
         let log = spawn_watcher(catalog, ledger, &ids, &args.watch)?;
         progress.say(format!(
             "detached: a background `orch resume` drives {} (log: {})",
@@ -550,8 +581,7 @@ pub async fn resume(
     }
     let mut drivers = Vec::new();
     let mut records = Vec::new();
-    for run in runs {
-        let record = run.record()?;
+    for (run, record) in runs {
         records.push(record.clone());
         if record.backend != first.backend {
             return Err(UsageError(format!(
@@ -566,13 +596,19 @@ pub async fn resume(
             record.run,
             record.state.as_str()
         ));
+        for damage in &record.damage {
+            progress.say(format!("[{}] warning: {damage}", record.experiment));
+        }
+        let id = run.id.clone();
         match RunDriver::reattach(catalog, run, &backend, &progress).await {
             Ok(driver) => drivers.push(driver),
             // With --all, a run another orch is driving is that orch's business.
             Err(e) if args.all && e.downcast_ref::<UsageError>().is_some() => {
                 progress.say(format!("[{}] skipped: {e}", record.experiment));
             }
-            Err(e) => return Err(e),
+            // A run named on the command line that another orch drives is bad input.
+            Err(e) if e.downcast_ref::<UsageError>().is_some() => return Err(e),
+            Err(e) => skip(&id, e),
         }
     }
     // The limit the runs were submitted with, unless this resume gives one.
@@ -609,7 +645,11 @@ pub async fn resume(
         .transpose()?,
         slots: Some(&slots),
     };
-    finish(drivers, &ctx, args.watch.json, args.watch.detach).await
+    let code = finish(drivers, &ctx, args.watch.json, args.watch.detach).await?;
+    Ok(match code {
+        code::OK | code::CANCELLED if skipped > 0 => code::SKIPPED,
+        code => code,
+    })
 }
 
 /// The backend of a kind, on `remote` when there is one.

@@ -257,18 +257,24 @@ impl Orch {
     /// `orch submit --backend local EXPERIMENT ARGS…`, which must exit with `code`: the recovery
     /// loop itself, so without preflight and without the demo's simulated preemption.
     pub fn submit_local(&self, experiment: &str, args: &[&str], code: i32) -> Run {
-        let mut all = vec![
-            "submit",
-            "--backend",
-            "local",
-            "--preflight=off",
-            "--set",
-            "env.ORCH_SIM_PREEMPT_AT_STEP=0",
-            experiment,
-        ];
-        all.extend(args);
-        self.expect(&all, code)
+        self.expect(&local_submit(experiment, args), code)
     }
+}
+
+/// `submit --backend local EXPERIMENT ARGS…` without preflight and without the demo's
+/// simulated preemption: the recovery loop itself ([`Orch::submit_local`]).
+pub fn local_submit<'a>(experiment: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec![
+        "submit",
+        "--backend",
+        "local",
+        "--preflight=off",
+        "--set",
+        "env.ORCH_SIM_PREEMPT_AT_STEP=0",
+        experiment,
+    ];
+    all.extend(args);
+    all
 }
 
 impl Orch {
@@ -317,6 +323,57 @@ impl Orch {
             },
         )
     }
+}
+
+/// The live processes (zombies aside: they wait for a reaper that is not ours) of process
+/// group `pgid`, as their `/proc/PID/stat` lines.
+pub fn live_in_group(pgid: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| {
+            let rest: Vec<&str> = stat
+                .rsplit_once(')')
+                .map(|(_, r)| r)
+                .unwrap_or("")
+                .split_whitespace()
+                .collect();
+            rest.len() > 2 && rest[2] == pgid && rest[0] != "Z"
+        })
+        .collect()
+}
+
+/// Kills process group `pgid` when dropped: a test that fails before its cancel leaves no
+/// job of its own running.
+pub struct KillGroup(pub String);
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        if let Ok(pgid) = self.0.parse::<i32>()
+            && pgid > 1
+        {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pgid}")])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+/// `orch ARGS…` killed (as by `kill -9`) at crash point `point`; fails unless it was.
+pub fn crash_at(orch: &Orch, args: &[&str], point: &str) {
+    let out = orch
+        .command(args)
+        .env("ORCH_CRASH_AT", point)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        None,
+        "orch was not killed at {point}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// What a backgrounded orch printed, once it has exited.
