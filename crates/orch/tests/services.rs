@@ -9,6 +9,7 @@
 #[allow(dead_code)]
 mod support;
 
+mod chaos;
 mod crash;
 mod full_disk;
 mod remote;
