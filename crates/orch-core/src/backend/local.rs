@@ -19,7 +19,7 @@ use crate::host::boot_id;
 
 /// The wrapper: claim the attempt directory by creating `pid` (noclobber: a second start of
 /// the same attempt exits at once and touches nothing), then run the job and record its exit
-/// code even when it is killed by a signal. A TERM sent to the group is handled, not ignored
+/// code even when it is killed by a signal (on a full disk, leaving no half-written file). A TERM sent to the group is handled, not ignored
 /// (ignored signals would be inherited by the job).
 pub const WRAPPER: &str = r#"set -C
 if ! { echo "$$" > pid; } 2>/dev/null; then exit 97; fi
@@ -27,7 +27,7 @@ set +C
 trap 'true' TERM INT HUP
 bash "$1"
 code=$?
-printf '%s\n' "$code" > exit_code.tmp && mv exit_code.tmp exit_code
+if ! { printf '%s\n' "$code" > exit_code.tmp && mv exit_code.tmp exit_code; }; then rm -f exit_code.tmp; fi
 "#;
 
 /// Runs jobs as local processes.
