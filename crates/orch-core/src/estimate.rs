@@ -278,9 +278,23 @@ fn verdict(e: &Estimate) -> Fit {
 fn trainer_keys(setup: &Setup, plan: &Plan) -> Overrides {
     let mut keys = Overrides::new();
     for (key, value) in plan.effective_overrides(setup) {
-        keys.set(key.trim_start_matches('+'), &trainer_value(&value));
+        set_flat(&mut keys, key.trim_start_matches('+'), &value);
     }
     keys
+}
+
+/// A value under `key`; a map as its dotted leaves (`model.architecture: {hidden_size: 896}`
+/// is `model.architecture.hidden_size`, as the rendered training config nests it).
+fn set_flat(keys: &mut Overrides, key: &str, value: &serde_yaml::Value) {
+    match value {
+        serde_yaml::Value::Mapping(map) => {
+            for (k, v) in map {
+                let k = crate::config::experiment::scalar_text(k);
+                set_flat(keys, &format!("{key}.{k}"), v);
+            }
+        }
+        other => keys.set(key, &trainer_value(other)),
+    }
 }
 
 /// The machine as the profile (and the plan's resources) describe it.

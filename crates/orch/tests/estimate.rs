@@ -195,3 +195,52 @@ fn a_plan_inside_the_validated_band_is_left_as_written() {
     assert_eq!(seed["within_band"], false, "{seed}");
     assert!(seed["preflight"]["steps"].is_string(), "{seed}");
 }
+
+const SMALL_TORCHRUN: &str = "template: torchrun-yaml\nprofile: h100-80g\nmodel: my-0.5b\narchitecture: {hidden_size: 896, num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, intermediate_size: 4864, vocab_size: 151936, tie_word_embeddings: true}\noverrides:\n  micro_batch_size: 4\n  max_seq_len: 1024\n";
+
+#[test]
+fn an_experiments_architecture_is_the_shape_torchrun_and_its_estimate_both_read() {
+    let orch = Orch::new().file("experiments/small.yaml", SMALL_TORCHRUN);
+    let json = orch.expect(&["estimate", "small", "--json"], 0).json();
+    let text = json.to_string();
+    assert!(text.contains("model.architecture"), "{json}");
+    assert!(!text.contains("\"unknown\""), "{json}");
+    // The trainer reads the same shape from the rendered training config.
+    orch.expect(&["render", "small", "--out", "r"], 0);
+    let config = std::fs::read_to_string(orch.path().join("r/train_config.yaml")).unwrap();
+    assert!(
+        config.contains("  architecture:\n    hidden_size: 896\n"),
+        "{config}"
+    );
+}
+
+#[test]
+fn a_shape_stated_twice_is_refused_and_a_map_given_as_one_value_is_read() {
+    let orch = Orch::new().file(
+        "experiments/small.yaml",
+        &format!("{SMALL_TORCHRUN}  model.n_layers: 8\n"),
+    );
+    let run = orch.expect(&["estimate", "small"], 2);
+    assert!(
+        run.stderr.contains("stated twice") && run.stderr.contains("model.n_layers"),
+        "{run:?}"
+    );
+    // No `architecture:`, the shape as one `--set` map: the estimate reads it.
+    let orch = Orch::new().file(
+        "experiments/small.yaml",
+        &SMALL_TORCHRUN.replace(
+            "architecture: {hidden_size: 896, num_hidden_layers: 24, num_attention_heads: 14, num_key_value_heads: 2, intermediate_size: 4864, vocab_size: 151936, tie_word_embeddings: true}\n",
+            "",
+        ),
+    );
+    let unknown = orch.expect(&["estimate", "small", "--json"], 0).json();
+    let set = "model.architecture={hidden_size: 896, num_hidden_layers: 24, num_attention_heads: 14, intermediate_size: 4864, vocab_size: 151936}";
+    let known = orch
+        .expect(&["estimate", "small", "--set", set, "--json"], 0)
+        .json();
+    assert_ne!(
+        unknown["gpu_peak_gib"], known["gpu_peak_gib"],
+        "{unknown}\n{known}"
+    );
+    assert!(known.to_string().contains("model.architecture"), "{known}");
+}

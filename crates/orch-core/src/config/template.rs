@@ -60,6 +60,11 @@ pub struct TemplateSpec {
     /// marks a move that changes one as changing the training semantics.
     #[serde(default)]
     pub semantics: BTreeMap<String, String>,
+    /// Where the experiment's `architecture:` goes in the trainer's own configuration, for a
+    /// trainer that reads the model's shape from it (torchrun's training config): so the
+    /// estimate and the trainer read one shape.
+    #[serde(default)]
+    pub architecture: Option<ArchitectureKeys>,
     /// Whether the launch script runs the trainer across `resources.nodes > 1` (it must say
     /// how: `srun` per node, a Ray cluster); without it a plan with more than one node is
     /// refused before anything is created.
@@ -69,6 +74,20 @@ pub struct TemplateSpec {
     /// (sharding layout, data-loader position); a step changing one is flagged in the history.
     #[serde(default)]
     pub checkpoint_sensitive: Vec<String>,
+}
+
+/// The trainer keys an experiment's `architecture:` is written to.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchitectureKeys {
+    /// `config.json` keys written out go under this key, as a map.
+    pub keys: String,
+    /// A path to a `config.json` goes in this key.
+    pub path: String,
+    /// Keys that state the shape too: an experiment with `architecture:` may not also set
+    /// them (or anything under them), so that the shape is stated once.
+    #[serde(default)]
+    pub conflicts: Vec<String>,
 }
 
 /// A template's word on jobs of more than one node.

@@ -90,6 +90,49 @@ impl Setup {
         Ok((setup, plan))
     }
 
+    /// The experiment's `architecture:`, written where the template's trainer reads a shape
+    /// (`architecture:` in template.yaml), unless the configuration states the shape itself —
+    /// then both would be read by someone, so that is refused.
+    fn architecture_overrides(
+        &self,
+        overrides: &mut BTreeMap<String, Setting>,
+    ) -> Result<(), ConfigError> {
+        let (Some(spec), Some(keys)) = (
+            self.experiment.file.architecture.as_ref(),
+            self.template.spec.architecture.as_ref(),
+        ) else {
+            return Ok(());
+        };
+        let states_shape = |k: &str| {
+            let k = k.trim_start_matches('+');
+            keys.conflicts
+                .iter()
+                .chain([&keys.keys, &keys.path])
+                .any(|c| k == c || k.starts_with(&format!("{c}.")))
+        };
+        if let Some((k, setting)) = overrides.iter().find(|(k, _)| states_shape(k)) {
+            return Err(ConfigError::invalid(
+                &self.experiment.name,
+                format!(
+                    "the model's shape is stated twice: the experiment's `architecture:` ({}) and {k} (from {}); the {} trainer reads only its own, so keep one",
+                    self.experiment.origin, setting.source, self.template.name
+                ),
+            ));
+        }
+        let source = Source::Experiment(self.experiment.origin.to_string());
+        let (key, value) = match spec {
+            orch_memory::ArchSpec::Keys(arch) => (
+                keys.keys.clone(),
+                serde_yaml::to_value(arch).unwrap_or(Value::Null),
+            ),
+            orch_memory::ArchSpec::Path(path) => {
+                (keys.path.clone(), Value::from(path.display().to_string()))
+            }
+        };
+        put(overrides, &key, value, source);
+        Ok(())
+    }
+
     /// The container the trainer runs in: the experiment's, else the profile's.
     pub fn container(&self) -> Option<&crate::config::profile::Container> {
         self.experiment
@@ -103,10 +146,12 @@ impl Setup {
     fn base_plan(&self, profile: String, ladder: String) -> Result<Plan, ConfigError> {
         let mut vars = self.template.spec.vars.clone();
         vars.extend(self.experiment.file.vars.clone());
+        let mut overrides = self.base_overrides(&profile);
+        self.architecture_overrides(&mut overrides)?;
         Ok(Plan {
             experiment: self.experiment.name.clone(),
             template: self.template.name.clone(),
-            overrides: self.base_overrides(&profile),
+            overrides,
             env: self.base_env(&profile),
             resources: self.base_resources()?,
             profile,
