@@ -24,6 +24,10 @@ pub(crate) enum Slot {
     HostOom,
     /// Device-memory OOM (torch/CUDA/HIP/cuBLAS/NCCL, vLLM startup over-subscription).
     GpuOom,
+    /// A device OOM named only by its exception class: Ray's `RayTaskError(OutOfMemoryError)`
+    /// wrapper, or `torch.cuda.OutOfMemoryError` with its message cut off. Below [`Slot::GpuOom`]
+    /// so that the line with torch's numbers is the evidence whenever the log has it.
+    GpuOomWeak,
     /// Bare SIGKILL evidence (`Signal 9 (SIGKILL)`, `exitcode: -9`, exit code 137):
     /// host_oom only when nothing stronger than an NCCL timeout / error was seen.
     HostOomWeak,
@@ -38,7 +42,7 @@ pub(crate) enum Slot {
 }
 
 /// Number of [`Slot`] variants.
-pub(crate) const SLOTS: usize = 10;
+pub(crate) const SLOTS: usize = 11;
 
 impl Slot {
     /// All slots, precedence order.
@@ -49,6 +53,7 @@ impl Slot {
         Slot::KvCache,
         Slot::HostOom,
         Slot::GpuOom,
+        Slot::GpuOomWeak,
         Slot::HostOomWeak,
         Slot::NcclTimeout,
         Slot::Error,
@@ -59,7 +64,7 @@ impl Slot {
     pub(crate) fn is_memory(self) -> bool {
         matches!(
             self,
-            Slot::KvCache | Slot::HostOom | Slot::GpuOom | Slot::HostOomWeak
+            Slot::KvCache | Slot::HostOom | Slot::GpuOom | Slot::GpuOomWeak | Slot::HostOomWeak
         )
     }
 
@@ -71,7 +76,7 @@ impl Slot {
             Slot::NodeFail => FailureClass::NodeFail,
             Slot::KvCache => FailureClass::KvCache,
             Slot::HostOom | Slot::HostOomWeak => FailureClass::HostOom,
-            Slot::GpuOom => FailureClass::GpuOom,
+            Slot::GpuOom | Slot::GpuOomWeak => FailureClass::GpuOom,
             Slot::NcclTimeout => FailureClass::NcclTimeout,
             Slot::Error | Slot::ErrorWeak => FailureClass::Error,
         }
@@ -101,6 +106,9 @@ pub(crate) enum Kind {
     /// only in a reporting position (after an exception name or error word, on an
     /// error-level logger line, or at the start of the line's body).
     Message,
+    /// The name a report starts with (an exception class alone, a wrapper naming its cause):
+    /// decides only at the start of the line's body, never on a warning/info-level line.
+    Lead,
 }
 
 /// One recognised signature.
@@ -221,7 +229,9 @@ pub(crate) static RULES: &[Rule] = &[
         "vllm-v0-max-seq-len",
         Slot::KvCache,
         &["tokens that can be stored in KV cache"],
-        r"larger than the maximum number of tokens that can be stored in KV cache",
+        // The optional head makes the match start where the engine's message starts, so the
+        // line vLLM logs without an exception name is in reporting position.
+        r"(?:The model's max seq len \(\d+\) is )?larger than the maximum number of tokens that can be stored in KV cache",
         r"larger than the maximum number of tokens that can be stored in KV cache",
     ),
     msg(
@@ -241,11 +251,43 @@ pub(crate) static RULES: &[Rule] = &[
     msg(
         "sglang-token-pool",
         Slot::KvCache,
-        &["Prefill out of memory", "Decode out of memory"],
-        r"(?:Prefill|Decode) out of memory\. Try to lower your batch size",
-        r"(Prefill|Decode) out of memory\. Try to lower your batch size",
+        &[
+            "Prefill out of memory",
+            "Decode out of memory",
+            "alloc_req_slots runs out of memory",
+        ],
+        r"(?:Prefill|Decode) out of memory\. Try to lower your batch size|alloc_req_slots runs out of memory",
+        r"(Prefill|Decode) out of memory\. Try to lower your batch size|alloc_req_slots runs out of memory",
+    ),
+    // The engine's own log of an empty KV budget, with no exception after it when the engine
+    // dies first: SGLang's negative profiled token count, vLLM V0's negative KV budget and its
+    // zero block count. Only the negative / zero forms: a positive profiled value is a warning.
+    hit(
+        "engine-no-kv-room",
+        Slot::KvCache,
+        &[
+            "the profiled value -",
+            "for KV Cache is -",
+            "# GPU blocks: 0",
+            "# cuda blocks: 0",
+        ],
+        r"is larger than the profiled value -\d|reserved for KV Cache is -\d|# (?:GPU|cuda) blocks: 0\b",
+        r"is larger than the profiled value -[0-9]|reserved for KV Cache is -[0-9]|# (GPU|cuda) blocks: 0([^0-9]|$)",
     ),
     // ------------------------------------------------------------ host OOM (strong)
+    // A process that asked the host for memory and got none: `OSError: [Errno 12]`, torch's CPU
+    // allocator, Python's `MemoryError` (the exception name itself, not `OutOfMemoryError`).
+    msg(
+        "host-alloc-failed",
+        Slot::HostOom,
+        &[
+            "[Errno 12] Cannot allocate memory",
+            "DefaultCPUAllocator: not enough memory",
+            "MemoryError",
+        ],
+        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory|(?:^|[\s:>\]\)(])MemoryError\b",
+        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory|(^|[^[:alnum:]_.])MemoryError([^[:alnum:]_]|$)",
+    ),
     hit(
         "slurm-oom-kill-event",
         Slot::HostOom,
@@ -311,9 +353,11 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "kernel-oom-killer",
         Slot::HostOom,
-        &["of memory: Kill"],
-        r"[Oo]ut of memory: Kill(?:ed)? process \d+",
-        r"[Oo]ut of memory: Kill(ed)? process [0-9]+",
+        &["of memory: Kill", "cgroup out of memory: "],
+        // The kernel's report, and Flux's relay of the cgroup's (`Memory cgroup out of memory:
+        // killed 1 task`).
+        r"[Oo]ut of memory: Kill(?:ed)? process \d+|[Mm]emory cgroup out of memory: [Kk]illed",
+        r"[Oo]ut of memory: Kill(ed)? process [0-9]+|[Mm]emory cgroup out of memory: [Kk]illed",
     ),
     // -------------------------------------------------------------------- GPU OOM
     msg(
@@ -353,12 +397,19 @@ pub(crate) static RULES: &[Rule] = &[
         r"CUBLAS_STATUS_ALLOC_FAILED",
         r"CUBLAS_STATUS_ALLOC_FAILED",
     ),
+    // Driver-level OOM reports that are their own line format: NCCL's `Cuda failure 'out of
+    // memory'`, torch 0.x's `THCudaCheck FAIL ... error=2 : out of memory`, the
+    // torch_memory_saver's `CUresult error: 2 (out of memory)` (verl resuming SGLang's memory).
     hit(
-        "nccl-cuda-oom",
+        "driver-oom",
         Slot::GpuOom,
-        &["'out of memory'"],
-        r"Cuda failure (?:2 )?'out of memory'",
-        r"Cuda failure (2 )?'out of memory'",
+        &[
+            "'out of memory'",
+            "error=2 : out of memory",
+            "CUresult error: 2 (out of memory)",
+        ],
+        r"Cuda failure (?:2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|CUresult error: 2 \(out of memory\)",
+        r"Cuda failure (2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|CUresult error: 2 \(out of memory\)",
     ),
     // DEVIATION from the reference (which files these under kv_cache): the GPU is
     // over-subscribed by someone else, the remedy is to LOWER utilisation.
@@ -376,7 +427,31 @@ pub(crate) static RULES: &[Rule] = &[
         r"Error in memory profiling",
         r"Error in memory profiling",
     ),
+    // A device OOM known only by its exception class: Ray's wrapper names the worker's
+    // exception (`RayTaskError(OutOfMemoryError)`) when the worker's own lines are in another
+    // file or cut off; torch's class alone (`torch.cuda.OutOfMemoryError`). Ray's own host OOM
+    // is `ray.exceptions.OutOfMemoryError: Task was killed ...` (a strong host-OOM rule).
+    Rule {
+        name: "named-gpu-oom",
+        kind: Kind::Lead,
+        action: Action::Hit(Slot::GpuOomWeak),
+        needles: &["OutOfMemoryError"],
+        pattern: r"(?:[\w.]+\.)?RayTaskError\((?:[\w.]+\.)?OutOfMemoryError\)|(?:torch\.(?:cuda\.)?)?OutOfMemoryError(?::|\s*$)",
+        unless: Some(r"ray\.exceptions\.OutOfMemoryError|running low on memory"),
+        claims: false,
+        ere: r"RayTaskError\(([[:alnum:]_.]+\.)?OutOfMemoryError\)|(torch\.(cuda\.)?)?OutOfMemoryError(:|[[:space:]]*$)",
+    },
     // ------------------------------------------------------------- host OOM (weak)
+    // SIGKILL as the launcher saw it: bash/zsh job control (`./run.sh: line 649:  9746 Killed
+    // python ...`, `Killed: 9`), a DataLoader worker killed by `Killed`, DeepSpeed's `return
+    // code = -9`. Any kill -9 reads the same, hence weak.
+    hit(
+        "sigkill-report",
+        Slot::HostOomWeak,
+        &[" Killed", "killed by signal: Killed", "return code"],
+        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|killed by signal: Killed|return code (?:is |= )?-9\b",
+        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|killed by signal: Killed|return code (is |= )?-9([^0-9]|$)",
+    ),
     hit(
         "torchrun-sigkill",
         Slot::HostOomWeak,
@@ -420,6 +495,14 @@ pub(crate) static RULES: &[Rule] = &[
         r"Some NCCL operations have failed or timed out",
         r"Some NCCL operations have failed or timed out",
     ),
+    // Slurm's client side of a node failure (`srun: error: Node failure on cn12`, salloc's).
+    hit(
+        "slurm-client-node-failure",
+        Slot::NodeFail,
+        &["Node failure on "],
+        r"(?:srun|salloc|sbatch|yhrun)\b[^:]*: error: Node failure on \S+",
+        r"(srun|salloc|sbatch|yhrun)[^:]*: error: Node failure on [^ ]+",
+    ),
     // --------------------------------------------------------------- error (specific)
     hit(
         "python-import-error",
@@ -428,19 +511,40 @@ pub(crate) static RULES: &[Rule] = &[
         r#"(?:^|[\s:>\]\)('"])(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError): "#,
         r"(ModuleNotFoundError|ImportError): ",
     ),
+    // A CUDA fault that is not a lack of memory (kernel bug, bad index, broken device,
+    // allocator bug): `CUDA error: X` for any X but `out of memory`, torch 0.x's `cuda runtime
+    // error (N)`, NCCL's unhandled CUDA error, an internal assert of the caching allocator.
     msg(
-        "cuda-illegal-memory-access",
+        "cuda-fault",
         Slot::Error,
-        &["illegal memory access"],
-        r"an illegal memory access was encountered",
-        r"an illegal memory access was encountered",
+        &[
+            "CUDA error: ",
+            "CUDA Error: ",
+            "cuda runtime error (",
+            "illegal memory access",
+            "device-side assert triggered",
+            "misaligned address",
+            "unspecified launch failure",
+            "ncclUnhandledCudaError",
+            "INTERNAL ASSERT FAILED",
+        ],
+        r"CUDA [Ee]rror: (?:[^o]|o[^u])|cuda runtime error \(\d+\)|an illegal memory access was encountered|device-side assert triggered|misaligned address|unspecified launch failure|ncclUnhandledCudaError|INTERNAL ASSERT FAILED",
+        r"CUDA [Ee]rror: ([^o]|o[^u])|cuda runtime error \([0-9]+\)|an illegal memory access was encountered|device-side assert triggered|misaligned address|unspecified launch failure|ncclUnhandledCudaError|INTERNAL ASSERT FAILED",
     ),
-    msg(
-        "cuda-device-assert",
+    // Native crashes that are line formats of their own: CPython's fatal error, a C++
+    // exception escaping (`terminate called after throwing`), torch 0.x's `THCudaCheck FAIL`, a
+    // CUDA kernel's failed device assertion (`Indexing.cu:702: ... Assertion `x` failed.`).
+    hit(
+        "native-crash",
         Slot::Error,
-        &["device-side assert triggered"],
-        r"device-side assert triggered",
-        r"device-side assert triggered",
+        &[
+            "Fatal Python error: ",
+            "terminate called after throwing",
+            "THCudaCheck FAIL",
+            "Assertion `",
+        ],
+        r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL|\.cu:\d+: \w+: block: \[.*Assertion `.*` failed",
+        r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL|\.cu:[0-9]+: [[:alnum:]_]+: block: \[.*Assertion `.*` failed",
     ),
     msg(
         "config-divisible",
@@ -523,6 +627,15 @@ pub(crate) static RULES: &[Rule] = &[
         claims: true,
         ere: r"Error executing job with overrides",
     },
+    // Hydra's `instantiate` names the target whose constructor raised, then the cause on the
+    // next line (`OutOfMemoryError('CUDA out of memory ...')`, `P2PDaemonError(...)`).
+    hit(
+        "hydra-instantiation",
+        Slot::ErrorWeak,
+        &["InstantiationException: Error in call to target"],
+        r"InstantiationException: Error in call to target",
+        r"InstantiationException: Error in call to target",
+    ),
     Rule {
         name: "python-traceback",
         kind: Kind::Format,

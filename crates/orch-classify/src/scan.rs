@@ -11,7 +11,7 @@ use memchr::{memchr, memchr_iter, memrchr};
 use regex::bytes::Regex;
 
 use super::memory::{self, MemoryFacts, Phase};
-use super::position::{Level, Position};
+use super::position::{self, Level, Position};
 use super::rules::{Action, Kind, RULES, Rule, SLOTS, Slot};
 use super::terminal::{self, ExcKind, Terminal};
 use super::text::evidence;
@@ -96,7 +96,7 @@ impl Engine {
         let message_rules = RULES
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.kind == Kind::Message)
+            .filter(|(_, r)| r.kind != Kind::Format)
             .fold(0u64, |m, (i, _)| m | 1 << i);
         let claim_rules = RULES
             .iter()
@@ -230,9 +230,13 @@ pub(crate) fn is_set_x_echo(line: &[u8]) -> bool {
     n > 0 && line.get(n) == Some(&b' ')
 }
 
-/// A `#` comment line (yaml / shell / python source dumped into the log).
+/// A `#` comment line (yaml / shell / python source dumped into the log); vLLM's own `# GPU
+/// blocks: N` report is not one.
 fn is_comment(seg: &[u8]) -> bool {
-    seg.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'#')
+    let Some(i) = seg.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return false;
+    };
+    seg[i] == b'#' && !position::is_block_count(&seg[i..])
 }
 
 fn strip_cr(mut l: &[u8]) -> &[u8] {

@@ -81,11 +81,21 @@ fn cases(dir: &Path) -> Vec<Case> {
     assert!(dup.is_none(), "listed twice: {dup:?}");
     let mut on_disk: Vec<String> = std::fs::read_dir(dir)
         .expect("corpus dir")
-        .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .filter(|n| n.ends_with(".log"))
         .collect();
     on_disk.sort_unstable();
-    assert_eq!(on_disk, listed, "{}: files vs sources.tsv rows", dir.display());
+    assert_eq!(
+        on_disk,
+        listed,
+        "{}: files vs sources.tsv rows",
+        dir.display()
+    );
     rows
 }
 
@@ -132,8 +142,8 @@ fn score(dir: &Path, name: &str) -> Score {
     let mut false_alarms = Vec::new();
     let (mut exact, mut acted) = (0, 0);
     for case in &rows {
-        let v = classify_path(&dir.join(&case.file))
-            .unwrap_or_else(|e| panic!("{}: {e}", case.file));
+        let v =
+            classify_path(&dir.join(&case.file)).unwrap_or_else(|e| panic!("{}: {e}", case.file));
         let ok_exact = v.class == case.label;
         let ok_act = act(v.class) == act(case.label);
         exact += usize::from(ok_exact);

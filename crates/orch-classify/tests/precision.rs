@@ -168,8 +168,9 @@ const EXPECTED: &[(&str, FailureClass, u64, &str)] = &[
     (
         "vllm-compose-logger-kv-cache.log",
         KvCache,
-        2,
-        "ERROR 11-18 18:07:28 engine.py:366] No available memory for the cache blocks",
+        // vLLM's INFO report of zero GPU blocks is its own line format and comes first.
+        1,
+        "# GPU blocks: 0, # CPU blocks: 256",
     ),
     (
         "vllm-kv-cache-then-ray-task-error-value-error.log",

@@ -107,11 +107,22 @@ fn weak_sigkill_is_host_oom_only_without_device_oom() {
     assert_eq!(class_of(&lines(&[SIGKILL, OOM])), GpuOom);
     // A confirmed host OOM line is preferred as evidence over an earlier bare SIGKILL.
     assert_eq!(line_of(&lines(&[SIGKILL, HOST])), 2);
-    // A bare bash `Killed` is nothing.
+    // The launcher shell's job-control line names a SIGKILL (issue 20: rl-swarm's
+    // `run_rl_swarm.sh: line 649:  9746 Killed  python -m ...` is the host OOM killer) ...
+    let job_control = "/var/spool/slurmd/job1/slurm_script: line 4: 77 Killed  python3 x.py";
+    assert_eq!(class_of(&lines(&[job_control, "Killed"])), HostOom);
     assert_eq!(
         class_of(&lines(&[
-            "/var/spool/slurmd/job1/slurm_script: line 4: 77 Killed  python3 x.py",
-            "Killed"
+            "./run_rl_swarm.sh: line 266: 33498 Killed: 9               python -m x"
+        ])),
+        HostOom
+    );
+    assert_eq!(class_of(&lines(&[job_control, OOM])), GpuOom);
+    // ... but a bare `Killed`, or the word in prose, is nothing.
+    assert_eq!(class_of(&lines(&["Killed"])), None);
+    assert_eq!(
+        class_of(&lines(&[
+            "INFO: worker 3 Killed by the scheduler at line 4: 77"
         ])),
         None
     );
@@ -220,14 +231,29 @@ fn torch_message_variants_are_gpu_oom() {
 }
 
 #[test]
-fn ray_wrapped_out_of_memory_needs_the_inner_message() {
+fn ray_wrapped_out_of_memory_names_a_device_oom() {
     let wrapper = "ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_ref_update_actor() (pid=118848, ip=10.130.71.7)";
+    // verl's and EasyR1's usual shape: torch's own message is in a worker's log, or cut off.
     assert_eq!(
         class_of(&lines(&[wrapper])),
-        None,
-        "the wrapper alone says nothing"
+        GpuOom,
+        "the wrapper names its cause"
     );
+    // torch's message, when present, is the evidence (it carries the numbers).
     assert_eq!(class_of(&lines(&[wrapper, OOM])), GpuOom);
+    assert_eq!(line_of(&lines(&[wrapper, OOM])), 2);
+    // torch's class alone, its message cut off.
+    assert_eq!(class_of(&lines(&["torch.cuda.OutOfMemoryError"])), GpuOom);
+    // Mentions of the class are not reports.
+    for l in [
+        "[verl] tip: to avoid torch.cuda.OutOfMemoryError, lower ppo_micro_batch_size_per_gpu",
+        "notes: 'ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict'",
+        "WARNING 03-14 14:33:45 [worker.py:12] RayTaskError(OutOfMemoryError) caught; retrying",
+        "ValueError: retry_on must be one of OutOfMemoryError, TimeoutError",
+        "java.lang.OutOfMemoryError: Java heap space",
+    ] {
+        assert_ne!(class_of(&lines(&[l])), GpuOom, "{l}");
+    }
     assert_eq!(
         class_of(&lines(&[
             wrapper,
@@ -251,7 +277,10 @@ fn traps_do_not_classify() {
         // recovered warnings
         "WARNING 05-09 00:49:33 scheduler.py:1057 Sequence group 0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space.",
         "[2026-09-13 16:06:07] KV cache pool is full. Retract requests. #retracted_reqs: 1",
-        "[2025-07-02 07:41:59 DP0 TP0] max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.",
+        // A positive profiled value is SGLang capping the pool: a warning (the negative one is
+        // an empty KV budget, issue 20, asserted below).
+        "[2025-07-02 07:41:59 DP0 TP0] max_total_tokens=131072 is larger than the profiled value 561981. Use the profiled value instead.",
+        "INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 1478, # CPU blocks: 2048",
         "(WorkerDict pid=1) Setting the sleep level to 1 may cause a memory overflow.",
         // Ray's generic list of possible causes
         "Some common causes include: (1) the process was killed by the OOM killer due to high memory usage, (2) ray stop --force was called",
@@ -269,6 +298,16 @@ fn traps_do_not_classify() {
         assert_eq!(v.class, None, "trap classified: {t:?} -> {v:?}");
     }
     // ...while the un-trapped forms of the same signatures do classify.
+    assert_eq!(
+        class_of(
+            "[2025-07-02 07:41:59 DP0 TP0] max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.\n"
+        ),
+        KvCache
+    );
+    assert_eq!(
+        class_of("INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 0, # CPU blocks: 256\n"),
+        KvCache
+    );
     assert_eq!(
         class_of("srun: error: udc-ba26-19: task 0: Out Of Memory\n"),
         HostOom
