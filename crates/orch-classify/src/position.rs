@@ -8,7 +8,8 @@
 //! timestamps (`[2026-09-13 16:06:07]`, `[2025-07-02 07:41:59 DP0 TP0]`,
 //! `2025-03-14 14:23:09,117`), vLLM's `ERROR 11-18 18:07:28 engine.py:366]` and
 //! `ERROR 10-25 13:08:43 [core.py:708]` headers, Python logging's `ERROR:name:`, `srun -l`
-//! task labels (`3: `), docker-compose's `vllm-1  | `, torchrun's `[0]:` failure index.
+//! task labels (`3: `), docker-compose's `vllm-1  | `, torchrun's `[0]:` failure index,
+//! upper-case stream labels (`SUBPROCESS: `), ComfyUI's `!!! Exception during processing !!! `.
 //! What is left is the *body*; the strongest level word seen on the way is remembered.
 //!
 //! A match is a mention when the body is an echoed command (`+ `, `$ `), a `#` comment, a
@@ -17,7 +18,8 @@
 //! quote) must moreover stand where a report starts: at the start of the body, after an
 //! exception name (`torch.OutOfMemoryError: `, `ray.exceptions.RayTaskError(X): `), after
 //! an error word (`error:`, `failed`, `fatal`), or on a line that an error-level logger
-//! header introduced. Warning/info-level lines never report a message signature.
+//! header introduced. A [`Kind::Lead`] signature (an exception class alone) must open the
+//! body. Warning/info-level lines never report a message or lead signature.
 
 use super::rules::Kind;
 

@@ -3,7 +3,8 @@
 //! approximation for `grep -E` comparisons.
 //!
 //! Sources for every pattern are in `shared/reference/failure-signatures.md` (sections
-//! a–e, candidate regexes in g); traps (section f) are handled by `unless` regexes, by
+//! a–e, candidate regexes in g) and, for the shapes issue 20 added, in the real-log corpus
+//! (`tests/corpus/sources.tsv`); traps (section f) are handled by `unless` regexes, by
 //! `claims`, and by the segment-level skips in [`super::scan`].
 
 use super::FailureClass;
@@ -448,9 +449,9 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "sigkill-report",
         Slot::HostOomWeak,
-        &[" Killed", "killed by signal: Killed", "return code"],
-        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|killed by signal: Killed|return code (?:is |= )?-9\b",
-        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|killed by signal: Killed|return code (is |= )?-9([^0-9]|$)",
+        &[" Killed", "is killed by signal: Killed", "return code"],
+        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader worker \(pids? [\d, ]+\) is killed by signal: Killed|return code (?:is |= )?-9\b",
+        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader worker \(pids? [0-9, ]+\) is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)",
     ),
     hit(
         "torchrun-sigkill",

@@ -443,3 +443,103 @@ fn grep_patterns_are_posix_ere_and_cover_every_class() {
     }
     assert!(!pats.iter().any(|(pc, _)| *pc == None));
 }
+
+#[test]
+fn issue20_real_log_shapes_classify() {
+    // One line each, in the form the frameworks print them (sources: tests/corpus/).
+    let cases = [
+        (
+            "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+            KvCache,
+        ),
+        (
+            "RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`.",
+            KvCache,
+        ),
+        (
+            "INFO 06-12 08:12:23 gpu_executor.py:45] # cuda blocks: 0, # CPU blocks: 1024",
+            KvCache,
+        ),
+        ("OSError: [Errno 12] Cannot allocate memory", HostOom),
+        (
+            "RuntimeError: [enforce fail at ..\\c10\\core\\CPUAllocator.cpp:75] data. DefaultCPUAllocator: not enough memory: you tried to allocate 17376997200 bytes. Buy new RAM!",
+            HostOom,
+        ),
+        ("MemoryError: bad allocation", HostOom),
+        (
+            "29.475s: flux-shell[0]: ERROR: oom: Memory cgroup out of memory: killed 1 task on picl7.",
+            HostOom,
+        ),
+        (
+            "RuntimeError: DataLoader worker (pid 1817) is killed by signal: Killed.",
+            HostOom,
+        ),
+        (
+            "[2023-07-04 17:31:27,755] [ERROR] [launch.py:321:sigkill_handler] ['python', 'x.py'] exits with return code = -9",
+            HostOom,
+        ),
+        (
+            "THCudaCheck FAIL file=/pytorch/THC/generic/THCStorage.c line=82 error=2 : out of memory",
+            GpuOom,
+        ),
+        (
+            "(SGLangHttpServer pid=250977) [torch_memory_saver.cpp] CUresult error: 2 (out of memory)  file=csrc/utils.h func=cu_mem_create line=194",
+            GpuOom,
+        ),
+        (
+            "SUBPROCESS: RuntimeError: CUDA error: out of memory",
+            GpuOom,
+        ),
+        (
+            "!!! Exception during processing !!! HIP out of memory. Tried to allocate 35.31 GiB. GPU 0 has a total capacity of 19.94 GiB of which 13.47 GiB is free.",
+            GpuOom,
+        ),
+        (
+            "OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB of which 1.06 GiB is free.')",
+            GpuOom,
+        ),
+        ("salloc: error: Node failure on worker-1", NodeFail),
+        ("srun: error: Node failure on jean-zay-iam49", NodeFail),
+        (
+            "CUDA Error: misaligned address (716) /code/gemv/include/attention/prefill.cuh: line 1918",
+            Error,
+        ),
+        (
+            "RuntimeError: CUDA error: unspecified launch failure",
+            Error,
+        ),
+        (
+            "RuntimeError: p.block != nullptr && p.block->ptr != nullptrINTERNAL ASSERT FAILED at \"../c10/cuda/CUDACachingAllocator.cpp\":991, please report a bug to PyTorch.",
+            Error,
+        ),
+        (
+            "ncclUnhandledCudaError: Call to CUDA function failed.",
+            Error,
+        ),
+        (
+            "terminate called after throwing an instance of 'c10::Error'",
+            Error,
+        ),
+        (
+            "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:702: indexSelectLargeIndex: block: [32,0,0], thread: [100,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+            Error,
+        ),
+        (
+            "(EngineCore pid=1) ERROR 07-15 21:01:01 [core.py:1240] RuntimeError: Worker failed with error 'CUDA error: an illegal memory access was encountered",
+            Error,
+        ),
+    ];
+    for (l, want) in cases {
+        assert_eq!(class_of(&format!("{l}\n")), want, "{l}");
+    }
+    // The same words where they are not a report.
+    for l in [
+        "RuntimeError: unknown retry trigger 'CUDA error: misaligned address'",
+        "notes: 'salloc: error: Node failure on worker-1'",
+        "[2025-07-02 07:41:59 DP0 TP0] max_total_tokens=131072 is larger than the profiled value 561981. Use the profiled value instead.",
+        "hint: OSError: [Errno 12] Cannot allocate memory means /dev/shm is too small",
+        "    except MemoryError:",
+    ] {
+        assert_eq!(class_of(&format!("{l}\n")), None, "{l}");
+    }
+}
