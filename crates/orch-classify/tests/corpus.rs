@@ -30,8 +30,10 @@ use orch_classify::{FailureClass, classify_path};
 /// Share of the tuned split that must be acted on correctly.
 const TUNED_FLOOR: f64 = 0.95;
 /// Share of the holdout that must be acted on correctly: set just below what the
-/// classifier achieved when the holdout was first scored (see the crate's README line).
-const HOLDOUT_FLOOR: f64 = 0.0;
+/// classifier achieved when the holdout was first scored after tuning (32/34 = 94.1 %; it
+/// was 28/34 before issue 20's changes). The two it misses: caffe's `Check failed ... out of
+/// memory` and an interactive shell's bare `Killed`, which alone is no evidence.
+const HOLDOUT_FLOOR: f64 = 0.94;
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
