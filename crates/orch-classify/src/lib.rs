@@ -10,8 +10,11 @@
 //! 1. **Candidate search over whole regions.** Every signature in the rule table
 //!    (`rules.rs`) names one or more case-sensitive *needles*, literals that any match
 //!    must contain (`"CUDA out of memory"`, `"CANCELLED AT"`, `"oom_kill event"`, ...).
-//!    All needles form one leftmost-first `aho-corasick` automaton, run as a SIMD (fat)
-//!    Teddy search that confirms the literal and reports which needle matched. It runs
+//!    All needles (at most 64, Teddy's limit — rules share them: `f memory` serves every
+//!    `... out of memory` message) form one leftmost-first `aho-corasick` automaton, run as a
+//!    SIMD (fat) Teddy search that confirms the literal and reports which needle matched.
+//!    Teddy fingerprints a needle by its first bytes, so needles start where the text is
+//!    rare (`xceeded `, not `memory limit`, whose `mem` is in every memory report). It runs
 //!    over the complete-lines part of each chunk in one go; no per-line work happens for
 //!    lines without a needle.
 //! 2. **Map a hit back to its line.** `memrchr`/`memchr` find the enclosing `\n`s; the

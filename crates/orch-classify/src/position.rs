@@ -83,6 +83,17 @@ impl Position {
         }
     }
 
+    /// Where a report may start: the body, past the `...` / counters a bare message follows.
+    pub(crate) fn lead(&self, seg: &[u8]) -> usize {
+        lead_end(seg, self.body)
+    }
+
+    /// A message or lead signature can decide only at [`Position::lead`]: the line neither
+    /// starts with an exception name or error word nor came with an error-level header.
+    pub(crate) fn lead_only(&self) -> bool {
+        self.start_known && !self.reports && self.level != Level::Error
+    }
+
     /// Is a needle at `at` inside a quoted string of the body?
     pub(crate) fn quoted(&self, seg: &[u8], at: usize) -> bool {
         at > self.body && in_quotes(&seg[self.body..at])

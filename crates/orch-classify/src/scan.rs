@@ -32,6 +32,10 @@ const TB_MAX_PREFIX: usize = 512;
 struct CompiledRule {
     rule: &'static Rule,
     re: Regex,
+    /// `re` anchored at the start of the haystack: where only the start of a line's body may
+    /// report (a message or lead rule on a line that reports nothing else), one anchored
+    /// attempt replaces a search through the line (trap lines are most of what reaches here).
+    anchored: Regex,
     unless: Option<Regex>,
 }
 
@@ -88,6 +92,14 @@ impl Engine {
                 *e |= 1 << i;
             }
         }
+        // Teddy, the SIMD prefilter this search relies on, takes at most 64 literals; with
+        // more, aho-corasick falls back to an automaton that made the scan 3-4x slower
+        // (measured with scripts/bench-classify.sh). Share needles between rules instead.
+        assert!(
+            order.len() <= 64,
+            "{} needles: at most 64 keep the SIMD prefilter",
+            order.len()
+        );
         let candidates = AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostFirst)
             .build(&order)
@@ -123,6 +135,8 @@ impl Engine {
             .map(|rule| CompiledRule {
                 rule,
                 re: Regex::new(rule.pattern).unwrap_or_else(|e| panic!("{}: {e}", rule.name)),
+                anchored: Regex::new(&format!("^(?:{})", rule.pattern))
+                    .unwrap_or_else(|e| panic!("{}: {e}", rule.name)),
                 unless: rule.unless.map(|u| Regex::new(u).expect("unless regex")),
             })
             .collect();
@@ -456,16 +470,28 @@ impl State {
                 return;
             }
         }
+        // Where a message or lead rule may only match at the start of the body.
+        let lead = pos.lead_only().then(|| pos.lead(seg));
         for cr in selected(todo) {
-            let Some(m) = cr.re.find(seg) else {
+            let at = match (cr.rule.kind, lead) {
+                (Kind::Message | Kind::Lead, Some(lead)) => {
+                    cr.anchored.find(&seg[lead..]).map(|m| lead + m.start())
+                }
+                (Kind::Lead, None) if pos.start_known => {
+                    let lead = pos.lead(seg);
+                    cr.anchored.find(&seg[lead..]).map(|m| lead + m.start())
+                }
+                _ => cr.re.find(seg).map(|m| m.start()),
+            };
+            let Some(at) = at else {
                 continue;
             };
             if cr.unless.as_ref().is_some_and(|u| u.is_match(seg))
-                || !pos.allows(seg, cr.rule.kind, m.start())
+                || !pos.allows(seg, cr.rule.kind, at)
             {
                 continue;
             }
-            self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
+            self.record(eng, cr.rule.action, seg, at, line, truncated);
         }
     }
 
