@@ -185,6 +185,26 @@ impl Live {
         last
     }
 
+    /// Read every log to its current end, one tail chunk at a time, however much is unread
+    /// (a job that wrote a burst just before it ended, or one `orch resume` picked up after it
+    /// ended): the verdict then covers the whole log, its last terminal error included, as
+    /// `orch classify` reads it. Memory stays bounded by one chunk and the scanner's state.
+    pub async fn drain_logs(&mut self) -> Option<String> {
+        let mut last = None;
+        for log in &mut self.logs {
+            while let Ok(bytes) = log.tail.read_new_any().await
+                && !bytes.is_empty()
+            {
+                self.last_growth = Instant::now();
+                log.scanner.feed(&bytes);
+                if let Some(line) = last_line(&bytes) {
+                    last = Some(line);
+                }
+            }
+        }
+        last
+    }
+
     /// Each log's verdict, as `(file, verdict)`.
     pub fn verdicts(&self) -> Vec<(String, orch_classify::Verdict)> {
         self.logs
