@@ -9,12 +9,13 @@
 //!
 //! 1. **Candidate search over whole regions.** Every signature in the rule table
 //!    (`rules.rs`) names one or more case-sensitive *needles*, literals that any match
-//!    must contain (`"CUDA out of memory"`, `"CANCELLED AT"`, `"oom_kill event"`, ...).
-//!    All needles (at most 64, Teddy's limit — rules share them: `f memory` serves every
-//!    `... out of memory` message) form one leftmost-first `aho-corasick` automaton, run as a
-//!    SIMD (fat) Teddy search that confirms the literal and reports which needle matched.
-//!    Teddy fingerprints a needle by its first bytes, so needles start where the text is
-//!    rare (`xceeded `, not `memory limit`, whose `mem` is in every memory report). It runs
+//!    must contain (`"f memor"`, `"CANCELLED AT"`, `"kill event"`, ...).
+//!    All needles (at most 64, Teddy's limit, and the fewer the faster — rules share them:
+//!    `f memor` serves every `... out of memory` message) form one leftmost-first
+//!    `aho-corasick` automaton, run as a SIMD (fat) Teddy search that confirms the literal
+//!    and reports which needle matched. Teddy fingerprints a needle by its first bytes, so
+//!    needles start where the text is rare (`ceeded`, not `memory limit`, whose `mem` is in
+//!    every memory report; each choice measured on the two bench logs). It runs
 //!    over the complete-lines part of each chunk in one go; no per-line work happens for
 //!    lines without a needle.
 //! 2. **Map a hit back to its line.** `memrchr`/`memchr` find the enclosing `\n`s; the
@@ -89,14 +90,14 @@
 //! | 1 | `timeout` | Slurm `*** JOB/STEP .. CANCELLED AT .. DUE TO TIME LIMIT ***` (old + new formats) |
 //! | 2 | `preempted` | Slurm `DUE TO PREEMPTION`, `DUE TO JOB REQUEUE` |
 //! | 3 | `node_fail` | Slurm `DUE TO NODE FAILURE`, `UNCORRECTABLE MEMORY ERROR AT`; srun/salloc `error: Node failure on` |
-//! | 4 | `kv_cache` | vLLM no cache blocks / max seq len vs KV cache (also as the engine logs it, without an exception name); SGLang `Not enough memory ... --mem-fraction-static`, `Prefill/Decode out of memory`, `alloc_req_slots runs out of memory`; the engine's own empty-KV reports (SGLang's negative profiled `max_total_tokens`, vLLM's negative KV budget, `# GPU blocks: 0`) |
+//! | 4 | `kv_cache` | vLLM no cache blocks / max seq len vs KV cache (also as the engine logs it, without an exception name); SGLang `Not enough memory ... --mem-fraction-static`, `Prefill/Decode out of memory`, `alloc_req_slots runs out of memory`; the engine's own empty-KV reports (SGLang's negative profiled `max_total_tokens`, vLLM's `# GPU blocks: 0`) |
 //! | 5 | `host_oom` | Slurm cgroup `oom_kill`/`oom-kill` events, `Out Of Memory` task, jobacct limit kill; Ray memory monitor; raylet `N>0 Workers killed due to memory pressure`; kernel OOM killer, Flux's memory cgroup kill; `[Errno 12] Cannot allocate memory`, `DefaultCPUAllocator: not enough memory`, `MemoryError` |
 //! | 6 | `gpu_oom` | torch CUDA/HIP OOM (all formats), `CUDA error: out of memory`, cuBLAS alloc, NCCL `Cuda failure 'out of memory'`, `THCudaCheck ... error=2 : out of memory`, `CUresult error: 2 (out of memory)`, vLLM startup free-memory / memory-profiling errors, sampler warm-up OOM |
 //! | 7 | `gpu_oom` (weak) | the class alone: Ray's `RayTaskError(OutOfMemoryError)` (torch's text in a worker's log or cut off), `torch.cuda.OutOfMemoryError` with no message |
 //! | 8 | `host_oom` (weak) | bare SIGKILL: `Signal 9 (SIGKILL) received by PID`, `exitcode: -9`, `exit code 137`, `return code = -9`, the launcher shell's job-control `line N: PID Killed  cmd`, `DataLoader worker (pid N) is killed by signal: Killed` |
 //! | 9 | `nccl_timeout` | NCCL watchdog collective timeout (only reachable when no OOM of any kind was seen) |
-//! | 10 | `error` | import errors, CUDA faults that are not OOM (`CUDA error: X`, illegal memory access, misaligned address, unspecified launch failure, device-side asserts, `CUDACachingAllocator` internal asserts, `ncclUnhandledCudaError`), native crashes (`Fatal Python error`, `terminate called after throwing`, `THCudaCheck FAIL`), config validation (`must be divisible by`), `Capture cuda graph failed`, plain `scancel` banner |
-//! | 11 | `error` (weak) | wrappers: Ray `ActorDiedError`, `Engine core initialization failed`, `Scheduler hit an exception`, sigquit, Hydra `Error executing job with overrides` and `InstantiationException`, torchrun `ChildFailedError`; final exception line of any Python traceback |
+//! | 10 | `error` | import errors, CUDA faults that are not OOM (`CUDA error: X`: misaligned address, unspecified launch failure, device-side assert; an illegal memory access; `CUDACachingAllocator` internal asserts), native crashes (`Fatal Python error`, `terminate called after throwing`, `THCudaCheck FAIL`), config validation (`must be divisible by`), `Capture cuda graph failed`, plain `scancel` banner |
+//! | 11 | `error` (weak) | wrappers: Ray `ActorDiedError`, `Engine core initialization failed`, `Scheduler hit an exception`, sigquit, Hydra `Error executing job with overrides`, torchrun `ChildFailedError`; final exception line of any Python traceback |
 //! | – | `none` | nothing recognised |
 //!
 //! **The terminal error decides.** A memory hit (slots 4–8) is superseded when the
@@ -231,28 +232,16 @@ pub fn classify_bytes(bytes: &[u8]) -> Verdict {
     s.verdict()
 }
 
-/// Read size used by [`classify_path`].
+/// Read size used by [`classify_path`] and [`classify_reader`].
 const READ_CHUNK: usize = 2 * 1024 * 1024;
 
-/// Classify a log file: a regular file is memory-mapped and scanned in place (no copy
-/// through `read(2)`, a tenth of the time on a large log); anything else (a pipe, a FIFO,
-/// a file that cannot be mapped) is streamed in 2 MiB reads.
+/// Classify a log file. It is read, not memory-mapped: a log that its job or a log rotator
+/// truncates while it is scanned then ends early instead of killing orch with SIGBUS. A
+/// second thread reads the next chunks while this one scans (three 2 MiB buffers in
+/// turn), so the copy read(2) makes costs no time on a machine with two cores.
 pub fn classify_path(path: &Path) -> std::io::Result<Verdict> {
     let file = std::fs::File::open(path)?;
-    if file.metadata()?.is_file() {
-        // SAFETY: the map is read-only and dropped before this returns; a log that another
-        // process truncates while it is scanned can fault (SIGBUS), the risk every
-        // mmap-based search tool (ripgrep included) takes for regular files.
-        if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-            let _ = map.advise(memmap2::Advice::Sequential);
-            let mut s = Scanner::new();
-            for chunk in map.chunks(READ_CHUNK) {
-                s.feed(chunk);
-            }
-            return Ok(s.verdict());
-        }
-    }
-    classify_reader(file)
+    classify_read_ahead(file)
 }
 
 /// Classify everything a reader yields, streaming it through a [`Scanner`].
@@ -260,15 +249,62 @@ pub fn classify_reader(mut r: impl Read) -> std::io::Result<Verdict> {
     let mut buf = vec![0u8; READ_CHUNK];
     let mut s = Scanner::new();
     loop {
-        let n = match r.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+        let n = match read_some(&mut r, &mut buf)? {
+            0 => break,
+            n => n,
         };
         s.feed(&buf[..n]);
     }
     Ok(s.verdict())
+}
+
+fn read_some(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    loop {
+        match r.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// [`classify_reader`] with the reads on a second thread, one chunk ahead of the scan.
+fn classify_read_ahead(mut r: impl Read + Send) -> std::io::Result<Verdict> {
+    use std::sync::mpsc::sync_channel;
+    const BUFFERS: usize = 3;
+    let (full_tx, full_rx) = sync_channel::<std::io::Result<(Vec<u8>, usize)>>(BUFFERS);
+    let (empty_tx, empty_rx) = sync_channel::<Vec<u8>>(BUFFERS);
+    for _ in 0..BUFFERS {
+        empty_tx
+            .send(vec![0u8; READ_CHUNK])
+            .expect("the receiver is alive");
+    }
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            // Ends when the file ends or fails, or the scanner stops taking chunks.
+            while let Ok(mut buf) = empty_rx.recv() {
+                let sent = match read_some(&mut r, &mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => full_tx.send(Ok((buf, n))),
+                    Err(e) => {
+                        let _ = full_tx.send(Err(e));
+                        break;
+                    }
+                };
+                if sent.is_err() {
+                    break;
+                }
+            }
+        });
+        let mut s = Scanner::new();
+        // `full_rx` ends when the reader is done; an error ends the scan (dropping
+        // `empty_tx` and `full_rx` stops the reader).
+        for chunk in full_rx {
+            let (buf, n) = chunk?;
+            s.feed(&buf[..n]);
+            let _ = empty_tx.send(buf);
+        }
+        Ok(s.verdict())
+    })
 }
 
 /// POSIX-ERE (`grep -E`) versions of the positive signatures, one per rule, for a

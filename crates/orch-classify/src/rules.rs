@@ -130,6 +130,10 @@ pub(crate) struct Rule {
     pub claims: bool,
     /// POSIX ERE approximation of `pattern` (for `grep -E`).
     pub ere: &'static str,
+    /// Literals one of which the segment must hold before `pattern` runs (none: no check):
+    /// rules that share a broad needle (`f memor`) skip their regex on the lines of the
+    /// others for the price of a SIMD substring search.
+    pub requires: &'static [&'static str],
 }
 
 const fn hit(
@@ -148,6 +152,7 @@ const fn hit(
         unless: None,
         claims: false,
         ere,
+        requires: &[],
     }
 }
 
@@ -249,36 +254,43 @@ pub(crate) static RULES: &[Rule] = &[
         r"Not enough memory\. Please try to increase --mem-fraction-static",
         r"Not enough memory\. Please try to increase --mem-fraction-static",
     ),
-    msg(
-        "sglang-token-pool",
-        Slot::KvCache,
-        &["f memory"],
-        r"(?:Prefill|Decode) out of memory\. Try to lower your batch size|alloc_req_slots runs out of memory",
-        r"(Prefill|Decode) out of memory\. Try to lower your batch size|alloc_req_slots runs out of memory",
-    ),
+    Rule {
+        requires: &[
+            "Prefill out of memory",
+            "Decode out of memory",
+            "alloc_req_slots",
+        ],
+        ..msg(
+            "sglang-token-pool",
+            Slot::KvCache,
+            &["f memor"],
+            r"(?:Prefill|Decode) out of memory\. Try to lower your batch size|alloc_req_slots runs out of memory",
+            r"(Prefill|Decode) out of memory\. Try to lower your batch size|alloc_req_slots runs out of memory",
+        )
+    },
     // The engine's own log of an empty KV budget, with no exception after it when the engine
-    // dies first: SGLang's negative profiled token count, vLLM V0's negative KV budget and its
-    // zero block count. Only the negative / zero forms: a positive profiled value is a warning.
+    // dies first: SGLang's negative profiled token count, vLLM's zero block count (V0 prints
+    // it right after `the rest of the memory reserved for KV Cache is -1.05GiB`). Only the
+    // negative / zero forms: a positive profiled value is a warning.
     hit(
         "engine-no-kv-room",
         Slot::KvCache,
-        &["rofiled value -", "Cache is -", "blocks: 0"],
-        r"is larger than the profiled value -\d|reserved for KV Cache is -\d|# (?:GPU|cuda) blocks: 0\b",
-        r"is larger than the profiled value -[0-9]|reserved for KV Cache is -[0-9]|# (GPU|cuda) blocks: 0([^0-9]|$)",
+        &["ofiled valu", "blocks: 0"],
+        r"is larger than the profiled value -\d|# (?:GPU|cuda) blocks: 0\b",
+        r"is larger than the profiled value -[0-9]|# (GPU|cuda) blocks: 0([^0-9]|$)",
     ),
     // ------------------------------------------------------------ host OOM (strong)
     // A process that asked the host for memory and got none: `OSError: [Errno 12]`, torch's CPU
-    // allocator, Python's `MemoryError` (the exception name itself, not `OutOfMemoryError`).
+    // allocator. (Python's bare `MemoryError` is known where its traceback ends.)
     msg(
         "host-alloc-failed",
         Slot::HostOom,
         &[
             "[Errno 12] Cannot allocate memory",
             "DefaultCPUAllocator: not enough memory",
-            "MemoryError",
         ],
-        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory|(?:^|[\s:>\]\)(])MemoryError\b",
-        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory|(^|[^[:alnum:]_.])MemoryError([^[:alnum:]_]|$)",
+        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory",
+        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory",
     ),
     hit(
         "slurm-oom-kill-event",
@@ -306,7 +318,7 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "slurm-jobacct-limit",
         Slot::HostOom,
-        &["xceeded "],
+        &["ceeded"],
         r"exceeded memory limit \(\d+ > \d+\), being killed",
         r"exceeded memory limit \([0-9]+ > [0-9]+\), being killed",
     ),
@@ -314,12 +326,13 @@ pub(crate) static RULES: &[Rule] = &[
         name: "slurm-exceeded-limit",
         kind: Kind::Format,
         action: Action::Hit(Slot::HostOom),
-        needles: &["xceeded "],
+        needles: &["ceeded"],
         pattern: r"(?:srun|slurmstepd[-\w]*): (?:error: )?Exceeded (?:job|step) memory limit",
         // Trap f4: printed on jobs that completed fine.
         unless: Some(r"memory limit at some point"),
         claims: false,
         ere: r"(srun|slurmstepd[-[:alnum:]_]*): (error: )?Exceeded (job|step) memory limit",
+        requires: &[],
     },
     hit(
         "srun-task-out-of-memory",
@@ -344,12 +357,12 @@ pub(crate) static RULES: &[Rule] = &[
         r"\b[1-9]\d* Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
         r"[1-9][0-9]* Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
     ),
+    // The kernel's report, and Flux's relay of the cgroup's (`Memory cgroup out of memory:
+    // killed 1 task`).
     hit(
         "kernel-oom-killer",
         Slot::HostOom,
-        &["of memory: Kill", "f memory"],
-        // The kernel's report, and Flux's relay of the cgroup's (`Memory cgroup out of memory:
-        // killed 1 task`).
+        &["of memory: Kill", "cgroup out of memory"],
         r"[Oo]ut of memory: Kill(?:ed)? process \d+|[Mm]emory cgroup out of memory: [Kk]illed",
         r"[Oo]ut of memory: Kill(ed)? process [0-9]+|[Mm]emory cgroup out of memory: [Kk]illed",
     ),
@@ -357,28 +370,36 @@ pub(crate) static RULES: &[Rule] = &[
     msg(
         "torch-oom",
         Slot::GpuOom,
-        &["f memory"],
+        &["f memor"],
         r"(?:CUDA|HIP) out of memory",
         r"(CUDA|HIP) out of memory",
     ),
-    msg(
-        "cuda-error-oom",
-        Slot::GpuOom,
-        &["f memory"],
-        r"(?:CUDA|HIP) [Ee]rror: out of memory",
-        r"(CUDA|HIP) [Ee]rror: out of memory",
-    ),
-    msg(
-        "cuda-error-enum-oom",
-        Slot::GpuOom,
-        &[
+    Rule {
+        requires: &["rror: out of memory"],
+        ..msg(
+            "cuda-error-oom",
+            Slot::GpuOom,
+            &["f memor"],
+            r"(?:CUDA|HIP) [Ee]rror: out of memory",
+            r"(CUDA|HIP) [Ee]rror: out of memory",
+        )
+    },
+    // The CUDA/HIP error enums: torch's `Search for cudaErrorMemoryAllocation` follows an
+    // `out of memory` on its line; TF/XLA's `HIP_ERROR_OutOfMemory` stands alone.
+    Rule {
+        requires: &[
             "cudaErrorMemoryAllocation",
             "OutOfMemory",
             "CUDA_ERROR_OUT_OF_MEMORY",
         ],
-        r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
-        r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
-    ),
+        ..msg(
+            "cuda-error-enum-oom",
+            Slot::GpuOom,
+            &["f memor", "_OutOfMemory"],
+            r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
+            r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
+        )
+    },
     msg(
         "cublas-alloc-failed",
         Slot::GpuOom,
@@ -387,13 +408,13 @@ pub(crate) static RULES: &[Rule] = &[
         r"CUBLAS_STATUS_ALLOC_FAILED",
     ),
     // Driver-level OOM reports that are their own line format: NCCL's `Cuda failure 'out of
-    // memory'`, torch 0.x's `THCudaCheck FAIL ... error=2 : out of memory`, the
-    // torch_memory_saver's `CUresult error: 2 (out of memory)` (verl resuming SGLang's memory).
+    // memory'` (a needle inside its quotes would be a mention), torch 0.x's `THCudaCheck FAIL
+    // ... error=2 : out of memory`, the torch_memory_saver's `CUresult error: 2 (out of
+    // memory)` (verl resuming SGLang's memory).
     hit(
         "driver-oom",
         Slot::GpuOom,
-        // NCCL quotes the message: a needle starting inside the quotes would be a mention.
-        &["'out of memory'", "f memory"],
+        &["'out of memory'", "THCudaCheck FAIL", "CUresult error"],
         r"Cuda failure (?:2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|CUresult error: 2 \(out of memory\)",
         r"Cuda failure (2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|CUresult error: 2 \(out of memory\)",
     ),
@@ -415,17 +436,19 @@ pub(crate) static RULES: &[Rule] = &[
     ),
     // A device OOM known only by its exception class: Ray's wrapper names the worker's
     // exception (`RayTaskError(OutOfMemoryError)`) when the worker's own lines are in another
-    // file or cut off; torch's class alone (`torch.cuda.OutOfMemoryError`). Ray's own host OOM
-    // is `ray.exceptions.OutOfMemoryError: Task was killed ...` (a strong host-OOM rule).
+    // file or cut off. (A traceback ending in the class alone, `torch.cuda.OutOfMemoryError`,
+    // is known by the traceback follower; a needle `MemoryError` would hit every torch OOM
+    // line twice.)
     Rule {
         name: "named-gpu-oom",
         kind: Kind::Lead,
         action: Action::Hit(Slot::GpuOomWeak),
-        needles: &["OutOfMemory"],
-        pattern: r"(?:[\w.]+\.)?RayTaskError\((?:[\w.]+\.)?OutOfMemoryError\)|(?:torch\.(?:cuda\.)?)?OutOfMemoryError(?::|\s*$)",
-        unless: Some(r"ray\.exceptions\.OutOfMemoryError|running low on memory"),
+        needles: &["(OutOfMemoryError)"],
+        pattern: r"(?:[\w.]+\.)?RayTaskError\((?:[\w.]+\.)?OutOfMemoryError\)",
+        unless: None,
         claims: false,
-        ere: r"RayTaskError\(([[:alnum:]_.]+\.)?OutOfMemoryError\)|(torch\.(cuda\.)?)?OutOfMemoryError(:|[[:space:]]*$)",
+        ere: r"RayTaskError\(([[:alnum:]_.]+\.)?OutOfMemoryError\)",
+        requires: &[],
     },
     // ------------------------------------------------------------- host OOM (weak)
     // SIGKILL as the launcher saw it: bash/zsh job control (`./run.sh: line 649:  9746 Killed
@@ -455,7 +478,7 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "exit-code-137",
         Slot::HostOomWeak,
-        &["exit code 137", "exit status 137"],
+        &["exit code 137"],
         r"exit (?:code|status) 137\b",
         r"exit (code|status) 137([^0-9]|$)",
     ),
@@ -498,36 +521,28 @@ pub(crate) static RULES: &[Rule] = &[
         r"(ModuleNotFoundError|ImportError): ",
     ),
     // A CUDA fault that is not a lack of memory (kernel bug, bad index, broken device,
-    // allocator bug): `CUDA error: X` for any X but `out of memory`, torch 0.x's `cuda runtime
-    // error (N)`, NCCL's unhandled CUDA error, an internal assert of the caching allocator.
+    // allocator bug): `CUDA error: X` for any X but `out of memory` (misaligned address,
+    // unspecified launch failure, device-side assert, ...), an illegal memory access however
+    // it is reported, an internal assert of the caching allocator.
     msg(
         "cuda-fault",
         Slot::Error,
         &[
             "CUDA error: ",
-            "CUDA Error: ",
-            "cuda runtime error (",
             "illegal memory access",
-            "ncclUnhandledCudaError",
             "INTERNAL ASSERT FAILED",
         ],
-        r"CUDA [Ee]rror: (?:[^o]|o[^u])|cuda runtime error \(\d+\)|an illegal memory access was encountered|ncclUnhandledCudaError|INTERNAL ASSERT FAILED",
-        r"CUDA [Ee]rror: ([^o]|o[^u])|cuda runtime error \([0-9]+\)|an illegal memory access was encountered|ncclUnhandledCudaError|INTERNAL ASSERT FAILED",
+        r"CUDA error: (?:[^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
+        r"CUDA error: ([^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
     ),
     // Native crashes that are line formats of their own: CPython's fatal error, a C++
-    // exception escaping (`terminate called after throwing`), torch 0.x's `THCudaCheck FAIL`, a
-    // CUDA kernel's failed device assertion (`Indexing.cu:702: ... Assertion `x` failed.`).
+    // exception escaping (`terminate called after throwing`), torch 0.x's `THCudaCheck FAIL`.
     hit(
         "native-crash",
         Slot::Error,
-        &[
-            "Fatal Python error: ",
-            "after throwing",
-            "THCudaCheck FAIL",
-            "Assertion `",
-        ],
-        r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL|\.cu:\d+: \w+: block: \[.*Assertion `.*` failed",
-        r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL|\.cu:[0-9]+: [[:alnum:]_]+: block: \[.*Assertion `.*` failed",
+        &["Fatal Python error: ", "after throwing", "THCudaCheck FAIL"],
+        r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL",
+        r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL",
     ),
     msg(
         "config-divisible",
@@ -554,6 +569,7 @@ pub(crate) static RULES: &[Rule] = &[
         unless: None,
         claims: true,
         ere: r"Capture cuda graph failed",
+        requires: &[],
     },
     // ---------------------------------------------------------------- error (weak)
     hit(
@@ -609,16 +625,8 @@ pub(crate) static RULES: &[Rule] = &[
         unless: None,
         claims: true,
         ere: r"Error executing job with overrides",
+        requires: &[],
     },
-    // Hydra's `instantiate` names the target whose constructor raised, then the cause on the
-    // next line (`OutOfMemoryError('CUDA out of memory ...')`, `P2PDaemonError(...)`).
-    hit(
-        "hydra-instantiation",
-        Slot::ErrorWeak,
-        &["InstantiationException: Error in call to target"],
-        r"InstantiationException: Error in call to target",
-        r"InstantiationException: Error in call to target",
-    ),
     Rule {
         name: "python-traceback",
         kind: Kind::Format,
@@ -628,6 +636,7 @@ pub(crate) static RULES: &[Rule] = &[
         unless: None,
         claims: false,
         ere: r"Traceback \(most recent call last\)",
+        requires: &[],
     },
     // Python's report of an exception it swallowed (`__del__`, `atexit` handlers, logging
     // errors): the traceback that follows does not end the process.
@@ -644,5 +653,6 @@ pub(crate) static RULES: &[Rule] = &[
         unless: None,
         claims: false,
         ere: r"Exception ignored in|Error in atexit\._run_exitfuncs|--- Logging error ---",
+        requires: &[],
     },
 ];

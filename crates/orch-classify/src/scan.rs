@@ -37,6 +37,8 @@ struct CompiledRule {
     /// attempt replaces a search through the line (trap lines are most of what reaches here).
     anchored: Regex,
     unless: Option<Regex>,
+    /// `rule.requires`, as SIMD substring searchers built once.
+    requires: Vec<Finder<'static>>,
 }
 
 /// Everything compiled once per process.
@@ -138,6 +140,11 @@ impl Engine {
                 anchored: Regex::new(&format!("^(?:{})", rule.pattern))
                     .unwrap_or_else(|e| panic!("{}: {e}", rule.name)),
                 unless: rule.unless.map(|u| Regex::new(u).expect("unless regex")),
+                requires: rule
+                    .requires
+                    .iter()
+                    .map(|r| Finder::new(r.as_bytes()))
+                    .collect(),
             })
             .collect();
         Engine {
@@ -481,6 +488,12 @@ impl State {
                     let lead = pos.lead(seg);
                     cr.anchored.find(&seg[lead..]).map(|m| lead + m.start())
                 }
+                // A search through the segment: first the rule's cheap literal check.
+                _ if !cr.requires.is_empty()
+                    && !cr.requires.iter().any(|f| f.find(seg).is_some()) =>
+                {
+                    None
+                }
                 _ => cr.re.find(seg).map(|m| m.start()),
             };
             let Some(at) = at else {
@@ -581,6 +594,12 @@ impl State {
                         self.terminal = Some(Terminal { kind, evidence });
                     }
                     if !ignored {
+                        // A traceback that ends in a memory exception class with no message
+                        // (`torch.cuda.OutOfMemoryError`, `MemoryError`): the class decides.
+                        // Known here, where it costs no needle.
+                        if let Some(slot) = terminal::memory_class_slot(rest) {
+                            self.record(eng, Action::Hit(slot), l, at, line, false);
+                        }
                         self.record(eng, Action::Hit(Slot::ErrorWeak), l, at, line, false);
                     }
                 } else {
