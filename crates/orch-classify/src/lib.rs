@@ -41,8 +41,8 @@
 //!    the body starts with an exception name (`torch.OutOfMemoryError: `,
 //!    `ray.exceptions.RayTaskError(X): `) or an error word (`error:`, `failed`), an
 //!    error-level header introduced the line, or the match opens the body. A rule of kind
-//!    *lead* (an exception class alone: `torch.cuda.OutOfMemoryError`,
-//!    `RayTaskError(OutOfMemoryError)`) decides only where it opens the body. A rule of kind
+//!    *lead* (a wrapper naming its cause's class: `RayTaskError(OutOfMemoryError)`) decides
+//!    only where it opens the body. A rule of kind
 //!    *format* (Slurm banners, cgroup events, NCCL watchdog, torchrun's exit report) is
 //!    its own line format and decides unless the line is a mention.
 //!    Segment-level traps skip `set -x` echoes (line starts with `+`s and a space),
@@ -91,9 +91,9 @@
 //! | 2 | `preempted` | Slurm `DUE TO PREEMPTION`, `DUE TO JOB REQUEUE` |
 //! | 3 | `node_fail` | Slurm `DUE TO NODE FAILURE`, `UNCORRECTABLE MEMORY ERROR AT`; srun/salloc `error: Node failure on` |
 //! | 4 | `kv_cache` | vLLM no cache blocks / max seq len vs KV cache (also as the engine logs it, without an exception name); SGLang `Not enough memory ... --mem-fraction-static`, `Prefill/Decode out of memory`, `alloc_req_slots runs out of memory`; the engine's own empty-KV reports (SGLang's negative profiled `max_total_tokens`, vLLM's `# GPU blocks: 0`) |
-//! | 5 | `host_oom` | Slurm cgroup `oom_kill`/`oom-kill` events, `Out Of Memory` task, jobacct limit kill; Ray memory monitor; raylet `N>0 Workers killed due to memory pressure`; kernel OOM killer, Flux's memory cgroup kill; `[Errno 12] Cannot allocate memory`, `DefaultCPUAllocator: not enough memory`, `MemoryError` |
+//! | 5 | `host_oom` | Slurm cgroup `oom_kill`/`oom-kill` events, `Out Of Memory` task, jobacct limit kill; Ray memory monitor; raylet `N>0 Workers killed due to memory pressure`; kernel OOM killer, Flux's memory cgroup kill; `[Errno 12] Cannot allocate memory`, `DefaultCPUAllocator: not enough memory`, a traceback ending in Python's `MemoryError` |
 //! | 6 | `gpu_oom` | torch CUDA/HIP OOM (all formats), `CUDA error: out of memory`, cuBLAS alloc, NCCL `Cuda failure 'out of memory'`, `THCudaCheck ... error=2 : out of memory`, `CUresult error: 2 (out of memory)`, vLLM startup free-memory / memory-profiling errors, sampler warm-up OOM |
-//! | 7 | `gpu_oom` (weak) | the class alone: Ray's `RayTaskError(OutOfMemoryError)` (torch's text in a worker's log or cut off), `torch.cuda.OutOfMemoryError` with no message |
+//! | 7 | `gpu_oom` (weak) | the class alone: Ray's `RayTaskError(OutOfMemoryError)` (torch's text in a worker's log or cut off), a traceback ending in `torch.cuda.OutOfMemoryError` with no message |
 //! | 8 | `host_oom` (weak) | bare SIGKILL: `Signal 9 (SIGKILL) received by PID`, `exitcode: -9`, `exit code 137`, `return code = -9`, the launcher shell's job-control `line N: PID Killed  cmd`, `DataLoader worker (pid N) is killed by signal: Killed` |
 //! | 9 | `nccl_timeout` | NCCL watchdog collective timeout (only reachable when no OOM of any kind was seen) |
 //! | 10 | `error` | import errors, CUDA faults that are not OOM (`CUDA error: X`: misaligned address, unspecified launch failure, device-side assert; an illegal memory access; `CUDACachingAllocator` internal asserts), native crashes (`Fatal Python error`, `terminate called after throwing`, `THCudaCheck FAIL`), config validation (`must be divisible by`), `Capture cuda graph failed`, plain `scancel` banner |

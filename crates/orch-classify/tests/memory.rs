@@ -6,9 +6,12 @@ use std::path::Path;
 use orch_classify::{FailureClass, MemoryFacts, Stage, Step, classify_path};
 
 fn facts(name: &str) -> (FailureClass, MemoryFacts) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
+    facts_in("tests/fixtures", name)
+}
+
+/// The class and numbers of a log under `dir` (relative to the crate).
+fn facts_in(dir: &str, name: &str) -> (FailureClass, MemoryFacts) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(name);
     let v = classify_path(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
     (v.class, v.memory.unwrap_or_default())
 }
@@ -99,16 +102,12 @@ fn failures_that_are_not_about_memory_carry_no_numbers() {
 /// The numbers read from real logs of the corpus (`tests/corpus/`, sources in its
 /// `sources.tsv`), in the decorations the frameworks print them with.
 fn corpus_facts(name: &str) -> (FailureClass, MemoryFacts) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/corpus")
-        .join(name);
-    let v = classify_path(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
-    (v.class, v.memory.unwrap_or_default())
+    facts_in("tests/corpus", name)
 }
 
 #[test]
 fn real_logs_carry_their_numbers() {
-    // pytest's FAILED summary: request, capacity, free and nine other processes.
+    // pytest's FAILED summary: request, capacity, free, and nine processes (eight others).
     let (class, f) = corpus_facts("pytest-failed-summary-torch-oom.log");
     assert_eq!(class, FailureClass::GpuOom);
     assert_eq!(gib(f.tried_to_allocate_gib), 0.02);

@@ -167,22 +167,11 @@ impl Live {
         }
     }
 
-    /// Feed what the logs gained since the last read to their classifiers; returns the last
-    /// complete line read, if any.
+    /// Feed what the logs gained since the last read to their classifiers (at most one tail
+    /// chunk each, so one huge burst cannot stall a tick); returns the last complete line
+    /// read, if any.
     pub async fn read_logs(&mut self) -> Option<String> {
-        let mut last = None;
-        for log in &mut self.logs {
-            if let Ok(bytes) = log.tail.read_new_any().await
-                && !bytes.is_empty()
-            {
-                self.last_growth = Instant::now();
-                log.scanner.feed(&bytes);
-                if let Some(line) = last_line(&bytes) {
-                    last = Some(line);
-                }
-            }
-        }
-        last
+        self.read(false).await
     }
 
     /// Read every log to its current end, one tail chunk at a time, however much is unread
@@ -190,6 +179,10 @@ impl Live {
     /// ended): the verdict then covers the whole log, its last terminal error included, as
     /// `orch classify` reads it. Memory stays bounded by one chunk and the scanner's state.
     pub async fn drain_logs(&mut self) -> Option<String> {
+        self.read(true).await
+    }
+
+    async fn read(&mut self, to_end: bool) -> Option<String> {
         let mut last = None;
         for log in &mut self.logs {
             while let Ok(bytes) = log.tail.read_new_any().await
@@ -199,6 +192,9 @@ impl Live {
                 log.scanner.feed(&bytes);
                 if let Some(line) = last_line(&bytes) {
                     last = Some(line);
+                }
+                if !to_end {
+                    break;
                 }
             }
         }
