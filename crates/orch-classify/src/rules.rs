@@ -367,39 +367,17 @@ pub(crate) static RULES: &[Rule] = &[
         r"[Oo]ut of memory: Kill(ed)? process [0-9]+|[Mm]emory cgroup out of memory: [Kk]illed",
     ),
     // -------------------------------------------------------------------- GPU OOM
+    // torch's message (all formats, CUDA and HIP), the driver's `CUDA error: out of memory`,
+    // and the error enums (torch's `Search for cudaErrorMemoryAllocation` follows an `out of
+    // memory` on its line; TF/XLA's `HIP_ERROR_OutOfMemory` stands alone). One rule: the
+    // lines that hold `f memor` run one regex, not three.
     msg(
-        "torch-oom",
+        "gpu-oom-message",
         Slot::GpuOom,
-        &["f memor"],
-        r"(?:CUDA|HIP) out of memory",
-        r"(CUDA|HIP) out of memory",
+        &["f memor", "_OutOfMemory"],
+        r"(?:CUDA|HIP) (?:[Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
+        r"(CUDA|HIP) ([Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
     ),
-    Rule {
-        requires: &["rror: out of memory"],
-        ..msg(
-            "cuda-error-oom",
-            Slot::GpuOom,
-            &["f memor"],
-            r"(?:CUDA|HIP) [Ee]rror: out of memory",
-            r"(CUDA|HIP) [Ee]rror: out of memory",
-        )
-    },
-    // The CUDA/HIP error enums: torch's `Search for cudaErrorMemoryAllocation` follows an
-    // `out of memory` on its line; TF/XLA's `HIP_ERROR_OutOfMemory` stands alone.
-    Rule {
-        requires: &[
-            "cudaErrorMemoryAllocation",
-            "OutOfMemory",
-            "CUDA_ERROR_OUT_OF_MEMORY",
-        ],
-        ..msg(
-            "cuda-error-enum-oom",
-            Slot::GpuOom,
-            &["f memor", "_OutOfMemory"],
-            r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
-            r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
-        )
-    },
     msg(
         "cublas-alloc-failed",
         Slot::GpuOom,
