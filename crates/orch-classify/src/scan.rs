@@ -29,16 +29,37 @@ const TB_MAX_LINES_BEFORE_FRAME: u32 = 64;
 /// Longest line prefix (Ray `(Actor pid=..)`, vLLM logger header) remembered for a traceback.
 const TB_MAX_PREFIX: usize = 512;
 
+/// A rule's regexes are compiled when a line first asks for them: most rules never match
+/// in a given log, and compiling all of them up front cost more than scanning a 50 MB log.
 struct CompiledRule {
     rule: &'static Rule,
-    re: Regex,
+    re: OnceLock<Regex>,
     /// `re` anchored at the start of the haystack: where only the start of a line's body may
     /// report (a message or lead rule on a line that reports nothing else), one anchored
     /// attempt replaces a search through the line (trap lines are most of what reaches here).
-    anchored: Regex,
-    unless: Option<Regex>,
+    anchored: OnceLock<Regex>,
+    unless: OnceLock<Option<Regex>>,
     /// `rule.requires`, as SIMD substring searchers built once.
     requires: Vec<Finder<'static>>,
+}
+
+impl CompiledRule {
+    fn compile(&self, pattern: &str) -> Regex {
+        Regex::new(pattern).unwrap_or_else(|e| panic!("{}: {e}", self.rule.name))
+    }
+    fn re(&self) -> &Regex {
+        self.re.get_or_init(|| self.compile(self.rule.pattern))
+    }
+    fn anchored(&self) -> &Regex {
+        self.anchored
+            .get_or_init(|| self.compile(&format!("^(?:{})", self.rule.pattern)))
+    }
+    fn unless_matches(&self, seg: &[u8]) -> bool {
+        self.unless
+            .get_or_init(|| self.rule.unless.map(|u| self.compile(u)))
+            .as_ref()
+            .is_some_and(|u| u.is_match(seg))
+    }
 }
 
 /// Everything compiled once per process.
@@ -136,10 +157,9 @@ impl Engine {
             .iter()
             .map(|rule| CompiledRule {
                 rule,
-                re: Regex::new(rule.pattern).unwrap_or_else(|e| panic!("{}: {e}", rule.name)),
-                anchored: Regex::new(&format!("^(?:{})", rule.pattern))
-                    .unwrap_or_else(|e| panic!("{}: {e}", rule.name)),
-                unless: rule.unless.map(|u| Regex::new(u).expect("unless regex")),
+                re: OnceLock::new(),
+                anchored: OnceLock::new(),
+                unless: OnceLock::new(),
                 requires: rule
                     .requires
                     .iter()
@@ -181,8 +201,8 @@ impl Engine {
                 if todo & (1 << i) == 0 {
                     continue;
                 }
-                if let Some(rm) = cr.re.find(seg)
-                    && !cr.unless.as_ref().is_some_and(|u| u.is_match(seg))
+                if let Some(rm) = cr.re().find(seg)
+                    && !cr.unless_matches(seg)
                     && pos.allows(seg, cr.rule.kind, rm.start())
                 {
                     return true;
@@ -470,7 +490,7 @@ impl State {
         // A claiming rule that matches is the only thing this segment says (even when its
         // own slot is already filled).
         for cr in selected(mask).filter(|cr| cr.rule.claims) {
-            if let Some(m) = cr.re.find(seg) {
+            if let Some(m) = cr.re().find(seg) {
                 if pos.allows(seg, cr.rule.kind, m.start()) {
                     self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
                 }
@@ -482,11 +502,11 @@ impl State {
         for cr in selected(todo) {
             let at = match (cr.rule.kind, lead) {
                 (Kind::Message | Kind::Lead, Some(lead)) => {
-                    cr.anchored.find(&seg[lead..]).map(|m| lead + m.start())
+                    cr.anchored().find(&seg[lead..]).map(|m| lead + m.start())
                 }
                 (Kind::Lead, None) if pos.start_known => {
                     let lead = pos.lead(seg);
-                    cr.anchored.find(&seg[lead..]).map(|m| lead + m.start())
+                    cr.anchored().find(&seg[lead..]).map(|m| lead + m.start())
                 }
                 // A search through the segment: first the rule's cheap literal check.
                 _ if !cr.requires.is_empty()
@@ -494,14 +514,12 @@ impl State {
                 {
                     None
                 }
-                _ => cr.re.find(seg).map(|m| m.start()),
+                _ => cr.re().find(seg).map(|m| m.start()),
             };
             let Some(at) = at else {
                 continue;
             };
-            if cr.unless.as_ref().is_some_and(|u| u.is_match(seg))
-                || !pos.allows(seg, cr.rule.kind, at)
-            {
+            if cr.unless_matches(seg) || !pos.allows(seg, cr.rule.kind, at) {
                 continue;
             }
             self.record(eng, cr.rule.action, seg, at, line, truncated);
@@ -775,5 +793,20 @@ impl Core {
         self.carry
             .extend_from_slice(&bytes[bytes.len() - keep_from_bytes..]);
         self.overflowed = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_compiles() {
+        // Regexes compile lazily; a bad pattern must still fail a test, not a user's run.
+        for cr in &engine().rules {
+            cr.re();
+            cr.anchored();
+            cr.unless_matches(b"");
+        }
     }
 }
