@@ -123,12 +123,21 @@ impl Engine {
             "{} needles: at most 64 keep the SIMD prefilter",
             order.len()
         );
-        // Sorted, so that needles with the same leading bytes share Teddy's buckets: its
-        // fingerprints stay tight and fewer candidates need checking (in rule order the scan
-        // of the bench's realistic log took 1.8x as long). Leftmost-first reports the first
-        // of two needles that start at one byte; no needle is a prefix of another.
-        order.sort_unstable();
-        debug_assert!(order.windows(2).all(|w| !w[1].starts_with(w[0])));
+        // Sorted (ignoring case), so that needles with like leading bytes share Teddy's
+        // buckets: its fingerprints stay tight and fewer candidates need checking (in rule
+        // order the candidate search over the bench's realistic log took 1.8x as long; this
+        // order was the fastest of those measured). Leftmost-first reports the first of two
+        // needles that start at one byte, so no needle may be a prefix of another.
+        order.sort_unstable_by(|a, b| {
+            a.to_ascii_lowercase()
+                .cmp(&b.to_ascii_lowercase())
+                .then(a.cmp(b))
+        });
+        debug_assert!(
+            order
+                .iter()
+                .all(|a| order.iter().all(|b| a == b || !b.starts_with(a)))
+        );
         let candidates = AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostFirst)
             .build(&order)
