@@ -9,9 +9,13 @@
 //!
 //! 1. **Candidate search over whole regions.** Every signature in the rule table
 //!    (`rules.rs`) names one or more case-sensitive *needles*, literals that any match
-//!    must contain (`"CUDA out of memory"`, `"CANCELLED AT"`, `"oom_kill event"`, ...).
-//!    All needles form one leftmost-first `aho-corasick` automaton, run as a SIMD (fat)
-//!    Teddy search that confirms the literal and reports which needle matched. It runs
+//!    must contain (`"f memor"`, `"CANCELLED AT"`, `"kill event"`, ...).
+//!    All needles (at most 64, Teddy's limit, and the fewer the faster — rules share them:
+//!    `f memor` serves every `... out of memory` message) form one leftmost-first
+//!    `aho-corasick` automaton, run as a SIMD (fat) Teddy search that confirms the literal
+//!    and reports which needle matched. Teddy fingerprints a needle by its first bytes, so
+//!    needles start where the text is rare (`ceeded`, not `memory limit`, whose `mem` is in
+//!    every memory report; each choice measured on the two bench logs). It runs
 //!    over the complete-lines part of each chunk in one go; no per-line work happens for
 //!    lines without a needle.
 //! 2. **Map a hit back to its line.** `memrchr`/`memchr` find the enclosing `\n`s; the
@@ -21,10 +25,14 @@
 //!    `\r`-separated segments (tqdm rewrites its bar with `\r`). Each segment holding a
 //!    needle is stripped of the prefixes tools put before what they report (ANSI, Ray's
 //!    `(WorkerDict pid=..)`, `[rank3]:`, glog `[E314 ..ProcessGroupNCCL.cpp:607]`,
-//!    timestamps, vLLM/SGLang/Python-logging headers with their level, `srun -l` labels).
+//!    timestamps, vLLM/SGLang/Python-logging headers with their level, `srun -l` labels,
+//!    upper-case stream labels like `SUBPROCESS: `, ComfyUI's `!!! ... !!!` banner).
 //!    A needle selects nothing when the body is a *mention*: an echoed command (`+ `,
 //!    `$ `), a `key: value` / `key=value` / `--flag` config or help line, or when the
-//!    needle sits inside quotes; on a warning/info-level line no *message* rule counts.
+//!    needle sits inside quotes (a quote opened right after `error ` / `error: ` holds a
+//!    re-raised error and does not count, nor does the quote of an exception repr such as
+//!    Hydra's `OutOfMemoryError('CUDA out of memory ...')`); on a warning/info-level line no
+//!    *message* rule counts.
 //!    These checks are byte-level and come before any regex, so trap lines cost little.
 //! 4. **Confirm on the segment.** Each remaining needle selects the rules that use it and
 //!    their precise regex (plus an optional `unless` trap regex) runs on that segment only.
@@ -33,6 +41,8 @@
 //!    the body starts with an exception name (`torch.OutOfMemoryError: `,
 //!    `ray.exceptions.RayTaskError(X): `) or an error word (`error:`, `failed`), an
 //!    error-level header introduced the line, or the match opens the body. A rule of kind
+//!    *lead* (a wrapper naming its cause's class: `RayTaskError(OutOfMemoryError)`) decides
+//!    only where it opens the body. A rule of kind
 //!    *format* (Slurm banners, cgroup events, NCCL watchdog, torchrun's exit report) is
 //!    its own line format and decides unless the line is a mention.
 //!    Segment-level traps skip `set -x` echoes (line starts with `+`s and a space),
@@ -79,20 +89,21 @@
 //! |---|---|---|
 //! | 1 | `timeout` | Slurm `*** JOB/STEP .. CANCELLED AT .. DUE TO TIME LIMIT ***` (old + new formats) |
 //! | 2 | `preempted` | Slurm `DUE TO PREEMPTION`, `DUE TO JOB REQUEUE` |
-//! | 3 | `node_fail` | Slurm `DUE TO NODE FAILURE`, `UNCORRECTABLE MEMORY ERROR AT` |
-//! | 4 | `kv_cache` | vLLM no cache blocks / max seq len vs KV cache; SGLang `Not enough memory ... --mem-fraction-static`, `Prefill/Decode out of memory` |
-//! | 5 | `host_oom` | Slurm cgroup `oom_kill`/`oom-kill` events, `Out Of Memory` task, jobacct limit kill; Ray memory monitor; raylet `N>0 Workers killed due to memory pressure`; kernel OOM killer |
-//! | 6 | `gpu_oom` | torch CUDA/HIP OOM (all formats), `CUDA error: out of memory`, cuBLAS alloc, NCCL `Cuda failure 'out of memory'`, vLLM startup free-memory / memory-profiling errors, sampler warm-up OOM |
-//! | 7 | `host_oom` (weak) | bare SIGKILL: `Signal 9 (SIGKILL) received by PID`, `exitcode: -9`, `exit code 137` |
-//! | 8 | `nccl_timeout` | NCCL watchdog collective timeout (only reachable when no OOM of any kind was seen) |
-//! | 9 | `error` | import errors, illegal memory access, device-side assert, config validation (`must be divisible by`), `Capture cuda graph failed`, plain `scancel` banner |
-//! | 10 | `error` (weak) | wrappers: Ray `ActorDiedError`, `Engine core initialization failed`, `Scheduler hit an exception`, sigquit, Hydra `Error executing job with overrides`, torchrun `ChildFailedError`; final exception line of any Python traceback |
+//! | 3 | `node_fail` | Slurm `DUE TO NODE FAILURE`, `UNCORRECTABLE MEMORY ERROR AT`; srun/salloc `error: Node failure on` |
+//! | 4 | `kv_cache` | vLLM no cache blocks / max seq len vs KV cache (also as the engine logs it, without an exception name); SGLang `Not enough memory ... --mem-fraction-static`, `Prefill/Decode out of memory`, `alloc_req_slots runs out of memory`; the engine's own empty-KV reports (SGLang's negative profiled `max_total_tokens`, vLLM's `# GPU blocks: 0`) |
+//! | 5 | `host_oom` | Slurm cgroup `oom_kill`/`oom-kill` events, `Out Of Memory` task, jobacct limit kill; Ray memory monitor; raylet `N>0 Workers killed due to memory pressure`; kernel OOM killer, Flux's memory cgroup kill; `[Errno 12] Cannot allocate memory`, `DefaultCPUAllocator: not enough memory`, a traceback ending in Python's `MemoryError` |
+//! | 6 | `gpu_oom` | torch CUDA/HIP OOM (all formats), `CUDA error: out of memory`, cuBLAS alloc, NCCL `Cuda failure 'out of memory'`, `THCudaCheck ... error=2 : out of memory`, `CUresult error: 2 (out of memory)`, vLLM startup free-memory / memory-profiling errors, sampler warm-up OOM |
+//! | 7 | `gpu_oom` (weak) | the class alone: Ray's `RayTaskError(OutOfMemoryError)` (torch's text in a worker's log or cut off), a traceback ending in `torch.cuda.OutOfMemoryError` with no message |
+//! | 8 | `host_oom` (weak) | bare SIGKILL: `Signal 9 (SIGKILL) received by PID`, `exitcode: -9`, `exit code 137`, `return code = -9`, the launcher shell's job-control `line N: PID Killed  cmd`, `DataLoader worker (pid N) is killed by signal: Killed` |
+//! | 9 | `nccl_timeout` | NCCL watchdog collective timeout (only reachable when no OOM of any kind was seen) |
+//! | 10 | `error` | import errors, CUDA faults that are not OOM (`CUDA error: X`: misaligned address, unspecified launch failure, device-side assert; an illegal memory access; `CUDACachingAllocator` internal asserts), native crashes (`Fatal Python error`, `terminate called after throwing`, `THCudaCheck FAIL`), config validation (`must be divisible by`), `Capture cuda graph failed`, plain `scancel` banner |
+//! | 11 | `error` (weak) | wrappers: Ray `ActorDiedError`, `Engine core initialization failed`, `Scheduler hit an exception`, sigquit, Hydra `Error executing job with overrides`, torchrun `ChildFailedError`; final exception line of any Python traceback |
 //! | – | `none` | nothing recognised |
 //!
-//! **The terminal error decides.** A memory hit (slots 4–7) is superseded when the
+//! **The terminal error decides.** A memory hit (slots 4–8) is superseded when the
 //! terminal exception is *other* and comes after it: a caught/retried OOM followed by a
 //! `FileNotFoundError` that ends the process is `error`, with that exception (or a
-//! slot-9 hit) as evidence. Teardown after an OOM (NCCL watchdog, `ChildFailedError`,
+//! slot-10 hit) as evidence. Teardown after an OOM (NCCL watchdog, `ChildFailedError`,
 //! Ray `ActorDiedError`, `RayTaskError(OutOfMemoryError)`, Hydra) leaves the OOM standing.
 //! Slurm banners (slots 1–3) are never superseded. When a weak `error` wins and the
 //! terminal exception is *other*, it is the evidence rather than an earlier wrapper.
@@ -102,11 +113,12 @@
 //! when the weak hit came first (e.g. a specific `ImportError` beats an earlier Ray
 //! `ActorDiedError`).
 //!
-//! Bare SIGKILL (slot 7) is any `kill -9` (scancel, Slurm's kill after the time-limit
+//! Bare SIGKILL (slot 8) is any `kill -9` (scancel, Slurm's kill after the time-limit
 //! grace, `ray stop --force`), so it ranks below GPU OOM and only explains a failure when
 //! no device OOM was seen; it still ranks above an NCCL timeout (a rank killed by the
-//! OOM killer leaves its peers hanging in collectives) and above generic errors. A bash
-//! `Killed` line alone is not evidence of anything.
+//! OOM killer leaves its peers hanging in collectives) and above generic errors. The shell's
+//! job-control line (`./run_rl_swarm.sh: line 649:  9746 Killed  python ...`) is such a
+//! report; a bare `Killed` alone is not evidence of anything.
 
 pub mod memory;
 mod position;
@@ -231,7 +243,10 @@ pub fn classify_path(path: &Path) -> std::io::Result<Verdict> {
     if file.metadata()?.is_file() {
         // SAFETY: the map is read-only and dropped before this returns; a log that another
         // process truncates while it is scanned can fault (SIGBUS), the risk every
-        // mmap-based search tool (ripgrep included) takes for regular files.
+        // mmap-based search tool (ripgrep included) takes for regular files. (Measured for
+        // issue 20: reading instead, even one chunk ahead on a second thread, was slower on
+        // the two-core VM whenever the other core was busy. orch's own watch never maps: it
+        // reads the logs through `Tail`.)
         if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
             let _ = map.advise(memmap2::Advice::Sequential);
             let mut s = Scanner::new();

@@ -8,7 +8,8 @@
 //! timestamps (`[2026-09-13 16:06:07]`, `[2025-07-02 07:41:59 DP0 TP0]`,
 //! `2025-03-14 14:23:09,117`), vLLM's `ERROR 11-18 18:07:28 engine.py:366]` and
 //! `ERROR 10-25 13:08:43 [core.py:708]` headers, Python logging's `ERROR:name:`, `srun -l`
-//! task labels (`3: `), docker-compose's `vllm-1  | `, torchrun's `[0]:` failure index.
+//! task labels (`3: `), docker-compose's `vllm-1  | `, torchrun's `[0]:` failure index,
+//! upper-case stream labels (`SUBPROCESS: `), ComfyUI's `!!! Exception during processing !!! `.
 //! What is left is the *body*; the strongest level word seen on the way is remembered.
 //!
 //! A match is a mention when the body is an echoed command (`+ `, `$ `), a `#` comment, a
@@ -17,7 +18,8 @@
 //! quote) must moreover stand where a report starts: at the start of the body, after an
 //! exception name (`torch.OutOfMemoryError: `, `ray.exceptions.RayTaskError(X): `), after
 //! an error word (`error:`, `failed`, `fatal`), or on a line that an error-level logger
-//! header introduced. Warning/info-level lines never report a message signature.
+//! header introduced. A [`Kind::Lead`] signature (an exception class alone) must open the
+//! body. Warning/info-level lines never report a message or lead signature.
 
 use super::rules::Kind;
 
@@ -49,10 +51,17 @@ pub(crate) struct Position {
 
 impl Position {
     pub(crate) fn of(seg: &[u8]) -> Position {
-        let (body, level) = strip_prefixes(seg);
+        let (mut body, level) = strip_prefixes(seg);
         let b = &seg[body..];
-        let mention = is_echo(b) || b.first() == Some(&b'#') || is_config_line(b);
+        let mention =
+            is_echo(b) || (b.first() == Some(&b'#') && !is_block_count(b)) || is_config_line(b);
         let reports = !mention && (exception_name_len(b).is_some() || starts_with_error_word(b));
+        if !mention && let Some(n) = exception_repr_len(b) {
+            // `OutOfMemoryError('CUDA out of memory ...')`: the exception a wrapper names as its
+            // cause (Hydra's `InstantiationException` prints it on the next line). The quote
+            // opens the message; what follows is reported, not quoted.
+            body += n;
+        }
         Position {
             body,
             level,
@@ -72,6 +81,17 @@ impl Position {
             reports: true,
             start_known: false,
         }
+    }
+
+    /// Where a report may start: the body, past the `...` / counters a bare message follows.
+    pub(crate) fn lead(&self, seg: &[u8]) -> usize {
+        lead_end(seg, self.body)
+    }
+
+    /// A message or lead signature can decide only at [`Position::lead`]: the line neither
+    /// starts with an exception name or error word nor came with an error-level header.
+    pub(crate) fn lead_only(&self) -> bool {
+        self.start_known && !self.reports && self.level != Level::Error
     }
 
     /// Is a needle at `at` inside a quoted string of the body?
@@ -96,6 +116,7 @@ impl Position {
                 }
                 self.reports || self.level == Level::Error || at <= lead_end(seg, self.body)
             }
+            Kind::Lead => self.level != Level::Quiet && at <= lead_end(seg, self.body),
         }
     }
 }
@@ -131,7 +152,10 @@ pub(crate) fn strip_prefixes(seg: &[u8]) -> (usize, Level) {
             Some(b'(') => paren_prefix(seg, i).map(|j| (j, Level::Unknown)),
             Some(b'[') => bracket_prefix(seg, i),
             Some(c) if c.is_ascii_digit() => timestamp(seg, i).map(|j| (j, Level::Unknown)),
-            Some(c) if c.is_ascii_uppercase() => level_header(seg, i),
+            Some(c) if c.is_ascii_uppercase() => {
+                level_header(seg, i).or_else(|| upper_label(seg, i).map(|j| (j, Level::Unknown)))
+            }
+            Some(b'!') => bang_banner(seg, i).map(|j| (j, Level::Error)),
             Some(c) if c.is_ascii_lowercase() => logger_name_level(seg, i),
             _ => None,
         };
@@ -367,6 +391,40 @@ fn level_word(b: &[u8]) -> Option<(usize, Level)> {
         .map(|&(w, l)| (w.len(), l))
 }
 
+/// A launcher's upper-case stream label: `SUBPROCESS: `, `STDERR: ` (3 or more of `A-Z0-9_`,
+/// then `: `). Level words are [`level_header`]'s.
+fn upper_label(seg: &[u8], i: usize) -> Option<usize> {
+    let n = seg[i..]
+        .iter()
+        .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || **c == b'_')
+        .count();
+    (n >= 3 && seg[i + n..].starts_with(b": ")).then_some(i + n + 2)
+}
+
+/// ComfyUI-style banner `!!! Exception during processing !!! ` before the message it reports.
+fn bang_banner(seg: &[u8], i: usize) -> Option<usize> {
+    let rest = seg.get(i..)?.strip_prefix(b"!!! ")?;
+    let close = memchr::memmem::find(&rest[..rest.len().min(120)], b" !!!")?;
+    Some(skip_space_and_ansi(seg, i + 4 + close + 4))
+}
+
+/// vLLM's `# GPU blocks: N, # CPU blocks: M` / `# cuda blocks: N` report (not a comment).
+pub(crate) fn is_block_count(b: &[u8]) -> bool {
+    b.starts_with(b"# GPU blocks: ") || b.starts_with(b"# cuda blocks: ")
+}
+
+/// `Name('` / `Name("` where `Name` is an exception class: the length up to and including
+/// the quote.
+fn exception_repr_len(b: &[u8]) -> Option<usize> {
+    let n = b.iter().take_while(|&&c| is_word(c) || c == b'.').count();
+    if n == 0 || !matches!(b.get(n..n + 2), Some(b"('" | b"(\"")) {
+        return None;
+    }
+    let mut name = b[..n].to_vec();
+    name.push(b':');
+    exception_name_len(&name).map(|_| n + 2)
+}
+
 /// `srun -l`'s task label: `3: ` (only at the very start of the line).
 fn srun_label(seg: &[u8], i: usize) -> Option<usize> {
     let n = seg[i..].iter().take_while(|b| b.is_ascii_digit()).count();
@@ -415,15 +473,24 @@ fn is_config_line(b: &[u8]) -> bool {
         Some(b':') => rest
             .get(sp + 1)
             .is_none_or(|c| matches!(c, b' ' | b'"' | b'\'' | b'|' | b'>')),
-        Some(b'=') => true,
+        // `key=value` starting a sentence (`max_total_tokens=131072 is larger than ...`) is
+        // a report about the setting, not the setting.
+        Some(b'=') => {
+            let value = &rest[sp + 1..];
+            let v = value.iter().take_while(|&&c| c != b' ').count();
+            !(value[v..].starts_with(b" is ") || value[v..].starts_with(b" was "))
+        }
         _ => false,
     };
-    const REPORTERS: [&[u8]; 8] = [
+    const REPORTERS: [&[u8]; 11] = [
         b"error",
         b"traceback",
         b"exitcode",
         b"error_file",
         b"srun",
+        b"salloc",
+        b"sbatch",
+        b"yhrun",
         b"fatal",
         b"warning",
         b"slurmstepd",
@@ -432,23 +499,36 @@ fn is_config_line(b: &[u8]) -> bool {
 }
 
 /// Is the end of `before` inside a quoted string? `"` toggles; `'` and `` ` `` open only
-/// after a non-word byte and close only before one (so `can't` is no quote).
+/// after a non-word byte and close only before one (so `can't` is no quote). A quote a
+/// wrapper opens right after `error ` / `error: ` holds the error it re-raises (vLLM's
+/// `Worker failed with error 'CUDA error: ...'`), which is reported, not mentioned.
 pub(crate) fn in_quotes(before: &[u8]) -> bool {
     let mut open: Option<u8> = None;
+    let mut opened_at = 0;
     // Jump from quote character to quote character (SIMD); most bodies have few.
     for k in memchr::memchr3_iter(b'"', b'\'', b'`', before) {
         let c = before[k];
         let word_before = k > 0 && is_word(before[k - 1]);
         let word_after = before.get(k + 1).is_some_and(|&n| is_word(n));
         match (open, c) {
-            (None, b'"') => open = Some(b'"'),
+            (None, b'"') => (open, opened_at) = (Some(b'"'), k),
             (Some(b'"'), b'"') => open = None,
-            (None, b'\'' | b'`') if !word_before => open = Some(c),
+            (None, b'\'' | b'`') if !word_before => (open, opened_at) = (Some(c), k),
             (Some(q), _) if q == c && q != b'"' && !word_after => open = None,
             _ => {}
         }
     }
-    open.is_some()
+    open.is_some() && !is_reraised_error(&before[..opened_at])
+}
+
+/// Does a quote opened after `before` hold a re-raised error (`... failed with error '`)?
+fn is_reraised_error(before: &[u8]) -> bool {
+    let b = before.strip_suffix(b" ").unwrap_or(before);
+    let b = b.strip_suffix(b":").unwrap_or(b);
+    b.len() >= 5
+        && b[b.len() - 5..].eq_ignore_ascii_case(b"error")
+        && b.len() > 5
+        && b[b.len() - 6] == b' '
 }
 
 fn is_word(c: u8) -> bool {

@@ -3,7 +3,8 @@
 //! approximation for `grep -E` comparisons.
 //!
 //! Sources for every pattern are in `shared/reference/failure-signatures.md` (sections
-//! a–e, candidate regexes in g); traps (section f) are handled by `unless` regexes, by
+//! a–e, candidate regexes in g) and, for the shapes issue 20 added, in the real-log corpus
+//! (`tests/corpus/sources.tsv`); traps (section f) are handled by `unless` regexes, by
 //! `claims`, and by the segment-level skips in [`super::scan`].
 
 use super::FailureClass;
@@ -24,6 +25,10 @@ pub(crate) enum Slot {
     HostOom,
     /// Device-memory OOM (torch/CUDA/HIP/cuBLAS/NCCL, vLLM startup over-subscription).
     GpuOom,
+    /// A device OOM named only by its exception class: Ray's `RayTaskError(OutOfMemoryError)`
+    /// wrapper, or `torch.cuda.OutOfMemoryError` with its message cut off. Below [`Slot::GpuOom`]
+    /// so that the line with torch's numbers is the evidence whenever the log has it.
+    GpuOomWeak,
     /// Bare SIGKILL evidence (`Signal 9 (SIGKILL)`, `exitcode: -9`, exit code 137):
     /// host_oom only when nothing stronger than an NCCL timeout / error was seen.
     HostOomWeak,
@@ -38,7 +43,7 @@ pub(crate) enum Slot {
 }
 
 /// Number of [`Slot`] variants.
-pub(crate) const SLOTS: usize = 10;
+pub(crate) const SLOTS: usize = 11;
 
 impl Slot {
     /// All slots, precedence order.
@@ -49,6 +54,7 @@ impl Slot {
         Slot::KvCache,
         Slot::HostOom,
         Slot::GpuOom,
+        Slot::GpuOomWeak,
         Slot::HostOomWeak,
         Slot::NcclTimeout,
         Slot::Error,
@@ -59,7 +65,7 @@ impl Slot {
     pub(crate) fn is_memory(self) -> bool {
         matches!(
             self,
-            Slot::KvCache | Slot::HostOom | Slot::GpuOom | Slot::HostOomWeak
+            Slot::KvCache | Slot::HostOom | Slot::GpuOom | Slot::GpuOomWeak | Slot::HostOomWeak
         )
     }
 
@@ -71,7 +77,7 @@ impl Slot {
             Slot::NodeFail => FailureClass::NodeFail,
             Slot::KvCache => FailureClass::KvCache,
             Slot::HostOom | Slot::HostOomWeak => FailureClass::HostOom,
-            Slot::GpuOom => FailureClass::GpuOom,
+            Slot::GpuOom | Slot::GpuOomWeak => FailureClass::GpuOom,
             Slot::NcclTimeout => FailureClass::NcclTimeout,
             Slot::Error | Slot::ErrorWeak => FailureClass::Error,
         }
@@ -101,6 +107,9 @@ pub(crate) enum Kind {
     /// only in a reporting position (after an exception name or error word, on an
     /// error-level logger line, or at the start of the line's body).
     Message,
+    /// The name a report starts with (an exception class alone, a wrapper naming its cause):
+    /// decides only at the start of the line's body, never on a warning/info-level line.
+    Lead,
 }
 
 /// One recognised signature.
@@ -121,6 +130,10 @@ pub(crate) struct Rule {
     pub claims: bool,
     /// POSIX ERE approximation of `pattern` (for `grep -E`).
     pub ere: &'static str,
+    /// Literals one of which the segment must hold before `pattern` runs (none: no check):
+    /// rules that share a broad needle (`f memor`) skip their regex on the lines of the
+    /// others for the price of a SIMD substring search.
+    pub requires: &'static [&'static str],
 }
 
 const fn hit(
@@ -139,6 +152,7 @@ const fn hit(
         unless: None,
         claims: false,
         ere,
+        requires: &[],
     }
 }
 
@@ -221,7 +235,9 @@ pub(crate) static RULES: &[Rule] = &[
         "vllm-v0-max-seq-len",
         Slot::KvCache,
         &["tokens that can be stored in KV cache"],
-        r"larger than the maximum number of tokens that can be stored in KV cache",
+        // The optional head makes the match start where the engine's message starts, so the
+        // line vLLM logs without an exception name is in reporting position.
+        r"(?:The model's max seq len \(\d+\) is )?larger than the maximum number of tokens that can be stored in KV cache",
         r"larger than the maximum number of tokens that can be stored in KV cache",
     ),
     msg(
@@ -238,39 +254,71 @@ pub(crate) static RULES: &[Rule] = &[
         r"Not enough memory\. Please try to increase --mem-fraction-static",
         r"Not enough memory\. Please try to increase --mem-fraction-static",
     ),
-    msg(
-        "sglang-token-pool",
+    Rule {
+        requires: &[
+            "Prefill out of memory",
+            "Decode out of memory",
+            "alloc_req_slots",
+        ],
+        ..msg(
+            "sglang-token-pool",
+            Slot::KvCache,
+            &["f memor"],
+            r"(?:Prefill|Decode) out of memory\. Try to lower your batch size|alloc_req_slots runs out of memory",
+            r"(Prefill|Decode) out of memory\. Try to lower your batch size|alloc_req_slots runs out of memory",
+        )
+    },
+    // The engine's own log of an empty KV budget, with no exception after it when the engine
+    // dies first: SGLang's negative profiled token count, vLLM's zero block count (V0 prints
+    // it right after `the rest of the memory reserved for KV Cache is -1.05GiB`). Only the
+    // negative / zero forms: a positive profiled value is a warning.
+    hit(
+        "engine-no-kv-room",
         Slot::KvCache,
-        &["Prefill out of memory", "Decode out of memory"],
-        r"(?:Prefill|Decode) out of memory\. Try to lower your batch size",
-        r"(Prefill|Decode) out of memory\. Try to lower your batch size",
+        &["ofiled valu", "blocks: 0"],
+        r"is larger than the profiled value -\d|# (?:GPU|cuda) blocks: 0\b",
+        r"is larger than the profiled value -[0-9]|# (GPU|cuda) blocks: 0([^0-9]|$)",
     ),
     // ------------------------------------------------------------ host OOM (strong)
+    // A process that asked the host for memory and got none: `OSError: [Errno 12]`, torch's CPU
+    // allocator. (Python's bare `MemoryError` is known where its traceback ends.)
+    msg(
+        "host-alloc-failed",
+        Slot::HostOom,
+        &[
+            "[Errno 12] Cannot allocate memory",
+            "DefaultCPUAllocator: not enough memory",
+        ],
+        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory",
+        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory",
+    ),
     hit(
         "slurm-oom-kill-event",
         Slot::HostOom,
-        &["oom_kill event", "oom-kill event"],
+        &["kill event"],
         r"Detected \d+ oom[-_]kill event",
         r"Detected [0-9]+ oom[-_]kill event",
     ),
     hit(
         "slurm-oom-killed",
         Slot::HostOom,
-        &["have been OOM Killed"],
+        // Printed on the `Detected N oom_kill event` line.
+        &["kill event"],
         r"Some of the step tasks have been OOM Killed",
         r"Some of the step tasks have been OOM Killed",
     ),
     hit(
         "slurm-cgroup-oom-handler",
         Slot::HostOom,
-        &["cgroup out-of-memory handler"],
+        // Printed on the `Detected N oom-kill event(s)` line.
+        &["kill event"],
         r"cgroup out-of-memory handler",
         r"cgroup out-of-memory handler",
     ),
     hit(
         "slurm-jobacct-limit",
         Slot::HostOom,
-        &["exceeded memory limit ("],
+        &["ceeded"],
         r"exceeded memory limit \(\d+ > \d+\), being killed",
         r"exceeded memory limit \([0-9]+ > [0-9]+\), being killed",
     ),
@@ -278,12 +326,13 @@ pub(crate) static RULES: &[Rule] = &[
         name: "slurm-exceeded-limit",
         kind: Kind::Format,
         action: Action::Hit(Slot::HostOom),
-        needles: &["Exceeded job memory limit", "Exceeded step memory limit"],
+        needles: &["ceeded"],
         pattern: r"(?:srun|slurmstepd[-\w]*): (?:error: )?Exceeded (?:job|step) memory limit",
         // Trap f4: printed on jobs that completed fine.
         unless: Some(r"memory limit at some point"),
         claims: false,
         ere: r"(srun|slurmstepd[-[:alnum:]_]*): (error: )?Exceeded (job|step) memory limit",
+        requires: &[],
     },
     hit(
         "srun-task-out-of-memory",
@@ -308,43 +357,26 @@ pub(crate) static RULES: &[Rule] = &[
         r"\b[1-9]\d* Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
         r"[1-9][0-9]* Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
     ),
+    // The kernel's report, and Flux's relay of the cgroup's (`Memory cgroup out of memory:
+    // killed 1 task`).
     hit(
         "kernel-oom-killer",
         Slot::HostOom,
-        &["of memory: Kill"],
-        r"[Oo]ut of memory: Kill(?:ed)? process \d+",
-        r"[Oo]ut of memory: Kill(ed)? process [0-9]+",
+        &["of memory: Kill", "cgroup out of memory"],
+        r"[Oo]ut of memory: Kill(?:ed)? process \d+|[Mm]emory cgroup out of memory: [Kk]illed",
+        r"[Oo]ut of memory: Kill(ed)? process [0-9]+|[Mm]emory cgroup out of memory: [Kk]illed",
     ),
     // -------------------------------------------------------------------- GPU OOM
+    // torch's message (all formats, CUDA and HIP), the driver's `CUDA error: out of memory`,
+    // and the error enums (torch's `Search for cudaErrorMemoryAllocation` follows an `out of
+    // memory` on its line; TF/XLA's `HIP_ERROR_OutOfMemory` stands alone). One rule: the
+    // lines that hold `f memor` run one regex, not three.
     msg(
-        "torch-oom",
+        "gpu-oom-message",
         Slot::GpuOom,
-        &["CUDA out of memory", "HIP out of memory"],
-        r"(?:CUDA|HIP) out of memory",
-        r"(CUDA|HIP) out of memory",
-    ),
-    msg(
-        "cuda-error-oom",
-        Slot::GpuOom,
-        &[
-            "CUDA error: out of memory",
-            "CUDA Error: out of memory",
-            "HIP error: out of memory",
-        ],
-        r"(?:CUDA|HIP) [Ee]rror: out of memory",
-        r"(CUDA|HIP) [Ee]rror: out of memory",
-    ),
-    msg(
-        "cuda-error-enum-oom",
-        Slot::GpuOom,
-        &[
-            "cudaErrorMemoryAllocation",
-            "hipErrorOutOfMemory",
-            "HIP_ERROR_OutOfMemory",
-            "CUDA_ERROR_OUT_OF_MEMORY",
-        ],
-        r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
-        r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
+        &["f memor", "_OutOfMemory"],
+        r"(?:CUDA|HIP) (?:[Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
+        r"(CUDA|HIP) ([Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
     ),
     msg(
         "cublas-alloc-failed",
@@ -353,12 +385,16 @@ pub(crate) static RULES: &[Rule] = &[
         r"CUBLAS_STATUS_ALLOC_FAILED",
         r"CUBLAS_STATUS_ALLOC_FAILED",
     ),
+    // Driver-level OOM reports that are their own line format: NCCL's `Cuda failure 'out of
+    // memory'` (a needle inside its quotes would be a mention), torch 0.x's `THCudaCheck FAIL
+    // ... error=2 : out of memory`, the torch_memory_saver's `CUresult error: 2 (out of
+    // memory)` (verl resuming SGLang's memory).
     hit(
-        "nccl-cuda-oom",
+        "driver-oom",
         Slot::GpuOom,
-        &["'out of memory'"],
-        r"Cuda failure (?:2 )?'out of memory'",
-        r"Cuda failure (2 )?'out of memory'",
+        &["'out of memory'", "THCudaCheck FAIL", "CUresult error"],
+        r"Cuda failure (?:2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|CUresult error: 2 \(out of memory\)",
+        r"Cuda failure (2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|CUresult error: 2 \(out of memory\)",
     ),
     // DEVIATION from the reference (which files these under kv_cache): the GPU is
     // over-subscribed by someone else, the remedy is to LOWER utilisation.
@@ -376,7 +412,33 @@ pub(crate) static RULES: &[Rule] = &[
         r"Error in memory profiling",
         r"Error in memory profiling",
     ),
+    // A device OOM known only by its exception class: Ray's wrapper names the worker's
+    // exception (`RayTaskError(OutOfMemoryError)`) when the worker's own lines are in another
+    // file or cut off. (A traceback ending in the class alone, `torch.cuda.OutOfMemoryError`,
+    // is known by the traceback follower; a needle `MemoryError` would hit every torch OOM
+    // line twice.)
+    Rule {
+        name: "named-gpu-oom",
+        kind: Kind::Lead,
+        action: Action::Hit(Slot::GpuOomWeak),
+        needles: &["(OutOfMemoryError)"],
+        pattern: r"(?:[\w.]+\.)?RayTaskError\((?:[\w.]+\.)?OutOfMemoryError\)",
+        unless: None,
+        claims: false,
+        ere: r"RayTaskError\(([[:alnum:]_.]+\.)?OutOfMemoryError\)",
+        requires: &[],
+    },
     // ------------------------------------------------------------- host OOM (weak)
+    // SIGKILL as the launcher saw it: bash/zsh job control (`./run.sh: line 649:  9746 Killed
+    // python ...`, `Killed: 9`), a DataLoader worker killed by `Killed`, DeepSpeed's `return
+    // code = -9`. Any kill -9 reads the same, hence weak.
+    hit(
+        "sigkill-report",
+        Slot::HostOomWeak,
+        &[" Killed", "eturn code"],
+        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader worker \(pids? [\d, ]+\) is killed by signal: Killed|return code (?:is |= )?-9\b",
+        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader worker \(pids? [0-9, ]+\) is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)",
+    ),
     hit(
         "torchrun-sigkill",
         Slot::HostOomWeak,
@@ -394,7 +456,7 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "exit-code-137",
         Slot::HostOomWeak,
-        &["exit code 137", "exit status 137"],
+        &["exit code 137"],
         r"exit (?:code|status) 137\b",
         r"exit (code|status) 137([^0-9]|$)",
     ),
@@ -420,6 +482,14 @@ pub(crate) static RULES: &[Rule] = &[
         r"Some NCCL operations have failed or timed out",
         r"Some NCCL operations have failed or timed out",
     ),
+    // Slurm's client side of a node failure (`srun: error: Node failure on cn12`, salloc's).
+    hit(
+        "slurm-client-node-failure",
+        Slot::NodeFail,
+        &["Node failure on "],
+        r"(?:srun|salloc|sbatch|yhrun)\b[^:]*: error: Node failure on \S+",
+        r"(srun|salloc|sbatch|yhrun)[^:]*: error: Node failure on [^ ]+",
+    ),
     // --------------------------------------------------------------- error (specific)
     hit(
         "python-import-error",
@@ -428,19 +498,29 @@ pub(crate) static RULES: &[Rule] = &[
         r#"(?:^|[\s:>\]\)('"])(?:[\w.]+\.)?(?:ModuleNotFoundError|ImportError): "#,
         r"(ModuleNotFoundError|ImportError): ",
     ),
+    // A CUDA fault that is not a lack of memory (kernel bug, bad index, broken device,
+    // allocator bug): `CUDA error: X` for any X but `out of memory` (misaligned address,
+    // unspecified launch failure, device-side assert, ...), an illegal memory access however
+    // it is reported, an internal assert of the caching allocator.
     msg(
-        "cuda-illegal-memory-access",
+        "cuda-fault",
         Slot::Error,
-        &["illegal memory access"],
-        r"an illegal memory access was encountered",
-        r"an illegal memory access was encountered",
+        &[
+            "CUDA error: ",
+            "illegal memory access",
+            "INTERNAL ASSERT FAILED",
+        ],
+        r"CUDA error: (?:[^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
+        r"CUDA error: ([^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
     ),
-    msg(
-        "cuda-device-assert",
+    // Native crashes that are line formats of their own: CPython's fatal error, a C++
+    // exception escaping (`terminate called after throwing`), torch 0.x's `THCudaCheck FAIL`.
+    hit(
+        "native-crash",
         Slot::Error,
-        &["device-side assert triggered"],
-        r"device-side assert triggered",
-        r"device-side assert triggered",
+        &["Fatal Python error: ", "after throwing", "THCudaCheck FAIL"],
+        r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL",
+        r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL",
     ),
     msg(
         "config-divisible",
@@ -467,6 +547,7 @@ pub(crate) static RULES: &[Rule] = &[
         unless: None,
         claims: true,
         ere: r"Capture cuda graph failed",
+        requires: &[],
     },
     // ---------------------------------------------------------------- error (weak)
     hit(
@@ -522,6 +603,7 @@ pub(crate) static RULES: &[Rule] = &[
         unless: None,
         claims: true,
         ere: r"Error executing job with overrides",
+        requires: &[],
     },
     Rule {
         name: "python-traceback",
@@ -532,6 +614,7 @@ pub(crate) static RULES: &[Rule] = &[
         unless: None,
         claims: false,
         ere: r"Traceback \(most recent call last\)",
+        requires: &[],
     },
     // Python's report of an exception it swallowed (`__del__`, `atexit` handlers, logging
     // errors): the traceback that follows does not end the process.
@@ -548,5 +631,6 @@ pub(crate) static RULES: &[Rule] = &[
         unless: None,
         claims: false,
         ere: r"Exception ignored in|Error in atexit\._run_exitfuncs|--- Logging error ---",
+        requires: &[],
     },
 ];

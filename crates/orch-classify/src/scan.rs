@@ -11,7 +11,7 @@ use memchr::{memchr, memchr_iter, memrchr};
 use regex::bytes::Regex;
 
 use super::memory::{self, MemoryFacts, Phase};
-use super::position::{Level, Position};
+use super::position::{self, Level, Position};
 use super::rules::{Action, Kind, RULES, Rule, SLOTS, Slot};
 use super::terminal::{self, ExcKind, Terminal};
 use super::text::evidence;
@@ -29,10 +29,37 @@ const TB_MAX_LINES_BEFORE_FRAME: u32 = 64;
 /// Longest line prefix (Ray `(Actor pid=..)`, vLLM logger header) remembered for a traceback.
 const TB_MAX_PREFIX: usize = 512;
 
+/// A rule's regexes are compiled when a line first asks for them: most rules never match
+/// in a given log, and compiling all of them up front cost more than scanning a 50 MB log.
 struct CompiledRule {
     rule: &'static Rule,
-    re: Regex,
-    unless: Option<Regex>,
+    re: OnceLock<Regex>,
+    /// `re` anchored at the start of the haystack: where only the start of a line's body may
+    /// report (a message or lead rule on a line that reports nothing else), one anchored
+    /// attempt replaces a search through the line (trap lines are most of what reaches here).
+    anchored: OnceLock<Regex>,
+    unless: OnceLock<Option<Regex>>,
+    /// `rule.requires`, as SIMD substring searchers built once.
+    requires: Vec<Finder<'static>>,
+}
+
+impl CompiledRule {
+    fn compile(&self, pattern: &str) -> Regex {
+        Regex::new(pattern).unwrap_or_else(|e| panic!("{}: {e}", self.rule.name))
+    }
+    fn re(&self) -> &Regex {
+        self.re.get_or_init(|| self.compile(self.rule.pattern))
+    }
+    fn anchored(&self) -> &Regex {
+        self.anchored
+            .get_or_init(|| self.compile(&format!("^(?:{})", self.rule.pattern)))
+    }
+    fn unless_matches(&self, seg: &[u8]) -> bool {
+        self.unless
+            .get_or_init(|| self.rule.unless.map(|u| self.compile(u)))
+            .as_ref()
+            .is_some_and(|u| u.is_match(seg))
+    }
 }
 
 /// Everything compiled once per process.
@@ -88,6 +115,29 @@ impl Engine {
                 *e |= 1 << i;
             }
         }
+        // Teddy, the SIMD prefilter this search relies on, takes at most 64 literals; with
+        // more, aho-corasick falls back to an automaton that made the scan 3-4x slower
+        // (measured with scripts/bench-classify.sh). Share needles between rules instead.
+        assert!(
+            order.len() <= 64,
+            "{} needles: at most 64 keep the SIMD prefilter",
+            order.len()
+        );
+        // Sorted (ignoring case), so that needles with like leading bytes share Teddy's
+        // buckets: its fingerprints stay tight and fewer candidates need checking (in rule
+        // order the candidate search over the bench's realistic log took 1.8x as long; this
+        // order was the fastest of those measured). Leftmost-first reports the first of two
+        // needles that start at one byte, so no needle may be a prefix of another.
+        order.sort_unstable_by(|a, b| {
+            a.to_ascii_lowercase()
+                .cmp(&b.to_ascii_lowercase())
+                .then(a.cmp(b))
+        });
+        debug_assert!(
+            order
+                .iter()
+                .all(|a| order.iter().all(|b| a == b || !b.starts_with(a)))
+        );
         let candidates = AhoCorasick::builder()
             .match_kind(MatchKind::LeftmostFirst)
             .build(&order)
@@ -96,7 +146,7 @@ impl Engine {
         let message_rules = RULES
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.kind == Kind::Message)
+            .filter(|(_, r)| r.kind != Kind::Format)
             .fold(0u64, |m, (i, _)| m | 1 << i);
         let claim_rules = RULES
             .iter()
@@ -122,8 +172,14 @@ impl Engine {
             .iter()
             .map(|rule| CompiledRule {
                 rule,
-                re: Regex::new(rule.pattern).unwrap_or_else(|e| panic!("{}: {e}", rule.name)),
-                unless: rule.unless.map(|u| Regex::new(u).expect("unless regex")),
+                re: OnceLock::new(),
+                anchored: OnceLock::new(),
+                unless: OnceLock::new(),
+                requires: rule
+                    .requires
+                    .iter()
+                    .map(|r| Finder::new(r.as_bytes()))
+                    .collect(),
             })
             .collect();
         Engine {
@@ -160,8 +216,8 @@ impl Engine {
                 if todo & (1 << i) == 0 {
                     continue;
                 }
-                if let Some(rm) = cr.re.find(seg)
-                    && !cr.unless.as_ref().is_some_and(|u| u.is_match(seg))
+                if let Some(rm) = cr.re().find(seg)
+                    && !cr.unless_matches(seg)
                     && pos.allows(seg, cr.rule.kind, rm.start())
                 {
                     return true;
@@ -230,9 +286,13 @@ pub(crate) fn is_set_x_echo(line: &[u8]) -> bool {
     n > 0 && line.get(n) == Some(&b' ')
 }
 
-/// A `#` comment line (yaml / shell / python source dumped into the log).
+/// A `#` comment line (yaml / shell / python source dumped into the log); vLLM's own `# GPU
+/// blocks: N` report is not one.
 fn is_comment(seg: &[u8]) -> bool {
-    seg.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'#')
+    let Some(i) = seg.iter().position(|b| !b.is_ascii_whitespace()) else {
+        return false;
+    };
+    seg[i] == b'#' && !position::is_block_count(&seg[i..])
 }
 
 fn strip_cr(mut l: &[u8]) -> &[u8] {
@@ -445,23 +505,39 @@ impl State {
         // A claiming rule that matches is the only thing this segment says (even when its
         // own slot is already filled).
         for cr in selected(mask).filter(|cr| cr.rule.claims) {
-            if let Some(m) = cr.re.find(seg) {
+            if let Some(m) = cr.re().find(seg) {
                 if pos.allows(seg, cr.rule.kind, m.start()) {
                     self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
                 }
                 return;
             }
         }
+        // Where a message or lead rule may only match at the start of the body.
+        let lead = pos.lead_only().then(|| pos.lead(seg));
         for cr in selected(todo) {
-            let Some(m) = cr.re.find(seg) else {
+            let at = match (cr.rule.kind, lead) {
+                (Kind::Message | Kind::Lead, Some(lead)) => {
+                    cr.anchored().find(&seg[lead..]).map(|m| lead + m.start())
+                }
+                (Kind::Lead, None) if pos.start_known => {
+                    let lead = pos.lead(seg);
+                    cr.anchored().find(&seg[lead..]).map(|m| lead + m.start())
+                }
+                // A search through the segment: first the rule's cheap literal check.
+                _ if !cr.requires.is_empty()
+                    && !cr.requires.iter().any(|f| f.find(seg).is_some()) =>
+                {
+                    None
+                }
+                _ => cr.re().find(seg).map(|m| m.start()),
+            };
+            let Some(at) = at else {
                 continue;
             };
-            if cr.unless.as_ref().is_some_and(|u| u.is_match(seg))
-                || !pos.allows(seg, cr.rule.kind, m.start())
-            {
+            if cr.unless_matches(seg) || !pos.allows(seg, cr.rule.kind, at) {
                 continue;
             }
-            self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
+            self.record(eng, cr.rule.action, seg, at, line, truncated);
         }
     }
 
@@ -551,6 +627,12 @@ impl State {
                         self.terminal = Some(Terminal { kind, evidence });
                     }
                     if !ignored {
+                        // A traceback that ends in a memory exception class with no message
+                        // (`torch.cuda.OutOfMemoryError`, `MemoryError`): the class decides.
+                        // Known here, where it costs no needle.
+                        if let Some(slot) = terminal::memory_class_slot(rest) {
+                            self.record(eng, Action::Hit(slot), l, at, line, false);
+                        }
                         self.record(eng, Action::Hit(Slot::ErrorWeak), l, at, line, false);
                     }
                 } else {
@@ -726,5 +808,20 @@ impl Core {
         self.carry
             .extend_from_slice(&bytes[bytes.len() - keep_from_bytes..]);
         self.overflowed = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_compiles() {
+        // Regexes compile lazily; a bad pattern must still fail a test, not a user's run.
+        for cr in &engine().rules {
+            cr.re();
+            cr.anchored();
+            cr.unless_matches(b"");
+        }
     }
 }

@@ -21,6 +21,7 @@
 
 use super::Evidence;
 use super::position;
+use super::rules::Slot;
 use super::scan::Engine;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,10 +88,24 @@ pub(crate) fn is_ray_task_error(rest: &[u8]) -> bool {
     name.starts_with(b"RayTaskError(") || position::contains(name, b".RayTaskError(")
 }
 
+/// The slot of an exception whose class alone is a memory failure: torch's
+/// `OutOfMemoryError` (any module but Ray's, whose own `OutOfMemoryError` is its memory
+/// monitor's, read from its message) and Python's `MemoryError`.
+pub(crate) fn memory_class_slot(rest: &[u8]) -> Option<Slot> {
+    let n = position::exception_name_len(rest)?;
+    let name = &rest[..n];
+    let last = name.rsplit(|&c| c == b'.').next().unwrap_or(name);
+    match last {
+        b"OutOfMemoryError" if !name.starts_with(b"ray.") => Some(Slot::GpuOomWeak),
+        b"MemoryError" => Some(Slot::HostOom),
+        _ => None,
+    }
+}
+
 /// Classify an exception line: `l` is the whole line, `rest` the part after the
 /// traceback's prefix (starting at the exception name).
 pub(crate) fn kind_of(eng: &Engine, l: &[u8], rest: &[u8]) -> ExcKind {
-    if eng.matches_any(l, eng.memory_rules) {
+    if eng.matches_any(l, eng.memory_rules) || memory_class_slot(rest).is_some() {
         return ExcKind::Memory;
     }
     let n = position::exception_name_len(rest).unwrap_or(0);

@@ -95,8 +95,10 @@ pub(crate) const EXPECTED: &[(&str, FailureClass, u64, &str)] = &[
     (
         "vllm-v0-no-cache-blocks.log",
         KvCache,
-        7,
-        "No available memory for the cache blocks",
+        // The engine's own report of zero blocks comes first (issue 20: it decides even when
+        // the engine dies before raising).
+        6,
+        "# GPU blocks: 0, # CPU blocks: 2048",
     ),
     (
         "vllm-v0-max-seq-len-llamafactory.log",
@@ -244,7 +246,13 @@ pub(crate) const EXPECTED: &[(&str, FailureClass, u64, &str)] = &[
     ("vllm-recompute-preemption-warning.log", None, 0, ""),
     ("sglang-recovered-warnings.log", None, 0, ""),
     ("slurm-exceeded-step-memory-at-some-point.log", None, 0, ""),
-    ("bash-killed-only.log", None, 0, ""),
+    // The job-control line of the batch script names a SIGKILL (weak host OOM, issue 20).
+    (
+        "bash-killed-only.log",
+        HostOom,
+        4,
+        "slurm_script: line 31: 771342 Killed",
+    ),
 ];
 
 pub(crate) fn check(

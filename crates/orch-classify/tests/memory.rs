@@ -6,9 +6,12 @@ use std::path::Path;
 use orch_classify::{FailureClass, MemoryFacts, Stage, Step, classify_path};
 
 fn facts(name: &str) -> (FailureClass, MemoryFacts) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
+    facts_in("tests/fixtures", name)
+}
+
+/// The class and numbers of a log under `dir` (relative to the crate).
+fn facts_in(dir: &str, name: &str) -> (FailureClass, MemoryFacts) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir).join(name);
     let v = classify_path(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
     (v.class, v.memory.unwrap_or_default())
 }
@@ -94,4 +97,60 @@ fn failures_that_are_not_about_memory_carry_no_numbers() {
             .join(name);
         assert_eq!(classify_path(&path).unwrap().memory, None, "{name}");
     }
+}
+
+/// The numbers read from real logs of the corpus (`tests/corpus/`, sources in its
+/// `sources.tsv`), in the decorations the frameworks print them with.
+fn corpus_facts(name: &str) -> (FailureClass, MemoryFacts) {
+    facts_in("tests/corpus", name)
+}
+
+#[test]
+fn real_logs_carry_their_numbers() {
+    // pytest's FAILED summary: request, capacity, free, and nine processes (eight others).
+    let (class, f) = corpus_facts("pytest-failed-summary-torch-oom.log");
+    assert_eq!(class, FailureClass::GpuOom);
+    assert_eq!(gib(f.tried_to_allocate_gib), 0.02);
+    assert_eq!(gib(f.capacity_gib), 23.69);
+    assert_eq!(gib(f.free_gib), 0.02);
+    assert_eq!(f.other_processes.len(), 8, "{f:?}");
+
+    // The old format on a 6 GiB card, no exception name at all.
+    let (class, f) = corpus_facts("torch-bare-oom-message-6gib.log");
+    assert_eq!(class, FailureClass::GpuOom);
+    assert_eq!(gib(f.tried_to_allocate_gib), 2.26);
+    assert_eq!(gib(f.capacity_gib), 6.0);
+    assert_eq!(gib(f.free_gib), 3.03);
+
+    // ComfyUI's banner before a HIP OOM.
+    let (_, f) = corpus_facts("comfy-hip-oom-exception-during-processing.log");
+    assert_eq!(gib(f.tried_to_allocate_gib), 35.31);
+    assert_eq!(gib(f.capacity_gib), 19.94);
+
+    // vLLM's V0 KV shortfall as the engine logged it, without an exception name.
+    let (class, f) = corpus_facts("vllm-v0-max-seq-len-no-prefix.log");
+    assert_eq!(class, FailureClass::KvCache);
+    assert_eq!(
+        (f.max_seq_len, f.kv_cache_tokens),
+        (Some(29_000), Some(23_648))
+    );
+
+    // vLLM V1 behind an EngineCore prefix: need, available, and the length that fits.
+    let (class, f) = corpus_facts("vllm-v1-enginecore-kv-cache-pp.log");
+    assert_eq!(class, FailureClass::KvCache);
+    assert_eq!(gib(f.kv_cache_needed_gib), 24.0);
+    assert_eq!(gib(f.kv_cache_available_gib), 3.18);
+    assert_eq!(f.estimated_max_model_len, Some(34_736));
+
+    // vLLM's start-up check behind CI timestamps and an ERROR header.
+    let (class, f) = corpus_facts("vllm-startup-free-memory-caret-ansi.log");
+    assert_eq!(class, FailureClass::GpuOom);
+    assert_eq!(gib(f.free_gib), 1.53);
+    assert_eq!(gib(f.capacity_gib), 22.05);
+    assert_eq!(f.desired_utilization, Some(0.9));
+
+    // A vLLM worker's torch OOM naming the process that holds the card.
+    let (_, f) = corpus_facts("vllm-worker-torch-oom-error-header.log");
+    assert_eq!(gib(f.tried_to_allocate_gib), 1.74);
+    assert_eq!(f.device, Some(1));
 }

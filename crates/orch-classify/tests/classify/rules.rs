@@ -107,11 +107,22 @@ fn weak_sigkill_is_host_oom_only_without_device_oom() {
     assert_eq!(class_of(&lines(&[SIGKILL, OOM])), GpuOom);
     // A confirmed host OOM line is preferred as evidence over an earlier bare SIGKILL.
     assert_eq!(line_of(&lines(&[SIGKILL, HOST])), 2);
-    // A bare bash `Killed` is nothing.
+    // The launcher shell's job-control line names a SIGKILL (issue 20: rl-swarm's
+    // `run_rl_swarm.sh: line 649:  9746 Killed  python -m ...` is the host OOM killer) ...
+    let job_control = "/var/spool/slurmd/job1/slurm_script: line 4: 77 Killed  python3 x.py";
+    assert_eq!(class_of(&lines(&[job_control, "Killed"])), HostOom);
     assert_eq!(
         class_of(&lines(&[
-            "/var/spool/slurmd/job1/slurm_script: line 4: 77 Killed  python3 x.py",
-            "Killed"
+            "./run_rl_swarm.sh: line 266: 33498 Killed: 9               python -m x"
+        ])),
+        HostOom
+    );
+    assert_eq!(class_of(&lines(&[job_control, OOM])), GpuOom);
+    // ... but a bare `Killed`, or the word in prose, is nothing.
+    assert_eq!(class_of(&lines(&["Killed"])), None);
+    assert_eq!(
+        class_of(&lines(&[
+            "INFO: worker 3 Killed by the scheduler at line 4: 77"
         ])),
         None
     );
@@ -220,14 +231,45 @@ fn torch_message_variants_are_gpu_oom() {
 }
 
 #[test]
-fn ray_wrapped_out_of_memory_needs_the_inner_message() {
+fn ray_wrapped_out_of_memory_names_a_device_oom() {
     let wrapper = "ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.actor_rollout_ref_update_actor() (pid=118848, ip=10.130.71.7)";
+    // verl's and EasyR1's usual shape: torch's own message is in a worker's log, or cut off.
     assert_eq!(
         class_of(&lines(&[wrapper])),
-        None,
-        "the wrapper alone says nothing"
+        GpuOom,
+        "the wrapper names its cause"
     );
+    // torch's message, when present, is the evidence (it carries the numbers).
     assert_eq!(class_of(&lines(&[wrapper, OOM])), GpuOom);
+    assert_eq!(line_of(&lines(&[wrapper, OOM])), 2);
+    // torch's class alone, its message cut off.
+    // A traceback that ends in torch's class alone; Python's MemoryError likewise (host).
+    let tb = |exc: &str| {
+        lines(&[
+            "Traceback (most recent call last):",
+            "  File \"train.py\", line 377, in train_exp",
+            "    self.loss.backward()",
+            exc,
+        ])
+    };
+    assert_eq!(class_of(&tb("torch.cuda.OutOfMemoryError")), GpuOom);
+    assert_eq!(class_of(&tb("MemoryError: bad allocation")), HostOom);
+    assert_eq!(
+        class_of(&tb(
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory."
+        )),
+        HostOom
+    );
+    // Mentions of the class are not reports.
+    for l in [
+        "[verl] tip: to avoid torch.cuda.OutOfMemoryError, lower ppo_micro_batch_size_per_gpu",
+        "notes: 'ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict'",
+        "WARNING 03-14 14:33:45 [worker.py:12] RayTaskError(OutOfMemoryError) caught; retrying",
+        "ValueError: retry_on must be one of OutOfMemoryError, TimeoutError",
+        "java.lang.OutOfMemoryError: Java heap space",
+    ] {
+        assert_ne!(class_of(&lines(&[l])), GpuOom, "{l}");
+    }
     assert_eq!(
         class_of(&lines(&[
             wrapper,
@@ -251,7 +293,10 @@ fn traps_do_not_classify() {
         // recovered warnings
         "WARNING 05-09 00:49:33 scheduler.py:1057 Sequence group 0 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space.",
         "[2026-09-13 16:06:07] KV cache pool is full. Retract requests. #retracted_reqs: 1",
-        "[2025-07-02 07:41:59 DP0 TP0] max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.",
+        // A positive profiled value is SGLang capping the pool: a warning (the negative one is
+        // an empty KV budget, issue 20, asserted below).
+        "[2025-07-02 07:41:59 DP0 TP0] max_total_tokens=131072 is larger than the profiled value 561981. Use the profiled value instead.",
+        "INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 1478, # CPU blocks: 2048",
         "(WorkerDict pid=1) Setting the sleep level to 1 may cause a memory overflow.",
         // Ray's generic list of possible causes
         "Some common causes include: (1) the process was killed by the OOM killer due to high memory usage, (2) ray stop --force was called",
@@ -269,6 +314,16 @@ fn traps_do_not_classify() {
         assert_eq!(v.class, None, "trap classified: {t:?} -> {v:?}");
     }
     // ...while the un-trapped forms of the same signatures do classify.
+    assert_eq!(
+        class_of(
+            "[2025-07-02 07:41:59 DP0 TP0] max_total_tokens=131072 is larger than the profiled value -561981. Use the profiled value instead.\n"
+        ),
+        KvCache
+    );
+    assert_eq!(
+        class_of("INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 0, # CPU blocks: 256\n"),
+        KvCache
+    );
     assert_eq!(
         class_of("srun: error: udc-ba26-19: task 0: Out Of Memory\n"),
         HostOom
@@ -403,4 +458,99 @@ fn grep_patterns_are_posix_ere_and_cover_every_class() {
         );
     }
     assert!(!pats.iter().any(|(pc, _)| *pc == None));
+}
+
+#[test]
+fn issue20_real_log_shapes_classify() {
+    // One line each, in the form the frameworks print them (sources: tests/corpus/).
+    let cases = [
+        (
+            "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+            KvCache,
+        ),
+        (
+            "RuntimeError: alloc_req_slots runs out of memory. Please set a smaller number for `--max-running-requests`.",
+            KvCache,
+        ),
+        (
+            "INFO 06-12 08:12:23 gpu_executor.py:45] # cuda blocks: 0, # CPU blocks: 1024",
+            KvCache,
+        ),
+        ("OSError: [Errno 12] Cannot allocate memory", HostOom),
+        (
+            "RuntimeError: [enforce fail at ..\\c10\\core\\CPUAllocator.cpp:75] data. DefaultCPUAllocator: not enough memory: you tried to allocate 17376997200 bytes. Buy new RAM!",
+            HostOom,
+        ),
+        (
+            "29.475s: flux-shell[0]: ERROR: oom: Memory cgroup out of memory: killed 1 task on picl7.",
+            HostOom,
+        ),
+        (
+            "RuntimeError: DataLoader worker (pid 1817) is killed by signal: Killed.",
+            HostOom,
+        ),
+        (
+            "[2023-07-04 17:31:27,755] [ERROR] [launch.py:321:sigkill_handler] ['python', 'x.py'] exits with return code = -9",
+            HostOom,
+        ),
+        (
+            "THCudaCheck FAIL file=/pytorch/THC/generic/THCStorage.c line=82 error=2 : out of memory",
+            GpuOom,
+        ),
+        (
+            "(SGLangHttpServer pid=250977) [torch_memory_saver.cpp] CUresult error: 2 (out of memory)  file=csrc/utils.h func=cu_mem_create line=194",
+            GpuOom,
+        ),
+        (
+            "SUBPROCESS: RuntimeError: CUDA error: out of memory",
+            GpuOom,
+        ),
+        (
+            "!!! Exception during processing !!! HIP out of memory. Tried to allocate 35.31 GiB. GPU 0 has a total capacity of 19.94 GiB of which 13.47 GiB is free.",
+            GpuOom,
+        ),
+        (
+            "OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB of which 1.06 GiB is free.')",
+            GpuOom,
+        ),
+        ("salloc: error: Node failure on worker-1", NodeFail),
+        ("srun: error: Node failure on jean-zay-iam49", NodeFail),
+        // (A C++ server's `CUDA Error: misaligned address (716) ...` is known by the
+        // `terminate called after throwing` it prints next: needles are at most 64.)
+        (
+            "RuntimeError: CUDA error: unspecified launch failure",
+            Error,
+        ),
+        (
+            "RuntimeError: p.block != nullptr && p.block->ptr != nullptrINTERNAL ASSERT FAILED at \"../c10/cuda/CUDACachingAllocator.cpp\":991, please report a bug to PyTorch.",
+            Error,
+        ),
+        (
+            "terminate called after throwing an instance of 'c10::Error'",
+            Error,
+        ),
+        // (Device asserts are known by the `RuntimeError: CUDA error: device-side assert
+        // triggered` that follows them.)
+        (
+            "RuntimeError: CUDA error: device-side assert triggered",
+            Error,
+        ),
+        (
+            "(EngineCore pid=1) ERROR 07-15 21:01:01 [core.py:1240] RuntimeError: Worker failed with error 'CUDA error: an illegal memory access was encountered",
+            Error,
+        ),
+    ];
+    for (l, want) in cases {
+        assert_eq!(class_of(&format!("{l}\n")), want, "{l}");
+    }
+    // The same words where they are not a report.
+    for l in [
+        "RuntimeError: unknown retry trigger 'CUDA error: misaligned address'",
+        "notes: 'salloc: error: Node failure on worker-1'",
+        "[2025-07-02 07:41:59 DP0 TP0] max_total_tokens=131072 is larger than the profiled value 561981. Use the profiled value instead.",
+        "hint: OSError: [Errno 12] Cannot allocate memory means /dev/shm is too small",
+        "    except MemoryError:",
+    ] {
+        assert_eq!(class_of(&format!("{l}\n")), None, "{l}");
+    }
 }

@@ -222,6 +222,15 @@ impl RunDriver {
         }
     }
 
+    /// Read the live job's logs to their end (the job has ended: its verdict must cover all).
+    pub async fn drain_logs(&mut self) {
+        if let Phase::Live(live) = &mut self.phase
+            && let Some(line) = live.drain_logs().await
+        {
+            self.last_line = line;
+        }
+    }
+
     /// The GPU indices the latest attempt was given, if orch gave it any.
     pub fn attempt_devices(&self) -> Option<Vec<u32>> {
         self.journal.cached().attempts.last()?.devices.clone()

@@ -265,12 +265,25 @@ impl Live {
         }
     }
 
-    /// Feed what the logs gained since the last read to their classifiers; returns the last
-    /// complete line read, if any.
+    /// Feed what the logs gained since the last read to their classifiers (at most one tail
+    /// chunk each, so one huge burst cannot stall a tick); returns the last complete line
+    /// read, if any.
     pub async fn read_logs(&mut self) -> Option<String> {
+        self.read(false).await
+    }
+
+    /// Read every log to its current end, one tail chunk at a time, however much is unread
+    /// (a job that wrote a burst just before it ended, or one `orch resume` picked up after it
+    /// ended): the verdict then covers the whole log, its last terminal error included, as
+    /// `orch classify` reads it. Memory stays bounded by one chunk and the scanner's state.
+    pub async fn drain_logs(&mut self) -> Option<String> {
+        self.read(true).await
+    }
+
+    async fn read(&mut self, to_end: bool) -> Option<String> {
         let mut last = None;
         for log in &mut self.logs {
-            if let Ok(bytes) = log.tail.read_new_any().await
+            while let Ok(bytes) = log.tail.read_new_any().await
                 && !bytes.is_empty()
             {
                 self.last_growth = Instant::now();
@@ -278,6 +291,9 @@ impl Live {
                 log.end.feed(&bytes);
                 if let Some(line) = last_line(&bytes) {
                     last = Some(line);
+                }
+                if !to_end {
+                    break;
                 }
             }
         }

@@ -30,6 +30,9 @@ enum Act {
     Hang,
     /// Never starts: submitting it fails as a full disk makes orch's own writes fail.
     NoRoom,
+    /// Ends so at the first poll, having written this much progress noise (bytes) to stderr,
+    /// then this.
+    EndAfterNoise(JobEnd, usize, &'static str),
 }
 
 fn oom() -> Act {
@@ -92,7 +95,9 @@ impl Fake {
             .map(|(id, job)| {
                 let state = match (&job.act, job.cancelled) {
                     (_, true) => JobState::Finished(JobEnd::Cancelled),
-                    (Act::End(end, _), false) => JobState::Finished(end.clone()),
+                    (Act::End(end, _) | Act::EndAfterNoise(end, ..), false) => {
+                        JobState::Finished(end.clone())
+                    }
                     (Act::Hang | Act::NoRoom, false) => JobState::Running,
                 };
                 (id, state)
@@ -137,14 +142,21 @@ impl Scheduler for Fake {
         let act = self.script.lock().unwrap().pop_front();
         let act = act.or_else(|| self.then.clone()).unwrap_or_else(ok);
         let text = match &act {
-            Act::End(_, text) => *text,
-            Act::Hang => "",
+            Act::End(_, text) => text.to_string(),
+            Act::Hang => String::new(),
             Act::NoRoom => {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::StorageFull,
                     format!("cannot write {}", spec.stdout.display()),
                 )
                 .into());
+            }
+            Act::EndAfterNoise(_, noise, text) => {
+                let line =
+                    "Training Progress:  41%|####      | 412/1000 [1:02:11<1:29:12,  9.10s/it]\n";
+                let mut s = line.repeat(noise / line.len() + 1);
+                s.push_str(text);
+                s
             }
         };
         std::fs::write(&spec.stderr, text)?;
@@ -333,6 +345,21 @@ async fn a_failure_takes_a_ladder_step_and_resubmits() {
     assert_eq!(&record.attempts[1].step, step);
     assert!(!record.attempts[1].why.is_empty());
     assert_eq!(world.fake.submitted(), ["a1", "a2"]);
+}
+
+#[tokio::test]
+async fn the_oom_at_the_end_of_a_log_larger_than_a_read_decides() {
+    // 40 MiB of progress, then the OOM: more than two 16 MiB tail reads are left when the job
+    // ends (a burst just before the end); the outcome must be what `orch classify` says.
+    let noise = 40 << 20;
+    let big = Act::EndAfterNoise(JobEnd::Failed { exit_code: Some(1) }, noise, OOM);
+    let world = World::new(Fake::new([big, ok()]));
+    let record = world.drive(world.submit(5)).await;
+    let first = &record.attempts[0];
+    assert_eq!(first.outcome, Some(Outcome::Failed(FailureClass::GpuOom)));
+    let evidence = first.evidence.as_ref().expect("evidence");
+    assert_eq!(evidence.file, "stderr.log");
+    assert!(evidence.line > 500_000, "{evidence:?}");
 }
 
 #[tokio::test]

@@ -465,7 +465,8 @@ impl RunDriver {
 
     /// Live → Finished: decide the outcome from the job's end and its logs, and record it.
     pub(crate) async fn finish(&mut self, end: JobEnd) -> anyhow::Result<()> {
-        self.read_logs().await;
+        // All of what the logs hold, not one tick's read: the end of a large log decides.
+        self.drain_logs().await;
         if let (JobEnd::Lost, Phase::Live(live)) = (&end, &self.phase)
             && crate::atomic::is_full(&live.job.dir)
         {
