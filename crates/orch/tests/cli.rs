@@ -682,3 +682,25 @@ fn two_nodes_render_srun_with_a_rendezvous_and_a_ray_cluster() {
         assert!(script.contains(needle), "{needle}:\n{script}");
     }
 }
+
+#[test]
+fn an_experiments_own_allocation_replaces_the_one_orch_derives() {
+    let orch = Orch::new();
+    orch.expect(
+        &[
+            "render",
+            "gsm8k-areal",
+            "--set",
+            "+allocation_mode=sglang:d1p1t1+fsdp:d1p1t1",
+            "--out",
+            "a",
+        ],
+        0,
+    );
+    let script = std::fs::read_to_string(orch.path().join("a/run_areal.sh")).unwrap();
+    assert_eq!(script.matches("allocation_mode=").count(), 1, "{script}");
+    assert!(
+        script.contains("    +allocation_mode=sglang:d1p1t1+fsdp:d1p1t1 \\\n"),
+        "{script}"
+    );
+}

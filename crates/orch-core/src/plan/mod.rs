@@ -122,13 +122,20 @@ impl Plan {
             out.insert(k.clone(), Value::from(self.resources.nodes));
         }
         for (k, pattern) in &setup.template.spec.resource_keys {
-            out.entry(k.clone()).or_insert_with(|| {
+            // The experiment's own value wins, however it is prefixed (`+key`, `++key`):
+            // Hydra refuses a key given twice.
+            let name = k.trim_start_matches('+');
+            if out.keys().any(|o| o.trim_start_matches('+') == name) {
+                continue;
+            }
+            out.insert(
+                k.clone(),
                 Value::from(
                     pattern
                         .replace("{gpus}", &self.resources.gpus.to_string())
                         .replace("{nodes}", &self.resources.nodes.to_string()),
-                )
-            });
+                ),
+            );
         }
         out
     }
