@@ -2,8 +2,9 @@
 # Install the real trainers' config code for the test suite (crates/orch/tests/trainer_configs.rs):
 # verl 0.9.1 + genrl 0.1.11 in one virtual environment, AReaL 1.0.4 in another (it pins its own
 # pre-release Hydra), each from its pinned requirements file in tools/trainer-configs/, with
-# `--no-deps` so no GPU package (torch, vLLM, SGLang, Ray) is installed; the modules their config
-# code imports but never uses are answered by tools/trainer-configs/stubs.py. Also installs
+# `--no-deps` so no GPU package (torch, vLLM, SGLang) is installed; the modules their config
+# code imports but never uses are answered by tools/trainer-configs/stubs.py. A third
+# environment holds Ray (CPU) for the two-node verl test in tests/slurm.rs. Also installs
 # shellcheck. Idempotent: an environment whose requirements file has not changed is kept.
 #
 #   scripts/trainer-configs-up.sh        (ORCH_TRAINER_VENVS=dir to put them elsewhere)
@@ -11,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root="${ORCH_TRAINER_VENVS:-$PWD/target/trainer-configs}"
 mkdir -p "$root"
-for name in verl areal; do
+for name in verl areal ray; do
     req="tools/trainer-configs/requirements-$name.txt"
     venv="$root/$name"
     if [ -f "$venv/requirements.txt" ] && cmp -s "$req" "$venv/requirements.txt"; then

@@ -646,3 +646,96 @@ fn a_two_node_torchrun_job_runs_one_rank_group_on_each_node() {
     assert_eq!(list[0]["gpus"], 4, "{run:?}");
     println!("{stdout}");
 }
+
+/// verl on two nodes of the `multi` partition, as its launch script runs it (verl's own
+/// examples/slurm/ray_on_slurm.slurm): a Ray head on the first node, a worker on the second,
+/// then the trainer on the head. verl itself needs GPUs, so a stand-in `verl.trainer.main_ppo`
+/// (written here, and saying what it is) does what verl's driver does first — `ray.init()`,
+/// joining the cluster — and reports the nodes and GPUs it sees. Ray is the real one (CPU,
+/// `scripts/trainer-configs-up.sh`). The node namespaces have no default route: Ray's probe of
+/// an outside address to learn its own fails at once, and nothing leaves the machine.
+#[test]
+fn verl_on_two_nodes_starts_a_ray_cluster_that_its_trainer_joins() {
+    let _shared = cluster::shared();
+    let ray_bin = crate::support::repo_root().join("target/trainer-configs/ray/bin");
+    assert!(
+        ray_bin.join("ray").exists(),
+        "{} is missing: run scripts/trainer-configs-up.sh (scripts/test.sh does)",
+        ray_bin.display()
+    );
+    let orch = Orch::new().prepend_path(&ray_bin);
+    let stand_in = orch.path().join("stand-in");
+    for (file, text) in [
+        ("verl/__init__.py", ""),
+        ("verl/trainer/__init__.py", ""),
+        (
+            "verl/trainer/main_ppo.py",
+            r#"# A stand-in for verl's trainer (orch's test suite; verl needs GPUs): joins the Ray cluster the
+# job script started, as verl's ray.init() does, and reports the nodes and GPUs it sees.
+import socket, sys
+import ray
+ray.init(logging_level="ERROR")
+nodes = sorted(n["NodeManagerHostname"] for n in ray.nodes() if n["Alive"])
+gpus = ray.cluster_resources().get("GPU", 0)
+print(f"[stand-in verl] driver on {socket.gethostname()}: Ray nodes {','.join(nodes)}, {gpus:g} GPUs", flush=True)
+print("[stand-in verl] " + " ".join(a for a in sys.argv[1:] if a.startswith("trainer.n")), flush=True)
+sys.exit(0 if len(nodes) == 2 else 1)
+"#,
+        ),
+    ] {
+        let path = stand_in.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let orch = orch.env("PYTHONPATH", stand_in.to_str().unwrap());
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds-seed0",
+            "--backend",
+            "slurm",
+            "--no-simulate",
+            "--preflight=off",
+            "--max-attempts",
+            "1",
+            "--poll-interval",
+            "1",
+            "--set",
+            "resources.partition=multi",
+            "--set",
+            "resources.gres_type=a100",
+            "--set",
+            "resources.nodes=2",
+            "--set",
+            "resources.gpus=1",
+            "--set",
+            "resources.cpus_per_task=2",
+            "--set",
+            "resources.mem_gb=16",
+            "--json",
+        ],
+        0,
+    );
+    let json = run.json();
+    let run_id = json["run"].as_str().unwrap();
+    let dir = orch
+        .path()
+        .join(".orch/runs")
+        .join(run_id)
+        .join("attempts/1");
+    let stdout = std::fs::read_to_string(dir.join("stdout.log")).unwrap();
+    println!(
+        "{}",
+        stdout
+            .lines()
+            .filter(|l| l.contains("stand-in"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    for line in [
+        "[stand-in verl] driver on orch-n1: Ray nodes orch-n1,orch-n2, 2 GPUs",
+        "[stand-in verl] trainer.n_gpus_per_node=1 trainer.nnodes=2",
+    ] {
+        assert!(stdout.contains(line), "{line} missing:\n{stdout}");
+    }
+}
