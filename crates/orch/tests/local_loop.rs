@@ -664,3 +664,32 @@ fn a_pyxis_container_needs_slurm_and_renders_srun_with_the_run_mounted() {
         "{run:?}"
     );
 }
+
+#[test]
+fn each_attempts_tracker_name_carries_the_attempt_and_one_wandb_run_spans_them() {
+    let orch = Orch::new();
+    let run = orch.submit_local("diamonds-seed0", &["--json"], 0);
+    let json = run.json();
+    assert!(attempts(&json).len() >= 2, "{run:?}");
+    let id = json["run"].as_str().unwrap();
+    let attempt = |n: u32, file: &str| {
+        std::fs::read_to_string(
+            orch.path()
+                .join(".orch/runs")
+                .join(id)
+                .join(format!("attempts/{n}/{file}")),
+        )
+        .unwrap()
+    };
+    for n in [1, 2] {
+        let script = attempt(n, "run_grpo.sh");
+        let name = format!("    trainer.experiment_name=diamonds-seed0-a{n} \\\n");
+        assert!(script.contains(&name), "{name}:\n{script}");
+        let job = attempt(n, "job.sbatch");
+        assert!(job.contains(&format!("ORCH_ATTEMPT={n}")), "{job}");
+        assert!(
+            job.contains("WANDB_RUN_ID=\"${WANDB_RUN_ID:-\"$ORCH_RUN_ID\"}\""),
+            "{job}"
+        );
+    }
+}

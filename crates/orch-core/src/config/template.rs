@@ -36,6 +36,10 @@ pub struct TemplateSpec {
     pub node_count_key: Option<String>,
     #[serde(default)]
     pub checkpoint_key: Option<String>,
+    /// Keys that name the run in the trainer's trackers (W&B, TensorBoard): when orch set one
+    /// from the experiment's name, each attempt's carries the attempt (`diamonds-seed0-a2`).
+    #[serde(default)]
+    pub attempt_name_keys: Vec<String>,
     /// Keys set to a directory under the run's checkpoint directory unless the experiment sets
     /// them (`key: subdirectory`): paths a trainer needs per run, such as AReaL's name-resolve
     /// records. The launch script creates them.

@@ -103,7 +103,8 @@ impl<'a> Context<'a> {
 
 /// The plan's effective overrides, plus the checkpoint directory under the template's
 /// checkpoint key, and its subdirectories under the template's `checkpoint_subdirs` keys,
-/// unless the plan sets those keys itself.
+/// unless the plan sets those keys itself; a tracker name orch set from the experiment's name
+/// carries the attempt (`attempt_name_keys`).
 fn trainer_overrides(
     setup: &Setup,
     plan: &Plan,
@@ -117,6 +118,13 @@ fn trainer_overrides(
             key.clone(),
             info.checkpoint_dir.display().to_string().into(),
         );
+    }
+    for key in &setup.template.spec.attempt_name_keys {
+        if let Some(v) = overrides.get_mut(key)
+            && v.as_str() == Some(setup.experiment.name.as_str())
+        {
+            *v = format!("{}-a{}", setup.experiment.name, info.attempt).into();
+        }
     }
     for (key, sub) in &setup.template.spec.checkpoint_subdirs {
         if !plan.overrides.contains_key(key) {
