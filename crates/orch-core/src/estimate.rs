@@ -8,7 +8,7 @@
 //! `architecture:`, a local model directory, the Hugging Face cache, or orch's model table.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use orch_memory::estimate::{
     ArealConfig, Estimate, Hardware, RlSwarmConfig, SimConfig, TorchrunConfig, Trainer, VerlConfig,
@@ -19,7 +19,6 @@ use orch_memory::shape::Arch;
 use orch_memory::{ArchError, ArchSource, Lookup, ModelTable};
 use serde::Serialize;
 
-use crate::config::Origin;
 use crate::config::ladder::Change;
 use crate::plan::{Plan, Setup, trainer_value};
 
@@ -335,10 +334,7 @@ fn sorted<T>(
 
 /// The directory the experiment's relative paths are taken from: its file's.
 fn experiment_dir(setup: &Setup) -> PathBuf {
-    match &setup.experiment.origin {
-        Origin::File(path) => path.parent().unwrap_or(Path::new(".")).to_path_buf(),
-        Origin::Builtin(_) => PathBuf::from("."),
-    }
+    setup.experiment_dir()
 }
 
 /// torchrun runs the user's own script: the shape is what its training config states, if

@@ -586,7 +586,10 @@ fn an_unknown_slurm_field_names_the_right_one_or_extra() {
         ),
     );
     let run = orch.expect(&["render", "diamonds-seed0", "--profile", "uni"], 2);
-    assert!(run.stderr.contains("one shell line per item"), "{run:?}");
+    assert!(
+        run.stderr.contains("one whole shell line per item"),
+        "{run:?}"
+    );
 }
 
 #[test]

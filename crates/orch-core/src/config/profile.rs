@@ -130,9 +130,11 @@ pub fn setup_problems(key: &str, lines: &[String]) -> Vec<String> {
     lines
         .iter()
         .enumerate()
-        .filter(|(_, l)| l.contains(['\n', '\r', '\0']))
+        .filter(|(_, l)| l.contains(['\n', '\r', '\0']) || l.trim_end().ends_with('\\'))
         .map(|(i, l)| {
-            format!("{key}[{i}] = {l:?}: one shell line per item (split it into several items)")
+            format!(
+                "{key}[{i}] = {l:?}: one whole shell line per item (no line breaks, no trailing `\\`: split it into several items)"
+            )
         })
         .collect()
 }

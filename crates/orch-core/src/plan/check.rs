@@ -87,6 +87,13 @@ impl Plan {
         if r.nodes == 0 {
             problems.push("resources.nodes must be at least 1".into());
         }
+        if let Some(c) = setup.container() {
+            for name in c.env.keys().filter(|n| !is_env_name(n)) {
+                problems.push(format!(
+                    "container.env {name:?}: not a valid environment variable name"
+                ));
+            }
+        }
         if r.nodes > 1 && setup.container().is_some() {
             problems.push(format!(
                 "resources.nodes = {}: a container runs the launch script on the first node, and the srun it starts for the other nodes would run outside it; use one node, or load the environment with `setup:` lines instead",

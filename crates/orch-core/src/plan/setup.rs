@@ -126,11 +126,31 @@ impl Setup {
                 serde_yaml::to_value(arch).unwrap_or(Value::Null),
             ),
             orch_memory::ArchSpec::Path(path) => {
+                // As orch reads it: relative to the experiment file (the trainer runs elsewhere);
+                // a `~` stays for the node to expand.
+                let path = if path.is_relative() && !path.starts_with("~") {
+                    std::path::absolute(self.experiment_dir().join(path))
+                        .unwrap_or_else(|_| self.experiment_dir().join(path))
+                } else {
+                    path.clone()
+                };
                 (keys.path.clone(), Value::from(path.display().to_string()))
             }
         };
         put(overrides, &key, value, source);
         Ok(())
+    }
+
+    /// The directory relative paths in the experiment are read from: its file's, or the
+    /// current directory for a built-in one.
+    pub fn experiment_dir(&self) -> std::path::PathBuf {
+        match &self.experiment.origin {
+            crate::config::Origin::File(path) => path
+                .parent()
+                .unwrap_or(std::path::Path::new("."))
+                .to_path_buf(),
+            crate::config::Origin::Builtin(_) => std::path::PathBuf::from("."),
+        }
     }
 
     /// The container the trainer runs in: the experiment's, else the profile's.

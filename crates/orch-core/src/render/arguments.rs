@@ -130,11 +130,12 @@ fn hydra_value(value: &Value) -> Result<String, String> {
     match value {
         Value::Null => Ok("null".into()),
         Value::Bool(b) => Ok(b.to_string()),
-        Value::Number(n) => {
-            let text = n.to_string();
-            // YAML's `.inf`/`.nan` print as `inf`/`NaN`; Hydra reads both spellings.
-            Ok(text)
-        }
+        Value::Number(n) => Ok(match n.as_f64() {
+            // YAML prints `.inf`/`.nan`, which Hydra would read as strings.
+            Some(f) if f.is_nan() => "nan".into(),
+            Some(f) if f.is_infinite() => if f > 0.0 { "inf" } else { "-inf" }.into(),
+            _ => n.to_string(),
+        }),
         Value::String(s) => Ok(hydra_string(s)),
         Value::Sequence(items) => {
             let parts: Result<Vec<_>, _> = items.iter().map(hydra_value).collect();
@@ -323,6 +324,14 @@ mod tests {
             hydra("n", "say \"hi\"\\".into()),
             "'n=\"say \\\"hi\\\"\\\\\"'"
         );
+    }
+
+    #[test]
+    fn infinities_and_nan_are_hydra_floats() {
+        for (yaml, want) in [(".inf", "k=inf"), ("-.inf", "k=-inf"), (".nan", "k=nan")] {
+            let v: Value = serde_yaml::from_str(yaml).unwrap();
+            assert_eq!(hydra("k", v), want);
+        }
     }
 
     #[test]

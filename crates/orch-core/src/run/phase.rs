@@ -237,12 +237,18 @@ impl LogEnd {
 
     /// `(line number of the last line, the last lines joined with " ⏎ ")`, if any.
     pub fn summary(&self) -> Option<(u64, String)> {
-        (!self.lines.is_empty()).then(|| {
-            (
-                self.last,
-                self.lines.iter().cloned().collect::<Vec<_>>().join(" ⏎ "),
-            )
-        })
+        // A last line without its newline (a process killed mid-line) is often the one that
+        // explains the failure: it counts, as line `count + 1`.
+        let mut lines: Vec<String> = self.lines.iter().cloned().collect();
+        let mut last = self.last;
+        if let Some(partial) = Self::text(&self.partial) {
+            if lines.len() == Self::LINES {
+                lines.remove(0);
+            }
+            lines.push(partial);
+            last = self.count + 1;
+        }
+        (!lines.is_empty()).then(|| (last, lines.join(" ⏎ ")))
     }
 }
 
@@ -352,8 +358,14 @@ mod log_end_tests {
 
     #[test]
     fn a_progress_bar_shows_what_it_last_drew_and_a_partial_line_waits() {
-        assert_eq!(fed(&["10%\r50%\r99%\n", "half"]), Some((1, "99%".into())));
-        assert_eq!(fed(&["no newline yet"]), None);
+        assert_eq!(
+            fed(&["10%\r50%\r99%\n", "half"]),
+            Some((2, "99% ⏎ half".into()))
+        );
+        assert_eq!(
+            fed(&["killed mid-li", "ne"]),
+            Some((1, "killed mid-line".into()))
+        );
         assert_eq!(fed(&["\n\n"]), None);
     }
 }
