@@ -43,7 +43,7 @@ import importlib.util
 import io
 import json
 import os
-import shlex
+import subprocess
 import sys
 import traceback
 
@@ -232,7 +232,11 @@ def areal_checker():
             quietly(validate_config_for_launcher, cfg)
         except Exception as e:
             raise Refused("launcher", f"{type(e).__name__}: {e}")
-        rejoined = shlex.split(" ".join(args))
+        # What the launcher's `subprocess.Popen(cmd, shell=True)` hands the trainer: the joined
+        # arguments read again by a real /bin/sh (expansions included, unlike shlex).
+        joined = subprocess.run(["/bin/sh", "-c", "printf '%s\\0' " + " ".join(args)],
+                                capture_output=True, check=True).stdout
+        rejoined = joined.decode().split("\0")[:-1]
         if rejoined != args:
             changed = [f"{a!r} → {b!r}" for a, b in zip(args, rejoined) if a != b] or [f"{len(args)} arguments became {len(rejoined)}"]
             raise Refused("launcher shell", f"the launcher's shell command changes the arguments: {changed[:3]}")

@@ -62,12 +62,12 @@ pub fn argument(syntax: OverrideSyntax, key: &str, value: &Value) -> Result<Stri
             crate::plan::trainer_value(value)
         ))),
         OverrideSyntax::Hydra | OverrideSyntax::HydraRejoined => {
-            if !hydra_key_ok(key) {
+            let rejoined = syntax == OverrideSyntax::HydraRejoined;
+            if !hydra_key_ok(key, rejoined) {
                 return Err(fail(
-                    "Hydra takes a key of letters, digits and `_-$.` with an optional `+`, `++` or `~` in front".into(),
+                    "Hydra takes a key of dotted parts, each a letter, `_` or `$` then letters, digits and `_-$` (or a number), with an optional `+`, `++` or `~` in front (and no `$` where AReaL's launcher shell would expand it)".into(),
                 ));
             }
-            let rejoined = syntax == OverrideSyntax::HydraRejoined;
             if let Value::String(s) = value
                 && let Some(rest) = home_relative(s).map_err(fail)?
             {
@@ -225,22 +225,34 @@ fn hydra_escape(s: &str, quote: char) -> String {
     out
 }
 
-/// `+`, `++` or `~`, then dotted words (`$` allowed, as Hydra's `KEY_SPECIAL`), an optional
-/// `@package`.
-fn hydra_key_ok(key: &str) -> bool {
+/// `+`, `++` or `~`, then dotted parts as Hydra's lexer takes them (`KEY_SPECIAL`: a letter,
+/// `_` or `$`, then letters, digits, `_`, `-`, `$`; or digits, a list index), and an optional
+/// `@package` of the same parts. AReaL's second shell would expand a `$`: not there.
+fn hydra_key_ok(key: &str, rejoined: bool) -> bool {
     let body = key
         .strip_prefix("++")
         .or_else(|| key.strip_prefix('+'))
         .or_else(|| key.strip_prefix('~'))
         .unwrap_or(key);
-    let path = body.split('@').next().unwrap_or(body);
-    !path.is_empty()
-        && path.split('.').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"_-$".contains(&b))
-        })
+    let part_ok = |part: &str| {
+        let mut bytes = part.bytes();
+        match bytes.next() {
+            None => false,
+            Some(b) if b.is_ascii_digit() => part.bytes().all(|b| b.is_ascii_digit()),
+            Some(b) if b.is_ascii_alphabetic() || b == b'_' || b == b'$' => {
+                bytes.all(|b| b.is_ascii_alphanumeric() || b"_-$".contains(&b))
+            }
+            Some(_) => false,
+        }
+    };
+    let path_ok = |path: &str| path.split('.').all(part_ok);
+    let (path, package) = match body.split_once('@') {
+        Some((p, pkg)) => (p, Some(pkg)),
+        None => (body, None),
+    };
+    path_ok(path)
+        && package.is_none_or(|p| p.is_empty() || path_ok(p))
+        && !(rejoined && key.contains('$'))
 }
 
 fn hydra_dict_key_ok(key: &str) -> bool {
@@ -356,13 +368,22 @@ mod tests {
 
     #[test]
     fn bad_keys_are_refused() {
-        for key in ["a b", "a=b", "", "a..b", "+"] {
+        for key in ["a b", "a=b", "", "a..b", "+", "a.-b", "a@p!q", "1a.b"] {
             assert!(
                 argument(OverrideSyntax::Hydra, key, &1.into()).is_err(),
                 "{key}"
             );
         }
-        for key in ["+a.b", "++a.b", "~a", "a.b-c", "a.$b", "a@pkg"] {
+        for key in [
+            "+a.b",
+            "++a.b",
+            "~a",
+            "a.b-c",
+            "a.$b",
+            "a@pkg",
+            "models.0.path",
+            "a@_global_",
+        ] {
             assert!(
                 argument(OverrideSyntax::Hydra, key, &1.into()).is_ok(),
                 "{key}"
@@ -381,6 +402,7 @@ mod tests {
             rejoined("~/models/q".into()).unwrap(),
             "k=\"$HOME\"/models/q"
         );
+        assert!(argument(OverrideSyntax::HydraRejoined, "a.$b", &1.into()).is_err());
         for bad in ["a b", "x$(reboot)", "a,b", "it's"] {
             let err = rejoined(bad.into()).unwrap_err();
             assert!(err.message.contains("through a shell"), "{bad}: {err}");
