@@ -199,6 +199,9 @@ pub enum Event {
         stdout: PathBuf,
         stderr: PathBuf,
     },
+    /// The attempt's job was first seen running (its queue wait is over): the start of what
+    /// it costs, kept for a watcher that picks the job up later.
+    Running { ts: String, attempt: u32 },
     /// The attempt's job ended and its outcome was decided.
     Finished {
         ts: String,

@@ -103,8 +103,12 @@ impl Ledger {
                     completed.push(member.run);
                 }
             }
-            std::fs::remove_file(path)
-                .with_context(|| format!("cannot remove {}", path.display()))?;
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e).with_context(|| format!("cannot remove {}", path.display()));
+                }
+                _ => {}
+            }
             Ok(completed)
         })
     }
@@ -138,11 +142,21 @@ impl Ledger {
                 continue;
             }
             let path = entry.path();
-            let Some(_lock) = lock(&path, false)? else {
-                continue;
+            // A submit that finished (or another resume) may remove the file at any moment
+            // between the listing and the lock: gone is done, not an error.
+            let _lock = match lock(&path, false) {
+                Ok(Some(lock)) => lock,
+                Ok(None) => continue,
+                Err(_) if !path.exists() => continue,
+                Err(e) => return Err(e),
             };
-            let text =
-                std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+            let text = match std::fs::read(&path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot read {}", path.display()));
+                }
+            };
             let members: Vec<Member> = serde_json::from_slice(&text)
                 .with_context(|| format!("cannot parse {}", path.display()))?;
             out.extend(each(&path, members)?);

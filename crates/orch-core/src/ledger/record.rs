@@ -55,6 +55,10 @@ impl AttemptRecord {
     /// submitted: an upper bound that may include a queue wait) to when it ended. None while it
     /// runs, or when the record does not say how many GPUs it held.
     pub fn gpu_hours(&self) -> Option<f64> {
+        if self.running_since.is_none() && self.outcome == Some(Outcome::Cancelled) {
+            // Cancelled before it was seen running: it held no GPU.
+            return self.gpus.map(|_| 0.0);
+        }
         let start = self.running_since.as_ref().or(self.submitted_at.as_ref())?;
         let seconds = seconds_between(start, self.finished_at.as_ref()?)?;
         Some(f64::from(self.gpus?) * seconds / 3600.0)
@@ -271,12 +275,17 @@ impl RunRecord {
                 running_since,
             } => {
                 let a = self.attempt_mut(attempt)?;
-                a.running_since = running_since;
+                if running_since.is_some() {
+                    a.running_since = running_since;
+                }
                 a.outcome = Some(outcome);
                 a.job_state = Some(job_state);
                 a.exit_code = exit_code;
                 a.evidence = evidence;
                 a.finished_at = Some(ts);
+            }
+            Event::Running { ts, attempt } => {
+                self.attempt_mut(attempt)?.running_since.get_or_insert(ts);
             }
             Event::Decided {
                 attempt, decision, ..
@@ -436,6 +445,33 @@ mod gpu_hours_tests {
         let h = r.gpu_hours().unwrap();
         assert_eq!((h.succeeded, h.failed, h.total()), (2.0, 2.0, 4.0));
         assert_eq!(h.describe(), "4.00 GPU-h (2.00 in failed attempts)");
+    }
+
+    #[test]
+    fn the_running_event_of_an_earlier_watcher_starts_the_clock_and_a_job_cancelled_in_the_queue_costs_nothing()
+     {
+        let mut r = RunRecord::created(&created()).unwrap();
+        // Seen running at 10:10 by one orch; the orch that saw it end knew nothing of that.
+        attempt(
+            &mut r,
+            1,
+            Some(2),
+            ("2026-01-01T10:00:00Z", None, "2026-01-01T11:10:00Z"),
+            "gpu_oom",
+        );
+        r.apply(event(serde_json::json!({
+            "event": "running", "ts": "2026-01-01T10:10:00Z", "attempt": 1,
+        })))
+        .unwrap();
+        assert_eq!(r.attempts[0].gpu_hours(), Some(2.0));
+        attempt(
+            &mut r,
+            2,
+            Some(8),
+            ("2026-01-01T12:00:00Z", None, "2026-01-01T15:00:00Z"),
+            "cancelled",
+        );
+        assert_eq!(r.attempts[1].gpu_hours(), Some(0.0));
     }
 
     #[test]

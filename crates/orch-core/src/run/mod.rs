@@ -168,7 +168,12 @@ impl RunDriver {
         driver.phase = match Phase::from_record(&record) {
             Resumed::Phase(Phase::Unsure) => driver.recover(backend, progress).await?,
             Resumed::Phase(phase) => phase,
-            Resumed::Watch(job) => Phase::Live(Live::new(job, backend)),
+            Resumed::Watch(job) => {
+                // Picked up while it runs: its cost started when an earlier orch saw it running.
+                let mut live = Live::new(job, backend);
+                live.running_since = record.attempts.last().and_then(|a| a.running_since.clone());
+                Phase::Live(live)
+            }
         };
         if matches!(driver.phase, Phase::Ended(_)) {
             driver.bar.finish_and_clear();

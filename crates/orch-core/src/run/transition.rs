@@ -398,7 +398,14 @@ impl RunDriver {
                 if live.queue != Queue::Running {
                     // The clock starts when the job starts, not while it queues.
                     live.last_growth = Instant::now();
-                    live.running_since.get_or_insert_with(now);
+                }
+                if live.running_since.is_none() {
+                    let ts = now();
+                    live.running_since = Some(ts.clone());
+                    self.journal.append(&Event::Running {
+                        ts,
+                        attempt: self.attempt,
+                    })?;
                 }
                 live.queue = Queue::Running;
                 let silent = live.last_growth.elapsed();
