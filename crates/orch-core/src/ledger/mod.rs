@@ -349,8 +349,12 @@ impl RunDir {
     /// `orch cancel`: record `cancel_requested` under the submit lock, unless the run already
     /// ended. Returns the record as it is then (with the job id of any attempt submitted
     /// before the request, which the caller stops) and whether the request was recorded.
+    ///
+    /// A driver stuck in a submission (sbatch retrying through a controller outage) holds the
+    /// lock for minutes: after a few seconds the request is recorded without it. The cancel
+    /// still wins: the driver checks the request once its job is live and cancels that job.
     pub fn request_cancel(&self) -> anyhow::Result<(RunRecord, bool)> {
-        let _submitting = self.submit_lock(std::time::Duration::from_secs(120))?;
+        let _submitting = self.submit_lock(std::time::Duration::from_secs(5)).ok();
         let record = self.record()?;
         if record.state != RunState::Running {
             return Ok((record, false));
