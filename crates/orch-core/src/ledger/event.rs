@@ -239,6 +239,21 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// Attempt `attempt` ended cancelled (by `orch cancel`, or before it was submitted).
+    pub fn cancelled(attempt: u32) -> Event {
+        Event::Finished {
+            ts: now(),
+            attempt,
+            outcome: crate::outcome::Outcome::Cancelled,
+            job_state: crate::backend::JobEnd::Cancelled,
+            exit_code: None,
+            evidence: None,
+            running_since: None,
+        }
+    }
+}
+
 /// Now, as RFC 3339 UTC to the millisecond (a timeline of jobs that share a machine's GPUs
 /// needs finer than seconds; records written before read the same).
 pub fn now() -> String {

@@ -201,15 +201,7 @@ impl RunDriver {
             .any(|a| a.attempt == n && a.outcome.is_none())
         {
             // Rendered, never submitted: its record says it was cancelled, not that it runs.
-            self.journal.append(&Event::Finished {
-                ts: now(),
-                attempt: n,
-                outcome: Outcome::Cancelled,
-                job_state: JobEnd::Cancelled,
-                exit_code: None,
-                evidence: None,
-                running_since: None,
-            })?;
+            self.journal.append(&Event::cancelled(n))?;
         }
         self.end(
             RunState::Cancelled,

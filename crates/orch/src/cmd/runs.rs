@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::cli::{CancelArgs, HistoryArgs, LogsArgs, StatusArgs};
-use orch_core::backend::{JobEnd, JobRef};
+use orch_core::backend::JobRef;
 use orch_core::error::{UsageError, code};
 use orch_core::ledger::{Event, Ledger, RunDir, RunState, RunSummary, now};
 use orch_core::outcome::Outcome;
@@ -540,15 +540,7 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
                         .await;
                 }
                 if let Some(a) = record.live_attempt() {
-                    run.append(&Event::Finished {
-                        ts: now(),
-                        attempt: a.attempt,
-                        outcome: Outcome::Cancelled,
-                        job_state: JobEnd::Cancelled,
-                        exit_code: None,
-                        evidence: None,
-                        running_since: None,
-                    })?;
+                    run.append(&Event::cancelled(a.attempt))?;
                 }
                 run.append(&Event::Ended {
                     ts: now(),
