@@ -75,6 +75,7 @@ impl Remote {
         if std::env::var_os("SSH_AUTH_SOCK").is_some_and(|s| s.is_empty()) {
             opts.agent = None;
         }
+        tracing::debug!(host, runs_dir, "connecting");
         let (t, o) = (target.clone(), opts.clone());
         let conn = tokio::task::spawn_blocking(move || Connection::connect(&t, &o))
             .await?
@@ -98,6 +99,7 @@ impl Remote {
             );
         }
         let root = out.stdout_text().trim().to_string();
+        tracing::debug!(host, root = %root, "connected; runs directory ready");
         let mut remote =
             Arc::try_unwrap(remote).map_err(|_| anyhow::anyhow!("remote still shared"))?;
         remote.root = root;
@@ -122,6 +124,7 @@ impl Remote {
         f: impl Fn(&Connection) -> Result<T, SshError> + Send + Sync + 'static,
     ) -> anyhow::Result<T> {
         let f = Arc::new(f);
+        let started = std::time::Instant::now();
         let outcome = retry(
             &RECONNECT,
             |_| {
@@ -135,6 +138,7 @@ impl Remote {
                 }
             },
             |e, wait| {
+                tracing::debug!(host = %self.name, what, "connection lost: {e}; reconnecting in {wait:?}");
                 self.opts.prompter.show(&format!(
                     "orch: {}: {e}; reconnecting in {:.1}s",
                     self.name,
@@ -143,6 +147,7 @@ impl Remote {
             },
         )
         .await;
+        tracing::trace!(host = %self.name, what, took = ?started.elapsed(), "ssh operation");
         match outcome {
             Ok(Ok(Ok(v))) => Ok(v),
             Ok(Ok(Err(e))) | Err(e) => {
@@ -162,6 +167,7 @@ impl Remote {
         tokio::task::spawn_blocking(move || {
             let mut guard = me.conn.lock().expect("connection lock");
             if guard.is_none() {
+                tracing::debug!(host = %me.name, "reconnecting");
                 *guard = Some(Connection::connect(&me.target, &me.opts)?);
             }
             let result = op(guard.as_ref().expect("connected"));

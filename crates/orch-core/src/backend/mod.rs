@@ -6,9 +6,9 @@
 //! against it, [`Backend`] (the enum of real backends) implements it, and the machine's unit
 //! tests drive it with a fake that starts no process.
 
-pub mod cloud;
 pub mod local;
 pub mod slurm;
+pub mod ssh;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -163,7 +163,7 @@ pub enum Backend {
     Local(local::Local),
     Slurm(slurm::Slurm),
     /// A machine reached over SSH, no scheduler.
-    Cloud(cloud::Cloud),
+    Ssh(ssh::SshMachine),
 }
 
 impl Backend {
@@ -171,7 +171,7 @@ impl Backend {
         match self {
             Backend::Local(_) => "local",
             Backend::Slurm(_) => "slurm",
-            Backend::Cloud(_) => "ssh",
+            Backend::Ssh(_) => "ssh",
         }
     }
 
@@ -180,26 +180,52 @@ impl Backend {
         match self {
             Backend::Local(b) => b.tick,
             Backend::Slurm(b) => b.tick,
-            Backend::Cloud(b) => b.tick,
+            Backend::Ssh(b) => b.tick,
         }
     }
 
     /// Start a job.
     pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
-        match self {
-            Backend::Local(b) => b.submit(spec).await,
-            Backend::Slurm(b) => b.submit(spec).await,
-            Backend::Cloud(b) => b.submit(spec).await,
+        use tracing::Instrument;
+        let span = tracing::debug_span!("submit", backend = self.name(), job = %spec.name);
+        let started = std::time::Instant::now();
+        let job = async {
+            match self {
+                Backend::Local(b) => b.submit(spec).await,
+                Backend::Slurm(b) => b.submit(spec).await,
+                Backend::Ssh(b) => b.submit(spec).await,
+            }
         }
+        .instrument(span)
+        .await;
+        match &job {
+            Ok(j) => {
+                tracing::debug!(backend = self.name(), job = %spec.name, id = %j.id, took = ?started.elapsed(), "job submitted")
+            }
+            Err(e) => {
+                tracing::debug!(backend = self.name(), job = %spec.name, took = ?started.elapsed(), "submission failed: {e:#}")
+            }
+        }
+        job
     }
 
     /// The state of every job in one query.
     pub async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        match self {
+        let started = std::time::Instant::now();
+        let states = match self {
             Backend::Local(b) => Ok(b.poll(jobs)),
             Backend::Slurm(b) => b.poll(jobs).await,
-            Backend::Cloud(b) => b.poll(jobs).await,
+            Backend::Ssh(b) => b.poll(jobs).await,
+        };
+        match &states {
+            Ok(s) => {
+                tracing::trace!(backend = self.name(), jobs = jobs.len(), answered = s.len(), took = ?started.elapsed(), "poll")
+            }
+            Err(e) => {
+                tracing::debug!(backend = self.name(), jobs = jobs.len(), took = ?started.elapsed(), "poll failed: {e:#}")
+            }
         }
+        states
     }
 
     /// Jobs known to have ended from their exit files alone (no scheduler call); see
@@ -207,7 +233,7 @@ impl Backend {
     pub async fn exited(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
         match self {
             Backend::Slurm(b) => b.exited(jobs).await,
-            Backend::Local(_) | Backend::Cloud(_) => Ok(HashMap::new()),
+            Backend::Local(_) | Backend::Ssh(_) => Ok(HashMap::new()),
         }
     }
 
@@ -223,13 +249,18 @@ impl Backend {
     /// attempt directory's pid file locally, by job name on Slurm.
     /// An error means orch cannot tell (and so must not submit the attempt again).
     pub async fn find(&self, dir: &std::path::Path, name: &str) -> anyhow::Result<Option<JobRef>> {
+        tracing::debug!(
+            backend = self.name(),
+            job = name,
+            "looking for a job already submitted"
+        );
         Ok(match self {
             Backend::Local(b) => b.find(dir),
             Backend::Slurm(b) => b.find_by_name(name).await?.map(|id| JobRef {
                 id,
                 dir: dir.to_path_buf(),
             }),
-            Backend::Cloud(b) => b.find(dir).await?,
+            Backend::Ssh(b) => b.find(dir).await?,
         })
     }
 
@@ -241,7 +272,7 @@ impl Backend {
                 b.host().expect("remote").clone(),
                 b.cluster_path(&local),
             ),
-            Backend::Cloud(b) => {
+            Backend::Ssh(b) => {
                 orch_ssh::tail::Source::Remote(b.remote.clone(), b.remote_dir(&local))
             }
             _ => orch_ssh::tail::Source::Local(local),
@@ -252,7 +283,7 @@ impl Backend {
     pub fn job_path(&self, local: &std::path::Path) -> PathBuf {
         match self {
             Backend::Slurm(b) => PathBuf::from(b.cluster_path(local)),
-            Backend::Cloud(b) => PathBuf::from(b.remote_dir(local)),
+            Backend::Ssh(b) => PathBuf::from(b.remote_dir(local)),
             Backend::Local(_) => local.to_path_buf(),
         }
     }
@@ -261,17 +292,18 @@ impl Backend {
     pub fn remote(&self) -> Option<&std::sync::Arc<orch_ssh::remote::Remote>> {
         match self {
             Backend::Slurm(b) => b.host(),
-            Backend::Cloud(b) => Some(&b.remote),
+            Backend::Ssh(b) => Some(&b.remote),
             Backend::Local(_) => None,
         }
     }
 
     /// Stop a job.
     pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
+        tracing::debug!(backend = self.name(), id = %job.id, "cancel");
         match self {
             Backend::Local(b) => b.cancel(job).await,
             Backend::Slurm(b) => b.cancel(job).await,
-            Backend::Cloud(b) => b.cancel(job).await,
+            Backend::Ssh(b) => b.cancel(job).await,
         }
     }
 }

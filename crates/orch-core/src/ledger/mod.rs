@@ -230,7 +230,15 @@ impl RunDir {
         }
         file.write_all(&line)
             .and_then(|()| file.sync_data())
-            .with_context(|| format!("cannot append to {}", path.display()))
+            .with_context(|| format!("cannot append to {}", path.display()))?;
+        // Every transition of the run machine appends its event first: at trace level this
+        // is the machine's whole walk, in the ledger's own words.
+        tracing::trace!(
+            run = %self.path.file_name().unwrap_or_default().to_string_lossy(),
+            "event {}",
+            String::from_utf8_lossy(line.trim_ascii_end())
+        );
+        Ok(())
     }
 
     /// Every event, in order. A torn last line (orch killed mid-write) is ignored.

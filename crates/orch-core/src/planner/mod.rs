@@ -134,6 +134,20 @@ pub struct Context<'a> {
 
 /// Choose what follows the last failure. `notes` collects the lessons and the moves passed over.
 pub fn next(cx: &Context<'_>, notes: &mut Vec<String>) -> Next {
+    let _span = tracing::debug_span!("planner", attempts = cx.failures.len()).entered();
+    let chosen = choose_next(cx, notes);
+    for note in notes.iter() {
+        tracing::debug!("{note}");
+    }
+    match &chosen {
+        Next::Move(m) => tracing::debug!(step = %m.label, "move: {}", m.why),
+        Next::Resume { reason, .. } => tracing::debug!("resume: {reason}"),
+        Next::GiveUp { reason } => tracing::debug!("give up: {reason}"),
+    }
+    chosen
+}
+
+fn choose_next(cx: &Context<'_>, notes: &mut Vec<String>) -> Next {
     let last = cx.failures.last().expect("next() answers a failure");
     let class = last.class;
     if matches!(
@@ -223,6 +237,12 @@ pub fn preflight(
     notes: &mut Vec<String>,
 ) -> Option<Move> {
     let as_written = estimator.estimate(setup, written);
+    tracing::debug!(
+        peak_gib = as_written.gpu_peak_gib(),
+        capacity_gib = setup.profile.gpu.memory_gib,
+        fits = as_written.estimate.failure.is_none(),
+        "preflight: the plan as written"
+    );
     let predicted = predicted_class(as_written.estimate.failure.as_ref()?);
     if let Some(note) = within_band(&as_written, setup.profile.gpu.memory_gib) {
         notes.push(format!("preflight: {note}"));

@@ -48,7 +48,7 @@ pub async fn inventory(machine: Machine<'_>) -> anyhow::Result<Option<Inventory>
 }
 
 fn inventory_here() -> anyhow::Result<Option<Inventory>> {
-    let Some(smi) = super::submit::find_on_path("nvidia-smi") else {
+    let Some(smi) = super::backend::find_on_path("nvidia-smi") else {
         return Ok(None);
     };
     let run = |query: &str| -> anyhow::Result<String> {

@@ -10,6 +10,7 @@ macro_rules! outln {
     }};
 }
 
+mod backend;
 mod catalog;
 mod classify;
 mod estimate;

@@ -318,7 +318,7 @@ pub async fn logs(ledger: &Ledger, args: LogsArgs) -> anyhow::Result<u8> {
         "stdout.log"
     });
     let mut tail = if record.host.is_some() {
-        let backend = super::submit::backend_for_record(&record, None, ledger).await?;
+        let backend = super::backend::backend_for_record(&record, None, ledger).await?;
         let job = orch_core::backend::JobRef {
             id: String::new(),
             dir: attempt.dir.clone(),
@@ -443,7 +443,7 @@ async fn stop_jobs_in_attempt_dirs(run: &RunDir) -> anyhow::Result<Vec<String>> 
                 cancelled.push(job.id);
             }
             // Not a local job: a Slurm job is found by its name, unique to the run and attempt.
-            None if super::submit::find_on_path("scancel").is_some() => {
+            None if super::backend::find_on_path("scancel").is_some() => {
                 let name = format!("orch-{}-a{n}", run.id);
                 let out = tokio::process::Command::new("scancel")
                     .args(["--name", &name])
@@ -485,7 +485,7 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
         return Ok(None);
     }
     let mut cancelled = None;
-    let backend = super::submit::backend_for_record(&record, Some(0.25), ledger).await?;
+    let backend = super::backend::backend_for_record(&record, Some(0.25), ledger).await?;
     // Follow-up jobs (--detach) first: cancelling the attempt would set them off.
     for id in &record.follow_ups {
         let _ = backend

@@ -1,4 +1,4 @@
-//! The cloud-machine backend (`--backend ssh --host X`): a GPU box or pod with no scheduler,
+//! The SSH-machine backend (`--backend ssh --host X`): a cloud GPU box or pod with no scheduler,
 //! where orch starts the job itself over SSH.
 //!
 //! The attempt directory is uploaded, then the job script is started detached from the SSH
@@ -20,7 +20,7 @@ use orch_ssh::shell_quote;
 
 /// Runs jobs as detached processes on a remote machine.
 #[derive(Debug)]
-pub struct Cloud {
+pub struct SshMachine {
     /// The machine, and the runs directory there.
     pub remote: Arc<Remote>,
     /// The local runs directory, mirrored under the remote one.
@@ -29,7 +29,7 @@ pub struct Cloud {
     pub tick: Duration,
 }
 
-impl Cloud {
+impl SshMachine {
     /// Where a local attempt directory lives on the remote machine.
     pub fn remote_dir(&self, local: &Path) -> String {
         self.remote.path_for(&self.local_root, local)
