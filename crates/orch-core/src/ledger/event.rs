@@ -12,6 +12,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::backend::JobEnd;
+pub use crate::outcome::EvidenceRecord;
 use crate::outcome::Outcome;
 use crate::plan::ChangeRecord;
 
@@ -99,41 +100,6 @@ macro_rules! serde_as_text {
 serde_as_text!(Decision);
 serde_as_text!(Outcome);
 serde_as_text!(JobEnd);
-
-/// The line that explained an attempt's outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EvidenceRecord {
-    /// The log file (or `scheduler`).
-    pub file: String,
-    /// 1-based line in `file`; 0 when the evidence is not a log line.
-    pub line: u64,
-    /// The line itself, or what the scheduler or watcher saw.
-    pub text: String,
-    /// The numbers a memory failure's line states (absent in records written before orch
-    /// read them, and for other failures).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<Box<orch_classify::MemoryFacts>>,
-}
-
-impl EvidenceRecord {
-    /// Evidence that is not a log line: what the scheduler, the watcher or the exit code said.
-    pub fn note(file: &str, text: impl Into<String>) -> Self {
-        EvidenceRecord {
-            file: file.into(),
-            line: 0,
-            text: text.into(),
-            memory: None,
-        }
-    }
-
-    /// The memory numbers in one line (see [`orch_classify::MemoryFacts::summary`]), if any.
-    pub fn memory_summary(&self) -> Option<String> {
-        self.memory
-            .as_ref()
-            .map(|m| m.summary())
-            .filter(|s| !s.is_empty())
-    }
-}
 
 /// One line of `events.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
