@@ -22,10 +22,10 @@ pub struct TemplateSpec {
     /// accepts; `prefix.*` admits anything under `prefix`.
     pub keys: String,
     /// How the trainer reads `key=value` arguments: `plain`, `hydra` or `hydra-rejoined`
-    /// ([`crate::render::OverrideSyntax`]); a launch script writes each override as
+    /// ([`OverrideSyntax`]; `render::arguments` writes it); a launch script writes each override as
     /// `{{ o.arg }}`, already in that grammar and quoted for the shell.
     #[serde(default)]
-    pub override_syntax: crate::render::OverrideSyntax,
+    pub override_syntax: OverrideSyntax,
     /// Keys orch sets from the resources unless the experiment sets them, as patterns over
     /// `{gpus}` (per node) and `{nodes}`: AReaL's `allocation_mode: sglang:d{gpus}p1t1+…`.
     #[serde(default)]
@@ -231,4 +231,17 @@ impl Template {
         }
         out
     }
+}
+
+/// How a template's trainer reads `key=value` arguments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OverrideSyntax {
+    /// `key=value`, the value taken as it is.
+    #[default]
+    Plain,
+    /// Hydra's override grammar.
+    Hydra,
+    /// Hydra's grammar, through a second shell pass (AReaL's launchers).
+    HydraRejoined,
 }

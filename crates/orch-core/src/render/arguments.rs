@@ -21,21 +21,8 @@
 //! it is written as `$HOME` for the job's shell to expand there, never expanded by orch on the
 //! login node. `~name/…` (another user's home) is refused: write that path in full.
 
-use serde::{Deserialize, Serialize};
+pub use crate::config::template::OverrideSyntax;
 use serde_yaml::Value;
-
-/// How a template's trainer reads `key=value` arguments.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OverrideSyntax {
-    /// `key=value`, the value taken as it is.
-    #[default]
-    Plain,
-    /// Hydra's override grammar.
-    Hydra,
-    /// Hydra's grammar, through a second shell pass (AReaL's launchers).
-    HydraRejoined,
-}
 
 /// Why an override cannot be written in its trainer's grammar.
 #[derive(Debug, Clone, PartialEq, Eq)]

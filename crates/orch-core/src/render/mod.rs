@@ -58,7 +58,7 @@ pub fn render(
     let mut paths = Vec::new();
     for (name, text) in outputs {
         let path = info.write_dir.join(&name);
-        crate::ledger::write_atomic(&path, text.as_bytes())?;
+        crate::atomic::write_atomic(&path, text.as_bytes())?;
         if name.ends_with(".sh") || name.ends_with(".sbatch") {
             set_executable(&path)?;
         }
