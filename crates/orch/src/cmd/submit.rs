@@ -10,6 +10,7 @@ use orch_core::config::experiment::Experiment;
 use orch_core::config::profile::ContainerRuntime;
 use orch_core::error::{UsageError, code};
 use orch_core::estimate::{EstimateError, Estimator};
+use orch_core::gpus::Inventory;
 use orch_core::ledger::{Event, FORMAT, Ledger, RunState, now};
 use orch_core::plan::{Plan, SetArg, Setup};
 use orch_core::progress::Progress;
@@ -32,113 +33,207 @@ pub async fn submit(
     quiet: bool,
 ) -> anyhow::Result<u8> {
     let progress = Progress::new(quiet, !args.watch.json);
-    let kind = choose_backend(&args)?;
-    let mut args = args;
-    let mut remote = None;
-    if let Some(host) = &args.host.host {
-        remote = Some(
-            Remote::connect(host, args.host.accept_new_host_key, &args.host.remote_dir).await?,
-        );
+    let (args, mut target) = SubmitPlan::resolve(catalog, args, &progress).await?;
+    let backend = make_backend(
+        target.kind,
+        target.remote.clone(),
+        args.watch.poll_interval,
+        ledger,
+    )?;
+    let simulate = decide_simulation(&args, target.kind, &progress);
+    let members = std::mem::take(&mut target.members);
+    let (drivers, detached) = create_runs(
+        ledger, &args, members, &target, &backend, simulate, &progress,
+    )?;
+    if !detached.is_empty() {
+        return watch_in_background(catalog, ledger, &args, &detached, &progress);
     }
-    // One GPU machine (here, or a cloud machine): its cards, and without --profile the
-    // profile and GPU count they imply.
-    let inventory = match (kind, &remote) {
-        (BackendKind::Local, _) => machine::inventory(Machine::Here).await,
-        (BackendKind::Ssh, Some(r)) => machine::inventory(Machine::Remote(r)).await,
-        _ => Ok(None),
+    let ours = drivers.iter().map(|d| d.run().id.clone()).collect();
+    let slots = machine::slots(
+        target.kind,
+        target.inventory.as_ref(),
+        args.watch.max_parallel,
+        ledger,
+        ours,
+        target.machine(),
+    );
+    let ctx = Ctx {
+        catalog,
+        backend: &backend,
+        progress: &progress,
+        hang_timeout: args.watch.hang_timeout.into(),
+        follow_up: (args.watch.detach && follow_ups(target.kind, &args))
+            .then(|| follow_up(catalog, ledger))
+            .transpose()?,
+        slots: Some(&slots),
     };
-    let at = match &remote {
-        Some(r) if kind == BackendKind::Ssh => Machine::Remote(r),
-        _ => Machine::Here,
-    };
-    // nvidia-smi that fails (a driver mismatch, a container) only matters when orch needs it
-    // to choose the profile; with --profile the jobs run without GPU slots.
-    let inventory = match inventory {
-        Err(e) if args.config.profile.is_some() => {
-            progress.say(format!(
-                "warning: {e:#}; jobs get no GPU slots of their own"
-            ));
-            None
+    finish(drivers, &ctx, args.watch.json, args.watch.detach).await
+}
+
+/// Everything a submission settles before it creates or submits anything: where its jobs run
+/// (the backend, the host), the machine's cards and the profile they imply, and every member
+/// resolved, checked and trial-rendered. An error here leaves nothing behind.
+struct SubmitPlan {
+    kind: BackendKind,
+    remote: Option<Arc<Remote>>,
+    /// The GPU machine's cards (local, or a machine over SSH), when it has `nvidia-smi`.
+    inventory: Option<Inventory>,
+    /// The profile those cards matched, when `--profile` did not name one.
+    detected: Option<String>,
+    members: Vec<(Setup, Plan, Option<Estimator>)>,
+}
+
+impl SubmitPlan {
+    /// Resolve the submission; the arguments come back with the detected profile filled in.
+    async fn resolve(
+        catalog: &Catalog,
+        mut args: SubmitArgs,
+        progress: &Progress,
+    ) -> anyhow::Result<(SubmitArgs, SubmitPlan)> {
+        let kind = choose_backend(&args)?;
+        let remote = match &args.host.host {
+            Some(host) => Some(
+                Remote::connect(host, args.host.accept_new_host_key, &args.host.remote_dir).await?,
+            ),
+            None => None,
+        };
+        let mut plan = SubmitPlan {
+            kind,
+            remote,
+            inventory: None,
+            detected: None,
+            members: Vec::new(),
+        };
+        plan.inventory = plan.read_inventory(&args, progress).await?;
+        if args.config.profile.is_none() {
+            match &plan.inventory {
+                Some(inv) => {
+                    let profile = machine::choose_profile(catalog, plan.machine(), inv)?;
+                    args.config.profile = Some(profile.clone());
+                    plan.detected = Some(profile);
+                }
+                None if kind == BackendKind::Ssh => {
+                    return Err(UsageError(format!(
+                        "{} has no nvidia-smi, so orch cannot tell its GPUs: pass --profile (see `orch profiles`)",
+                        args.host.host.as_deref().unwrap_or("the host")
+                    ))
+                    .into());
+                }
+                None => {}
+            }
         }
-        other => other?,
-    };
-    let mut detected = None;
-    if args.config.profile.is_none() {
-        match &inventory {
-            Some(inv) => {
-                let profile = machine::choose_profile(catalog, at, inv)?;
-                args.config.profile = Some(profile.clone());
-                detected = Some(profile);
-            }
-            None if kind == BackendKind::Ssh => {
-                return Err(UsageError(format!(
-                    "{} has no nvidia-smi, so orch cannot tell its GPUs: pass --profile (see `orch profiles`)",
-                    args.host.host.as_deref().unwrap_or("the host")
-                ))
-                .into());
-            }
-            None => {}
+        // A detected machine also sets the GPU count: no job asks for more cards than there are.
+        let gpu_cap = plan
+            .detected
+            .as_ref()
+            .and(plan.inventory.as_ref())
+            .map(machine::usable)
+            .filter(|usable| {
+                *usable > 0 && !args.config.sets.iter().any(|s| s.key == "resources.gpus")
+            });
+        plan.members = prepare(catalog, &args, gpu_cap)?;
+        plan.refuse_what_the_backend_cannot_run()?;
+        if let Some(inv) = plan
+            .inventory
+            .as_ref()
+            .filter(|_| kind != BackendKind::Slurm)
+        {
+            let say = |line: String| progress.say(line);
+            machine::announce(
+                inv,
+                plan.machine(),
+                plan.detected.as_deref(),
+                plan.members.iter().map(|(_, p, _)| p),
+                &say,
+            )?;
+        }
+        Ok((args, plan))
+    }
+
+    /// The machine whose GPUs the jobs use when there is one machine: a host over SSH, else here.
+    fn machine(&self) -> Machine<'_> {
+        match &self.remote {
+            Some(r) if self.kind == BackendKind::Ssh => Machine::Remote(r),
+            _ => Machine::Here,
         }
     }
-    // A detected machine also sets the GPU count: no job asks for more cards than there are.
-    let gpu_cap = detected
-        .as_ref()
-        .and(inventory.as_ref())
-        .map(machine::usable)
-        .filter(|usable| {
-            *usable > 0 && !args.config.sets.iter().any(|s| s.key == "resources.gpus")
-        });
-    let prepared = prepare(catalog, &args, gpu_cap)?;
-    // More than one node needs a scheduler that allocates them; the others run one machine.
-    if kind != BackendKind::Slurm
-        && let Some((setup, plan, _)) = prepared.iter().find(|(_, p, _)| p.resources.nodes > 1)
-    {
-        return Err(UsageError(format!(
-            "{}: resources.nodes = {} needs the Slurm backend; the {} backend runs on one machine",
-            setup.experiment.name,
-            plan.resources.nodes,
-            if kind == BackendKind::Ssh {
-                "ssh"
-            } else {
-                "local"
+
+    /// One GPU machine's cards (here, or a cloud machine). nvidia-smi that fails (a driver
+    /// mismatch, a container) only matters when orch needs it to choose the profile; with
+    /// --profile the jobs run without GPU slots.
+    async fn read_inventory(
+        &self,
+        args: &SubmitArgs,
+        progress: &Progress,
+    ) -> anyhow::Result<Option<Inventory>> {
+        let inventory = match (self.kind, &self.remote) {
+            (BackendKind::Local, _) => machine::inventory(Machine::Here).await,
+            (BackendKind::Ssh, Some(r)) => machine::inventory(Machine::Remote(r)).await,
+            _ => Ok(None),
+        };
+        match inventory {
+            Err(e) if args.config.profile.is_some() => {
+                progress.say(format!(
+                    "warning: {e:#}; jobs get no GPU slots of their own"
+                ));
+                Ok(None)
             }
-        ))
-        .into());
+            other => other,
+        }
     }
-    if kind != BackendKind::Slurm
-        && let Some((setup, _, _)) = prepared.iter().find(|(s, _, _)| {
+
+    /// More than one node needs a scheduler that allocates them, and so does a Pyxis
+    /// container; the other backends run one machine.
+    fn refuse_what_the_backend_cannot_run(&self) -> Result<(), UsageError> {
+        if self.kind == BackendKind::Slurm {
+            return Ok(());
+        }
+        let name = if self.kind == BackendKind::Ssh {
+            "ssh"
+        } else {
+            "local"
+        };
+        if let Some((setup, plan, _)) = self.members.iter().find(|(_, p, _)| p.resources.nodes > 1)
+        {
+            return Err(UsageError(format!(
+                "{}: resources.nodes = {} needs the Slurm backend; the {name} backend runs on one machine",
+                setup.experiment.name, plan.resources.nodes,
+            )));
+        }
+        if let Some((setup, _, _)) = self.members.iter().find(|(s, _, _)| {
             s.container()
                 .is_some_and(|c| c.runtime == ContainerRuntime::Pyxis)
-        })
-    {
-        return Err(UsageError(format!(
-            "{}: a Pyxis container (srun --container-image) needs the Slurm backend; use `runtime: apptainer` here",
-            setup.experiment.name
-        ))
-        .into());
+        }) {
+            return Err(UsageError(format!(
+                "{}: a Pyxis container (srun --container-image) needs the Slurm backend; use `runtime: apptainer` here",
+                setup.experiment.name
+            )));
+        }
+        Ok(())
     }
-    if let Some(inv) = inventory.as_ref().filter(|_| kind != BackendKind::Slurm) {
-        let say = |line: String| progress.say(line);
-        machine::announce(
-            inv,
-            at,
-            detected.as_deref(),
-            prepared.iter().map(|(_, plan, _)| plan),
-            &say,
-        )?;
-    }
-    let backend = make_backend(kind, remote.clone(), args.watch.poll_interval, ledger)?;
-    let simulate = decide_simulation(&args, kind, &progress);
+}
+
+/// Preflight every member, record them all, then create each run: the drivers to watch from
+/// here, and the ids of runs left to a background watcher (`--detach` off the login node).
+fn create_runs(
+    ledger: &Ledger,
+    args: &SubmitArgs,
+    members: Vec<(Setup, Plan, Option<Estimator>)>,
+    target: &SubmitPlan,
+    backend: &orch_core::backend::Backend,
+    simulate: bool,
+    progress: &Progress,
+) -> anyhow::Result<(Vec<RunDriver>, Vec<String>)> {
     let mut drivers = Vec::new();
     let mut detached = Vec::new();
     let mut planned = Vec::new();
-    for (setup, written, estimator) in prepared {
+    for (setup, written, estimator) in members {
         let preflight = preflight(
             &setup,
             &written,
             estimator.as_ref(),
             args.preflight,
-            &progress,
+            progress,
         );
         let plan = preflight
             .as_ref()
@@ -149,12 +244,12 @@ pub async fn submit(
             .unwrap_or(DEFAULT_MAX_ATTEMPTS)
             .max(1);
         let member = new_run(
-            &args,
+            args,
             &setup,
             (&written, &plan),
             &NewRun {
                 backend: backend.name(),
-                remote: remote.as_ref(),
+                remote: target.remote.as_ref(),
                 max_attempts,
                 simulate,
                 max_parallel: args.watch.max_parallel,
@@ -180,11 +275,11 @@ pub async fn submit(
         // Follow-up jobs need orch and the run directory on the cluster's file system, which
         // holds only on the login node itself; anywhere else — or when --max-parallel holds
         // runs back, which needs one watcher for all of them — a background watcher does it.
-        if args.watch.detach && !follow_ups(kind, &args) {
+        if args.watch.detach && !follow_ups(target.kind, args) {
             detached.push(run.id.clone());
             continue;
         }
-        let mut driver = RunDriver::new(setup, plan, run, max_attempts, &progress)?;
+        let mut driver = RunDriver::new(setup, plan, run, max_attempts, progress)?;
         if let Some(chosen) = preflight {
             driver = driver.preflighted(written, chosen);
         }
@@ -192,29 +287,7 @@ pub async fn submit(
         orch_core::ledger::crash_point("created");
     }
     pending.done()?;
-    if !detached.is_empty() {
-        return watch_in_background(catalog, ledger, &args, &detached, &progress);
-    }
-    let ours = drivers.iter().map(|d| d.run().id.clone()).collect();
-    let slots = machine::slots(
-        kind,
-        inventory.as_ref(),
-        args.watch.max_parallel,
-        ledger,
-        ours,
-        at,
-    );
-    let ctx = Ctx {
-        catalog,
-        backend: &backend,
-        progress: &progress,
-        hang_timeout: args.watch.hang_timeout.into(),
-        follow_up: (args.watch.detach && follow_ups(kind, &args))
-            .then(|| follow_up(catalog, ledger))
-            .transpose()?,
-        slots: Some(&slots),
-    };
-    finish(drivers, &ctx, args.watch.json, args.watch.detach).await
+    Ok((drivers, detached))
 }
 
 /// Whether `--detach` hands attempts to Slurm follow-up jobs: on the login node itself, and
