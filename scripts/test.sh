@@ -25,6 +25,11 @@ if ! dpkg -s libssl-dev pkg-config >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null
 fi
+# tests/report.rs opens `orch report`'s page in a real browser: Debian's headless Chromium.
+if ! command -v chromium >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 # The real trainers' config code (verl, AReaL, genrl; no GPU packages) and shellcheck, which
 # tests/trainer_configs.rs gives every rendered script to.
 scripts/trainer-configs-up.sh

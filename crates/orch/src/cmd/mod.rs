@@ -14,6 +14,7 @@ mod catalog;
 mod classify;
 mod estimate;
 mod machine;
+mod report;
 mod runs;
 mod shell;
 mod submit;
@@ -37,6 +38,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Status(args) => runs::status(&ledger, args),
         Command::History(args) => runs::history(&ledger, args),
         Command::Logs(args) => runs::logs(&ledger, args).await,
+        Command::Report(args) => report::report(&catalog, &ledger, args),
         Command::Cancel(args) => runs::cancel(&ledger, args).await,
         Command::Profiles(args) => catalog::profiles(&catalog, args),
         Command::Experiments(args) => catalog::experiments(&catalog, args),
