@@ -141,8 +141,8 @@ pub fn timeline(records: &[RunRecord], now: f64) -> Timeline {
                 links.push(Link {
                     x1,
                     y1,
-                    x2: x(submitted),
-                    y2: bar_y + bar_h / 2.0,
+                    x2: x(submitted) + 1.0,
+                    y2: bar_y + bar_h * 0.3,
                     label,
                 });
             }
@@ -176,15 +176,16 @@ pub fn timeline(records: &[RunRecord], now: f64) -> Timeline {
                 if a.resume { ", resumed" } else { "" }
             );
             let inside = if per_attempt {
-                (w > 90.0).then(|| a.step.clone())
+                // About 7 units a character at the bar's type size.
+                (w > a.step.chars().count() as f64 * 7.0 + 14.0).then(|| a.step.clone())
             } else {
                 (w > 12.0).then(|| a.attempt.to_string())
             };
             let after = per_attempt.then(|| format!("{outcome} · {ran}{so_far}"));
             let end_x = x(from) + w;
             previous = Some((
-                end_x,
-                bar_y + bar_h / 2.0,
+                end_x - 2.0,
+                bar_y + bar_h,
                 a.decision
                     .as_ref()
                     .map_or_else(|| "next attempt".to_string(), |d| format!("then: {d}")),
@@ -287,7 +288,7 @@ fn short_duration(s: f64) -> String {
         format!("{} s", trim(s))
     } else if s < 120.0 {
         format!("{s:.0} s")
-    } else if s < 7200.0 {
+    } else if s < 3600.0 {
         format!("{} min", trim(s / 60.0))
     } else if s < 172800.0 {
         format!("{} h", trim(s / 3600.0))
