@@ -69,6 +69,11 @@ fn find(
                 Err(e) => eprintln!("warning: run {id} skipped: {e:#}"),
             }
         }
+        // A sweep's members in their order (seed2 before seed10), each submission together.
+        records.sort_by(|a, b| {
+            (a.created.get(..19), natural(&a.experiment))
+                .cmp(&(b.created.get(..19), natural(&b.experiment)))
+        });
         if records.is_empty() {
             return Err(UsageError(format!(
                 "no runs in {} to report on",
@@ -131,4 +136,11 @@ fn find(
         _ => "runs".into(),
     };
     Ok((records, name))
+}
+
+/// A name with its trailing number as a number, so `seed2` sorts before `seed10`.
+fn natural(name: &str) -> (&str, u64) {
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (stem, number) = name.split_at(name.len() - digits);
+    (stem, number.parse().unwrap_or(0))
 }
