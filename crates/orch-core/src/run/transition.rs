@@ -149,6 +149,7 @@ impl RunDriver {
             overrides,
             devices,
             gpus: Some(self.plan.resources.gpus * self.plan.resources.nodes),
+            predicted: self.predicted(),
         })?;
         crash_point("rendered");
         Ok(Phase::Submitting)
@@ -507,6 +508,7 @@ impl RunDriver {
             exit_code: end.exit_code(),
             evidence: evidence.clone(),
             running_since: live.running_since.clone(),
+            measured: live.measured(),
         })?;
         crash_point("finished");
         self.phase = Phase::Finished(Finish {
