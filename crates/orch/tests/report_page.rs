@@ -79,6 +79,13 @@ fn the_page_of_a_three_attempt_run() {
     assert!(html.contains("stderr.log:30"));
     assert!(html.contains("card 79.2 GiB"));
     assert!(html.contains("75.3 held + 17.7 tried GiB"));
+    // What the estimator predicted (as written: past the card) and what the log measured.
+    assert!(
+        html.contains("94.4 GiB (does not fit, band ±11 %)"),
+        "{html}"
+    );
+    assert!(html.contains(">measured peak</text>"), "{html}");
+    assert!(html.contains("(stdout.log:48)"), "{html}");
     assert!(
         !html.contains("so far"),
         "a finished run is not shown so far"
@@ -180,4 +187,28 @@ fn an_unknown_run_is_a_usage_error_and_writes_nothing() {
     let run = orch.expect(&["report", "nope", "--out", "x.html"], 2);
     assert!(run.stderr.contains("no run `nope`"), "{run:?}");
     assert!(!orch.path().join("x.html").exists());
+}
+
+#[test]
+fn a_record_from_before_orch_kept_predictions_still_has_its_failure_s_numbers() {
+    // The fixture without `predicted`, `measured` and the `measured` events, as an older
+    // orch wrote it.
+    let old: String = fixture()
+        .lines()
+        .filter(|l| !l.contains("\"event\":\"measured\""))
+        .map(|l| {
+            let mut e: serde_json::Value = serde_json::from_str(l).unwrap();
+            let e = e.as_object_mut().unwrap();
+            e.remove("predicted");
+            e.remove("measured");
+            format!("{}\n", serde_json::to_string(e).unwrap())
+        })
+        .collect();
+    let orch = Orch::new();
+    add_run(&orch, RUN, &old);
+    let html = page(&orch, &[RUN]);
+    assert!(!html.contains(">predicted peak</text>"), "{html}");
+    assert!(!html.contains(">measured peak</text>"), "{html}");
+    assert!(html.contains("75.3 held + 17.7 tried GiB"), "{html}");
+    assert!(html.contains("card 79.2 GiB"), "{html}");
 }

@@ -362,7 +362,10 @@ pub fn memory(
                     p.peak_gib
                 ),
             )],
-            format!("{:.1} GiB", p.peak_gib),
+            match &p.verdict {
+                Some(v) => format!("{:.1} GiB ({v})", p.peak_gib),
+                None => format!("{:.1} GiB", p.peak_gib),
+            },
         ));
     }
     if let Some(m) = &measured
@@ -376,6 +379,19 @@ pub fn memory(
             (Some(a), Some(r)) => format!("{r:.1} GiB reserved, {a:.1} allocated"),
             _ => format!("{peak:.1} GiB"),
         };
+        // Like for like: the estimator's training reserved figure next to the log's.
+        if let Some(r) = predicted.as_ref().and_then(|p| p.train_reserved_gib) {
+            rows.push((
+                "predicted, training".into(),
+                vec![(
+                    0.0,
+                    r,
+                    "predicted",
+                    format!("the estimator's peak reserved in training: {r:.1} GiB"),
+                )],
+                format!("{r:.1} GiB reserved"),
+            ));
+        }
         rows.push((
             "measured peak".into(),
             vec![(0.0, peak, "measured", title)],

@@ -104,6 +104,8 @@ pub struct AttemptView {
     pub changes: Vec<Change>,
     pub evidence: Option<EvidenceView>,
     pub memory_line: Option<String>,
+    /// What the attempt's own log measured (peak, throughput, step time), and where.
+    pub measured_line: Option<String>,
     pub memory_chart: Option<MemoryChart>,
     pub checkpoint_warning: Option<String>,
     /// What orch did next (`step halve-micro-batch`, `resume`, `give_up`).
@@ -344,6 +346,10 @@ fn attempt_view(r: &RunRecord, a: &AttemptRecord) -> AttemptView {
             .collect(),
         evidence,
         memory_line: a.evidence.as_ref().and_then(|e| e.memory_summary()),
+        measured_line: measured_memory(a).map(|m| match m.source {
+            Some(source) => format!("{} ({source})", m.summary),
+            None => m.summary,
+        }),
         memory_chart: chart::memory(facts, predicted_memory(a), measured_memory(a)),
         checkpoint_warning: a.checkpoint_warning.clone(),
         then: a.decision.as_ref().map(|d| d.to_string()).or_else(|| {
