@@ -607,4 +607,46 @@ mod tests {
         assert!((free.x + free.w - cap.x).abs() < 1e-6, "{chart:?}");
         assert!(memory(None, None, None).is_none());
     }
+
+    #[test]
+    fn other_programs_on_the_card_and_the_prediction_have_rows_of_their_own() {
+        let facts = MemoryFacts {
+            tried_to_allocate_gib: Some(2.0),
+            capacity_gib: Some(39.4),
+            process_in_use_gib: Some(30.0),
+            other_processes: vec![
+                orch_classify::ProcessUse { pid: 7, gib: 4.5 },
+                orch_classify::ProcessUse { pid: 9, gib: 1.5 },
+            ],
+            ..Default::default()
+        };
+        let predicted = Predicted {
+            peak_gib: 33.0,
+            capacity_gib: 39.4,
+            verdict: Some("fits, band ±11 %".into()),
+            train_reserved_gib: Some(30.5),
+        };
+        let measured = Measured {
+            allocated_gib: Some(28.0),
+            reserved_gib: Some(31.0),
+            source: Some("stdout.log:12".into()),
+            summary: String::new(),
+        };
+        let chart = memory(Some(&facts), Some(predicted), Some(measured)).unwrap();
+        let labels: Vec<&str> = chart.rows.iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "predicted peak",
+                "predicted, training",
+                "measured peak",
+                "at the failure",
+                "other processes"
+            ]
+        );
+        assert_eq!(chart.rows[0].value, "33.0 GiB (fits, band ±11 %)");
+        assert_eq!(chart.rows[4].value, "6.0 GiB (2 processes)");
+        assert!(chart.rows[4].segments[0].title.contains("pid 7 4.50 GiB"));
+        assert!(chart.rows[2].segments[0].title.contains("stdout.log:12"));
+    }
 }

@@ -235,6 +235,9 @@ fn common_prefix(names: &[&str]) -> Option<String> {
                 .count(),
         );
     }
+    while !first.is_char_boundary(len) {
+        len -= 1;
+    }
     let prefix = first[..len].trim_end_matches(|c: char| c != '-' && c != '_');
     let prefix = prefix.trim_end_matches(['-', '_']);
     (!prefix.is_empty() && names.len() > 1).then(|| format!("sweep {prefix}"))
@@ -587,5 +590,11 @@ mod tests {
             Some("sweep diamonds")
         );
         assert_eq!(common_prefix(&["a", "b"]), None);
+        // A name cut inside a character is cut before it.
+        assert_eq!(
+            common_prefix(&["modèle-a1", "modèle-a2"]).as_deref(),
+            Some("sweep modèle")
+        );
+        assert_eq!(common_prefix(&["x-é1", "x-è1"]).as_deref(), Some("sweep x"));
     }
 }
