@@ -38,3 +38,6 @@ scripts/trainer-configs-up.sh
 cargo build --locked --workspace --all-targets --all-features
 # Most tests wait on simulated jobs, not the CPU: run several at a time.
 cargo test --locked --workspace --all-targets --all-features -- --test-threads="${ORCH_TEST_THREADS:-6}"
+# What tests/report.rs left for a person (CI keeps it as an artefact): the demo run's page and
+# its screenshot in headless Chromium.
+echo "orch report of the demo run: ${CARGO_TARGET_DIR:-target}/report/diamonds-seed0.html and .png"

@@ -115,6 +115,33 @@ fn load(page: &Path, png: &Path, height: u32) -> Load {
     }
 }
 
+/// Print `page` to `pdf` with Chromium, as a reader's print dialog would.
+fn print_to_pdf(page: &Path, pdf: &Path) {
+    let scratch = tempfile::tempdir().unwrap();
+    std::fs::remove_file(pdf).ok();
+    let out = Command::new(chromium())
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--no-pdf-header-footer",
+        ])
+        .arg(format!("--user-data-dir={}", scratch.path().display()))
+        .arg(format!("--print-to-pdf={}", pdf.display()))
+        .arg(format!("file://{}", page.display()))
+        .stdin(Stdio::null())
+        .output()
+        .expect("chromium starts");
+    assert!(
+        out.status.success() && pdf.is_file(),
+        "chromium could not print {}:\n{}",
+        page.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The URLs in a NetLog that the page (not the browser itself) asked for on another machine.
 fn remote_requests(netlog: &str) -> Vec<String> {
     let log: serde_json::Value = serde_json::from_str(netlog).expect("the NetLog is JSON");
@@ -196,6 +223,17 @@ fn the_demo_run_s_page_loads_offline_with_no_console_message_and_is_screenshotte
         bytes.len()
     );
     println!("screenshot: {}", png.canonicalize().unwrap().display());
+    // Printable: Chromium prints it to a PDF of more than one page.
+    let pdf = dir.join("diamonds-seed0.pdf");
+    print_to_pdf(&html, &pdf);
+    let bytes = std::fs::read(&pdf).unwrap();
+    assert!(bytes.starts_with(b"%PDF-"), "not a PDF");
+    let pages = regex::bytes::Regex::new(r"/Type\s*/Page\b")
+        .unwrap()
+        .find_iter(&bytes)
+        .count();
+    // The three attempts do not fit one sheet: the page breaks, it is not cut off.
+    assert!(pages >= 2, "{pages} page(s) in {}", pdf.display());
 }
 
 #[test]
