@@ -43,7 +43,7 @@ pub fn report(catalog: &Catalog, ledger: &Ledger, args: ReportArgs) -> anyhow::R
             if records.len() == 1 { "" } else { "s" },
             html.len().div_ceil(1024),
             if running > 0 {
-                format!("; {running} still running: it shows them so far")
+                format!("; {running} still running, shown so far")
             } else {
                 String::new()
             }
