@@ -19,7 +19,9 @@ use super::view::{duration, outcome_kind, run_end, time};
 
 /// Width of both charts' drawing, in SVG units (CSS scales it to the page).
 const WIDTH: f64 = 960.0;
-const RIGHT: f64 = 150.0;
+const RIGHT: f64 = 170.0;
+/// About how wide a character of the chart's 12-unit text is, for deciding where text fits.
+const TEXT_WIDTH: f64 = 6.6;
 
 /// The timeline of every attempt on the page.
 #[derive(Debug, Serialize)]
@@ -80,6 +82,8 @@ pub struct Bar {
     pub after: Option<String>,
     pub after_x: f64,
     pub after_anchor: &'static str,
+    /// The after-text is drawn inside the bar's end (no room beside it).
+    pub after_inside: bool,
     pub text_y: f64,
 }
 
@@ -162,6 +166,7 @@ pub fn timeline(records: &[RunRecord], now: f64) -> Timeline {
                     after: None,
                     after_x: 0.0,
                     after_anchor: "start",
+                    after_inside: false,
                     text_y,
                 });
             }
@@ -175,9 +180,9 @@ pub fn timeline(records: &[RunRecord], now: f64) -> Timeline {
                 a.step,
                 if a.resume { ", resumed" } else { "" }
             );
-            let inside = if per_attempt {
+            let mut inside = if per_attempt {
                 // About 7 units a character at the bar's type size.
-                (w > a.step.chars().count() as f64 * 7.0 + 14.0).then(|| a.step.clone())
+                (w > a.step.chars().count() as f64 * TEXT_WIDTH + 16.0).then(|| a.step.clone())
             } else {
                 (w > 12.0).then(|| a.attempt.to_string())
             };
@@ -190,10 +195,18 @@ pub fn timeline(records: &[RunRecord], now: f64) -> Timeline {
                     .as_ref()
                     .map_or_else(|| "next attempt".to_string(), |d| format!("then: {d}")),
             ));
-            let (after_x, after_anchor) = if end_x + 140.0 <= WIDTH {
-                (end_x + 6.0, "start")
+            // After the bar where the text fits, else inside its end (the step's label then
+            // gives way), else before the attempt's queue wait.
+            let room = after
+                .as_ref()
+                .map_or(0.0, |t| t.chars().count() as f64 * TEXT_WIDTH + 8.0);
+            let (after_x, after_anchor, after_inside) = if end_x + room <= WIDTH {
+                (end_x + 6.0, "start", false)
+            } else if w >= room {
+                inside = None;
+                (end_x - 6.0, "end", true)
             } else {
-                (x(from) - 6.0, "end")
+                (x(submitted) - 6.0, "end", false)
             };
             lane_bars.push(Bar {
                 x: x(from),
@@ -206,6 +219,7 @@ pub fn timeline(records: &[RunRecord], now: f64) -> Timeline {
                 after,
                 after_x,
                 after_anchor,
+                after_inside,
                 text_y,
             });
             if per_attempt {

@@ -285,16 +285,22 @@ fn run_view(r: &RunRecord, now: f64) -> RunView {
             .iter()
             .filter(|a| a.outcome.is_some() && a.gpu_hours().is_none())
             .count(),
-        attempts: r.attempts.iter().map(|a| attempt_view(r, a)).collect(),
+        attempts: r.attempts.iter().map(|a| attempt_view(r, a, now)).collect(),
         damage: r.damage.clone(),
     }
 }
 
-fn attempt_view(r: &RunRecord, a: &AttemptRecord) -> AttemptView {
+fn attempt_view(r: &RunRecord, a: &AttemptRecord, now: f64) -> AttemptView {
     let (outcome, kind, outcome_text) = outcome_kind(a.outcome);
     let submitted = a.submitted_at.as_deref().and_then(time);
     let running = a.running_since.as_deref().and_then(time);
-    let finished = a.finished_at.as_deref().and_then(time);
+    // The live attempt has run until now (shown "so far").
+    let live = r.live_attempt().map(|l| l.attempt) == Some(a.attempt);
+    let finished = a
+        .finished_at
+        .as_deref()
+        .and_then(time)
+        .or(live.then_some(now));
     let queued = match (submitted, running) {
         (Some(s), Some(r)) => duration(r - s),
         _ => "-".into(),
