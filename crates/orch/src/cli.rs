@@ -74,6 +74,8 @@ pub enum Command {
     Ladder(LadderArgs),
     /// Estimate an experiment's GPU and host memory on a profile, before submitting anything
     Estimate(EstimateArgs),
+    /// List what earlier attempts measured, per trainer, model and card (the evidence store)
+    Evidence(EvidenceArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(CompletionsArgs),
     /// Print orch's man page (roff) on stdout
@@ -290,6 +292,13 @@ pub struct ClassifyArgs {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EvidenceArgs {
+    /// Print JSON (one object per attempt, oldest first)
     #[arg(long)]
     pub json: bool,
 }

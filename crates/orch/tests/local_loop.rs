@@ -768,3 +768,65 @@ fn every_attempt_keeps_what_was_predicted_and_what_its_log_measured() {
         }
     }
 }
+
+#[test]
+fn a_second_run_on_the_same_card_starts_where_the_first_ended() {
+    // The architecture unknown, preflight cannot help the first run: it meets the OOM and
+    // steps down. What its attempts measured stays in the runs directory's evidence store, and
+    // the second run of the same trainer × model × card starts from it: no failed attempt.
+    let orch = Orch::new()
+        .env("ORCH_SIM_STEP_SECONDS", "0.02")
+        .env("ORCH_ARCHITECTURE", "unknown")
+        .env("ORCH_PREFLIGHT", "on");
+    let submit = [
+        "submit",
+        "--backend",
+        "local",
+        "--set",
+        "env.ORCH_SIM_PREEMPT_AT_STEP=0",
+        "diamonds-seed0",
+        "--json",
+    ];
+    let first = orch.expect(&submit, 0).json();
+    let list = attempts(&first);
+    assert_eq!(first["state"], "succeeded", "{first}");
+    assert_eq!(list[0]["outcome"], "gpu_oom", "{first}");
+    let evidence = orch.expect(&["evidence", "--json"], 0).json();
+    let observed = evidence.as_array().unwrap();
+    assert_eq!(observed.len(), list.len(), "{evidence}");
+    assert_eq!(observed[0]["outcome"], "gpu_oom");
+    assert_eq!(observed[0]["model"], "name:Qwen/Qwen2.5-7B-Instruct");
+    assert_eq!(observed[0]["simulated"], true);
+    assert!(
+        observed[1]["measured"]["peak_reserved_gib"]
+            .as_f64()
+            .is_some(),
+        "{evidence}"
+    );
+    let text = orch.expect(&["estimate", "diamonds-seed0"], 0).stdout;
+    assert!(
+        text.contains(&format!(
+            "calibrated by {} earlier attempts on this card",
+            list.len()
+        )),
+        "{text}"
+    );
+
+    let run = orch.expect(&submit, 0);
+    let second = run.json();
+    let list = attempts(&second);
+    assert_eq!(second["state"], "succeeded", "{second}");
+    assert_eq!(list.len(), 1, "no failed attempt: {}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("preflight: calibrated by 2 earlier attempts on this card"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(list[0]["predicted"]["calibrated_by"], 2, "{second}");
+    // The configuration that ran out of memory is not tried again.
+    assert_ne!(list[0]["step"], "base", "{second}");
+    let text = orch.expect(&["evidence"], 0).stdout;
+    assert!(text.contains("gpu_oom"), "{text}");
+    assert!(text.contains("succeeded"), "{text}");
+}

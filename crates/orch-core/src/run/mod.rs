@@ -244,6 +244,70 @@ impl RunDriver {
         }
     }
 
+    /// Keep what the attempt that just ended taught in the runs directory's evidence store
+    /// (`orch evidence`), for the runs that come after it. A store that cannot be written
+    /// costs only that: the run goes on.
+    pub(crate) fn remember(
+        &self,
+        outcome: crate::outcome::Outcome,
+        measured: Option<orch_classify::Measured>,
+        evidence: Option<&crate::ledger::EvidenceRecord>,
+    ) {
+        let Some(estimator) = &self.estimator else {
+            return;
+        };
+        let run = self.journal.run();
+        let predicted = self
+            .journal
+            .cached()
+            .attempts
+            .iter()
+            .find(|a| a.attempt == self.attempt)
+            .and_then(|a| a.predicted.clone());
+        let attempt = crate::evidence_store::Attempt {
+            run: &run.id,
+            attempt: self.attempt,
+            outcome,
+            predicted,
+            measured,
+            facts: evidence.and_then(|e| e.memory.as_deref()),
+        };
+        let Some(o) = crate::evidence_store::observe(
+            &self.setup,
+            &self.plan,
+            estimator,
+            self.simulate,
+            attempt,
+        ) else {
+            return;
+        };
+        if let Some(store) = self.store()
+            && let Err(e) = store.append(&o)
+        {
+            tracing::warn!("cannot add to {}: {e:#}", store.path().display());
+        }
+    }
+
+    /// What earlier attempts of this trainer, model and card taught (this run's own included).
+    pub(crate) fn prior(&self) -> crate::planner::Prior {
+        match (&self.estimator, self.store()) {
+            (Some(estimator), Some(store)) => crate::planner::prior::load(
+                &store,
+                &self.setup,
+                estimator,
+                self.simulate,
+                Some(&self.journal.run().id),
+            ),
+            _ => crate::planner::Prior::none(),
+        }
+    }
+
+    /// The evidence store beside this run's directory.
+    pub(crate) fn store(&self) -> Option<crate::evidence_store::EvidenceStore> {
+        let runs = self.journal.run().path.parent()?;
+        Some(crate::evidence_store::EvidenceStore::in_runs_dir(runs))
+    }
+
     /// What the memory estimator predicts for the current plan, for its `rendered` event.
     pub(crate) fn predicted(&self) -> Option<crate::ledger::PredictedMemory> {
         let estimator = self.estimator.as_ref()?;
@@ -257,7 +321,7 @@ impl RunDriver {
             fit: Some(e.fit.as_str().to_string()),
             band_pct: orch_memory::calibration::band(e.trainer).map(|b| b.over_pct),
             architecture_known: Some(estimator.knows_architecture()),
-            calibrated_by: None,
+            calibrated_by: Some(self.prior().earlier as u32).filter(|n| *n > 0),
         })
     }
 

@@ -510,6 +510,7 @@ impl RunDriver {
             running_since: live.running_since.clone(),
             measured: live.measured(),
         })?;
+        self.remember(outcome, live.measured(), evidence.as_ref());
         crash_point("finished");
         self.phase = Phase::Finished(Finish {
             outcome,
@@ -618,6 +619,7 @@ impl RunDriver {
         let n = self.attempt;
         let mut notes = Vec::new();
         let failures = self.failures()?;
+        let prior = self.prior();
         let next = planner::next(
             &planner::Context {
                 setup: &self.setup,
@@ -626,6 +628,7 @@ impl RunDriver {
                 current: &self.plan,
                 failures: &failures,
                 tried: &self.tried,
+                prior: &prior,
             },
             &mut notes,
         );

@@ -13,6 +13,7 @@ macro_rules! outln {
 mod catalog;
 mod classify;
 mod estimate;
+mod evidence;
 mod machine;
 mod report;
 mod runs;
@@ -43,7 +44,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Profiles(args) => catalog::profiles(&catalog, args),
         Command::Experiments(args) => catalog::experiments(&catalog, args),
         Command::Ladder(args) => catalog::ladder(&catalog, args),
-        Command::Estimate(args) => estimate::estimate(&catalog, args),
+        Command::Estimate(args) => estimate::estimate(&catalog, &ledger, args),
+        Command::Evidence(args) => evidence::evidence(&ledger, args),
         Command::Completions(args) => shell::completions(args),
         Command::Man => shell::man(),
         #[cfg(feature = "sim")]
