@@ -25,6 +25,11 @@ if ! dpkg -s libssl-dev pkg-config >/dev/null 2>&1; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libssl-dev pkg-config >/dev/null
 fi
+# tests/report.rs opens `orch report`'s page in a real browser: Debian's headless Chromium.
+if ! command -v chromium >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 # The real trainers' config code (verl, AReaL, genrl; no GPU packages) and shellcheck, which
 # tests/trainer_configs.rs gives every rendered script to.
 scripts/trainer-configs-up.sh
@@ -33,3 +38,6 @@ scripts/trainer-configs-up.sh
 cargo build --locked --workspace --all-targets --all-features
 # Most tests wait on simulated jobs, not the CPU: run several at a time.
 cargo test --locked --workspace --all-targets --all-features -- --test-threads="${ORCH_TEST_THREADS:-6}"
+# What tests/report.rs left for a person (CI keeps it as an artefact): the demo run's page and
+# its screenshot in headless Chromium.
+echo "orch report of the demo run: ${CARGO_TARGET_DIR:-target}/report/diamonds-seed0.html and .png"

@@ -120,6 +120,7 @@
 //! job-control line (`./run_rl_swarm.sh: line 649:  9746 Killed  python ...`) is such a
 //! report; a bare `Killed` alone is not evidence of anything.
 
+pub mod measure;
 pub mod memory;
 mod position;
 mod rules;
@@ -132,6 +133,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+pub use measure::{MeasureReader, Measured};
 pub use memory::{MemoryFacts, ProcessUse, Stage, Step};
 pub use scan::LINE_CAP;
 

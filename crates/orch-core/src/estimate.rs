@@ -169,6 +169,16 @@ impl Estimator {
         }
     }
 
+    /// The trainer its template runs.
+    pub fn trainer(&self) -> Trainer {
+        self.trainer
+    }
+
+    /// The experiment's model (empty when it names none: a torchrun config's shape).
+    pub fn model_name(&self) -> &str {
+        &self.model
+    }
+
     /// What orch knows of the model's shape.
     pub fn architecture(&self) -> &Architecture {
         &self.architecture

@@ -11,6 +11,7 @@ pub mod backend;
 pub mod config;
 pub mod error;
 pub mod estimate;
+pub mod evidence_store;
 pub mod gpus;
 pub mod host;
 pub mod ledger;

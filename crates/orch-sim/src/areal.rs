@@ -386,14 +386,23 @@ fn step_done(ctx: &mut Ctx, r: &Run, step: u64, seqs: u64) {
         ts()
     ));
     ctx.out(format!(
-        "{} StatsLogger INFO: Stats ({step}/{total}): ppo_actor/task_reward/avg={:.4}, ppo_actor/update/actor_loss/avg={:.5}, ppo_actor/update/grad_norm={:.4}, rollout/n_seqs={seqs}, timeperf/train_step={:.3}, memory/max_allocated_gb={:.2}, memory/max_reserved_gb={:.2}",
+        "{} StatsLogger INFO: Stats ({step}/{total}): ppo_actor/task_reward/avg={:.4}, ppo_actor/update/actor_loss/avg={:.5}, ppo_actor/update/grad_norm={:.4}, rollout/n_seqs={seqs}, timeperf/train_step={:.3}",
         ts(),
         metric(&ctx.ids, "reward", step, 0.25, 0.7),
         metric(&ctx.ids, "loss", step, 0.01, -0.003),
         metric(&ctx.ids, "grad", step, 0.4, 0.2),
         ctx.env.step_seconds * 0.5,
+    ));
+    // AReaL's `DeviceRuntimeInfo.log` (areal/api/io_struct.py:406-417, v1.0.4), as its FSDP
+    // engine prints it before offloading the model after an update
+    // (areal/engine/fsdp_engine.py:910): what the update left allocated and reserved.
+    ctx.out(format!(
+        "{} FSDPEngine INFO: Memory-Usage before offload model: memory allocated (GB): {:.2}, memory reserved (GB): {:.2}, device memory used/total (GB): {:.2}/{:.2}",
+        ts(),
         r.est.train_allocated_gib,
-        r.est.train_reserved_gib
+        r.est.train_reserved_gib,
+        r.est.train_peak_gib.min(r.est.capacity_gib),
+        r.est.capacity_gib,
     ));
     let body = format!(
         "{{\"simulated\": true, \"trainer\": \"areal\", \"global_step\": {step}, \"epoch\": 0, \"epoch_step\": {step}}}\n"

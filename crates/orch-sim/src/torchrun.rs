@@ -173,6 +173,7 @@ fn start_up(ctx: &mut Ctx, r: &Run) -> Step<()> {
 fn train(ctx: &mut Ctx, r: &Run) -> Step<i32> {
     let (start, total) = (r.start, r.total);
     let step_s = ctx.env.step_seconds;
+    let mut last_rate = 0.0;
     for step in start + 1..=total {
         if ctx.maybe_hang(step) {
             return Ok(124);
@@ -191,19 +192,33 @@ fn train(ctx: &mut Ctx, r: &Run) -> Step<i32> {
         let tokens =
             (t.micro_batch_size * t.max_seq_len * t.gradient_accumulation_steps * r.nproc as u64)
                 as f64;
+        let rate = if step_s > 0.0 {
+            tokens / step_s
+        } else {
+            tokens
+        };
+        // examples/torchrun/train.py's step line (lines 256-260), which orch reads its
+        // measured peaks and throughput from.
         ctx.out(format!(
-            "step {step} | loss {:.4} | lr {:.2e} | mem {:.1}GB | tok/s {:.0}",
+            "step {step} loss {:.4} tokens/s {rate:.0} peak_allocated_gib {:.2} peak_reserved_gib {:.2}",
             metric(&ctx.ids, "loss", step, 3.2, 2.3),
-            3.0e-4_f64.min(3.0e-4 * step as f64 / 1000.0 + 3.0e-7),
-            r.est.train_peak_gib,
-            if step_s > 0.0 {
-                tokens / step_s
-            } else {
-                tokens
-            }
+            r.est.train_allocated_gib,
+            r.est.train_reserved_gib,
         ));
         save_checkpoint(ctx, r, step);
+        last_rate = rate;
     }
+    // train.py's last line (lines 264-278), the script's own summary of the run.
+    ctx.out(format!(
+        "train-summary {{\"micro_batch_size\": {}, \"gradient_accumulation_steps\": {}, \"max_seq_len\": {}, \"gpus\": {}, \"peak_allocated_gib\": {:.3}, \"peak_reserved_gib\": {:.3}, \"tokens_per_s\": {:.1}, \"device\": \"simulated\"}}",
+        r.t.micro_batch_size,
+        r.t.gradient_accumulation_steps,
+        r.t.max_seq_len,
+        r.nproc,
+        r.est.train_allocated_gib,
+        r.est.train_reserved_gib,
+        last_rate,
+    ));
     ctx.out("[rank0] training complete");
     Ok(ctx.finish(
         0,
@@ -318,7 +333,7 @@ mod tests {
         let (code, cap) = run_capture("torchrun", &a, &a40_env("4", &[]));
         assert_eq!(code, 0, "{}", cap.all());
         let re =
-            Regex::new(r"(?m)^step (\d+) \| loss \d+\.\d+ \| lr \S+ \| mem (\d+\.\d)GB").unwrap();
+            Regex::new(r"(?m)^step (\d+) loss \d+\.\d+ tokens/s \d+ peak_allocated_gib \d+\.\d+ peak_reserved_gib (\d+\.\d+)$").unwrap();
         let got: Vec<(u64, f64)> = re
             .captures_iter(&cap.stdout())
             .map(|c| (c[1].parse().unwrap(), c[2].parse().unwrap()))

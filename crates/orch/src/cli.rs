@@ -61,6 +61,9 @@ pub enum Command {
     History(HistoryArgs),
     /// Print (or follow) an attempt's log
     Logs(LogsArgs),
+    /// Write one self-contained HTML page on runs or a sweep: attempts on a timeline, memory
+    /// against the card, what changed and why, what it cost
+    Report(ReportArgs),
     /// Cancel a run's live attempt
     Cancel(CancelArgs),
     /// List hardware profiles
@@ -71,6 +74,8 @@ pub enum Command {
     Ladder(LadderArgs),
     /// Estimate an experiment's GPU and host memory on a profile, before submitting anything
     Estimate(EstimateArgs),
+    /// List what earlier attempts measured, per trainer, model and card (the evidence store)
+    Evidence(EvidenceArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(CompletionsArgs),
     /// Print orch's man page (roff) on stdout
@@ -292,6 +297,13 @@ pub struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct EvidenceArgs {
+    /// Print JSON (one object per attempt, oldest first)
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct HistoryArgs {
     /// Run id (or a unique prefix)
     pub run: String,
@@ -317,6 +329,16 @@ pub struct LogsArgs {
     /// of their contents
     #[arg(long, conflicts_with = "follow")]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Run ids (or unique prefixes), or an experiment or sweep name (its newest run, or each
+    /// member's) [default: every run in the runs directory]
+    pub runs: Vec<String>,
+    /// Where to write the page (`-`: stdout) [default: report-<run or sweep>.html]
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

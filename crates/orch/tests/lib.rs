@@ -15,5 +15,6 @@ mod local_loop;
 mod old_runs;
 mod one_machine;
 mod reliability;
+mod report_page;
 mod rl_swarm;
 mod snapshots;

@@ -696,3 +696,137 @@ fn each_attempts_tracker_name_carries_the_attempt_and_one_wandb_run_spans_them()
         );
     }
 }
+
+#[test]
+fn every_attempt_keeps_what_was_predicted_and_what_its_log_measured() {
+    // verl's `perf/max_memory_*` step lines, train.py's `peak_*_gib` lines and its
+    // `train-summary`, AReaL's `Memory-Usage` lines: each trainer's own figures are read from
+    // the attempt's log and kept beside the estimator's prediction.
+    for experiment in ["diamonds-seed0", "pretrain-512m", "gsm8k-areal"] {
+        let orch = Orch::new().env("ORCH_SIM_STEP_SECONDS", "0.05");
+        let run = orch.submit_local(experiment, &["--json"], 0);
+        let id = run.json()["run"].as_str().unwrap().to_string();
+        let history = orch.expect(&["history", &id, "--json"], 0).json();
+        assert_eq!(history["state"], "succeeded", "{experiment}: {history}");
+        let list = attempts(&history);
+        for a in list {
+            let predicted = &a["predicted"];
+            assert!(
+                predicted["peak_gib"].as_f64().unwrap() > 0.0,
+                "{experiment}: {a}"
+            );
+            assert!(
+                predicted["capacity_gib"].as_f64().unwrap() > 0.0,
+                "{experiment}: {a}"
+            );
+        }
+        let last = list.last().unwrap();
+        let measured = &last["measured"];
+        let allocated = measured["peak_allocated_gib"].as_f64();
+        let reserved = measured["peak_reserved_gib"].as_f64();
+        assert!(
+            allocated.is_some_and(|g| g > 0.0),
+            "{experiment}: {measured}"
+        );
+        assert!(reserved >= allocated, "{experiment}: {measured}");
+        assert!(
+            measured["steps"].as_u64().is_some_and(|n| n > 0),
+            "{experiment}: {measured}"
+        );
+        // The line it came from, in the attempt's log.
+        let source = measured["source"].as_str().unwrap();
+        let (file, line) = source.split_once(':').unwrap();
+        let log = std::fs::read_to_string(
+            orch.path()
+                .join(".orch/runs")
+                .join(&id)
+                .join(format!("attempts/{}", last["attempt"]))
+                .join(file),
+        )
+        .unwrap();
+        let text = log.lines().nth(line.parse::<usize>().unwrap() - 1).unwrap();
+        assert!(
+            text.contains(&format!("{:.2}", allocated.unwrap())),
+            "{experiment}: {source}: {text}"
+        );
+        // The simulated trainer's truth is the estimate: what it measured is what was predicted.
+        let predicted = last["predicted"]["reserved_gib"].as_f64().unwrap();
+        assert!(
+            (reserved.unwrap() - predicted).abs() <= 0.011,
+            "{experiment}: measured {measured}, predicted {}",
+            last["predicted"]
+        );
+        let text = orch.expect(&["history", &id], 0).stdout;
+        assert!(text.contains("  measured: peak "), "{experiment}: {text}");
+        assert!(text.contains("  predicted: "), "{experiment}: {text}");
+        if experiment != "gsm8k-areal" {
+            // verl's `perf/throughput` and train.py's `tokens/s` (AReaL v1.0.4 logs none).
+            assert!(
+                measured["tokens_per_s"].as_f64().is_some_and(|t| t > 0.0),
+                "{experiment}: {measured}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_second_run_on_the_same_card_starts_where_the_first_ended() {
+    // The architecture unknown, preflight cannot help the first run: it meets the OOM and
+    // steps down. What its attempts measured stays in the runs directory's evidence store, and
+    // the second run of the same trainer × model × card starts from it: no failed attempt.
+    let orch = Orch::new()
+        .env("ORCH_SIM_STEP_SECONDS", "0.02")
+        .env("ORCH_ARCHITECTURE", "unknown")
+        .env("ORCH_PREFLIGHT", "on");
+    let submit = [
+        "submit",
+        "--backend",
+        "local",
+        "--set",
+        "env.ORCH_SIM_PREEMPT_AT_STEP=0",
+        "diamonds-seed0",
+        "--json",
+    ];
+    let first = orch.expect(&submit, 0).json();
+    let list = attempts(&first);
+    assert_eq!(first["state"], "succeeded", "{first}");
+    assert_eq!(list[0]["outcome"], "gpu_oom", "{first}");
+    let evidence = orch.expect(&["evidence", "--json"], 0).json();
+    let observed = evidence.as_array().unwrap();
+    assert_eq!(observed.len(), list.len(), "{evidence}");
+    assert_eq!(observed[0]["outcome"], "gpu_oom");
+    assert_eq!(observed[0]["model"], "name:Qwen/Qwen2.5-7B-Instruct");
+    assert_eq!(observed[0]["simulated"], true);
+    assert!(
+        observed[1]["measured"]["peak_reserved_gib"]
+            .as_f64()
+            .is_some(),
+        "{evidence}"
+    );
+    let text = orch.expect(&["estimate", "diamonds-seed0"], 0).stdout;
+    assert!(
+        text.contains(&format!(
+            "calibrated by {} earlier attempts on this card",
+            list.len()
+        )),
+        "{text}"
+    );
+
+    let run = orch.expect(&submit, 0);
+    let second = run.json();
+    let list = attempts(&second);
+    assert_eq!(second["state"], "succeeded", "{second}");
+    assert_eq!(list.len(), 1, "no failed attempt: {}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("preflight: calibrated by 2 earlier attempts on this card"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(list[0]["predicted"]["calibrated_by"], 2, "{second}");
+    // The configuration that ran out of memory is not tried again.
+    assert_ne!(list[0]["step"], "base", "{second}");
+    let text = orch.expect(&["evidence"], 0).stdout;
+    assert!(text.contains("gpu_oom"), "{text}");
+    assert!(text.contains("succeeded"), "{text}");
+}

@@ -101,6 +101,40 @@ serde_as_text!(Decision);
 serde_as_text!(Outcome);
 serde_as_text!(JobEnd);
 
+/// What the memory estimator predicted for an attempt when it was rendered: the figure its
+/// own log's measurement ([`orch_classify::Measured`]) is compared with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PredictedMemory {
+    /// The per-GPU peak over both phases (training and rollout), GiB.
+    pub peak_gib: f64,
+    /// The card it was predicted against (the profile's GPU memory), GiB.
+    pub capacity_gib: f64,
+    /// The training phase's peak alone, GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub train_peak_gib: Option<f64>,
+    /// What torch would report as its peak allocated memory in training (the figure a
+    /// measured `peak_allocated_gib` is compared with), GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocated_gib: Option<f64>,
+    /// What torch would report as its peak reserved memory in training, GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_gib: Option<f64>,
+    /// `fits`, `tight` or `does not fit`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<String>,
+    /// The trainer's validated error band (percent of the card), where the calibration set
+    /// covers the trainer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub band_pct: Option<u32>,
+    /// Whether the estimate rests on the model's real shape (false: a stand-in of its size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture_known: Option<bool>,
+    /// Earlier measured attempts of this trainer, model and card the estimate was calibrated
+    /// by (`orch evidence`), when any were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrated_by: Option<u32>,
+}
+
 /// One line of `events.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -156,6 +190,10 @@ pub enum Event {
         /// GPUs the job holds in all (per node × nodes), for what it costs.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         gpus: Option<u32>,
+        /// What the memory estimator predicted for this configuration (absent where the
+        /// template has no estimator, and in records written before orch kept it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        predicted: Option<PredictedMemory>,
     },
     /// The scheduler accepted the attempt's job.
     Submitted {
@@ -181,6 +219,18 @@ pub enum Event {
         /// When the watcher first saw the job running (queue wait excluded), if it did.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         running_since: Option<String>,
+        /// What the attempt's own log measured (peak memory, throughput, step time), if it
+        /// reported any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        measured: Option<orch_classify::Measured>,
+    },
+    /// What a live attempt's log has measured so far (written when it changes, at most
+    /// about once a minute): a running job's figures for `orch status`, and a measurement
+    /// that outlives an orch stopped before the job ended.
+    Measured {
+        ts: String,
+        attempt: u32,
+        measured: orch_classify::Measured,
     },
     /// What orch decided after a failure.
     Decided {
@@ -216,6 +266,7 @@ impl Event {
             exit_code: None,
             evidence: None,
             running_since: None,
+            measured: None,
         }
     }
 }

@@ -53,6 +53,10 @@ pub struct LastAttempt {
     pub step: String,
     pub job_id: Option<String>,
     pub outcome: Option<Outcome>,
+    /// What the attempt's own log measured so far (absent in summaries written before orch
+    /// read it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<orch_classify::Measured>,
 }
 
 impl RunSummary {
@@ -75,6 +79,7 @@ impl RunSummary {
                 step: a.step.clone(),
                 job_id: a.job_id.clone(),
                 outcome: a.outcome,
+                measured: a.measured.clone(),
             }),
             gpu_hours: record.gpu_hours(),
             damage: record.damage.clone(),

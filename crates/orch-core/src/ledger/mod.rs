@@ -30,7 +30,7 @@ use anyhow::{Context, bail};
 
 /// Kept here for the callers that found it here before it had a module of its own.
 pub use crate::atomic::write_atomic;
-pub use event::{Decision, Event, EvidenceRecord, FORMAT, RunState, now};
+pub use event::{Decision, Event, EvidenceRecord, FORMAT, PredictedMemory, RunState, now};
 pub use index::{LastAttempt, RunSummary, SUMMARY_FILE};
 pub use journal::Journal;
 pub use pending::{Member, Pending, Planned};

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
-use super::event::{Decision, Event, EvidenceRecord, RunState};
+use super::event::{Decision, Event, EvidenceRecord, PredictedMemory, RunState};
 use crate::backend::JobEnd;
 use crate::outcome::Outcome;
 use crate::plan::ChangeRecord;
@@ -48,6 +48,13 @@ pub struct AttemptRecord {
     /// When the job was first seen running.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running_since: Option<String>,
+    /// What the memory estimator predicted when the attempt was rendered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted: Option<PredictedMemory>,
+    /// What the attempt's own log measured: the latest reading while it runs, the whole
+    /// log's once it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<orch_classify::Measured>,
 }
 
 impl AttemptRecord {
@@ -224,6 +231,7 @@ impl RunRecord {
                 overrides,
                 devices,
                 gpus,
+                predicted,
                 ..
             } => self.attempts.push(AttemptRecord {
                 attempt,
@@ -251,6 +259,8 @@ impl RunRecord {
                 devices,
                 gpus,
                 running_since: None,
+                predicted,
+                measured: None,
             }),
             Event::Submitted {
                 ts,
@@ -273,10 +283,14 @@ impl RunRecord {
                 exit_code,
                 evidence,
                 running_since,
+                measured,
             } => {
                 let a = self.attempt_mut(attempt)?;
                 if running_since.is_some() {
                     a.running_since = running_since;
+                }
+                if measured.is_some() {
+                    a.measured = measured;
                 }
                 a.outcome = Some(outcome);
                 a.job_state = Some(job_state);
@@ -284,6 +298,9 @@ impl RunRecord {
                 a.evidence = evidence;
                 a.finished_at = Some(ts);
             }
+            Event::Measured {
+                attempt, measured, ..
+            } => self.attempt_mut(attempt)?.measured = Some(measured),
             Event::Running { ts, attempt } => {
                 self.attempt_mut(attempt)?.running_since.get_or_insert(ts);
             }
@@ -339,6 +356,8 @@ impl RunRecord {
                 "ended_at": a.finished_at,
                 "gpus": a.gpus,
                 "gpu_hours": a.gpu_hours(),
+                "predicted": a.predicted,
+                "measured": a.measured,
             })).collect::<Vec<_>>(),
             "gpu_hours": self.gpu_hours().map(|h| serde_json::json!({
                 "total": h.total(), "succeeded": h.succeeded, "failed": h.failed,

@@ -141,13 +141,43 @@ impl Learned {
         }
     }
 
+    /// What earlier attempts on this card taught ([`super::Prior`]): their scale, which may be
+    /// below 1 (the estimate was too pessimistic there).
+    pub fn from_prior(prior: &super::Prior) -> Self {
+        let mut learned = Learned::nothing();
+        if let Some(scale) = prior.scale {
+            learned.scale = scale;
+        }
+        // The run's own failures speak for themselves ([`Learned::from_failures_after`]).
+        if let Some(scale) = prior
+            .scale
+            .filter(|_| prior.earlier > 0 || prior.measured > 0)
+        {
+            learned.notes.push(format!(
+                "{}: predictions scaled ×{scale:.2}",
+                prior.describe()
+            ));
+        }
+        learned
+    }
+
     /// Learn from every failure of the run; `estimate` predicts a plan on the whole card.
     pub fn from_failures(
         failures: &[Failure],
         capacity_gib: f64,
         estimate: impl Fn(&Plan) -> PlanEstimate,
     ) -> Self {
-        let mut learned = Learned::nothing();
+        Self::from_failures_after(Learned::nothing(), failures, capacity_gib, estimate)
+    }
+
+    /// [`from_failures`](Self::from_failures), starting from what was known before the run.
+    pub fn from_failures_after(
+        before: Learned,
+        failures: &[Failure],
+        capacity_gib: f64,
+        estimate: impl Fn(&Plan) -> PlanEstimate,
+    ) -> Self {
+        let mut learned = before;
         for failure in failures {
             let Some(facts) = &failure.facts else {
                 continue;

@@ -31,6 +31,7 @@
 //! without an estimator fall back to walking the ladder in order ([`walk`]).
 
 pub mod evidence;
+pub mod prior;
 pub mod space;
 pub mod throughput;
 mod walk;
@@ -48,6 +49,7 @@ use crate::plan::{ChangeRecord, Plan, Semantics, Setup, semantic_changes};
 use evidence::{FailingPhase, Failure, Learned, failing_phase, fragmentation_ruled_out};
 use orch_memory::calibration;
 use orch_memory::estimate::{FailKind, Trainer};
+pub use prior::Prior;
 use space::{Candidate, Range, counts_of};
 use throughput::Throughput;
 
@@ -130,6 +132,8 @@ pub struct Context<'a> {
     pub failures: &'a [Failure],
     /// Canonical forms of every plan submitted in this run.
     pub tried: &'a HashSet<String>,
+    /// What earlier attempts of this trainer, model and card taught (the evidence store).
+    pub prior: &'a Prior,
 }
 
 /// Choose what follows the last failure. `notes` collects the lessons and the moves passed over.
@@ -236,6 +240,25 @@ pub fn preflight(
     written: &Plan,
     notes: &mut Vec<String>,
 ) -> Option<Move> {
+    preflight_with(setup, estimator, written, &Prior::none(), notes)
+}
+
+/// [`preflight`] calibrated by what earlier attempts of this trainer, model and card measured
+/// (`prior`, from the evidence store). With no prior it is [`preflight`]. With one, the band
+/// gives way to measurement: every configuration the ladder allows — the plan as written
+/// among them — is judged by the calibrated estimate (a configuration that ran by its measured
+/// peak, one that ran out of memory not at all) and ranked by measured throughput where there
+/// is one; the plan is rewritten only when another configuration is better.
+pub fn preflight_with(
+    setup: &Setup,
+    estimator: &Estimator,
+    written: &Plan,
+    prior: &Prior,
+    notes: &mut Vec<String>,
+) -> Option<Move> {
+    if !prior.is_empty() {
+        return calibrated_preflight(setup, estimator, written, prior, notes);
+    }
     let as_written = estimator.estimate(setup, written);
     tracing::debug!(
         peak_gib = as_written.gpu_peak_gib(),
@@ -257,6 +280,7 @@ pub fn preflight(
         learned: Learned::nothing(),
         margin: margin(estimator),
         tight_guess: true,
+        prior,
     };
     let menus: [&[FailureClass]; 2] = [&[predicted], &MEMORY_CLASSES];
     let best = menus.iter().find_map(|classes| {
@@ -315,16 +339,20 @@ fn predicted_class(failure: &orch_memory::estimate::Failure) -> FailureClass {
 fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) -> Next {
     let setup = cx.setup;
     let capacity = setup.profile.gpu.memory_gib;
-    let learned = Learned::from_failures(cx.failures, capacity, |p| estimator.estimate(setup, p));
+    let learned =
+        Learned::from_failures_after(Learned::from_prior(cx.prior), cx.failures, capacity, |p| {
+            estimator.estimate(setup, p)
+        });
     notes.extend(learned.notes.iter().cloned());
     let search = Search {
         setup,
         estimator,
         written: cx.written,
         learned,
-        margin: margin(estimator),
+        margin: margin_with(estimator, cx.prior),
         // Tight guesses only until the second failure: after that, headroom.
         tight_guess: cx.failures.len() <= 1,
+        prior: cx.prior,
     };
     // The steps answering the classes this run failed with first; when none of their
     // combinations is predicted to fit, every memory step (as preflight does): offload needs
@@ -355,6 +383,71 @@ fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) 
 /// The failure classes of the run so far.
 fn classes_failed<'a>(cx: &Context<'a>) -> BTreeSet<&'a str> {
     cx.failures.iter().map(|f| f.class.as_str()).collect()
+}
+
+/// Preflight with a prior: the best configuration the ladder's memory steps allow, the plan
+/// as written included, judged by the calibrated estimate and measured figures.
+fn calibrated_preflight(
+    setup: &Setup,
+    estimator: &Estimator,
+    written: &Plan,
+    prior: &Prior,
+    notes: &mut Vec<String>,
+) -> Option<Move> {
+    let search = Search {
+        setup,
+        estimator,
+        written,
+        learned: Learned::from_prior(prior),
+        margin: margin_with(estimator, prior),
+        tight_guess: false,
+        prior,
+    };
+    notes.push(format!("preflight: {}", prior.describe()));
+    notes.extend(prior.notes.iter().cloned());
+    let ranges: Vec<Range> = setup
+        .ladder
+        .steps
+        .iter()
+        .map(|s| Range {
+            lo: 0,
+            hi: if s.answers.iter().any(|c| MEMORY_CLASSES.contains(c)) {
+                s.repeat
+            } else {
+                0
+            },
+        })
+        .collect();
+    let candidates = space::enumerate(setup, written, &ranges, &HashSet::new());
+    let Some(best) = search.best(candidates, notes) else {
+        notes.push(
+            "preflight: nothing the ladder allows is predicted to fit even as calibrated; submitting as written".into(),
+        );
+        return None;
+    };
+    if best.candidate.counts.iter().all(|n| *n == 0) {
+        let capacity = setup.profile.gpu.memory_gib;
+        notes.push(format!(
+            "preflight: as written it is the best configuration predicted to fit (peak {:.1} of {:.1} GiB as calibrated){}",
+            best.estimate.gpu_peak_gib() * search.learned.scale,
+            search.learned.usable_gib(capacity) * search.learned.scale,
+            if best.measured { ", throughput as measured" } else { "" }
+        ));
+        return None;
+    }
+    let mut chosen = search.move_to(written, best);
+    chosen.why = format!("{}; {}", prior.describe(), chosen.why);
+    Some(chosen)
+}
+
+/// The headroom: with peaks measured on this card, that of a known architecture (the scale is
+/// a measurement, not a guess from the model's size).
+fn margin_with(estimator: &Estimator, prior: &Prior) -> f64 {
+    if prior.measured > 0 {
+        MARGIN_KNOWN
+    } else {
+        margin(estimator)
+    }
 }
 
 /// The headroom for this estimator.
@@ -552,6 +645,8 @@ struct Search<'a> {
     /// May take a configuration predicted to fit only without headroom, to keep what the run
     /// trains ([`Search::best`]).
     tight_guess: bool,
+    /// What earlier attempts on this card measured.
+    prior: &'a Prior,
 }
 
 /// A candidate that is predicted to fit, with its scores.
@@ -566,6 +661,36 @@ struct Scored {
     semantic_distance: usize,
     /// Asks for no more GPUs than the plan as written.
     same_gpus: bool,
+    /// The model's relative throughput (before any measurement replaced it).
+    modelled: f64,
+    /// Its throughput is a measurement (the evidence store), not the model's.
+    measured: bool,
+    /// The measured tokens per GPU-second, when there is one.
+    measured_tokens: Option<f64>,
+}
+
+/// Measured throughputs on the model's relative scale: each measured candidate's figure
+/// times the median ratio of modelled to measured over the measured candidates, so measured
+/// and modelled candidates rank together and measured ones rank among themselves as measured.
+fn on_model_scale(fitting: &mut [Scored]) {
+    let mut ratios: Vec<f64> = fitting
+        .iter()
+        .filter_map(|s| {
+            s.measured_tokens
+                .filter(|t| *t > 0.0)
+                .map(|t| s.modelled / t)
+        })
+        .collect();
+    if ratios.is_empty() {
+        return;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let k = ratios[ratios.len() / 2];
+    for s in fitting.iter_mut() {
+        if let Some(t) = s.measured_tokens {
+            s.throughput.relative = t * k;
+        }
+    }
 }
 
 impl Search<'_> {
@@ -611,16 +736,52 @@ impl Search<'_> {
         let usable = self.learned.usable_gib(capacity);
         let budget = usable * (1.0 - margin);
         let written = self.written.semantics(self.setup);
+        // What the card holds for the job in truth (a measured peak is not scaled).
+        let room = capacity - self.learned.unavailable_gib;
+        let mut bad_noted = false;
         let mut fitting: Vec<Scored> = candidates
             .into_iter()
             .filter_map(|candidate| {
+                let settings = (!self.prior.is_empty())
+                    .then(|| crate::evidence_store::settings(self.setup, &candidate.plan));
+                let known = settings.as_ref().and_then(|s| {
+                    if let Some(from) = self.prior.bad.get(s) {
+                        if !bad_noted {
+                            bad_noted = true;
+                            notes.push(format!(
+                                "passed over {}: it ran out of memory on this card before ({from})",
+                                candidate.label(&self.setup.ladder.steps)
+                            ));
+                        }
+                        return Some(None);
+                    }
+                    self.prior.good.get(s).map(Some)
+                });
+                let known = match known {
+                    Some(None) => return None,
+                    Some(Some(k)) => Some(k),
+                    None => None,
+                };
                 let estimate = self.estimate(&candidate.plan, budget);
-                if estimate.estimate.failure.is_some() {
+                let fits = match known.and_then(|k| k.peak_gib) {
+                    // It ran here, with this peak: the measurement decides.
+                    Some(peak) => peak <= room,
+                    None => estimate.estimate.failure.is_none(),
+                };
+                if !fits {
                     return None;
                 }
-                Some(self.score(candidate, estimate, &written))
+                let mut scored = self.score(candidate, estimate, &written);
+                if let Some(t) = known.and_then(|k| k.tokens_per_gpu_s) {
+                    scored.measured = true;
+                    scored.throughput.costs = vec![("measured".into(), 1.0)];
+                    // Kept in tokens/s until put on the model's scale below.
+                    scored.measured_tokens = Some(t);
+                }
+                Some(scored)
             })
             .collect();
+        on_model_scale(&mut fitting);
         fitting.sort_by(|a, b| {
             b.same_semantics
                 .cmp(&a.same_semantics)
@@ -654,6 +815,9 @@ impl Search<'_> {
             semantics == *written
         };
         Scored {
+            modelled: throughput.relative,
+            measured: false,
+            measured_tokens: None,
             semantic_distance: semantic_changes(written, &semantics).len(),
             same_gpus: candidate.plan.resources.gpus <= self.written.resources.gpus
                 && candidate.plan.resources.nodes <= self.written.resources.nodes,

@@ -61,6 +61,7 @@ fn decide(setup: &Setup, written: &Plan, failures: &[Failure]) -> (Next, Vec<Str
             current: &failures.last().unwrap().plan,
             failures,
             tried: &tried,
+            prior: &super::Prior::none(),
         },
         &mut notes,
     );

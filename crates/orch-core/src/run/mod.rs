@@ -53,6 +53,14 @@ use crate::ledger::{Journal, RunDir, RunLock, RunRecord};
 use crate::plan::{Plan, Setup};
 use crate::progress::{Progress, elapsed};
 
+/// A live job's measurement is written to the ledger at most this often (and with its end).
+const MEASURED_EVERY: Duration = Duration::from_secs(60);
+
+/// Two decimals, as the ledger keeps GiB.
+fn round2(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
+
 /// What every run in one watcher shares.
 pub struct Ctx<'a, B = Backend> {
     /// Templates, ladders and profiles.
@@ -220,11 +228,101 @@ impl RunDriver {
 
     /// Read what the live job's logs gained since the last tick.
     pub async fn read_logs(&mut self) {
-        if let Phase::Live(live) = &mut self.phase
-            && let Some(line) = live.read_logs().await
-        {
-            self.last_line = line;
+        if let Phase::Live(live) = &mut self.phase {
+            if let Some(line) = live.read_logs().await {
+                self.last_line = line;
+            }
+            if let Some(measured) = live.measured_to_note(MEASURED_EVERY) {
+                // A figure not written is written with the attempt's end; a full disk is
+                // met, and answered, there.
+                let _ = self.journal.append(&crate::ledger::Event::Measured {
+                    ts: crate::ledger::now(),
+                    attempt: self.attempt,
+                    measured,
+                });
+            }
         }
+    }
+
+    /// Keep what the attempt that just ended taught in the runs directory's evidence store
+    /// (`orch evidence`), for the runs that come after it. A store that cannot be written
+    /// costs only that: the run goes on.
+    pub(crate) fn remember(
+        &self,
+        outcome: crate::outcome::Outcome,
+        measured: Option<orch_classify::Measured>,
+        evidence: Option<&crate::ledger::EvidenceRecord>,
+    ) {
+        let Some(estimator) = &self.estimator else {
+            return;
+        };
+        let run = self.journal.run();
+        let predicted = self
+            .journal
+            .cached()
+            .attempts
+            .iter()
+            .find(|a| a.attempt == self.attempt)
+            .and_then(|a| a.predicted.clone());
+        let attempt = crate::evidence_store::Attempt {
+            run: &run.id,
+            attempt: self.attempt,
+            outcome,
+            predicted,
+            measured,
+            facts: evidence.and_then(|e| e.memory.as_deref()),
+        };
+        let Some(o) = crate::evidence_store::observe(
+            &self.setup,
+            &self.plan,
+            estimator,
+            self.simulate,
+            attempt,
+        ) else {
+            return;
+        };
+        if let Some(store) = self.store()
+            && let Err(e) = store.append(&o)
+        {
+            tracing::warn!("cannot add to {}: {e:#}", store.path().display());
+        }
+    }
+
+    /// What earlier attempts of this trainer, model and card taught (this run's own included).
+    pub(crate) fn prior(&self) -> crate::planner::Prior {
+        match (&self.estimator, self.store()) {
+            (Some(estimator), Some(store)) => crate::planner::prior::load(
+                &store,
+                &self.setup,
+                estimator,
+                self.simulate,
+                Some(&self.journal.run().id),
+            ),
+            _ => crate::planner::Prior::none(),
+        }
+    }
+
+    /// The evidence store beside this run's directory.
+    pub(crate) fn store(&self) -> Option<crate::evidence_store::EvidenceStore> {
+        let runs = self.journal.run().path.parent()?;
+        Some(crate::evidence_store::EvidenceStore::in_runs_dir(runs))
+    }
+
+    /// What the memory estimator predicts for the current plan, for its `rendered` event.
+    pub(crate) fn predicted(&self) -> Option<crate::ledger::PredictedMemory> {
+        let estimator = self.estimator.as_ref()?;
+        let e = estimator.estimate(&self.setup, &self.plan);
+        Some(crate::ledger::PredictedMemory {
+            peak_gib: round2(e.gpu_peak_gib()),
+            capacity_gib: round2(self.setup.profile.gpu.memory_gib),
+            train_peak_gib: Some(round2(e.estimate.train_peak_gib)),
+            allocated_gib: Some(round2(e.estimate.train_allocated_gib)),
+            reserved_gib: Some(round2(e.estimate.train_reserved_gib)),
+            fit: Some(e.fit.as_str().to_string()),
+            band_pct: orch_memory::calibration::band(e.trainer).map(|b| b.over_pct),
+            architecture_known: Some(estimator.knows_architecture()),
+            calibrated_by: Some(self.prior().earlier as u32).filter(|n| *n > 0),
+        })
     }
 
     /// Read the live job's logs to their end (the job has ended: its verdict must cover all).

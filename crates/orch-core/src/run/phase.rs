@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use orch_classify::Scanner;
+use orch_classify::{MeasureReader, Measured, Scanner};
 use orch_ssh::tail::{Tail, last_line};
 
 use crate::backend::{JobEnd, JobRef, Scheduler};
@@ -148,6 +148,8 @@ pub struct Live {
     /// This orch asked the backend to cancel the job (a cancel was requested): the job's
     /// end is recorded when the backend reports it.
     pub cancel_sent: bool,
+    /// The measurement last written to the ledger while the job ran, and when.
+    pub measured_noted: Option<(Measured, Instant)>,
 }
 
 #[derive(Debug)]
@@ -155,6 +157,8 @@ struct LogFile {
     label: String,
     tail: Tail,
     scanner: Scanner,
+    /// What the trainer reports of itself (peak memory, throughput), read as it is written.
+    measure: MeasureReader,
     /// The log's last lines, shown when no known failure line explains a failed job.
     end: LogEnd,
 }
@@ -259,6 +263,7 @@ impl Live {
             label: label.into(),
             tail: Tail::at(backend.log_source(&job, label)),
             scanner: Scanner::new(),
+            measure: MeasureReader::new(label),
             end: LogEnd::default(),
         };
         Live {
@@ -268,6 +273,7 @@ impl Live {
             last_growth: Instant::now(),
             running_since: None,
             cancel_sent: false,
+            measured_noted: None,
         }
     }
 
@@ -294,6 +300,7 @@ impl Live {
             {
                 self.last_growth = Instant::now();
                 log.scanner.feed(&bytes);
+                log.measure.feed(&bytes);
                 log.end.feed(&bytes);
                 if let Some(line) = last_line(&bytes) {
                     last = Some(line);
@@ -319,6 +326,27 @@ impl Live {
                 memory: None,
             })
         })
+    }
+
+    /// What the job's logs measured so far (both logs as one), if they reported anything.
+    pub fn measured(&self) -> Option<Measured> {
+        self.logs
+            .iter()
+            .map(|l| l.measure.measured())
+            .fold(None, Measured::merge)
+    }
+
+    /// The measurement to write to the ledger now, while the job runs: when it differs from
+    /// the last one written and that is at least `every` old (the first at once).
+    pub fn measured_to_note(&mut self, every: std::time::Duration) -> Option<Measured> {
+        let m = self.measured()?;
+        if let Some((last, at)) = &self.measured_noted
+            && (last == &m || at.elapsed() < every)
+        {
+            return None;
+        }
+        self.measured_noted = Some((m.clone(), Instant::now()));
+        Some(m)
     }
 
     /// Each log's verdict, as `(file, verdict)`.

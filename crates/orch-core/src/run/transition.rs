@@ -149,6 +149,7 @@ impl RunDriver {
             overrides,
             devices,
             gpus: Some(self.plan.resources.gpus * self.plan.resources.nodes),
+            predicted: self.predicted(),
         })?;
         crash_point("rendered");
         Ok(Phase::Submitting)
@@ -507,7 +508,9 @@ impl RunDriver {
             exit_code: end.exit_code(),
             evidence: evidence.clone(),
             running_since: live.running_since.clone(),
+            measured: live.measured(),
         })?;
+        self.remember(outcome, live.measured(), evidence.as_ref());
         crash_point("finished");
         self.phase = Phase::Finished(Finish {
             outcome,
@@ -616,6 +619,7 @@ impl RunDriver {
         let n = self.attempt;
         let mut notes = Vec::new();
         let failures = self.failures()?;
+        let prior = self.prior();
         let next = planner::next(
             &planner::Context {
                 setup: &self.setup,
@@ -624,6 +628,7 @@ impl RunDriver {
                 current: &self.plan,
                 failures: &failures,
                 tried: &self.tried,
+                prior: &prior,
             },
             &mut notes,
         );

@@ -367,10 +367,11 @@ fn step_line(ctx: &Ctx, r: &Run, step: u64, step_s: f64) -> String {
         r.v.max_response_length as f64 * 0.6,
         r.v.max_response_length as f64 * 0.45,
     );
+    let gpus = (r.v.n_gpus_per_node * r.v.nnodes) as f64;
+    let tokens_per_gpu = seq * 0.6 * (r.v.train_batch_size * r.v.rollout_n) as f64 / gpus;
     format!(
-        "step:{step} - global_seqlen/mean:{:.1} - actor/entropy:{:.3} - actor/pg_loss:{:.4} - actor/pg_clipfrac:{:.4} - actor/ppo_kl:{:.5} - actor/grad_norm:{:.3} - perf/mfu/actor:0.000 - perf/max_memory_allocated_gb:{:.2} - perf/max_memory_reserved_gb:{:.2} - perf/cpu_memory_used_gb:{:.2} - actor/lr:{} - critic/score/mean:{:.3} - critic/rewards/mean:{:.3} - response_length/mean:{:.1} - timing_s/gen:{:.3} - timing_s/update_actor:{:.3} - timing_s/step:{:.3}",
-        seq * 0.6 * (r.v.train_batch_size * r.v.rollout_n) as f64
-            / (r.v.n_gpus_per_node * r.v.nnodes) as f64,
+        "step:{step} - global_seqlen/mean:{:.1} - actor/entropy:{:.3} - actor/pg_loss:{:.4} - actor/pg_clipfrac:{:.4} - actor/ppo_kl:{:.5} - actor/grad_norm:{:.3} - perf/mfu/actor:0.000 - perf/max_memory_allocated_gb:{:.2} - perf/max_memory_reserved_gb:{:.2} - perf/cpu_memory_used_gb:{:.2} - actor/lr:{} - critic/score/mean:{:.3} - critic/rewards/mean:{:.3} - response_length/mean:{:.1} - timing_s/gen:{:.3} - timing_s/update_actor:{:.3} - timing_s/step:{:.3} - perf/total_num_tokens:{:.0} - perf/time_per_step:{:.3} - perf/throughput:{:.1}",
+        tokens_per_gpu,
         metric(ids, "entropy", step, 0.62, 0.38),
         metric(ids, "pg_loss", step, 0.012, -0.004),
         metric(ids, "clip", step, 0.002, 0.001),
@@ -386,6 +387,14 @@ fn step_line(ctx: &Ctx, r: &Run, step: u64, step_s: f64) -> String {
         step_s * 0.5,
         step_s * 0.5,
         step_s,
+        tokens_per_gpu * gpus,
+        step_s,
+        // verl/trainer/ppo/metric_utils.py:302: tokens per second per GPU.
+        if step_s > 0.0 {
+            tokens_per_gpu / step_s
+        } else {
+            tokens_per_gpu
+        },
     )
 }
 
@@ -449,7 +458,7 @@ mod tests {
         let (code, cap) = run_capture("verl", &a, &env);
         assert_eq!(code, 0, "{}", cap.all());
         let out = cap.stdout();
-        let step = Regex::new(r"(?m)^\(TaskRunner pid=\d+\) step:(\d+) - .*actor/pg_loss:-?\d+\.\d+ - .*perf/max_memory_allocated_gb:(\d+\.\d+) - .*timing_s/step:\d+\.\d+$").unwrap();
+        let step = Regex::new(r"(?m)^\(TaskRunner pid=\d+\) step:(\d+) - .*actor/pg_loss:-?\d+\.\d+ - .*perf/max_memory_allocated_gb:(\d+\.\d+) - .*timing_s/step:\d+\.\d+ - .*perf/throughput:\d+\.\d+$").unwrap();
         let steps: Vec<u64> = step
             .captures_iter(&out)
             .map(|c| c[1].parse().unwrap())

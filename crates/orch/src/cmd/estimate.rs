@@ -3,7 +3,10 @@
 use orch_core::config::Catalog;
 use orch_core::error::{UsageError, code};
 use orch_core::estimate::{Architecture, Estimator, PlanEstimate};
+use orch_core::evidence_store::EvidenceStore;
+use orch_core::ledger::Ledger;
 use orch_core::plan::{Plan, Setup};
+use orch_core::planner::prior;
 use orch_core::planner::{self, throughput};
 use orch_memory::estimate::Item;
 use serde_json::json;
@@ -11,7 +14,7 @@ use serde_json::json;
 use crate::cli::EstimateArgs;
 
 /// Print the per-GPU breakdown and peak, host memory and the verdict against the card.
-pub fn estimate(catalog: &Catalog, args: EstimateArgs) -> anyhow::Result<u8> {
+pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyhow::Result<u8> {
     let (setup, written) = super::catalog::load_one(catalog, &args.experiment, &args.config)?;
     let plan = match &args.plan_file {
         Some(path) => read_plan(path, &written)?,
@@ -35,6 +38,16 @@ pub fn estimate(catalog: &Catalog, args: EstimateArgs) -> anyhow::Result<u8> {
             (m, e, t)
         });
     let instead = best.as_ref().filter(|_| estimator.knows_architecture());
+    // What earlier attempts on this card measured (real runs; else simulated ones, said so).
+    let store = EvidenceStore::in_runs_dir(ledger.root());
+    let calibration = [false, true].into_iter().find_map(|simulated| {
+        let prior = prior::load(&store, &setup, &estimator, simulated, None);
+        (!prior.is_empty()).then(|| {
+            let chosen =
+                planner::preflight_with(&setup, &estimator, &plan, &prior, &mut Vec::new());
+            (prior, simulated, chosen)
+        })
+    });
     if args.json {
         let mut json = to_json(&setup, &plan, &est);
         json["throughput"] = json!(round3(speed.relative));
@@ -50,9 +63,39 @@ pub fn estimate(catalog: &Catalog, args: EstimateArgs) -> anyhow::Result<u8> {
         json["preflight"] = instead.map_or(json!(null), as_json);
         // Also with the architecture unknown: the reference recovery is measured against.
         json["best"] = best.as_ref().map_or(json!(null), as_json);
+        json["calibration"] = calibration
+            .as_ref()
+            .map_or(json!(null), |(p, simulated, chosen)| {
+                json!({
+                    "attempts": p.attempts,
+                    "measured_peaks": p.measured,
+                    "known_not_to_fit": p.bad.len(),
+                    "scale": p.scale.map(round3),
+                    "simulated": simulated,
+                    "describe": p.describe(),
+                    "preflight": chosen.as_ref().map(|m| json!({
+                        "steps": m.label,
+                        "changes": m.changes.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+                        "changes_semantics": m.changes_semantics,
+                    })),
+                })
+            });
         outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         let mut text = report(&setup, &plan, &est);
+        if let Some((p, simulated, chosen)) = &calibration {
+            text.push_str(&format!(
+                "{}{}\n",
+                p.describe(),
+                if *simulated { " (simulated runs)" } else { "" }
+            ));
+            if let Some(m) = chosen {
+                text.push_str(&format!(
+                    "calibrated, preflight would submit: {}\n",
+                    m.label
+                ));
+            }
+        }
         if let Some((m, e, _)) = instead {
             text.push_str(&format!(
                 "preflight would submit instead: {} — predicted peak {:.2} GiB\n",

@@ -14,7 +14,9 @@ mod backend;
 mod catalog;
 mod classify;
 mod estimate;
+mod evidence;
 mod machine;
+mod report;
 mod runs;
 mod shell;
 mod submit;
@@ -38,11 +40,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Status(args) => runs::status(&ledger, args),
         Command::History(args) => runs::history(&ledger, args),
         Command::Logs(args) => runs::logs(&ledger, args).await,
+        Command::Report(args) => report::report(&catalog, &ledger, args),
         Command::Cancel(args) => runs::cancel(&ledger, args).await,
         Command::Profiles(args) => catalog::profiles(&catalog, args),
         Command::Experiments(args) => catalog::experiments(&catalog, args),
         Command::Ladder(args) => catalog::ladder(&catalog, args),
-        Command::Estimate(args) => estimate::estimate(&catalog, args),
+        Command::Estimate(args) => estimate::estimate(&catalog, &ledger, args),
+        Command::Evidence(args) => evidence::evidence(&ledger, args),
         Command::Completions(args) => shell::completions(args),
         Command::Man => shell::man(),
         #[cfg(feature = "sim")]

@@ -150,18 +150,24 @@ fn detail(r: &RunSummary) -> String {
                 .unwrap_or(line)
                 .to_string()
         }
-        (_, Some(a)) => format!(
-            "attempt {} ({}){}{}",
-            a.attempt,
-            a.step,
-            a.job_id
-                .as_deref()
-                .map(|j| format!(", job {j}"))
-                .unwrap_or_default(),
-            a.outcome
-                .map(|o| format!(": {}", o.name()))
+        (_, Some(a)) => {
+            format!(
+                "attempt {} ({}){}{}",
+                a.attempt,
+                a.step,
+                a.job_id
+                    .as_deref()
+                    .map(|j| format!(", job {j}"))
+                    .unwrap_or_default(),
+                a.outcome
+                    .map(|o| format!(": {}", o.name()))
+                    .unwrap_or_default()
+            ) + &a
+                .measured
+                .as_ref()
+                .map(|m| format!(" · {}", m.summary()))
                 .unwrap_or_default()
-        ),
+        }
         // Created, nothing submitted yet: it waits its turn (--max-parallel, free GPUs).
         _ if r.state == RunState::Running => "no attempt yet (waiting for a slot)".into(),
         _ => "-".into(),
@@ -188,6 +194,7 @@ fn summary_json(r: &RunSummary) -> serde_json::Value {
         "step": last.map(|a| a.step.clone()),
         "job_id": last.and_then(|a| a.job_id.clone()),
         "outcome": last.and_then(|a| a.outcome),
+        "measured": last.and_then(|a| a.measured.clone()),
         "summary": r.summary,
         "gpu_hours": r.gpu_hours.map(|h| serde_json::json!({
             "total": h.total(), "succeeded": h.succeeded, "failed": h.failed,
@@ -257,6 +264,27 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
             if let Some(memory) = e.memory_summary() {
                 outln!("  memory: {memory}");
             }
+        }
+        if let Some(p) = &a.predicted {
+            outln!(
+                "  predicted: {:.1} GiB per GPU on a {:.1} GiB card{}",
+                p.peak_gib,
+                p.capacity_gib,
+                p.fit
+                    .as_deref()
+                    .map(|f| format!(" ({f})"))
+                    .unwrap_or_default()
+            );
+        }
+        if let Some(m) = &a.measured {
+            outln!(
+                "  measured: {}{}",
+                m.summary(),
+                m.source
+                    .as_deref()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default()
+            );
         }
         if let Some(w) = &a.checkpoint_warning {
             outln!("  checkpoint: {w}");

@@ -13,6 +13,7 @@ use orch_core::estimate::{EstimateError, Estimator};
 use orch_core::gpus::Inventory;
 use orch_core::ledger::{Event, FORMAT, Ledger, RunState, now};
 use orch_core::plan::{Plan, SetArg, Setup};
+use orch_core::planner::Prior;
 use orch_core::progress::Progress;
 use orch_core::render::AttemptInfo;
 use orch_core::watch::{Ctx, FollowUp, RunDriver, drive};
@@ -227,11 +228,16 @@ fn create_runs(
     let mut drivers = Vec::new();
     let mut detached = Vec::new();
     let mut planned = Vec::new();
+    let store = orch_core::evidence_store::EvidenceStore::in_runs_dir(ledger.root());
     for (setup, written, estimator) in members {
+        let prior = estimator.as_ref().map_or_else(Prior::none, |e| {
+            orch_core::planner::prior::load(&store, &setup, e, simulate, None)
+        });
         let preflight = preflight(
             &setup,
             &written,
             estimator.as_ref(),
+            &prior,
             args.preflight,
             progress,
         );
@@ -429,6 +435,7 @@ fn preflight(
     setup: &Setup,
     written: &Plan,
     estimator: Option<&Estimator>,
+    prior: &Prior,
     mode: Preflight,
     progress: &Progress,
 ) -> Option<orch_core::planner::Move> {
@@ -437,6 +444,19 @@ fn preflight(
     }
     let estimator = estimator?;
     let name = &written.experiment;
+    if !prior.is_empty() && mode == Preflight::On {
+        // Earlier attempts on this card measured what the estimate only predicts: they
+        // decide, the architecture known or not.
+        let mut notes = Vec::new();
+        let chosen =
+            orch_core::planner::preflight_with(setup, estimator, written, prior, &mut notes);
+        for note in notes {
+            progress.say(format!("[{name}] {note}"));
+        }
+        let chosen = chosen?;
+        progress.say(format!("[{name}] preflight: {}", chosen.describe()));
+        return Some(chosen);
+    }
     if !estimator.knows_architecture() {
         progress.say(format!(
             "[{name}] preflight: the model's architecture is unknown, so its memory is not estimated before the first attempt; {}",

@@ -1,0 +1,320 @@
+//! What earlier attempts of this trainer × model × card taught ([`crate::evidence_store`]),
+//! ready for a decision: how far the estimate is off on this card, which configurations ran
+//! and how fast, which ran out of memory.
+//!
+//! - **The estimate's scale.** An attempt that measured its own peak says how far the
+//!   prediction for that configuration was off: `measured / predicted` (reserved memory where
+//!   both state it, else allocated). The largest ratio over the attempts is the scale every
+//!   prediction is multiplied by — below 1 when the estimate was too pessimistic, which is
+//!   what lets a run start above the safe configuration the estimate alone would pick. A
+//!   memory failure the estimate did not predict proves the demand exceeded the card: the scale
+//!   is at least `capacity / predicted` for it. The scale is kept within
+//!   [[`MIN_SCALE`], ∞): no extrapolation from one measurement to less than half the model.
+//! - **Known configurations.** A configuration (its settings) that ran out of memory on this
+//!   card is not a candidate again; one that measured its peak is judged by that peak, not the
+//!   estimate, and one that measured its throughput is ranked by it.
+//! - **Throughput.** Measured tokens per GPU-second replace the model's relative figure for the
+//!   configurations that have one, on the model's scale (the median ratio of the two over the
+//!   configurations that have both), so measured and modelled candidates rank together.
+
+use std::collections::HashMap;
+
+use crate::evidence_store::Observation;
+use crate::outcome::Outcome;
+
+/// The scale never goes below this: one configuration's measurement does not make every
+/// other configuration less than half of what the model predicts.
+pub const MIN_SCALE: f64 = 0.5;
+
+/// What a configuration that ran measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Known {
+    /// Its measured peak (reserved, else allocated), GiB.
+    pub peak_gib: Option<f64>,
+    /// Tokens per GPU-second, as measured.
+    pub tokens_per_gpu_s: Option<f64>,
+    /// `run R attempt N`.
+    pub from: String,
+}
+
+/// What the store taught about one trainer × model × card.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Prior {
+    /// Observations it was built from.
+    pub attempts: usize,
+    /// Of them, those of other runs than the one deciding (all, before a run exists).
+    pub earlier: usize,
+    /// Of them, those that measured a peak the scale was taken from.
+    pub measured: usize,
+    /// Predictions are multiplied by this; None when no attempt says.
+    pub scale: Option<f64>,
+    /// Configurations (settings) that ran, with what they measured.
+    pub good: HashMap<String, Known>,
+    /// Configurations that ran out of memory on this card, with where.
+    pub bad: HashMap<String, String>,
+    /// One clause per lesson.
+    pub notes: Vec<String>,
+}
+
+impl Prior {
+    /// Nothing known.
+    pub fn none() -> Prior {
+        Prior::default()
+    }
+
+    /// Whether it knows anything.
+    pub fn is_empty(&self) -> bool {
+        self.attempts == 0
+    }
+
+    /// Learn from the observations of one key (oldest first); `per_gpu` says whether the
+    /// trainer reports tokens/s per GPU (verl) or for all GPUs (train.py).
+    pub fn from_observations(obs: &[Observation], per_gpu: bool, this_run: Option<&str>) -> Prior {
+        let mut p = Prior::none();
+        let mut ratio: Option<(f64, String)> = None;
+        let mut floor: Option<(f64, String)> = None;
+        for o in obs {
+            let from = format!("run {} attempt {}", o.run, o.attempt);
+            p.attempts += 1;
+            if this_run != Some(o.run.as_str()) {
+                p.earlier += 1;
+            }
+            let predicted = o.predicted.as_ref();
+            if o.is_memory_failure() {
+                p.good.remove(&o.settings);
+                p.bad.insert(o.settings.clone(), from.clone());
+                // The estimate said it fits (or did not say): the demand exceeded the card.
+                if let Some(pr) = predicted
+                    && pr.peak_gib > 0.0
+                {
+                    let needed = o
+                        .failed_demand_gib
+                        .unwrap_or(pr.capacity_gib)
+                        .max(pr.capacity_gib);
+                    let r = needed / pr.peak_gib;
+                    if floor.as_ref().is_none_or(|(f, _)| r > *f) {
+                        floor = Some((r, from.clone()));
+                    }
+                }
+                continue;
+            }
+            let Some(m) = &o.measured else { continue };
+            if !p.bad.contains_key(&o.settings) || o.outcome == Outcome::Succeeded {
+                p.bad.remove(&o.settings);
+                let tokens = m.tokens_per_s.map(|t| {
+                    if per_gpu {
+                        t
+                    } else {
+                        t / f64::from(o.gpus.max(1))
+                    }
+                });
+                let known = p.good.entry(o.settings.clone()).or_insert(Known {
+                    peak_gib: None,
+                    tokens_per_gpu_s: None,
+                    from: from.clone(),
+                });
+                known.peak_gib = match (known.peak_gib, m.peak_gib()) {
+                    (Some(a), Some(b)) => Some(a.max(b)),
+                    (a, b) => a.or(b),
+                };
+                if tokens.is_some() {
+                    known.tokens_per_gpu_s = tokens;
+                }
+            }
+            let pair = match (m.peak_reserved_gib, m.peak_allocated_gib, predicted) {
+                (Some(meas), _, Some(pr)) if pr.reserved_gib.is_some_and(|x| x > 0.0) => {
+                    Some((meas, pr.reserved_gib.unwrap_or_default()))
+                }
+                (_, Some(meas), Some(pr)) if pr.allocated_gib.is_some_and(|x| x > 0.0) => {
+                    Some((meas, pr.allocated_gib.unwrap_or_default()))
+                }
+                _ => None,
+            };
+            if let Some((meas, pred)) = pair {
+                p.measured += 1;
+                let r = meas / pred;
+                if ratio.as_ref().is_none_or(|(x, _)| r > *x) {
+                    ratio = Some((r, from.clone()));
+                }
+            }
+        }
+        let scale = match (&ratio, &floor) {
+            (Some((r, _)), Some((f, _))) => Some(r.max(*f)),
+            (Some((r, _)), None) => Some(*r),
+            (None, Some((f, _))) => Some(f.max(1.0)),
+            (None, None) => None,
+        };
+        p.scale = scale.map(|s| s.max(MIN_SCALE));
+        if let Some((r, from)) = &ratio {
+            p.notes.push(format!(
+                "measured peaks on this card were up to ×{r:.2} the estimate ({from})"
+            ));
+        }
+        if let Some((f, from)) = floor
+            .as_ref()
+            .filter(|(f, _)| ratio.is_none_or(|(r, _)| f > &r))
+        {
+            p.notes.push(format!(
+                "an out-of-memory on this card ({from}) needed ×{f:.2} the estimate"
+            ));
+        }
+        p
+    }
+
+    /// `calibrated by 3 earlier attempts on this card (2 measured peaks: predictions ×0.82)`.
+    pub fn describe(&self) -> String {
+        let mut s = if self.earlier > 0 {
+            format!(
+                "calibrated by {} earlier attempt{} on this card",
+                self.earlier,
+                if self.earlier == 1 { "" } else { "s" }
+            )
+        } else {
+            "calibrated by this run's own attempts".to_string()
+        };
+        let mut parts = Vec::new();
+        if self.measured > 0 {
+            parts.push(format!(
+                "{} measured peak{}",
+                self.measured,
+                if self.measured == 1 { "" } else { "s" }
+            ));
+        }
+        if !self.bad.is_empty() {
+            parts.push(format!(
+                "{} configuration{} known not to fit",
+                self.bad.len(),
+                if self.bad.len() == 1 { "" } else { "s" }
+            ));
+        }
+        if let Some(scale) = self.scale {
+            parts.push(format!("predictions ×{scale:.2}"));
+        }
+        if !parts.is_empty() {
+            s.push_str(&format!(" ({})", parts.join(", ")));
+        }
+        s
+    }
+}
+
+/// What the store beside the runs knows of `setup`'s trainer, model and card (simulated
+/// figures for a simulated run, real ones for a real run).
+pub fn load(
+    store: &crate::evidence_store::EvidenceStore,
+    setup: &crate::plan::Setup,
+    estimator: &crate::estimate::Estimator,
+    simulated: bool,
+    this_run: Option<&str>,
+) -> Prior {
+    let key = crate::evidence_store::EvidenceKey::of(setup, estimator, simulated);
+    let obs = store.about(&key);
+    Prior::from_observations(&obs, reports_per_gpu(estimator.trainer()), this_run)
+}
+
+/// Whether the trainer's logged tokens/s is per GPU (verl's `perf/throughput`) rather than
+/// for the whole job (train.py's `tokens/s`).
+fn reports_per_gpu(trainer: orch_memory::estimate::Trainer) -> bool {
+    matches!(trainer, orch_memory::estimate::Trainer::Verl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence_store::EvidenceKey;
+    use crate::ledger::PredictedMemory;
+    use orch_classify::{FailureClass, Measured};
+
+    fn obs(settings: &str, outcome: Outcome, predicted: f64, measured: Option<f64>) -> Observation {
+        Observation {
+            ts: String::new(),
+            key: EvidenceKey {
+                trainer: "torchrun".into(),
+                model: "m".into(),
+                gpu: "H100".into(),
+                memory_gib: "79.18".into(),
+                simulated: false,
+            },
+            run: "r".into(),
+            attempt: 1,
+            model_name: String::new(),
+            profile: String::new(),
+            step: "base".into(),
+            gpus: 2,
+            settings: settings.into(),
+            outcome,
+            predicted: Some(PredictedMemory {
+                peak_gib: predicted + 1.0,
+                capacity_gib: 79.18,
+                train_peak_gib: Some(predicted + 1.0),
+                allocated_gib: Some(predicted - 2.0),
+                reserved_gib: Some(predicted),
+                fit: None,
+                band_pct: None,
+                architecture_known: Some(true),
+                calibrated_by: None,
+            }),
+            measured: measured.map(|m| Measured {
+                peak_reserved_gib: Some(m),
+                tokens_per_s: Some(2000.0),
+                ..Default::default()
+            }),
+            failed_demand_gib: None,
+        }
+    }
+
+    #[test]
+    fn a_pessimistic_estimate_is_scaled_down_by_what_was_measured() {
+        let p = Prior::from_observations(
+            &[
+                obs("a", Outcome::Succeeded, 60.0, Some(45.0)),
+                obs("b", Outcome::Succeeded, 40.0, Some(32.0)),
+            ],
+            false,
+            None,
+        );
+        assert_eq!(p.scale, Some(0.8)); // the larger of 0.75 and 0.8
+        assert_eq!(p.measured, 2);
+        assert_eq!(p.good["a"].tokens_per_gpu_s, Some(1000.0)); // 2000 over 2 GPUs
+        assert!(p.bad.is_empty());
+        assert!(
+            p.describe().contains("2 measured peaks"),
+            "{}",
+            p.describe()
+        );
+    }
+
+    #[test]
+    fn an_unpredicted_oom_raises_the_scale_and_marks_the_configuration() {
+        let oom = Outcome::Failed(FailureClass::GpuOom);
+        let p = Prior::from_observations(
+            &[
+                obs("a", Outcome::Succeeded, 60.0, Some(45.0)),
+                // Predicted 70 + 1 on a 79.18 card, yet it ran out: ×1.12 at least.
+                obs("big", oom, 70.0, None),
+            ],
+            true,
+            Some("other"),
+        );
+        assert!((p.scale.unwrap() - 79.18 / 71.0).abs() < 1e-9, "{p:?}");
+        assert_eq!(p.bad["big"], "run r attempt 1");
+        assert!(p.good.contains_key("a"));
+        // A scale is never taken below MIN_SCALE.
+        let p =
+            Prior::from_observations(&[obs("a", Outcome::Succeeded, 60.0, Some(6.0))], true, None);
+        assert_eq!(p.scale, Some(MIN_SCALE));
+        assert!(Prior::from_observations(&[], true, None).is_empty());
+        // Its own run's attempts are not "earlier" ones.
+        let own = Prior::from_observations(
+            &[obs("a", Outcome::Succeeded, 60.0, Some(45.0))],
+            true,
+            Some("r"),
+        );
+        assert_eq!(own.earlier, 0);
+        assert!(
+            own.describe()
+                .starts_with("calibrated by this run's own attempts"),
+            "{}",
+            own.describe()
+        );
+    }
+}
