@@ -60,7 +60,8 @@ for exp in $EXPERIMENTS; do
         ORCH_RUNS_DIR=$runs "$ORCH" submit "$exp" --profile "$prof" --backend local \
             --max-attempts "$MAX" --set env.ORCH_SIM_PREEMPT_AT_STEP=0 ${EXTRA:-} \
             >/dev/null 2>"$WORK/err" || true
-        run=$(ls "$runs" 2>/dev/null | head -n 1)
+        # The run is the directory with a ledger (evidence.jsonl sits beside it).
+        run=$(cd "$runs" 2>/dev/null && for d in */events.jsonl; do [[ -e $d ]] && echo "${d%/events.jsonl}"; done | head -n 1)
         if [[ -z $run ]]; then
             printf '%-16s %-10s %-9s %6s %8s %6s  %s\n' "$exp" "$prof" refused - - - "$(head -n 1 "$WORK/err")"
             printf '%s\t%s\trefused\t-\t-\t-\t-\n' "$exp" "$prof" >>"$rows"
