@@ -30,6 +30,7 @@
 //! `Live` waits for the watcher ([`crate::watch::drive`]), which polls every live job of every
 //! run in one query per tick and hands each driver its job's state ([`RunDriver::observe`]).
 
+mod climb;
 mod phase;
 pub mod transition;
 
@@ -43,7 +44,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::ProgressBar;
 
-pub use phase::{Finish, Live, Pending, Phase, Queue, Resumed};
+pub use phase::{Finish, Live, Pace, Pending, Phase, Queue, Resumed};
 
 use crate::backend::{Backend, Scheduler};
 use crate::config::Catalog;
@@ -110,6 +111,13 @@ pub struct RunDriver {
     last_line: String,
     /// Why the next attempt waits for a slot, while it does.
     waiting: Option<Waiting>,
+    /// The last step a climb was looked for at.
+    climb_looked: u64,
+    /// A climb is decided: the job stops once the logs report a step after this one (its
+    /// checkpoint); None with a decision recorded: at once.
+    climb_after: Option<u64>,
+    /// This orch was interrupted (Ctrl-C): a cancelled attempt ends the run, climb or not.
+    interrupted: bool,
 }
 
 impl RunDriver {
@@ -140,6 +148,9 @@ impl RunDriver {
             started: Instant::now(),
             last_line: String::new(),
             waiting: None,
+            climb_looked: 0,
+            climb_after: None,
+            interrupted: false,
         })
     }
 
@@ -172,6 +183,9 @@ impl RunDriver {
             started: Instant::now(),
             last_line: String::new(),
             waiting: None,
+            climb_looked: 0,
+            climb_after: None,
+            interrupted: false,
         };
         driver.phase = match Phase::from_record(&record) {
             Resumed::Phase(Phase::Unsure) => driver.recover(backend, progress).await?,

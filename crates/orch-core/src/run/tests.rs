@@ -289,6 +289,7 @@ impl World {
                     simulate: true,
                     on_event: vec![],
                     max_parallel: None,
+                    climb: false,
                 },
             )
             .unwrap();

@@ -259,6 +259,7 @@ fn create_runs(
                 max_attempts,
                 simulate,
                 max_parallel: args.watch.max_parallel,
+                climb: climbs(target.kind, args),
             },
         )?;
         planned.push((setup, written, plan, preflight, max_attempts, member));
@@ -294,6 +295,15 @@ fn create_runs(
     }
     pending.done()?;
     Ok((drivers, detached))
+}
+
+/// Whether runs climb: `--climb` / `--no-climb`, else on everywhere but Slurm (where a
+/// restart queues again, and a detached run's follow-up job is what would decide it).
+fn climbs(kind: BackendKind, args: &SubmitArgs) -> bool {
+    if args.no_climb {
+        return false;
+    }
+    args.climb || kind != BackendKind::Slurm
 }
 
 /// Whether `--detach` hands attempts to Slurm follow-up jobs: on the login node itself, and
@@ -388,6 +398,7 @@ struct NewRun<'a> {
     max_attempts: u32,
     simulate: bool,
     max_parallel: Option<u32>,
+    climb: bool,
 }
 
 /// A new run as [`Ledger::plan_runs`] records it: its experiment, its `created` event, its
@@ -412,6 +423,7 @@ fn new_run(
         max_attempts: new.max_attempts,
         simulate: new.simulate,
         max_parallel: new.max_parallel,
+        climb: new.climb,
         on_event: match &args.on_event {
             Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone(), "orch-hook".into()],
             None => setup.experiment.file.on_event.clone(),
