@@ -932,3 +932,58 @@ fn a_pessimistic_estimate_climbs_back_up_and_the_next_run_starts_there() {
     assert_eq!(attempts(&kept).len(), 1, "{kept}");
     assert_eq!(attempts(&kept)[0]["step"], list[0]["step"]);
 }
+
+#[test]
+fn a_sweep_member_that_starts_later_uses_what_the_first_learned() {
+    // The architecture unknown, preflight cannot help the first member: it meets the OOM and
+    // steps down. Under --max-parallel 1 the second member starts after the first ended, and
+    // its first attempt is chosen again on what the first measured: no failed attempt.
+    let shipped = include_str!("../../../experiments/diamonds.yaml")
+        .replace("values: [0, 1, 2, 3, 4]", "values: [0, 1]")
+        .replace(
+            "  ORCH_SIM_PREEMPT_AT_STEP: \"2\"",
+            "  ORCH_SIM_PREEMPT_AT_STEP: \"0\"",
+        );
+    assert!(shipped.contains("values: [0, 1]\n"), "{shipped}");
+    let orch = Orch::new()
+        .env("ORCH_ARCHITECTURE", "unknown")
+        .env("ORCH_PREFLIGHT", "on")
+        .file("experiments/diamonds.yaml", &shipped);
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds",
+            "--backend",
+            "local",
+            "--max-parallel",
+            "1",
+            "--json",
+        ],
+        0,
+    );
+    let runs = run.json_lines();
+    assert_eq!(runs.len(), 2, "{}", run.stderr);
+    let first = runs
+        .iter()
+        .find(|r| r["experiment"] == "diamonds-seed0")
+        .unwrap();
+    let second = runs
+        .iter()
+        .find(|r| r["experiment"] == "diamonds-seed1")
+        .unwrap();
+    assert_eq!(attempts(first)[0]["outcome"], "gpu_oom", "{}", run.stderr);
+    assert_eq!(first["state"], "succeeded");
+    let list = attempts(second);
+    assert_eq!(second["state"], "succeeded", "{}", run.stderr);
+    assert_eq!(list.len(), 1, "no failed attempt: {}", run.stderr);
+    // Not the configuration that ran out of memory; the calibrated choice may be another
+    // than the first member's (ranked by the measured scale and throughput).
+    assert_ne!(list[0]["step"], "base", "{second}");
+    assert!(
+        run.stderr.contains(
+            "[diamonds-seed1] preflight again before the first attempt, 2 more observations in the store since submission"
+        ),
+        "{}",
+        run.stderr
+    );
+}

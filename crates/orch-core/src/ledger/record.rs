@@ -135,7 +135,7 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<u32>,
     /// The run may climb to a faster configuration while an attempt runs.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub climb: bool,
     pub state: RunState,
     pub summary: Option<String>,

@@ -9,8 +9,8 @@
 //! configuration the ladder's memory steps reach from the plan as written is judged as the
 //! planner judges a move — by the calibrated estimate with the measured-scale headroom, by a
 //! measured peak where one exists, never one that ran out of memory on this card or in this
-//! run's direction — and only those that train the same thing, ask for no more GPUs and
-//! change nothing that may make the checkpoint unloadable are climbs.
+//! run's direction — and only those that train what the running attempt trains, ask for no
+//! more GPUs and change nothing that may make the checkpoint unloadable are climbs.
 //!
 //! The best of them is taken only when it pays ([`Value`]): the time saved over the steps
 //! left after the next checkpoint, at the predicted speed-up, against a restart (this run's
@@ -172,11 +172,14 @@ pub fn climb(
         .iter()
         .find(|s| crate::evidence_store::settings(setup, &s.candidate.plan) == current)?;
     let now_speed = now.throughput.relative;
+    // What the running attempt trains (the plan as written, or what a step down had to change):
+    // a climb keeps it.
+    let running = cx.current.semantics(setup);
     let sensitive = &setup.template.spec.checkpoint_sensitive;
     let target = fitting.iter().find(|s| {
         let settings = crate::evidence_store::settings(setup, &s.candidate.plan);
         settings != current
-            && s.same_semantics
+            && s.semantics == running
             && s.same_gpus
             && s.throughput.relative > now_speed
             && failed_peak.is_none_or(|f| s.estimate.gpu_peak_gib() < f)

@@ -34,8 +34,11 @@ impl RunDriver {
         let next = match std::mem::replace(&mut self.phase, Phase::Broken) {
             // `orch cancel` came between the decision and the next attempt: none is rendered.
             Phase::Queued(_) if self.cancel_requested()? => self.cancelled_before(self.attempt + 1),
-            Phase::Queued(pending) => match self.take_slot(ctx) {
-                Grant::Go(devices) => self.render(ctx, pending, devices),
+            Phase::Queued(mut pending) => match self.take_slot(ctx) {
+                Grant::Go(devices) => {
+                    self.learn_before_first(&mut pending, ctx.progress);
+                    self.render(ctx, pending, devices)
+                }
                 Grant::Wait(waiting) => {
                     self.phase = Phase::Queued(pending);
                     self.wait(waiting, ctx);
@@ -563,11 +566,15 @@ impl RunDriver {
                     Some((plan, why)) => {
                         crash_point("decided");
                         let changes = self.plan.changes_to(&plan);
+                        // A climb keeps what the run trains; whether that is what was written
+                        // is the step down's doing, and said again.
+                        let changes_semantics =
+                            plan.semantics(&self.setup) != self.written.semantics(&self.setup);
                         self.plan = plan;
                         Ok(Phase::Queued(Pending {
                             why,
                             changes,
-                            changes_semantics: false,
+                            changes_semantics,
                         }))
                     }
                     None => self.cancelled(ctx),
@@ -669,11 +676,13 @@ impl RunDriver {
             self.decided(n, Decision::Back, &why)?;
             ctx.progress.say(format!("[{}] next: {why}", self.name()));
             let changes = self.plan.changes_to(&plan);
+            let changes_semantics =
+                plan.semantics(&self.setup) != self.written.semantics(&self.setup);
             self.plan = plan;
             return Ok(Some(Pending {
                 why,
                 changes,
-                changes_semantics: false,
+                changes_semantics,
             }));
         }
         let mut notes = Vec::new();

@@ -262,12 +262,22 @@ fn create_runs(
                 climb: climbs(target.kind, args),
             },
         )?;
-        planned.push((setup, written, plan, preflight, max_attempts, member));
+        planned.push((
+            setup,
+            written,
+            plan,
+            preflight,
+            max_attempts,
+            member,
+            prior.attempts,
+        ));
     }
     // Every member is recorded before the first is created: an orch that dies while creating
     // them leaves the rest to `orch resume --all`.
     let pending = ledger.plan_runs(planned.iter().map(|p| p.5.clone()).collect())?;
-    for (i, (setup, written, plan, preflight, max_attempts, _)) in planned.into_iter().enumerate() {
+    for (i, (setup, written, plan, preflight, max_attempts, _, known)) in
+        planned.into_iter().enumerate()
+    {
         let run = pending.create(ledger.root(), i)?;
         progress.say(format!(
             "[{}] run {} · {} on {} ({} × {}) · ladder {} · up to {max_attempts} attempts",
@@ -289,6 +299,11 @@ fn create_runs(
         let mut driver = RunDriver::new(setup, plan, run, max_attempts, progress)?;
         if let Some(chosen) = preflight {
             driver = driver.preflighted(written, chosen);
+        }
+        if args.preflight == Preflight::On {
+            // A member that starts after others measured (a sweep under --max-parallel, a
+            // slot taken by another run) starts from what they learned.
+            driver = driver.learning(known);
         }
         drivers.push(driver);
         orch_core::ledger::crash_point("created");
