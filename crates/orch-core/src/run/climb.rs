@@ -140,8 +140,10 @@ impl RunDriver {
         };
         let measured = live.measured()?;
         let (step, step_s) = live.pace.stable(spec.warmup_steps, spec.stable_steps)?;
-        let total = self.plan_value(&spec.total_steps_key)?;
-        let checkpoint_every = self.plan_value(&spec.checkpoint_every_key)?;
+        // The run's length as the experiment states it: a template's default is not what the
+        // trainer uses when the key is left out (torchrun-yaml's keys say 100000, train.py 100).
+        let total = self.plan_value(&spec.total_steps_key, false)?;
+        let checkpoint_every = self.plan_value(&spec.checkpoint_every_key, true)?;
         let queued: Vec<f64> = self
             .journal
             .cached()
@@ -164,15 +166,19 @@ impl RunDriver {
         })
     }
 
-    /// A whole-number trainer value of the current plan: its override, else the template's
-    /// default.
-    fn plan_value(&self, key: &str) -> Option<u64> {
+    /// A whole-number trainer value of the current plan: its override, else (`or_default`)
+    /// the template's default.
+    fn plan_value(&self, key: &str, or_default: bool) -> Option<u64> {
         let value = self
             .plan
             .effective_overrides(&self.setup)
             .get(key)
             .cloned()
-            .or_else(|| self.setup.template.keys.get(key).cloned())?;
+            .or_else(|| {
+                or_default
+                    .then(|| self.setup.template.keys.get(key).cloned())
+                    .flatten()
+            })?;
         value
             .as_u64()
             .or_else(|| value.as_str().and_then(|s| s.parse().ok()))

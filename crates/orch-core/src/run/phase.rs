@@ -150,8 +150,9 @@ pub struct Live {
     pub cancel_sent: bool,
     /// The measurement last written to the ledger while the job ran, and when.
     pub measured_noted: Option<(Measured, Instant)>,
-    /// When this orch saw each step the logs reported: the job's pace ([`Pace`]).
-    pub pace: Pace,
+    /// When this orch saw each step the logs reported: the job's pace ([`Pace`]; boxed, as
+    /// it is read only while a climb is looked for).
+    pub pace: Box<Pace>,
 }
 
 /// When this orch saw a job start and its steps arrive: the start-up time and the seconds per
@@ -323,7 +324,7 @@ impl Live {
             running_since: None,
             cancel_sent: false,
             measured_noted: None,
-            pace: Pace::default(),
+            pace: Box::default(),
         }
     }
 
