@@ -9,8 +9,9 @@
 #            no grouped-query attention, no tied embeddings)
 #   unknown  ORCH_ARCHITECTURE=unknown (a stand-in shape of the model's size; no preflight)
 # each run twice on one runs directory (first run, second run: the evidence store between
-# them), before (`--no-climb`: the planner as it was, never moving up) and after (climbing on,
-# the default on the local backend).
+# them), before (`--no-climb`: the planner as it was, never moving up — this build, since the
+# simulator on main has no ORCH_SIM_MEMORY_SCALE) and after (climbing on, the default on the
+# local backend).
 #
 # Columns: attempts; memory failures; climbs; "kept": the best fitting configuration's
 # predicted throughput over the run's, weighted by the steps each attempt trained (so 90 %
