@@ -165,6 +165,11 @@ pub struct SimEnv {
     pub steps: u64,
     /// `ORCH_SIM_STEP_SECONDS`: wall time per step (default 0.5).
     pub step_seconds: f64,
+    /// `ORCH_SIM_MEMORY_SCALE`: the simulated torchrun's GPU memory is this times the
+    /// estimate (default 1: the estimate is the truth). Below 1 the estimate is pessimistic,
+    /// as orch's is for a model whose config overstates its shape: how climbing back up is
+    /// measured (`scripts/bench-climb.sh`).
+    pub memory_scale: f64,
     /// `ORCH_SIM_HANG_AT_STEP`: stop making progress when this step starts.
     pub hang_at_step: Option<u64>,
     /// `ORCH_SIM_PREEMPT_AT_STEP`: a run started from scratch is preempted when this step
@@ -272,6 +277,10 @@ impl SimEnv {
                 .and_then(|v| v.parse::<f64>().ok())
                 .filter(|s| s.is_finite() && *s >= 0.0)
                 .unwrap_or(0.5),
+            memory_scale: get("ORCH_SIM_MEMORY_SCALE")
+                .and_then(|v| v.parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .unwrap_or(1.0),
             hang_at_step: get("ORCH_SIM_HANG_AT_STEP").and_then(|v| v.parse().ok()),
             preempt_at_step: get("ORCH_SIM_PREEMPT_AT_STEP").and_then(|v| v.parse().ok()),
             user: get("USER").unwrap_or_else(|| "root".into()),

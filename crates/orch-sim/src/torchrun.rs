@@ -93,12 +93,20 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
             None => resume_note = Some(format!("checkpoint {p} not found; starting from scratch")),
         }
     }
-    let est = memory::estimate(&SimConfig {
-        hw: ctx.env.hw.clone(),
+    // The truth is the estimate times ORCH_SIM_MEMORY_SCALE: on a card 1/k the size, every
+    // figure k times over (the allocator's walk is linear in its sizes).
+    let k = ctx.env.memory_scale;
+    let mut hw = ctx.env.hw.clone();
+    hw.gpu_mem_gib /= k;
+    let mut est = memory::estimate(&SimConfig {
+        hw,
         workload: Workload::Torchrun(t.clone()),
         resumed: start > 0,
         arch: None,
     });
+    if k != 1.0 {
+        scale_memory(&mut est, k);
+    }
     ctx.banner(
         "torch",
         &est,
@@ -227,6 +235,33 @@ fn train(ctx: &mut Ctx, r: &Run) -> Step<i32> {
             start + 1
         ),
     ))
+}
+
+/// Every GPU memory figure of `est` times `k` ([`super::SimEnv::memory_scale`]).
+fn scale_memory(est: &mut memory::Estimate, k: f64) {
+    est.capacity_gib *= k;
+    est.train_peak_gib *= k;
+    est.train_allocated_gib *= k;
+    est.train_reserved_gib *= k;
+    for item in &mut est.train_items {
+        item.gib *= k;
+    }
+    if let Some(Failure {
+        kind: FailKind::GpuOom(d),
+        ..
+    }) = &mut est.failure
+    {
+        for x in [
+            &mut d.tried_gib,
+            &mut d.capacity_gib,
+            &mut d.free_gib,
+            &mut d.allocated_gib,
+            &mut d.reserved_unallocated_gib,
+            &mut d.process_gib,
+        ] {
+            *x *= k;
+        }
+    }
 }
 
 /// `OUTPUT_DIR/step_N/`, as the script saves it.

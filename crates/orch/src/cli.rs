@@ -184,6 +184,16 @@ pub struct SubmitArgs {
     )]
     pub preflight: Preflight,
 
+    /// Let a running attempt move to a faster configuration that trains the same thing when
+    /// its measured peak leaves room and the time saved outweighs a restart (the default on
+    /// the local and SSH backends; on Slurm a restart waits in the queue again)
+    #[arg(long, overrides_with = "no_climb", help_heading = "Running")]
+    pub climb: bool,
+
+    /// Keep every attempt on the configuration it started with
+    #[arg(long, help_heading = "Running")]
+    pub no_climb: bool,
+
     #[command(flatten)]
     pub watch: WatchArgs,
 

@@ -830,3 +830,155 @@ fn a_second_run_on_the_same_card_starts_where_the_first_ended() {
     assert!(text.contains("gpu_oom"), "{text}");
     assert!(text.contains("succeeded"), "{text}");
 }
+
+/// A Qwen2.5-3B-shaped model (config.json values from models/qwen2.5.yaml) pretrained with
+/// torchrun on four H100s, written with a micro batch the card cannot hold.
+const QWEN3B: &str = "description: torchrun pretraining of a Qwen2.5-3B-shaped model\n\
+template: torchrun-yaml\nprofile: h100-80g\nladder: torchrun-yaml\nmodel: Qwen/Qwen2.5-3B\n\
+train_files: data/train.bin\nseed: 0\n\
+architecture: {hidden_size: 2048, num_hidden_layers: 36, num_attention_heads: 16, \
+num_key_value_heads: 2, intermediate_size: 11008, vocab_size: 151936, tie_word_embeddings: true}\n\
+overrides:\n  micro_batch_size: 16\n  gradient_accumulation_steps: 2\n  max_seq_len: 2048\n  \
+gradient_checkpointing: false\n  precision: bf16\n  max_steps: 100\n  save_every: 1\n";
+
+#[test]
+fn a_pessimistic_estimate_climbs_back_up_and_the_next_run_starts_there() {
+    // The simulated trainer needs 0.7 of what orch estimates: preflight lands on the safe
+    // end (gradient checkpointing), the first steps measure the room, and the run climbs to
+    // the fastest configuration that trains the same thing, from its checkpoint.
+    let orch = Orch::new()
+        .env("ORCH_PREFLIGHT", "on")
+        .env("ORCH_SIM_STEP_SECONDS", "0.1")
+        .env("ORCH_SIM_MEMORY_SCALE", "0.7")
+        .file("experiments/qwen3b.yaml", QWEN3B);
+    let submit = [
+        "submit",
+        "--backend",
+        "local",
+        "--set",
+        "env.ORCH_SIM_STEPS=100",
+        "qwen3b",
+        "--json",
+    ];
+    let run = orch.expect(&submit, 0);
+    let first = run.json();
+    let list = attempts(&first);
+    assert_eq!(first["state"], "succeeded", "{}", run.stderr);
+    assert_eq!(list.len(), 2, "{}", run.stderr);
+    assert!(
+        list[0]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "gradient-checkpointing"),
+        "{first}"
+    );
+    assert_eq!(list[0]["outcome"], "cancelled", "{first}");
+    assert_eq!(list[1]["resume"], true, "{first}");
+    assert_eq!(list[1]["outcome"], "succeeded", "{first}");
+    // Faster by the throughput model: a larger micro batch, or no recompute.
+    assert_ne!(list[1]["step"], list[0]["step"], "{first}");
+    // What it trains is what was written: the same tokens per optimizer step.
+    assert_eq!(list[1]["changes_semantics"], false);
+    let tokens = |a: &Value| {
+        a["overrides"]["micro_batch_size"].as_u64().unwrap()
+            * a["overrides"]["gradient_accumulation_steps"]
+                .as_u64()
+                .unwrap()
+    };
+    assert_eq!(tokens(&list[0]), 32);
+    assert_eq!(tokens(&list[1]), 32);
+    assert!(
+        run.stderr.contains("succeeded on attempt 2 after 1 climb"),
+        "{}",
+        run.stderr
+    );
+    // The decision and its reason, explained like a step down.
+    let id = first["run"].as_str().unwrap();
+    let text = orch.expect(&["history", id], 0).stdout;
+    assert!(text.contains("  then: climb "), "{text}");
+    assert!(text.contains("  why: climb: "), "{text}");
+    assert!(text.contains(" — measured peak "), "{text}");
+    assert!(text.contains("× faster, saves ~"), "{text}");
+    // orch report draws the climb as it draws a step down.
+    let page = orch.path().join("climb.html");
+    orch.expect(&["report", id, "--out", page.to_str().unwrap()], 0);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("then: climb "), "{html}");
+    assert!(html.contains("climb: "), "{html}");
+
+    // The second run of the model on this card starts where the first ended.
+    let run = orch.expect(&submit, 0);
+    let second = run.json();
+    let again = attempts(&second);
+    assert_eq!(again.len(), 1, "{}", run.stderr);
+    assert_eq!(again[0]["step"], list[1]["step"], "{second}");
+    assert_eq!(second["state"], "succeeded");
+
+    // --no-climb keeps the first configuration.
+    let fresh = Orch::new()
+        .env("ORCH_PREFLIGHT", "on")
+        .env("ORCH_SIM_STEP_SECONDS", "0.1")
+        .env("ORCH_SIM_MEMORY_SCALE", "0.7")
+        .file("experiments/qwen3b.yaml", QWEN3B);
+    let mut no = submit.to_vec();
+    no.push("--no-climb");
+    let kept = fresh.expect(&no, 0).json();
+    assert_eq!(attempts(&kept).len(), 1, "{kept}");
+    assert_eq!(attempts(&kept)[0]["step"], list[0]["step"]);
+}
+
+#[test]
+fn a_sweep_member_that_starts_later_uses_what_the_first_learned() {
+    // The architecture unknown, preflight cannot help the first member: it meets the OOM and
+    // steps down. Under --max-parallel 1 the second member starts after the first ended, and
+    // its first attempt is chosen again on what the first measured: no failed attempt.
+    let shipped = include_str!("../../../experiments/diamonds.yaml")
+        .replace("values: [0, 1, 2, 3, 4]", "values: [0, 1]")
+        .replace(
+            "  ORCH_SIM_PREEMPT_AT_STEP: \"2\"",
+            "  ORCH_SIM_PREEMPT_AT_STEP: \"0\"",
+        );
+    assert!(shipped.contains("values: [0, 1]\n"), "{shipped}");
+    let orch = Orch::new()
+        .env("ORCH_ARCHITECTURE", "unknown")
+        .env("ORCH_PREFLIGHT", "on")
+        .file("experiments/diamonds.yaml", &shipped);
+    let run = orch.expect(
+        &[
+            "submit",
+            "diamonds",
+            "--backend",
+            "local",
+            "--max-parallel",
+            "1",
+            "--json",
+        ],
+        0,
+    );
+    let runs = run.json_lines();
+    assert_eq!(runs.len(), 2, "{}", run.stderr);
+    let first = runs
+        .iter()
+        .find(|r| r["experiment"] == "diamonds-seed0")
+        .unwrap();
+    let second = runs
+        .iter()
+        .find(|r| r["experiment"] == "diamonds-seed1")
+        .unwrap();
+    assert_eq!(attempts(first)[0]["outcome"], "gpu_oom", "{}", run.stderr);
+    assert_eq!(first["state"], "succeeded");
+    let list = attempts(second);
+    assert_eq!(second["state"], "succeeded", "{}", run.stderr);
+    assert_eq!(list.len(), 1, "no failed attempt: {}", run.stderr);
+    // Not the configuration that ran out of memory; the calibrated choice may be another
+    // than the first member's (ranked by the measured scale and throughput).
+    assert_ne!(list[0]["step"], "base", "{second}");
+    assert!(
+        run.stderr.contains(
+            "[diamonds-seed1] preflight again before the first attempt, 2 more observations in the store since submission"
+        ),
+        "{}",
+        run.stderr
+    );
+}

@@ -78,6 +78,65 @@ pub struct TemplateSpec {
     /// (sharding layout, data-loader position); a step changing one is flagged in the history.
     #[serde(default)]
     pub checkpoint_sensitive: Vec<String>,
+    /// When a running attempt may be moved to a faster configuration ([`ClimbSpec`]); a
+    /// template without it never climbs.
+    #[serde(default)]
+    pub climb: Option<ClimbSpec>,
+}
+
+/// The numbers a climb is decided by (`crate::planner::climb`): where the trainer states its
+/// length and checkpoint interval, how long its figures take to settle, and what a restart
+/// costs before this run has measured one.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ClimbSpec {
+    /// The trainer key holding the run's total number of optimizer steps.
+    pub total_steps_key: String,
+    /// The trainer key holding the checkpoint interval, in steps: a climb stops the job just
+    /// after a checkpoint, so the steps since it are all it loses.
+    pub checkpoint_every_key: String,
+    /// Steps whose figures are start-up (compilation, allocator warm-up), not the pace.
+    pub warmup_steps: u64,
+    /// Steps past warm-up the pace and the peak must have been measured over.
+    pub stable_steps: u64,
+    /// The smallest predicted speed-up worth a restart (1.10: 10 % faster).
+    pub min_speedup: f64,
+    /// Seconds a restart costs (model load, checkpoint load) until this run's own start-up
+    /// was measured.
+    pub restart_s: f64,
+    /// The chance that a configuration predicted to fit, never run on this card, runs out of
+    /// memory after all.
+    pub oom_chance: f64,
+}
+
+impl ClimbSpec {
+    /// Why the numbers cannot be used, if they cannot.
+    pub fn problem(&self) -> Option<String> {
+        if !(self.min_speedup.is_finite() && self.min_speedup >= 1.0) {
+            return Some(format!(
+                "climb.min_speedup must be at least 1, got {}",
+                self.min_speedup
+            ));
+        }
+        if !(0.0..1.0).contains(&self.oom_chance) {
+            return Some(format!(
+                "climb.oom_chance must be in [0, 1), got {}",
+                self.oom_chance
+            ));
+        }
+        if !(self.restart_s.is_finite() && self.restart_s >= 0.0) {
+            return Some(format!(
+                "climb.restart_s must be a number of seconds, got {}",
+                self.restart_s
+            ));
+        }
+        if self.stable_steps == 0 {
+            return Some(
+                "climb.stable_steps must be at least 1 (the pace is measured over them)".into(),
+            );
+        }
+        None
+    }
 }
 
 /// The trainer keys an experiment's `architecture:` is written to.
@@ -153,6 +212,12 @@ impl Template {
     /// Load `templates/<name>/`.
     pub fn load(catalog: &Catalog, name: &str) -> Result<Template, ConfigError> {
         let (spec, origin) = catalog.load::<TemplateSpec>(Kind::Templates, "template", name)?;
+        if let Some(why) = spec.climb.as_ref().and_then(ClimbSpec::problem) {
+            return Err(ConfigError::Other {
+                origin: format!("templates/{name}/template.yaml"),
+                message: why,
+            });
+        }
         let doc = Self::file(catalog, name, &spec.keys)?;
         let raw: BTreeMap<String, serde_yaml::Value> = super::parse_yaml(&doc)?;
         let mut keys = BTreeMap::new();

@@ -45,7 +45,8 @@ impl RunState {
     }
 }
 
-/// What orch decided after a failed attempt. Written as `step <name>`, `resume` or `give_up`.
+/// What orch decided after a failed attempt, or while one ran (a climb). Written as
+/// `step <name>`, `resume`, `give_up`, `climb <steps>` or `back`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// Take the named ladder step.
@@ -54,6 +55,11 @@ pub enum Decision {
     Resume,
     /// End the run as failed.
     GiveUp,
+    /// Stop the running attempt at a checkpoint and continue on a faster configuration (its
+    /// ladder steps from the plan as written, `as written` for none).
+    Climb(String),
+    /// A climb ran out of memory: continue on the configuration before it.
+    Back,
 }
 
 impl fmt::Display for Decision {
@@ -62,6 +68,8 @@ impl fmt::Display for Decision {
             Decision::Step(name) => write!(f, "step {name}"),
             Decision::Resume => f.write_str("resume"),
             Decision::GiveUp => f.write_str("give_up"),
+            Decision::Climb(to) => write!(f, "climb {to}"),
+            Decision::Back => f.write_str("back"),
         }
     }
 }
@@ -73,8 +81,10 @@ impl FromStr for Decision {
         match s {
             "resume" => Ok(Decision::Resume),
             "give_up" => Ok(Decision::GiveUp),
-            _ => match s.strip_prefix("step ") {
-                Some(name) if !name.is_empty() => Ok(Decision::Step(name.to_string())),
+            "back" => Ok(Decision::Back),
+            _ => match (s.strip_prefix("step "), s.strip_prefix("climb ")) {
+                (Some(name), _) if !name.is_empty() => Ok(Decision::Step(name.to_string())),
+                (_, Some(to)) if !to.is_empty() => Ok(Decision::Climb(to.to_string())),
                 _ => Err(format!("unknown decision `{s}` in the ledger")),
             },
         }
@@ -164,6 +174,10 @@ pub enum Event {
         /// an `orch resume` that does not say.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_parallel: Option<u32>,
+        /// The run may move a running attempt to a faster configuration (`--climb`; absent in
+        /// runs recorded before climbing existed: they never climb).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        climb: bool,
     },
     /// The intent to submit an attempt, written before the scheduler is called.
     Rendered {

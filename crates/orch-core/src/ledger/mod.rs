@@ -529,6 +529,7 @@ mod tests {
             simulate: true,
             on_event: vec![],
             max_parallel: None,
+            climb: false,
         }
     }
 

@@ -72,6 +72,14 @@ impl AttemptRecord {
     }
 }
 
+impl AttemptRecord {
+    /// Seconds the job waited in the backend's queue (submitted to seen running), when both
+    /// are recorded.
+    pub fn queue_s(&self) -> Option<f64> {
+        seconds_between(self.submitted_at.as_ref()?, self.running_since.as_ref()?)
+    }
+}
+
 /// Seconds from one RFC 3339 time to another (never negative).
 fn seconds_between(from: &str, to: &str) -> Option<f64> {
     let from = humantime::parse_rfc3339_weak(from).ok()?;
@@ -126,6 +134,9 @@ pub struct RunRecord {
     pub max_attempts: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallel: Option<u32>,
+    /// The run may climb to a faster configuration while an attempt runs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub climb: bool,
     pub state: RunState,
     pub summary: Option<String>,
     pub cancel_requested: bool,
@@ -167,6 +178,7 @@ impl RunRecord {
             simulate,
             on_event,
             max_parallel,
+            climb,
             ..
         } = event
         else {
@@ -187,6 +199,7 @@ impl RunRecord {
             created: ts.clone(),
             max_attempts: *max_attempts,
             max_parallel: *max_parallel,
+            climb: *climb,
             state: RunState::Running,
             summary: None,
             cancel_requested: false,

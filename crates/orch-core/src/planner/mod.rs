@@ -30,6 +30,7 @@
 //! configuration once, then stops, naming any other program that holds the card. Templates
 //! without an estimator fall back to walking the ladder in order ([`walk`]).
 
+pub mod climb;
 pub mod evidence;
 pub mod prior;
 pub mod space;
@@ -66,7 +67,7 @@ pub const MARGIN_UNKNOWN: f64 = 0.10;
 pub const NO_EFFECT_GIB: f64 = 0.05;
 
 /// The failure classes a configuration change answers: memory.
-const MEMORY_CLASSES: [FailureClass; 3] = [
+pub(crate) const MEMORY_CLASSES: [FailureClass; 3] = [
     FailureClass::GpuOom,
     FailureClass::KvCache,
     FailureClass::HostOom,
@@ -657,6 +658,7 @@ struct Search<'a> {
 }
 
 /// A candidate that is predicted to fit, with its scores.
+#[derive(Clone)]
 struct Scored {
     candidate: Candidate,
     estimate: PlanEstimate,
@@ -739,6 +741,27 @@ impl Search<'_> {
         margin: f64,
         notes: &mut Vec<String>,
     ) -> Option<Scored> {
+        for scored in self.fitting(candidates, margin, notes) {
+            match scored.candidate.plan.check(self.setup) {
+                Ok(()) => return Some(scored),
+                Err(e) => notes.push(format!(
+                    "passed over {}: the trainer would refuse it: {}",
+                    scored.candidate.label(&self.setup.ladder.steps),
+                    e.to_string().lines().nth(1).unwrap_or_default().trim()
+                )),
+            }
+        }
+        None
+    }
+
+    /// The candidates predicted (or measured) to fit with `margin` of the usable memory kept
+    /// free, best first: same semantics, no more GPUs, throughput, fewest moves.
+    fn fitting(
+        &self,
+        candidates: Vec<Candidate>,
+        margin: f64,
+        notes: &mut Vec<String>,
+    ) -> Vec<Scored> {
         let capacity = self.setup.profile.gpu.memory_gib;
         let usable = self.learned.usable_gib(capacity);
         let budget = usable * (1.0 - margin);
@@ -799,17 +822,7 @@ impl Search<'_> {
                 .then(a.candidate.moves().cmp(&b.candidate.moves()))
                 .then(a.candidate.counts.cmp(&b.candidate.counts))
         });
-        for scored in fitting {
-            match scored.candidate.plan.check(self.setup) {
-                Ok(()) => return Some(scored),
-                Err(e) => notes.push(format!(
-                    "passed over {}: the trainer would refuse it: {}",
-                    scored.candidate.label(&self.setup.ladder.steps),
-                    e.to_string().lines().nth(1).unwrap_or_default().trim()
-                )),
-            }
-        }
-        None
+        fitting
     }
 
     /// `candidate`'s throughput and semantics, given its estimate.

@@ -222,8 +222,21 @@ pub fn load(
     simulated: bool,
     this_run: Option<&str>,
 ) -> Prior {
+    load_with(store, setup, estimator, simulated, this_run, None)
+}
+
+/// [`load`], with one more observation after the store's: a running attempt's figures.
+pub fn load_with(
+    store: &crate::evidence_store::EvidenceStore,
+    setup: &crate::plan::Setup,
+    estimator: &crate::estimate::Estimator,
+    simulated: bool,
+    this_run: Option<&str>,
+    running: Option<Observation>,
+) -> Prior {
     let key = crate::evidence_store::EvidenceKey::of(setup, estimator, simulated);
-    let obs = store.about(&key);
+    let mut obs = store.about(&key);
+    obs.extend(running);
     Prior::from_observations(&obs, Reports::of(estimator.trainer()), this_run)
 }
 

@@ -30,6 +30,7 @@
 //! `Live` waits for the watcher ([`crate::watch::drive`]), which polls every live job of every
 //! run in one query per tick and hands each driver its job's state ([`RunDriver::observe`]).
 
+mod climb;
 mod phase;
 pub mod transition;
 
@@ -43,7 +44,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use indicatif::ProgressBar;
 
-pub use phase::{Finish, Live, Pending, Phase, Queue, Resumed};
+pub use phase::{Finish, Live, Pace, Pending, Phase, Queue, Resumed};
 
 use crate::backend::{Backend, Scheduler};
 use crate::config::Catalog;
@@ -110,6 +111,16 @@ pub struct RunDriver {
     last_line: String,
     /// Why the next attempt waits for a slot, while it does.
     waiting: Option<Waiting>,
+    /// The last step a climb was looked for at.
+    climb_looked: u64,
+    /// A climb is decided: the job stops once the logs report a step after this one (its
+    /// checkpoint); None with a decision recorded: at once.
+    climb_after: Option<u64>,
+    /// This orch was interrupted (Ctrl-C): a cancelled attempt ends the run, climb or not.
+    interrupted: bool,
+    /// Preflight saw this many observations of the evidence store: when more are there by the
+    /// time the first attempt is rendered, it is chosen again ([`RunDriver::learning`]).
+    learn_before_first: Option<usize>,
 }
 
 impl RunDriver {
@@ -140,6 +151,10 @@ impl RunDriver {
             started: Instant::now(),
             last_line: String::new(),
             waiting: None,
+            climb_looked: 0,
+            climb_after: None,
+            interrupted: false,
+            learn_before_first: None,
         })
     }
 
@@ -172,6 +187,10 @@ impl RunDriver {
             started: Instant::now(),
             last_line: String::new(),
             waiting: None,
+            climb_looked: 0,
+            climb_after: None,
+            interrupted: false,
+            learn_before_first: None,
         };
         driver.phase = match Phase::from_record(&record) {
             Resumed::Phase(Phase::Unsure) => driver.recover(backend, progress).await?,
@@ -414,6 +433,61 @@ impl RunDriver {
             changes_semantics: move_.changes_semantics,
         });
         self
+    }
+}
+
+impl RunDriver {
+    /// Choose the first attempt's configuration again when it is rendered, if the evidence
+    /// store then holds more than the `known` observations preflight saw: other runs of the
+    /// model on this card (a sweep's earlier members) measured or failed meanwhile.
+    pub fn learning(mut self, known: usize) -> Self {
+        self.learn_before_first = Some(known);
+        self
+    }
+
+    /// Before the first attempt: preflight again on what the store learned since submission.
+    /// The pending reason and changes are replaced when the choice changes.
+    pub(crate) fn learn_before_first(&mut self, pending: &mut Pending, progress: &Progress) {
+        let Some(known) = self.learn_before_first.take() else {
+            return;
+        };
+        if self.attempt > 0 {
+            return;
+        }
+        let Some(estimator) = self.estimator.clone() else {
+            return;
+        };
+        let prior = self.prior();
+        if prior.attempts <= known {
+            return;
+        }
+        let mut notes = Vec::new();
+        let chosen = crate::planner::preflight_with(
+            &self.setup,
+            &estimator,
+            &self.written,
+            &prior,
+            &mut notes,
+        );
+        let (plan, why, changes_semantics) = match chosen {
+            Some(m) => (m.plan, m.why, m.changes_semantics),
+            None => (self.written.clone(), prior.describe(), false),
+        };
+        if plan.canonical(&self.setup) == self.plan.canonical(&self.setup) {
+            return;
+        }
+        let why = format!(
+            "preflight again before the first attempt, {} more observation{} in the store since submission: {why}",
+            prior.attempts - known,
+            if prior.attempts - known == 1 { "" } else { "s" }
+        );
+        progress.say(format!("[{}] {why}", self.name()));
+        *pending = Pending {
+            changes: self.written.changes_to(&plan),
+            why,
+            changes_semantics,
+        };
+        self.plan = plan;
     }
 }
 

@@ -150,6 +150,56 @@ pub struct Live {
     pub cancel_sent: bool,
     /// The measurement last written to the ledger while the job ran, and when.
     pub measured_noted: Option<(Measured, Instant)>,
+    /// When this orch saw each step the logs reported: the job's pace ([`Pace`]; boxed, as
+    /// it is read only while a climb is looked for).
+    pub pace: Box<Pace>,
+}
+
+/// When this orch saw a job start and its steps arrive: the start-up time and the seconds per
+/// step a climb is decided by (the trainer's own step times are not in every log format).
+#[derive(Debug, Default, Clone)]
+pub struct Pace {
+    /// When the job was seen running.
+    pub running_at: Option<Instant>,
+    /// The first steps seen, with when (at most [`Pace::KEPT`]).
+    pub first: Vec<(u64, Instant)>,
+    /// The latest step seen, with when.
+    pub latest: Option<(u64, Instant)>,
+}
+
+impl Pace {
+    /// Enough for any warm-up a template states.
+    const KEPT: usize = 16;
+
+    /// The logs now report `step`.
+    pub fn saw(&mut self, step: u64) {
+        if self.latest.is_some_and(|(s, _)| s >= step) {
+            return;
+        }
+        let now = Instant::now();
+        if self.first.len() < Self::KEPT {
+            self.first.push((step, now));
+        }
+        self.latest = Some((step, now));
+    }
+
+    /// Seconds from the job starting to its first step, when this orch saw both.
+    pub fn startup_s(&self) -> Option<f64> {
+        let (_, first) = self.first.first()?;
+        let running = self.running_at?;
+        // A step read before the job was seen running says nothing of its start-up.
+        (*first >= running).then(|| first.duration_since(running).as_secs_f64())
+    }
+
+    /// `(latest step, seconds per step)` over the steps after the first `warmup` seen, when
+    /// at least `stable` of them were.
+    pub fn stable(&self, warmup: u64, stable: u64) -> Option<(u64, f64)> {
+        let (start, _) = *self.first.first()?;
+        let &(from, at) = self.first.iter().find(|(s, _)| *s >= start + warmup)?;
+        let (last, now) = self.latest?;
+        let n = last.checked_sub(from).filter(|n| *n >= stable.max(1))?;
+        Some((last, now.duration_since(at).as_secs_f64() / n as f64))
+    }
 }
 
 #[derive(Debug)]
@@ -274,6 +324,7 @@ impl Live {
             running_since: None,
             cancel_sent: false,
             measured_noted: None,
+            pace: Box::default(),
         }
     }
 
@@ -309,6 +360,9 @@ impl Live {
                     break;
                 }
             }
+        }
+        if let Some(step) = self.measured().and_then(|m| m.steps) {
+            self.pace.saw(step);
         }
         last
     }

@@ -33,6 +33,9 @@ enum Act {
     /// Ends so at the first poll, having written this much progress noise (bytes) to stderr,
     /// then this.
     EndAfterNoise(JobEnd, usize, &'static str),
+    /// Runs until cancelled, writing one of train.py's step lines per poll, with this peak
+    /// reserved memory (GiB).
+    Steps(f64),
 }
 
 fn oom() -> Act {
@@ -48,6 +51,9 @@ struct FakeJob {
     name: String,
     act: Act,
     cancelled: bool,
+    /// Where its stdout goes, and the steps written there so far (`Act::Steps`).
+    stdout: PathBuf,
+    steps: u64,
 }
 
 /// A backend whose jobs follow a script.
@@ -89,20 +95,37 @@ impl Fake {
 
     /// What each job's script says of it now.
     fn states(&self, jobs: &[JobRef]) -> HashMap<String, JobState> {
-        let known = self.jobs.lock().unwrap();
-        jobs.iter()
-            .filter_map(|j| known.get(&j.id).map(|k| (j.id.clone(), k)))
-            .map(|(id, job)| {
-                let state = match (&job.act, job.cancelled) {
-                    (_, true) => JobState::Finished(JobEnd::Cancelled),
-                    (Act::End(end, _) | Act::EndAfterNoise(end, ..), false) => {
-                        JobState::Finished(end.clone())
-                    }
-                    (Act::Hang | Act::NoRoom, false) => JobState::Running,
-                };
-                (id, state)
-            })
-            .collect()
+        let mut known = self.jobs.lock().unwrap();
+        let mut out = HashMap::new();
+        for j in jobs {
+            let Some(job) = known.get_mut(&j.id) else {
+                continue;
+            };
+            let state = match (&job.act, job.cancelled) {
+                (_, true) => JobState::Finished(JobEnd::Cancelled),
+                (Act::End(end, _) | Act::EndAfterNoise(end, ..), false) => {
+                    JobState::Finished(end.clone())
+                }
+                (Act::Hang | Act::NoRoom, false) => JobState::Running,
+                (Act::Steps(peak), false) => {
+                    // examples/torchrun/train.py's step line.
+                    job.steps += 1;
+                    let line = format!(
+                        "step {} loss 2.5000 tokens/s 1000 peak_allocated_gib {:.2} peak_reserved_gib {peak:.2}\n",
+                        job.steps,
+                        peak - 2.0
+                    );
+                    let mut f = std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(&job.stdout)
+                        .unwrap();
+                    std::io::Write::write_all(&mut f, line.as_bytes()).unwrap();
+                    JobState::Running
+                }
+            };
+            out.insert(j.id.clone(), state);
+        }
+        out
     }
 }
 
@@ -143,7 +166,7 @@ impl Scheduler for Fake {
         let act = act.or_else(|| self.then.clone()).unwrap_or_else(ok);
         let text = match &act {
             Act::End(_, text) => text.to_string(),
-            Act::Hang => String::new(),
+            Act::Hang | Act::Steps(_) => String::new(),
             Act::NoRoom => {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::StorageFull,
@@ -169,6 +192,8 @@ impl Scheduler for Fake {
                 name: spec.name.clone(),
                 act,
                 cancelled: false,
+                stdout: spec.stdout.clone(),
+                steps: 0,
             },
         );
         self.calls
@@ -289,6 +314,7 @@ impl World {
                     simulate: true,
                     on_event: vec![],
                     max_parallel: None,
+                    climb: false,
                 },
             )
             .unwrap();
@@ -686,4 +712,98 @@ async fn a_run_stopped_at_any_crash_point_resumes_from_its_ledger_and_submits_ea
             .count();
         assert_eq!(decisions, 1, "after a stop at {point}");
     }
+}
+
+/// A Qwen2.5-3B-shaped model pretrained with torchrun, written with a micro batch no card
+/// holds, checkpointing every step, for a long run.
+const CLIMBER: &str = "description: climbs\ntemplate: torchrun-yaml\nprofile: h100-80g\n\
+ladder: torchrun-yaml\nmodel: Qwen/Qwen2.5-3B\ntrain_files: data/train.bin\nseed: 0\n\
+architecture: {hidden_size: 2048, num_hidden_layers: 36, num_attention_heads: 16, \
+num_key_value_heads: 2, intermediate_size: 11008, vocab_size: 151936, tie_word_embeddings: true}\n\
+overrides:\n  micro_batch_size: 16\n  gradient_accumulation_steps: 2\n  max_seq_len: 2048\n  \
+gradient_checkpointing: false\n  precision: bf16\n  max_steps: 10000000\n  save_every: 1\n";
+
+#[tokio::test]
+async fn an_oom_after_a_climb_goes_straight_back() {
+    // Preflight's configuration measures 0.7 of its prediction and climbs; the faster one runs
+    // out of memory after all; the run returns at once to the one before, from its checkpoint.
+    let world = World::new(Fake::new([Act::Steps(50.75), oom(), ok()]));
+    let path = world.dir.path().join("experiments/climber.yaml");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, CLIMBER).unwrap();
+    let experiment = Experiment::find(&world.catalog, "climber")
+        .unwrap()
+        .remove(0);
+    let (setup, written) = Setup::load(&world.catalog, experiment, None, &[]).unwrap();
+    let estimator = crate::estimate::Estimator::new(&setup, &written).unwrap();
+    let chosen = crate::planner::preflight(&setup, &estimator, &written, &mut Vec::new())
+        .expect("as written it does not fit");
+    let run = world
+        .ledger()
+        .create(
+            &written.experiment,
+            Event::Created {
+                ts: now(),
+                format: FORMAT,
+                run: String::new(),
+                experiment: written.experiment.clone(),
+                profile: written.profile.clone(),
+                template: written.template.clone(),
+                ladder: written.ladder.clone(),
+                backend: "fake".into(),
+                host: None,
+                remote_dir: None,
+                max_attempts: 5,
+                simulate: true,
+                on_event: vec![],
+                max_parallel: None,
+                climb: true,
+            },
+        )
+        .unwrap();
+    crate::atomic::write_atomic(
+        &run.path.join("plan.yaml"),
+        serde_yaml::to_string(&chosen.plan).unwrap().as_bytes(),
+    )
+    .unwrap();
+    let driver = RunDriver::new(setup, written.clone(), run, 5, &world.progress)
+        .unwrap()
+        .preflighted(written, chosen);
+    let record = world.drive(driver).await;
+    assert_eq!(record.state, RunState::Succeeded, "{record:#?}");
+    assert_eq!(
+        outcomes(&record),
+        [
+            Some(Outcome::Cancelled),
+            Some(Outcome::Failed(FailureClass::GpuOom)),
+            Some(Outcome::Succeeded)
+        ]
+    );
+    let [first, climbed, back] = &record.attempts[..] else {
+        unreachable!()
+    };
+    assert!(
+        matches!(&first.decision, Some(Decision::Climb(_))),
+        "{:?}",
+        first.decision
+    );
+    assert!(climbed.why.starts_with("climb: "), "{}", climbed.why);
+    assert!(climbed.resume);
+    assert_eq!(climbed.decision, Some(Decision::Back));
+    // Back to the configuration that ran, resumed from its checkpoint, at once.
+    assert_eq!(back.steps, first.steps);
+    assert!(back.resume);
+    assert!(back.why.starts_with("back to "), "{}", back.why);
+    assert!(
+        back.why
+            .contains("ran out of memory; this run climbs that way no more"),
+        "{}",
+        back.why
+    );
+    assert_eq!(
+        world.fake.calls()[1],
+        "cancel 1",
+        "{:?}",
+        world.fake.calls()
+    );
 }

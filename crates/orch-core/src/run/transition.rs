@@ -34,8 +34,11 @@ impl RunDriver {
         let next = match std::mem::replace(&mut self.phase, Phase::Broken) {
             // `orch cancel` came between the decision and the next attempt: none is rendered.
             Phase::Queued(_) if self.cancel_requested()? => self.cancelled_before(self.attempt + 1),
-            Phase::Queued(pending) => match self.take_slot(ctx) {
-                Grant::Go(devices) => self.render(ctx, pending, devices),
+            Phase::Queued(mut pending) => match self.take_slot(ctx) {
+                Grant::Go(devices) => {
+                    self.learn_before_first(&mut pending, ctx.progress);
+                    self.render(ctx, pending, devices)
+                }
                 Grant::Wait(waiting) => {
                     self.phase = Phase::Queued(pending);
                     self.wait(waiting, ctx);
@@ -391,6 +394,7 @@ impl RunDriver {
                 if live.queue != Queue::Running {
                     // The clock starts when the job starts, not while it queues.
                     live.last_growth = Instant::now();
+                    live.pace.running_at.get_or_insert_with(Instant::now);
                 }
                 if live.running_since.is_none() {
                     let ts = now();
@@ -406,7 +410,10 @@ impl RunDriver {
                     self.hung(job, silent, ctx).await?;
                     true
                 } else {
-                    before != Queue::Running
+                    let result = self.climb(job, ctx).await;
+                    let climbed = matches!(result, Ok(true));
+                    self.fail_on_error(result.map(drop), ctx)?;
+                    climbed || before != Queue::Running
                 }
             }
             Some(JobState::Pending) => {
@@ -446,6 +453,7 @@ impl RunDriver {
 
     /// Stop the live job (Ctrl-C on a local run) and record it as cancelled.
     pub async fn cancel<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<()> {
+        self.interrupted = true;
         if let Phase::Live(live) = &self.phase {
             ctx.backend.cancel(&live.job).await?;
             self.job_ended(JobEnd::Cancelled, ctx).await?;
@@ -552,11 +560,27 @@ impl RunDriver {
         let n = self.attempt;
         match finish.outcome {
             Outcome::Succeeded => self.succeeded(ctx),
-            Outcome::Cancelled => {
-                ctx.progress
-                    .result(format!("[{}] attempt {n} cancelled", self.name()));
-                self.end(RunState::Cancelled, format!("cancelled during attempt {n}"))
+            // Stopped for a climb: its target is the next attempt.
+            Outcome::Cancelled if !self.interrupted && !self.cancel_requested()? => {
+                match self.climb_plan(n)? {
+                    Some((plan, why)) => {
+                        crash_point("decided");
+                        let changes = self.plan.changes_to(&plan);
+                        // A climb keeps what the run trains; whether that is what was written
+                        // is the step down's doing, and said again.
+                        let changes_semantics =
+                            plan.semantics(&self.setup) != self.written.semantics(&self.setup);
+                        self.plan = plan;
+                        Ok(Phase::Queued(Pending {
+                            why,
+                            changes,
+                            changes_semantics,
+                        }))
+                    }
+                    None => self.cancelled(ctx),
+                }
             }
+            Outcome::Cancelled => self.cancelled(ctx),
             Outcome::Failed(class) => {
                 ctx.progress.say(format!(
                     "[{}] attempt {n} ({}) failed: {}{}",
@@ -577,11 +601,38 @@ impl RunDriver {
         }
     }
 
+    fn cancelled<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
+        let n = self.attempt;
+        ctx.progress
+            .result(format!("[{}] attempt {n} cancelled", self.name()));
+        self.end(RunState::Cancelled, format!("cancelled during attempt {n}"))
+    }
+
     fn succeeded<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
         let n = self.attempt;
-        let failures = n - 1;
-        let mut summary = if failures == 0 {
+        let record = self.journal.record()?;
+        let failures = record
+            .attempts
+            .iter()
+            .filter(|a| matches!(a.outcome, Some(Outcome::Failed(_))))
+            .count();
+        let climbs = record
+            .attempts
+            .iter()
+            .filter(|a| matches!(a.decision, Some(Decision::Climb(_))))
+            .count();
+        let mut summary = if n == 1 {
             format!("succeeded on the first attempt ({})", self.plan.step_name())
+        } else if failures == 0 {
+            format!(
+                "succeeded on attempt {n} after {climbs} climb{} (steps: {})",
+                if climbs == 1 { "" } else { "s" },
+                if self.plan.steps.is_empty() {
+                    "as written".to_string()
+                } else {
+                    self.plan.steps.join(", ")
+                }
+            )
         } else {
             format!(
                 "succeeded on attempt {n} after {failures} failure{} (steps: {})",
@@ -617,6 +668,23 @@ impl RunDriver {
         end: &JobEnd,
     ) -> anyhow::Result<Option<Pending>> {
         let n = self.attempt;
+        if planner::MEMORY_CLASSES.contains(&class)
+            && n < self.max_attempts
+            && let Some((plan, why)) = self.back_plan(n)?
+        {
+            // A climb that ran out of memory: the last good configuration at once.
+            self.decided(n, Decision::Back, &why)?;
+            ctx.progress.say(format!("[{}] next: {why}", self.name()));
+            let changes = self.plan.changes_to(&plan);
+            let changes_semantics =
+                plan.semantics(&self.setup) != self.written.semantics(&self.setup);
+            self.plan = plan;
+            return Ok(Some(Pending {
+                why,
+                changes,
+                changes_semantics,
+            }));
+        }
         let mut notes = Vec::new();
         let failures = self.failures()?;
         let prior = self.prior();
@@ -677,7 +745,7 @@ impl RunDriver {
     }
 
     /// The run's failed attempts so far, oldest first, with their plans and memory numbers.
-    fn failures(&mut self) -> anyhow::Result<Vec<Failure>> {
+    pub(super) fn failures(&mut self) -> anyhow::Result<Vec<Failure>> {
         let record = self.journal.record()?;
         let mut out = Vec::new();
         for a in &record.attempts {
@@ -702,7 +770,12 @@ impl RunDriver {
     }
 
     /// Record a decision once: after a restart the same decision is made again.
-    fn decided(&mut self, attempt: u32, decision: Decision, reason: &str) -> anyhow::Result<()> {
+    pub(super) fn decided(
+        &mut self,
+        attempt: u32,
+        decision: Decision,
+        reason: &str,
+    ) -> anyhow::Result<()> {
         let already = self
             .journal
             .record()?

@@ -259,14 +259,25 @@ fn create_runs(
                 max_attempts,
                 simulate,
                 max_parallel: args.watch.max_parallel,
+                climb: climbs(target.kind, args),
             },
         )?;
-        planned.push((setup, written, plan, preflight, max_attempts, member));
+        planned.push((
+            setup,
+            written,
+            plan,
+            preflight,
+            max_attempts,
+            member,
+            prior.attempts,
+        ));
     }
     // Every member is recorded before the first is created: an orch that dies while creating
     // them leaves the rest to `orch resume --all`.
     let pending = ledger.plan_runs(planned.iter().map(|p| p.5.clone()).collect())?;
-    for (i, (setup, written, plan, preflight, max_attempts, _)) in planned.into_iter().enumerate() {
+    for (i, (setup, written, plan, preflight, max_attempts, _, known)) in
+        planned.into_iter().enumerate()
+    {
         let run = pending.create(ledger.root(), i)?;
         progress.say(format!(
             "[{}] run {} · {} on {} ({} × {}) · ladder {} · up to {max_attempts} attempts",
@@ -289,11 +300,25 @@ fn create_runs(
         if let Some(chosen) = preflight {
             driver = driver.preflighted(written, chosen);
         }
+        if args.preflight == Preflight::On {
+            // A member that starts after others measured (a sweep under --max-parallel, a
+            // slot taken by another run) starts from what they learned.
+            driver = driver.learning(known);
+        }
         drivers.push(driver);
         orch_core::ledger::crash_point("created");
     }
     pending.done()?;
     Ok((drivers, detached))
+}
+
+/// Whether runs climb: `--climb` / `--no-climb`, else on everywhere but Slurm (where a
+/// restart queues again, and a detached run's follow-up job is what would decide it).
+fn climbs(kind: BackendKind, args: &SubmitArgs) -> bool {
+    if args.no_climb {
+        return false;
+    }
+    args.climb || kind != BackendKind::Slurm
 }
 
 /// Whether `--detach` hands attempts to Slurm follow-up jobs: on the login node itself, and
@@ -388,6 +413,7 @@ struct NewRun<'a> {
     max_attempts: u32,
     simulate: bool,
     max_parallel: Option<u32>,
+    climb: bool,
 }
 
 /// A new run as [`Ledger::plan_runs`] records it: its experiment, its `created` event, its
@@ -412,6 +438,7 @@ fn new_run(
         max_attempts: new.max_attempts,
         simulate: new.simulate,
         max_parallel: new.max_parallel,
+        climb: new.climb,
         on_event: match &args.on_event {
             Some(cmd) => vec!["sh".into(), "-c".into(), cmd.clone(), "orch-hook".into()],
             None => setup.experiment.file.on_event.clone(),

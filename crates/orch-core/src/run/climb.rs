@@ -1,0 +1,266 @@
+//! Climbing inside a run: the running attempt's side of [`crate::planner::climb`].
+//!
+//! While a job runs (Live), each new step the logs report may decide a climb: the pace and
+//! peak measured so far, the steps left (the template's `climb.total_steps_key`) and the
+//! checkpoint interval go to the planner with what the evidence store and this run's failures
+//! taught. A climb that pays is recorded first — the target plan in the attempt's
+//! `climb.yaml`, then a `decided` event `climb <steps>` with its reason — and acted on second:
+//! the job is stopped once the logs report the step after the next checkpoint, its end
+//! recorded as cancelled, and the decision it carries makes the next attempt the target,
+//! resumed from that checkpoint ([`RunDriver::climb_plan`]). A run resumed after a crash
+//! between the two finds the decision and stops the job at once.
+//!
+//! An attempt a climb started that runs out of memory goes straight back to the configuration
+//! before it ([`RunDriver::back_plan`]), resumed from its checkpoint; the planner never climbs
+//! that way again in this run (its failure is one of the run's), and the evidence store marks
+//! the configuration as not fitting this card for the runs after it.
+
+use anyhow::Context as _;
+
+use super::{Ctx, Phase, RunDriver};
+use crate::backend::{JobEnd, JobRef, Scheduler};
+use crate::ledger::Decision;
+use crate::plan::Plan;
+use crate::planner::climb::Pace;
+
+/// The target of a decided climb, beside the attempt it stops.
+pub const CLIMB_PLAN: &str = "climb.yaml";
+
+/// What `climb.yaml` holds: the plan to climb to and the decision's reason, which the next
+/// attempt's `rendered` event carries.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ClimbFile {
+    why: String,
+    plan: Plan,
+}
+
+impl RunDriver {
+    /// Live and running: stop the job for a decided climb once its checkpoint is written, or
+    /// decide one. Returns whether the run moved on.
+    pub(super) async fn climb<B: Scheduler>(
+        &mut self,
+        job: JobRef,
+        ctx: &Ctx<'_, B>,
+    ) -> anyhow::Result<bool> {
+        if !self.journal.cached().climb {
+            return Ok(false);
+        }
+        let Some(spec) = self.setup.template.spec.climb.clone() else {
+            return Ok(false);
+        };
+        let Phase::Live(live) = &self.phase else {
+            return Ok(false);
+        };
+        let latest = live.pace.latest.map(|(s, _)| s);
+        if self.climb_decided() {
+            // Stopped once the step after the checkpoint is reported (at once when this orch
+            // does not know which checkpoint: resumed after a crash).
+            let due = match (self.climb_after, latest) {
+                (Some(at), Some(step)) => step > at,
+                (Some(_), None) => false,
+                (None, _) => true,
+            };
+            if !due {
+                return Ok(false);
+            }
+            ctx.progress.say(format!(
+                "[{}] stopping job {} after its checkpoint to climb",
+                self.name(),
+                job.id
+            ));
+            if let Err(e) = ctx.backend.cancel(&job).await {
+                // Still live: the next tick tries again.
+                ctx.progress.say(format!("[{}] {e:#}", self.name()));
+                return Ok(false);
+            }
+            self.finish(JobEnd::Cancelled).await?;
+            self.advance(ctx).await?;
+            return Ok(true);
+        }
+        // One look per new step, and only while a climb and a way back fit in the attempts.
+        if latest.is_none_or(|s| self.climb_looked >= s) || self.attempt + 2 > self.max_attempts {
+            return Ok(false);
+        }
+        self.climb_looked = latest.unwrap_or_default();
+        let Some(pace) = self.pace_now(&spec) else {
+            return Ok(false);
+        };
+        let failures = self.failures()?;
+        let prior = self.prior_with_running();
+        let mut notes = Vec::new();
+        let decided = crate::planner::climb::climb(
+            &crate::planner::Context {
+                setup: &self.setup,
+                estimator: self.estimator.as_ref(),
+                written: &self.written,
+                current: &self.plan,
+                failures: &failures,
+                tried: &self.tried,
+                prior: &prior,
+            },
+            &spec,
+            &pace,
+            &mut notes,
+        );
+        for note in &notes {
+            tracing::debug!("{note}");
+        }
+        let Some(climb) = decided else {
+            return Ok(false);
+        };
+        let n = self.attempt;
+        let path = self.journal.run().attempt_dir(n).join(CLIMB_PLAN);
+        let file = ClimbFile {
+            why: climb.to.why.clone(),
+            plan: climb.to.plan.clone(),
+        };
+        crate::atomic::write_atomic(&path, serde_yaml::to_string(&file)?.as_bytes())?;
+        self.decided(n, Decision::Climb(climb.to.label.clone()), &climb.to.why)?;
+        let every = pace.checkpoint_every.max(1);
+        self.climb_after = Some(pace.step.div_ceil(every) * every);
+        ctx.progress
+            .say(format!("[{}] {}", self.name(), climb.to.describe()));
+        Ok(false)
+    }
+
+    /// Whether the running attempt carries a climb decision.
+    pub(super) fn climb_decided(&self) -> bool {
+        self.journal
+            .cached()
+            .attempts
+            .iter()
+            .any(|a| a.attempt == self.attempt && matches!(a.decision, Some(Decision::Climb(_))))
+    }
+
+    /// The job's pace and place, once warm-up and the stable stretch are measured, with the
+    /// run's length and checkpoint interval from the plan.
+    fn pace_now(&self, spec: &crate::config::template::ClimbSpec) -> Option<Pace> {
+        let Phase::Live(live) = &self.phase else {
+            return None;
+        };
+        let measured = live.measured()?;
+        let (step, step_s) = live.pace.stable(spec.warmup_steps, spec.stable_steps)?;
+        // The run's length as the experiment states it: a template's default is not what the
+        // trainer uses when the key is left out (torchrun-yaml's keys say 100000, train.py 100).
+        let total = self.plan_value(&spec.total_steps_key, false)?;
+        let checkpoint_every = self.plan_value(&spec.checkpoint_every_key, true)?;
+        let queued: Vec<f64> = self
+            .journal
+            .cached()
+            .attempts
+            .iter()
+            .filter_map(|a| a.queue_s())
+            .collect();
+        Some(Pace {
+            step,
+            total,
+            step_s,
+            startup_s: live.pace.startup_s(),
+            queue_s: if queued.is_empty() {
+                0.0
+            } else {
+                queued.iter().sum::<f64>() / queued.len() as f64
+            },
+            checkpoint_every,
+            peak_gib: measured.peak_gib()?,
+        })
+    }
+
+    /// A whole-number trainer value of the current plan: its override, else (`or_default`)
+    /// the template's default.
+    fn plan_value(&self, key: &str, or_default: bool) -> Option<u64> {
+        let value = self
+            .plan
+            .effective_overrides(&self.setup)
+            .get(key)
+            .cloned()
+            .or_else(|| {
+                or_default
+                    .then(|| self.setup.template.keys.get(key).cloned())
+                    .flatten()
+            })?;
+        value
+            .as_u64()
+            .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
+    }
+
+    /// What the store knows, with the running attempt's own measurement as one more
+    /// observation: its peak calibrates the estimate before it ends.
+    fn prior_with_running(&self) -> crate::planner::Prior {
+        let (Some(estimator), Some(store), Phase::Live(live)) =
+            (&self.estimator, self.store(), &self.phase)
+        else {
+            return self.prior();
+        };
+        let run = self.journal.run();
+        let predicted = self
+            .journal
+            .cached()
+            .attempts
+            .iter()
+            .find(|a| a.attempt == self.attempt)
+            .and_then(|a| a.predicted.clone());
+        let running = crate::evidence_store::observe(
+            &self.setup,
+            &self.plan,
+            estimator,
+            self.simulate,
+            crate::evidence_store::Attempt {
+                run: &run.id,
+                attempt: self.attempt,
+                // Running, with these figures: what a success would say of its fit.
+                outcome: crate::outcome::Outcome::Succeeded,
+                predicted,
+                measured: live.measured(),
+                facts: None,
+            },
+        );
+        crate::planner::prior::load_with(
+            &store,
+            &self.setup,
+            estimator,
+            self.simulate,
+            Some(&run.id),
+            running,
+        )
+    }
+
+    /// After attempt `n` was stopped for a climb: the plan it decided, and why.
+    pub(super) fn climb_plan(&mut self, n: u32) -> anyhow::Result<Option<(Plan, String)>> {
+        let record = self.journal.record()?;
+        let Some(a) = record.attempts.iter().find(|a| a.attempt == n) else {
+            return Ok(None);
+        };
+        if !matches!(a.decision, Some(Decision::Climb(_))) {
+            return Ok(None);
+        }
+        let path = a.dir.join(CLIMB_PLAN);
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let file: ClimbFile = serde_yaml::from_str(&text)
+            .with_context(|| format!("cannot parse {}", path.display()))?;
+        Ok(Some((file.plan, file.why)))
+    }
+
+    /// When attempt `n` was started by a climb: the plan of the attempt before it (the last
+    /// good configuration), resumed.
+    pub(super) fn back_plan(&mut self, n: u32) -> anyhow::Result<Option<(Plan, String)>> {
+        let record = self.journal.record()?;
+        let Some(before) = record.attempts.iter().find(|a| a.attempt + 1 == n) else {
+            return Ok(None);
+        };
+        let Some(Decision::Climb(to)) = &before.decision else {
+            return Ok(None);
+        };
+        let path = before.dir.join("plan.yaml");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let plan: Plan = serde_yaml::from_str(&text)
+            .with_context(|| format!("cannot parse {}", path.display()))?;
+        let why = format!(
+            "back to {} at once: the climb to {to} ran out of memory; this run climbs that way no more",
+            before.step
+        );
+        Ok(Some((plan.resumed(&self.setup), why)))
+    }
+}
