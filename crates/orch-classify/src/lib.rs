@@ -125,6 +125,7 @@ pub mod memory;
 mod position;
 mod rules;
 mod scan;
+pub mod swallow;
 mod terminal;
 mod text;
 
@@ -136,6 +137,7 @@ use serde::{Deserialize, Serialize};
 pub use measure::{MeasureReader, Measured};
 pub use memory::{MemoryFacts, ProcessUse, Stage, Step};
 pub use scan::LINE_CAP;
+pub use swallow::{SwallowRule, SwallowWatch, Swallowed};
 
 /// What went wrong with an attempt. Names are the wire names used in `--json` output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]

@@ -242,10 +242,25 @@ fn bracket_prefix(seg: &[u8], i: usize) -> Option<(usize, Level)> {
         lv.1
     } else if is_source_location(inner) {
         Level::Unknown
+    } else if let Some(j) = hydra_logger(seg, inner, i + 1 + close + 1) {
+        return Some(j);
     } else {
         return None;
     };
     Some((end, level))
+}
+
+/// Hydra's job logging, `[%(asctime)s][%(name)s][%(levelname)s] - `: past the timestamp, a
+/// logger name in brackets (`[genrl.logging_utils.global_defs]`, `[__main__]`) then its level
+/// in brackets and the ` - ` separator. `inner` is the name's bracket content, `after` the
+/// offset just past its `]`.
+fn hydra_logger(seg: &[u8], inner: &[u8], after: usize) -> Option<(usize, Level)> {
+    if inner.is_empty() || !inner.iter().all(|&c| is_word(c) || c == b'.') {
+        return None;
+    }
+    let rest = seg.get(after..)?.strip_prefix(b"[")?;
+    let (w, level) = level_word(rest)?;
+    (rest.get(w) == Some(&b']')).then(|| (skip_separators(seg, after + 1 + w + 1), level))
 }
 
 fn glog_level(w: &[u8]) -> Level {

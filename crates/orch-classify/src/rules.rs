@@ -84,6 +84,15 @@ impl Slot {
     }
 }
 
+/// The rank ([`super::Verdict::rank`]) of a class's strong slot: for a verdict that no line of
+/// the scanner made (a swallowed failure a template declares).
+pub(crate) fn rank_of(class: FailureClass) -> u8 {
+    Slot::ALL
+        .iter()
+        .find(|s| s.class() == class)
+        .map_or(u8::MAX, |s| *s as u8)
+}
+
 /// What a confirmed rule does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Action {
