@@ -35,6 +35,10 @@ const TUNED_FLOOR: f64 = 0.95;
 /// memory` and an interactive shell's bare `Killed`, which alone is no evidence.
 const HOLDOUT_FLOOR: f64 = 0.94;
 
+/// Share of the second holdout (27 excerpts collected for issue 20's last round, scored before
+/// any change made for them) that must be acted on correctly.
+const HOLDOUT2_FLOOR: f64 = 0.77;
+
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
 }
@@ -232,4 +236,10 @@ fn tuned_split() {
 fn holdout_split() {
     let s = score(&corpus_dir().join("holdout"), "corpus (holdout)");
     check(&s, HOLDOUT_FLOOR);
+}
+
+#[test]
+fn second_holdout_split() {
+    let s = score(&corpus_dir().join("holdout2"), "corpus (second holdout)");
+    check(&s, HOLDOUT2_FLOOR);
 }
