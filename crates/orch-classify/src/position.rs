@@ -536,8 +536,25 @@ pub(crate) fn in_quotes(before: &[u8]) -> bool {
     open.is_some() && !is_reraised_error(&before[..opened_at])
 }
 
-/// Does a quote opened after `before` hold a re-raised error (`... failed with error '`)?
+/// Does a quote opened after `before` hold a re-raised error (`... failed with error '`), the
+/// message of an exception repr a wrapper names as its cause (`... the original error:
+/// OutOfMemoryError('CUDA out of memory ...')`; not a `raise X('...')` source line), or the
+/// C++ exception a `terminate called after throwing an instance of '...'` reports?
 fn is_reraised_error(before: &[u8]) -> bool {
+    if let Some(name) = before.strip_suffix(b"(")
+        && (name.ends_with(b"Error") || name.ends_with(b"Exception"))
+    {
+        let start = name
+            .iter()
+            .rposition(|&c| !(is_word(c) || c == b'.'))
+            .map_or(0, |i| i + 1);
+        return !name[..start].trim_ascii_end().ends_with(b"raise");
+    }
+    if before.ends_with(b"throwing an instance of ") {
+        // C++'s `terminate called after throwing an instance of 'std::bad_alloc'`: the quote
+        // names the exception being reported.
+        return true;
+    }
     let b = before.strip_suffix(b" ").unwrap_or(before);
     let b = b.strip_suffix(b":").unwrap_or(b);
     b.len() >= 5

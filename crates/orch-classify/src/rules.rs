@@ -290,16 +290,15 @@ pub(crate) static RULES: &[Rule] = &[
     ),
     // ------------------------------------------------------------ host OOM (strong)
     // A process that asked the host for memory and got none: `OSError: [Errno 12]`, torch's CPU
-    // allocator. (Python's bare `MemoryError` is known where its traceback ends.)
+    // allocator (`not enough memory`, and c10's older `can't allocate memory: you tried to
+    // allocate N bytes. Error code 12`). (Python's bare `MemoryError` is known where its
+    // traceback ends.)
     msg(
         "host-alloc-failed",
         Slot::HostOom,
-        &[
-            "[Errno 12] Cannot allocate memory",
-            "DefaultCPUAllocator: not enough memory",
-        ],
-        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory",
-        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory",
+        &["[Errno 12] Cannot allocate memory", "DefaultCPUAllocator: "],
+        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)",
+        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: (not enough memory|can't allocate memory)",
     ),
     hit(
         "slurm-oom-kill-event",
@@ -365,6 +364,16 @@ pub(crate) static RULES: &[Rule] = &[
         &["killed due to memory pressure"],
         r"\b[1-9]\d* Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
         r"[1-9][0-9]* Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
+    ),
+    // The raylet's memory monitor before Ray 2.2 reported each kill on its own line
+    // (`node_manager.cc:2963: System memory low at node with IP ... exceeds threshold 0.7,
+    // killing latest task with name ...`).
+    hit(
+        "raylet-memory-low-kill",
+        Slot::HostOom,
+        &["System memory low at node"],
+        r"System memory low at node with IP \S+\. Used memory .*, killing ",
+        r"System memory low at node with IP [^ ]+\. Used memory .*, killing ",
     ),
     // The kernel's report, and Flux's relay of the cgroup's (`Memory cgroup out of memory:
     // killed 1 task`).
@@ -448,6 +457,16 @@ pub(crate) static RULES: &[Rule] = &[
         r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader worker \(pids? [\d, ]+\) is killed by signal: Killed|return code (?:is |= )?-9\b",
         r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader worker \(pids? [0-9, ]+\) is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)",
     ),
+    // C++'s `operator new` found no host memory: `std::bad_alloc` escaping (`terminate called
+    // after throwing an instance of 'std::bad_alloc'`, its `what():` line) or re-raised as
+    // Python's `MemoryError: std::bad_alloc`. Weak: an absurd size from a bug reads the same.
+    hit(
+        "cpp-bad-alloc",
+        Slot::HostOomWeak,
+        &["std::bad_alloc"],
+        r"instance of 'std::bad_alloc'|what\(\):\s+std::bad_alloc|MemoryError: std::bad_alloc",
+        r"instance of 'std::bad_alloc'|what\(\):[[:space:]]+std::bad_alloc|MemoryError: std::bad_alloc",
+    ),
     hit(
         "torchrun-sigkill",
         Slot::HostOomWeak,
@@ -484,6 +503,16 @@ pub(crate) static RULES: &[Rule] = &[
         r"WorkNCCL\(SeqNum=\d+.*ran for \d+ milliseconds before timing out",
         r"WorkNCCL\(SeqNum=[0-9]+.*ran for [0-9]+ milliseconds before timing out",
     ),
+    // torch's NCCL heartbeat monitor ends a process whose watchdog hung on a collective (or
+    // after a collective timeout): `Terminating the process after attempting to dump debug
+    // info, due to ProcessGroupNCCL watchdog hang`.
+    hit(
+        "nccl-heartbeat-terminate",
+        Slot::NcclTimeout,
+        &["attempting to dump debug info"],
+        r"Terminating the process after attempting to dump debug info",
+        r"Terminating the process after attempting to dump debug info",
+    ),
     hit(
         "nccl-ops-failed",
         Slot::NcclTimeout,
@@ -511,16 +540,30 @@ pub(crate) static RULES: &[Rule] = &[
     // allocator bug): `CUDA error: X` for any X but `out of memory` (misaligned address,
     // unspecified launch failure, device-side assert, ...), an illegal memory access however
     // it is reported, an internal assert of the caching allocator.
+    // C++ code's own `CUDA Error: misaligned address (716) file: line N` counts the same.
     msg(
         "cuda-fault",
         Slot::Error,
         &[
             "CUDA error: ",
+            "CUDA Error: ",
             "illegal memory access",
             "INTERNAL ASSERT FAILED",
         ],
-        r"CUDA error: (?:[^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
-        r"CUDA error: ([^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
+        r"CUDA [Ee]rror: (?:[^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
+        r"CUDA [Ee]rror: ([^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
+    ),
+    // A kernel's device-side assert as the CUDA runtime prints it, one line per failing thread
+    // (`Indexing.cu:1284: indexSelectLargeIndex: block: [134,0,0], thread: [0,0,0] Assertion
+    // `srcIndex < srcSelectDimSize` failed.`), often glued after a progress bar: a bad index,
+    // not capacity. And NCCL's report of a CUDA call that failed for another reason than
+    // memory (`NCCL WARN Cuda failure 999 'unknown error'`).
+    hit(
+        "cuda-kernel-assert",
+        Slot::Error,
+        &["] Assertion `", "Cuda failure "],
+        r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion `.+` failed|Cuda failure (?:\d+ )?'(?:[^o]|o[^u])",
+        r"block: \[[0-9]+,[0-9]+,[0-9]+\], thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `.+` failed|Cuda failure ([0-9]+ )?'([^o]|o[^u])",
     ),
     // Native crashes that are line formats of their own: CPython's fatal error, a C++
     // exception escaping (`terminate called after throwing`), torch 0.x's `THCudaCheck FAIL`.
