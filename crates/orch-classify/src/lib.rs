@@ -236,31 +236,14 @@ pub fn classify_bytes(bytes: &[u8]) -> Verdict {
     s.verdict()
 }
 
-/// Read size used by [`classify_path`].
+/// Read size used by [`classify_path`] and [`classify_reader`].
 const READ_CHUNK: usize = 2 * 1024 * 1024;
 
-/// Classify a log file: a regular file is memory-mapped and scanned in place (no copy
-/// through `read(2)`, a tenth of the time on a large log); anything else (a pipe, a FIFO,
-/// a file that cannot be mapped) is streamed in 2 MiB reads.
+/// Classify a log file, read in 2 MiB chunks. It is read, never memory-mapped: a log that
+/// another process truncates while it is scanned (a job restarted into the same file, log
+/// rotation) then ends the scan early instead of killing this process with `SIGBUS`.
 pub fn classify_path(path: &Path) -> std::io::Result<Verdict> {
-    let file = std::fs::File::open(path)?;
-    if file.metadata()?.is_file() {
-        // SAFETY: the map is read-only and dropped before this returns; a log that another
-        // process truncates while it is scanned can fault (SIGBUS), the risk every
-        // mmap-based search tool (ripgrep included) takes for regular files. (Measured for
-        // issue 20: reading instead, even one chunk ahead on a second thread, was slower on
-        // the two-core VM whenever the other core was busy. orch's own watch never maps: it
-        // reads the logs through `Tail`.)
-        if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-            let _ = map.advise(memmap2::Advice::Sequential);
-            let mut s = Scanner::new();
-            for chunk in map.chunks(READ_CHUNK) {
-                s.feed(chunk);
-            }
-            return Ok(s.verdict());
-        }
-    }
-    classify_reader(file)
+    classify_reader(std::fs::File::open(path)?)
 }
 
 /// Classify everything a reader yields, streaming it through a [`Scanner`].

@@ -154,3 +154,58 @@ fn real_logs_carry_their_numbers() {
     assert_eq!(gib(f.tried_to_allocate_gib), 1.74);
     assert_eq!(f.device, Some(1));
 }
+
+/// `classify_path` reads the file: one that another process truncates under it ends the scan
+/// early; it does not kill the process with SIGBUS (as a memory map of it would).
+#[test]
+fn a_log_truncated_while_it_is_classified_is_survived() {
+    use std::io::Write as _;
+    let dir = tempfile_dir();
+    let path = dir.join("stderr.log");
+    let line = b"step 1: loss 0.25 | lr 1e-5 | throughput 1234 tok/s\n";
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        for _ in 0..(16 << 20) / line.len() {
+            f.write_all(line).unwrap();
+        }
+        f.write_all(b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+            .unwrap();
+    }
+    for _ in 0..3 {
+        let p = path.clone();
+        let truncate = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_len(4096)
+                .unwrap();
+        });
+        let v = orch_classify::classify_path(&path).expect("read");
+        truncate.join().unwrap();
+        // Whatever it saw before the cut: never a crash, and never a class the bytes lack.
+        assert!(
+            matches!(
+                v.class,
+                orch_classify::FailureClass::None | orch_classify::FailureClass::GpuOom
+            ),
+            "{v:?}"
+        );
+        std::fs::write(&path, b"").unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        for _ in 0..(16 << 20) / line.len() {
+            f.write_all(line).unwrap();
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("orch-classify-truncate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
