@@ -387,14 +387,16 @@ pub(crate) static RULES: &[Rule] = &[
     // -------------------------------------------------------------------- GPU OOM
     // torch's message (all formats, CUDA and HIP), the driver's `CUDA error: out of memory`,
     // and the error enums (torch's `Search for cudaErrorMemoryAllocation` follows an `out of
-    // memory` on its line; TF/XLA's `HIP_ERROR_OutOfMemory` stands alone). One rule: the
+    // memory` on its line; TF/XLA's `HIP_ERROR_OutOfMemory` stands alone), and a glog
+    // `CHECK_EQ(error, cudaSuccess)` that failed with error 2 (Caffe's `Check failed: error ==
+    // cudaSuccess (2 vs. 0)  out of memory`, on a fatal `F` line). One rule: the
     // lines that hold `f memor` run one regex, not three.
     msg(
         "gpu-oom-message",
         Slot::GpuOom,
         &["f memor", "_OutOfMemory"],
-        r"(?:CUDA|HIP) (?:[Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
-        r"(CUDA|HIP) ([Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
+        r"(?:CUDA|HIP) (?:[Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)\s+out of memory",
+        r"(CUDA|HIP) ([Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
     ),
     msg(
         "cublas-alloc-failed",

@@ -30,11 +30,12 @@ use orch_classify::{FailureClass, classify_path};
 
 /// Share of the tuned split that must be acted on correctly.
 const TUNED_FLOOR: f64 = 0.95;
-/// Share of the holdout that must be acted on correctly: set just below what the
-/// classifier achieved when the holdout was first scored after tuning (32/34 = 94.1 %; it
-/// was 28/34 before issue 20's changes). The two it misses: caffe's `Check failed ... out of
-/// memory` and an interactive shell's bare `Killed`, which alone is no evidence.
-const HOLDOUT_FLOOR: f64 = 0.94;
+/// Share of the holdout that must be acted on correctly. It was 28/34 before issue 20's
+/// changes and 32/34 (94.1 %) when first scored after tuning; a generic fix for one of its two
+/// misses (a glog CUDA check failed with error 2, Caffe's `Check failed: error == cudaSuccess
+/// (2 vs. 0)  out of memory`) made it 33/34 (97.1 %), so it no longer measures unseen shapes
+/// alone. The miss: an interactive shell's bare `Killed`, which alone is no evidence.
+const HOLDOUT_FLOOR: f64 = 0.97;
 
 /// Share of the second holdout that must be acted on correctly. Its 27 excerpts were collected
 /// for issue 20's last round and scored before any change made for them: 21/27 (77.8 %), 0

@@ -274,6 +274,19 @@ fn second_holdout_shapes_and_their_traps() {
             "ERROR 03-19 10:55:18 [serving_chat.py:677] vllm.engine.multiprocessing.MQEngineDeadError: Engine loop is not running. Inspect the stacktrace to find the original error: OutOfMemoryError('CUDA out of memory. Tried to allocate 128.00 MiB. GPU 0 has a total capacity of 79.33 GiB of which 16.00 MiB is free.').",
             GpuOom,
         ),
+        // A glog CUDA check that failed with error 2 (Caffe).
+        (
+            "F1206 10:15:04.766489   447 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
+            GpuOom,
+        ),
+        (
+            "F1206 10:15:04.766489   447 syncedmem.cpp:56] Check failed: error == cudaSuccess (77 vs. 0)  an illegal memory access was encountered",
+            Error,
+        ),
+        (
+            "I1206 10:15:04.766489   447 note.cpp:5] Check failed: error == cudaSuccess (2 vs. 0)  out of memory is what a full card prints",
+            None,
+        ),
         // Traps.
         (
             "# a device assert reads: block: [0,0,0], thread: [0,0,0] Assertion `x` failed",
