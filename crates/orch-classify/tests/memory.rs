@@ -155,6 +155,34 @@ fn real_logs_carry_their_numbers() {
     assert_eq!(f.device, Some(1));
 }
 
+/// The numbers the second holdout's memory failures state (`tests/corpus/holdout2/`).
+#[test]
+fn second_holdout_logs_carry_their_numbers() {
+    let h = |name: &str| facts_in("tests/corpus/holdout2", name);
+    // A wrapper naming its cause's repr: torch's numbers inside the quotes.
+    let (class, f) = h("vllm-mq-engine-dead-oom-repr.log");
+    assert_eq!(class, FailureClass::GpuOom);
+    assert_eq!(gib(f.tried_to_allocate_gib), 0.13);
+    assert_eq!(gib(f.capacity_gib), 79.33);
+    assert_eq!(gib(f.free_gib), 0.02);
+    assert_eq!(gib(f.allocated_gib), 69.59);
+    // A message cut after the capacity: what it states.
+    let (_, f) = h("trl-grpo-rank0-adamw-oom-cut.log");
+    assert_eq!(gib(f.tried_to_allocate_gib), 0.13);
+    assert_eq!(gib(f.capacity_gib), 94.99);
+    assert_eq!(gib(f.free_gib), 0.09);
+    // The raylet's kill line before Ray 2.2: the host's use and size.
+    let (class, f) = h("ray-raylet-system-memory-low-killing.log");
+    assert_eq!(class, FailureClass::HostOom);
+    assert_eq!(gib(f.host_used_gib), 22.01);
+    assert_eq!(gib(f.host_total_gib), 30.99);
+    // torch's CPU allocator: what the failed request asked for.
+    let (class, f) = h("deeplog-cpu-allocator-errno12-bare.log");
+    assert_eq!(class, FailureClass::HostOom);
+    assert_eq!(gib(f.host_tried_to_allocate_gib), 0.26);
+    assert_eq!(f.host_requested_gib, None);
+}
+
 /// `classify_path` reads the file: one that another process truncates under it ends the scan
 /// early; it does not kill the process with SIGBUS (as a memory map of it would).
 #[test]
