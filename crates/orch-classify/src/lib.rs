@@ -243,10 +243,13 @@ pub fn classify_bytes(bytes: &[u8]) -> Verdict {
     s.verdict()
 }
 
-/// Read size used by [`classify_path`] and [`classify_reader`].
-const READ_CHUNK: usize = 2 * 1024 * 1024;
+/// Read size used by [`classify_path`] and [`classify_reader`]: small enough that the chunk
+/// just copied is still in the CPU's cache when the scanner reads it (measured on a 256 MB
+/// realistic log: 2 MiB reads scanned at about half the speed of a memory map, 64–128 KiB
+/// reads at the map's speed).
+const READ_CHUNK: usize = 128 * 1024;
 
-/// Classify a log file, read in 2 MiB chunks. It is read, never memory-mapped: a log that
+/// Classify a log file, read in [`READ_CHUNK`]s. It is read, never memory-mapped: a log that
 /// another process truncates while it is scanned (a job restarted into the same file, log
 /// rotation) then ends the scan early instead of killing this process with `SIGBUS`.
 pub fn classify_path(path: &Path) -> std::io::Result<Verdict> {
@@ -255,10 +258,17 @@ pub fn classify_path(path: &Path) -> std::io::Result<Verdict> {
 
 /// Classify everything a reader yields, streaming it through a [`Scanner`].
 pub fn classify_reader(mut r: impl Read) -> std::io::Result<Verdict> {
-    let mut buf = vec![0u8; READ_CHUNK];
+    // The buffer starts on a page boundary, as the page cache's pages do: the kernel's copy
+    // into a buffer 16 bytes past one (where the allocator puts a large block) ran at a third
+    // of the speed (4K aliasing; measured on the 2-core VM, 0.15 s vs 0.04 s of system time
+    // per 256 MB).
+    const PAGE: usize = 4096;
+    let mut storage = vec![0u8; READ_CHUNK + PAGE];
+    let start = storage.as_ptr().align_offset(PAGE).min(PAGE);
+    let buf = &mut storage[start..start + READ_CHUNK];
     let mut s = Scanner::new();
     loop {
-        let n = match r.read(&mut buf) {
+        let n = match r.read(buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

@@ -254,7 +254,10 @@ fn second_holdout_shapes_and_their_traps() {
             "(pid=5135) terminate called after throwing an instance of 'std::bad_alloc'",
             HostOom,
         ),
-        ("MemoryError: std::bad_alloc", HostOom),
+        (
+            "Traceback (most recent call last):\n  File \"a.py\", line 1, in f\nMemoryError: std::bad_alloc",
+            HostOom,
+        ),
         (
             "[enforce fail at CPUAllocator.cpp:64] . DefaultCPUAllocator: can't allocate memory: you tried to allocate 278528000 bytes. Error code 12 (Cannot allocate memory)",
             HostOom,
