@@ -124,6 +124,10 @@ pub struct MemoryFacts {
     /// it for exceeding it (`OUT_OF_MEMORY`, a cgroup kill).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_requested_gib: Option<f64>,
+    /// The host allocation that failed (torch's CPU allocator: `you tried to allocate N
+    /// bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_tried_to_allocate_gib: Option<f64>,
     /// RL stage the failure happened in, where the log shows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<Stage>,
@@ -189,6 +193,9 @@ impl MemoryFacts {
             (Some(u), Some(t)) => parts.push(format!("host {} of {} GiB", g(u), g(t))),
             (Some(u), None) => parts.push(format!("host {} GiB in use", g(u))),
             _ => {}
+        }
+        if let Some(t) = self.host_tried_to_allocate_gib {
+            parts.push(format!("host allocation of {} GiB failed", g(t)));
         }
         if let Some(r) = self.host_requested_gib {
             parts.push(format!("exceeded the {} GiB asked of the scheduler", g(r)));
@@ -270,6 +277,7 @@ struct Readers {
     sglang_fraction: Regex,
     ray_monitor: Regex,
     kernel_kill: Regex,
+    cpu_alloc: Regex,
 }
 
 fn readers() -> &'static Readers {
@@ -303,11 +311,19 @@ fn readers() -> &'static Readers {
             )),
             vllm_estimated: re(r"estimated maximum model length is ([0-9]+)".to_string()),
             sglang_fraction: re(r"mem_fraction_static=([0-9.]+)".to_string()),
+            // Ray's monitor since 2.2, and the raylet's own kill line before it (`Used memory
+            // (23.63GB) / total capacity (33.28GB)`).
             ray_monitor: re(
-                r"was running was ([0-9.]+)GB / ([0-9.]+)GB \([0-9.]+\), which exceeds the memory usage threshold"
+                r"was running was ([0-9.]+)GB / ([0-9.]+)GB \([0-9.]+\), which exceeds the memory usage threshold|Used memory \(([0-9.]+)GB\) / total capacity \(([0-9.]+)GB\)"
                     .to_string(),
             ),
             kernel_kill: re(r"Killed process [0-9]+ \([^)]*\) total-vm:[0-9]+kB, anon-rss:([0-9]+)kB".to_string()),
+            // torch's CPU allocator: `DefaultCPUAllocator: can't allocate memory: you tried to
+            // allocate 278528000 bytes` (and `not enough memory: you tried to allocate 1GB`).
+            cpu_alloc: re(
+                r"DefaultCPUAllocator: [^:]*: you tried to allocate ([0-9]+(?:\.[0-9]+)?) ?(bytes|KB|MB|GB|TB)"
+                    .to_string(),
+            ),
         }
     })
 }
@@ -322,8 +338,19 @@ pub fn read(seg: &[u8]) -> MemoryFacts {
         f.mem_fraction_static = num(&c, 1);
     }
     if let Some(c) = r.ray_monitor.captures(seg) {
-        f.host_used_gib = num(&c, 1).map(|gb| gb * 1e9 / (1u64 << 30) as f64);
-        f.host_total_gib = num(&c, 2).map(|gb| gb * 1e9 / (1u64 << 30) as f64);
+        let gb = |i: usize| num(&c, i).map(|gb| gb * 1e9 / (1u64 << 30) as f64);
+        f.host_used_gib = gb(1).or_else(|| gb(3));
+        f.host_total_gib = gb(2).or_else(|| gb(4));
+    }
+    if let Some(c) = r.cpu_alloc.captures(seg) {
+        let scale = match c.get(2).map(|m| m.as_bytes()) {
+            Some(b"bytes") => 1.0,
+            Some(b"KB") => 1e3,
+            Some(b"MB") => 1e6,
+            Some(b"GB") => 1e9,
+            _ => 1e12,
+        };
+        f.host_tried_to_allocate_gib = num(&c, 1).map(|n| n * scale / (1u64 << 30) as f64);
     }
     if let Some(c) = r.kernel_kill.captures(seg) {
         f.host_used_gib = num(&c, 1).map(|kb| kb * 1024.0 / (1u64 << 30) as f64);

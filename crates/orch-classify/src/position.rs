@@ -242,10 +242,25 @@ fn bracket_prefix(seg: &[u8], i: usize) -> Option<(usize, Level)> {
         lv.1
     } else if is_source_location(inner) {
         Level::Unknown
+    } else if let Some(j) = hydra_logger(seg, inner, i + 1 + close + 1) {
+        return Some(j);
     } else {
         return None;
     };
     Some((end, level))
+}
+
+/// Hydra's job logging, `[%(asctime)s][%(name)s][%(levelname)s] - `: past the timestamp, a
+/// logger name in brackets (`[genrl.logging_utils.global_defs]`, `[__main__]`) then its level
+/// in brackets and the ` - ` separator. `inner` is the name's bracket content, `after` the
+/// offset just past its `]`.
+fn hydra_logger(seg: &[u8], inner: &[u8], after: usize) -> Option<(usize, Level)> {
+    if inner.is_empty() || !inner.iter().all(|&c| is_word(c) || c == b'.') {
+        return None;
+    }
+    let rest = seg.get(after..)?.strip_prefix(b"[")?;
+    let (w, level) = level_word(rest)?;
+    (rest.get(w) == Some(&b']')).then(|| (skip_separators(seg, after + 1 + w + 1), level))
 }
 
 fn glog_level(w: &[u8]) -> Level {
@@ -521,8 +536,25 @@ pub(crate) fn in_quotes(before: &[u8]) -> bool {
     open.is_some() && !is_reraised_error(&before[..opened_at])
 }
 
-/// Does a quote opened after `before` hold a re-raised error (`... failed with error '`)?
+/// Does a quote opened after `before` hold a re-raised error (`... failed with error '`), the
+/// message of an exception repr a wrapper names as its cause (`... the original error:
+/// OutOfMemoryError('CUDA out of memory ...')`; not a `raise X('...')` source line), or the
+/// C++ exception a `terminate called after throwing an instance of '...'` reports?
 fn is_reraised_error(before: &[u8]) -> bool {
+    if let Some(name) = before.strip_suffix(b"(")
+        && (name.ends_with(b"Error") || name.ends_with(b"Exception"))
+    {
+        let start = name
+            .iter()
+            .rposition(|&c| !(is_word(c) || c == b'.'))
+            .map_or(0, |i| i + 1);
+        return !name[..start].trim_ascii_end().ends_with(b"raise");
+    }
+    if before.ends_with(b"throwing an instance of ") {
+        // C++'s `terminate called after throwing an instance of 'std::bad_alloc'`: the quote
+        // names the exception being reported.
+        return true;
+    }
     let b = before.strip_suffix(b" ").unwrap_or(before);
     let b = b.strip_suffix(b":").unwrap_or(b);
     b.len() >= 5

@@ -84,6 +84,15 @@ impl Slot {
     }
 }
 
+/// The rank ([`super::Verdict::rank`]) of a class's strong slot: for a verdict that no line of
+/// the scanner made (a swallowed failure a template declares).
+pub(crate) fn rank_of(class: FailureClass) -> u8 {
+    Slot::ALL
+        .iter()
+        .find(|s| s.class() == class)
+        .map_or(u8::MAX, |s| *s as u8)
+}
+
 /// What a confirmed rule does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Action {
@@ -281,16 +290,15 @@ pub(crate) static RULES: &[Rule] = &[
     ),
     // ------------------------------------------------------------ host OOM (strong)
     // A process that asked the host for memory and got none: `OSError: [Errno 12]`, torch's CPU
-    // allocator. (Python's bare `MemoryError` is known where its traceback ends.)
+    // allocator (`not enough memory`, and c10's older `can't allocate memory: you tried to
+    // allocate N bytes. Error code 12`). (Python's bare `MemoryError` is known where its
+    // traceback ends.)
     msg(
         "host-alloc-failed",
         Slot::HostOom,
-        &[
-            "[Errno 12] Cannot allocate memory",
-            "DefaultCPUAllocator: not enough memory",
-        ],
-        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory",
-        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: not enough memory",
+        &["[Errno 12] Cannot allocate memory", "DefaultCPUAllocator: "],
+        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)",
+        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: (not enough memory|can't allocate memory)",
     ),
     hit(
         "slurm-oom-kill-event",
@@ -357,6 +365,20 @@ pub(crate) static RULES: &[Rule] = &[
         r"\b[1-9]\d* Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
         r"[1-9][0-9]* Workers? \(tasks / actors\) killed due to memory pressure \(OOM\)",
     ),
+    // The raylet's memory monitor before Ray 2.2 reported each kill on its own line
+    // (`node_manager.cc:2963: System memory low at node with IP ... exceeds threshold 0.7,
+    // killing latest task with name ...`).
+    // Its line ends `to avoid running out of memory.`: on the `f memor` needle.
+    Rule {
+        requires: &["System memory low at node"],
+        ..hit(
+            "raylet-memory-low-kill",
+            Slot::HostOom,
+            &["f memor"],
+            r"System memory low at node with IP \S+\. Used memory .*, killing ",
+            r"System memory low at node with IP [^ ]+\. Used memory .*, killing ",
+        )
+    },
     // The kernel's report, and Flux's relay of the cgroup's (`Memory cgroup out of memory:
     // killed 1 task`).
     hit(
@@ -369,14 +391,16 @@ pub(crate) static RULES: &[Rule] = &[
     // -------------------------------------------------------------------- GPU OOM
     // torch's message (all formats, CUDA and HIP), the driver's `CUDA error: out of memory`,
     // and the error enums (torch's `Search for cudaErrorMemoryAllocation` follows an `out of
-    // memory` on its line; TF/XLA's `HIP_ERROR_OutOfMemory` stands alone). One rule: the
+    // memory` on its line; TF/XLA's `HIP_ERROR_OutOfMemory` stands alone), and a glog
+    // `CHECK_EQ(error, cudaSuccess)` that failed with error 2 (Caffe's `Check failed: error ==
+    // cudaSuccess (2 vs. 0)  out of memory`, on a fatal `F` line). One rule: the
     // lines that hold `f memor` run one regex, not three.
     msg(
         "gpu-oom-message",
         Slot::GpuOom,
         &["f memor", "_OutOfMemory"],
-        r"(?:CUDA|HIP) (?:[Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
-        r"(CUDA|HIP) ([Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY",
+        r"(?:CUDA|HIP) (?:[Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)\s+out of memory",
+        r"(CUDA|HIP) ([Ee]rror: )?out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
     ),
     msg(
         "cublas-alloc-failed",
@@ -392,7 +416,8 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "driver-oom",
         Slot::GpuOom,
-        &["'out of memory'", "THCudaCheck FAIL", "CUresult error"],
+        // NCCL's form shares its needle with `cuda-kernel-assert`'s other NCCL failures.
+        &["Cuda failure ", "THCudaCheck FAIL", "CUresult error"],
         r"Cuda failure (?:2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|CUresult error: 2 \(out of memory\)",
         r"Cuda failure (2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|CUresult error: 2 \(out of memory\)",
     ),
@@ -439,6 +464,17 @@ pub(crate) static RULES: &[Rule] = &[
         r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader worker \(pids? [\d, ]+\) is killed by signal: Killed|return code (?:is |= )?-9\b",
         r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader worker \(pids? [0-9, ]+\) is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)",
     ),
+    // C++'s `operator new` found no host memory: `terminate called after throwing an instance
+    // of 'std::bad_alloc'` (on `native-crash`'s needle: no needle of its own). Weak: an absurd
+    // size from a bug reads the same. (Python's `MemoryError: std::bad_alloc` ends a traceback
+    // in `MemoryError`, which the traceback follower knows.)
+    hit(
+        "cpp-bad-alloc",
+        Slot::HostOomWeak,
+        &["after throwing"],
+        r"after throwing an instance of 'std::bad_alloc'",
+        r"after throwing an instance of 'std::bad_alloc'",
+    ),
     hit(
         "torchrun-sigkill",
         Slot::HostOomWeak,
@@ -475,6 +511,16 @@ pub(crate) static RULES: &[Rule] = &[
         r"WorkNCCL\(SeqNum=\d+.*ran for \d+ milliseconds before timing out",
         r"WorkNCCL\(SeqNum=[0-9]+.*ran for [0-9]+ milliseconds before timing out",
     ),
+    // torch's NCCL heartbeat monitor ends a process whose watchdog hung on a collective (or
+    // after a collective timeout): `Terminating the process after attempting to dump debug
+    // info, due to ProcessGroupNCCL watchdog hang`.
+    hit(
+        "nccl-heartbeat-terminate",
+        Slot::NcclTimeout,
+        &["dump debug info"],
+        r"Terminating the process after attempting to dump debug info",
+        r"Terminating the process after attempting to dump debug info",
+    ),
     hit(
         "nccl-ops-failed",
         Slot::NcclTimeout,
@@ -502,16 +548,33 @@ pub(crate) static RULES: &[Rule] = &[
     // allocator bug): `CUDA error: X` for any X but `out of memory` (misaligned address,
     // unspecified launch failure, device-side assert, ...), an illegal memory access however
     // it is reported, an internal assert of the caching allocator.
+    // C++ code's own `CUDA Error: misaligned address (716) file: line N` counts the same.
     msg(
         "cuda-fault",
         Slot::Error,
         &[
             "CUDA error: ",
+            "CUDA Error: ",
             "illegal memory access",
             "INTERNAL ASSERT FAILED",
         ],
-        r"CUDA error: (?:[^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
-        r"CUDA error: ([^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
+        r"CUDA [Ee]rror: (?:[^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
+        r"CUDA [Ee]rror: ([^o]|o[^u])|an illegal memory access was encountered|INTERNAL ASSERT FAILED",
+    ),
+    // A kernel's device-side assert as the CUDA runtime prints it, one line per failing thread
+    // (`Indexing.cu:1284: indexSelectLargeIndex: block: [134,0,0], thread: [0,0,0] Assertion
+    // `srcIndex < srcSelectDimSize` failed.`), often glued after a progress bar: a bad index,
+    // not capacity. And NCCL's report of a CUDA call that failed for another reason than
+    // memory (`NCCL WARN Cuda failure 999 'unknown error'`).
+    // (`ssertion `` rather than `Assertion `` or `] Assertion ``: Teddy fingerprints a needle by
+    // its first bytes, and these were the cheapest of the forms measured with callgrind on the
+    // bench logs: the realistic log's count fell 20 % against `Assertion ``.)
+    hit(
+        "cuda-kernel-assert",
+        Slot::Error,
+        &["ssertion `", "Cuda failure "],
+        r"block: \[\d+,\d+,\d+\], thread: \[\d+,\d+,\d+\] Assertion `.+` failed|Cuda failure (?:\d+ )?'(?:[^o]|o[^u])",
+        r"block: \[[0-9]+,[0-9]+,[0-9]+\], thread: \[[0-9]+,[0-9]+,[0-9]+\] Assertion `.+` failed|Cuda failure ([0-9]+ )?'([^o]|o[^u])",
     ),
     // Native crashes that are line formats of their own: CPython's fatal error, a C++
     // exception escaping (`terminate called after throwing`), torch 0.x's `THCudaCheck FAIL`.

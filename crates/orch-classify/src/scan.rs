@@ -585,6 +585,15 @@ impl State {
             return;
         }
         let l = strip_cr(l);
+        if tb.prefix.is_none()
+            && tb.seen == 1
+            && l.strip_prefix(tb.header_prefix.as_slice())
+                .is_some_and(|rest| eng.exception_line.is_match(rest))
+        {
+            // A traceback printed without frames (`Traceback (most recent call last):` then
+            // `MemoryError: bad allocation` at once): its exception line ends it.
+            tb.prefix = Some(tb.header_prefix.clone());
+        }
         let Some(prefix) = &tb.prefix else {
             // Learn the frame prefix from the first `<prefix>  File "` line whose prefix
             // is consistent with the header's (same Ray actor / logger, or none at all).

@@ -15,8 +15,9 @@
 //! The test fails on any *memory false alarm* (a case labelled with a non-memory class
 //! classified as a memory class: orch would shrink a job for nothing), when the tuned split
 //! acts correctly on fewer than [`TUNED_FLOOR`] of its cases, or the holdout on fewer than
-//! [`HOLDOUT_FLOOR`]. The holdout was written in before the classifier was tuned on the
-//! other split and is not looked at while tuning.
+//! [`HOLDOUT_FLOOR`], or the second holdout (`holdout2/`) on fewer than [`HOLDOUT2_FLOOR`].
+//! Each holdout was written in before the classifier was tuned for it and scored first as it
+//! stood.
 //!
 //! To add a case: save the excerpt verbatim (strip only GitHub's quote markers and markdown
 //! fences) as `<framework>-<short-shape>.log` and add its row to `sources.tsv`.
@@ -29,11 +30,21 @@ use orch_classify::{FailureClass, classify_path};
 
 /// Share of the tuned split that must be acted on correctly.
 const TUNED_FLOOR: f64 = 0.95;
-/// Share of the holdout that must be acted on correctly: set just below what the
-/// classifier achieved when the holdout was first scored after tuning (32/34 = 94.1 %; it
-/// was 28/34 before issue 20's changes). The two it misses: caffe's `Check failed ... out of
-/// memory` and an interactive shell's bare `Killed`, which alone is no evidence.
-const HOLDOUT_FLOOR: f64 = 0.94;
+/// Share of the holdout that must be acted on correctly. It was 28/34 before issue 20's
+/// changes and 32/34 (94.1 %) when first scored after tuning; a generic fix for one of its two
+/// misses (a glog CUDA check failed with error 2, Caffe's `Check failed: error == cudaSuccess
+/// (2 vs. 0)  out of memory`) made it 33/34 (97.1 %), so it no longer measures unseen shapes
+/// alone. The miss: an interactive shell's bare `Killed`, which alone is no evidence.
+const HOLDOUT_FLOOR: f64 = 0.97;
+
+/// Share of the second holdout that must be acted on correctly. Its 27 excerpts were collected
+/// for issue 20's last round and scored before any change made for them: 21/27 (77.8 %), 0
+/// memory false alarms. After the changes that generalised (a kernel's device-side assert line,
+/// C++ `CUDA Error:`, NCCL's non-memory `Cuda failure`, `std::bad_alloc`, c10's older CPU
+/// allocator message, the pre-2.2 raylet kill line, NCCL's heartbeat monitor, a cause's
+/// exception repr mid-line, a traceback without frames): 26/27 (96.3 %). The miss: a
+/// terminal that wrapped the watchdog's timeout mid-word.
+const HOLDOUT2_FLOOR: f64 = 0.96;
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
@@ -232,4 +243,10 @@ fn tuned_split() {
 fn holdout_split() {
     let s = score(&corpus_dir().join("holdout"), "corpus (holdout)");
     check(&s, HOLDOUT_FLOOR);
+}
+
+#[test]
+fn second_holdout_split() {
+    let s = score(&corpus_dir().join("holdout2"), "corpus (second holdout)");
+    check(&s, HOLDOUT2_FLOOR);
 }

@@ -154,3 +154,86 @@ fn real_logs_carry_their_numbers() {
     assert_eq!(gib(f.tried_to_allocate_gib), 1.74);
     assert_eq!(f.device, Some(1));
 }
+
+/// The numbers the second holdout's memory failures state (`tests/corpus/holdout2/`).
+#[test]
+fn second_holdout_logs_carry_their_numbers() {
+    let h = |name: &str| facts_in("tests/corpus/holdout2", name);
+    // A wrapper naming its cause's repr: torch's numbers inside the quotes.
+    let (class, f) = h("vllm-mq-engine-dead-oom-repr.log");
+    assert_eq!(class, FailureClass::GpuOom);
+    assert_eq!(gib(f.tried_to_allocate_gib), 0.13);
+    assert_eq!(gib(f.capacity_gib), 79.33);
+    assert_eq!(gib(f.free_gib), 0.02);
+    assert_eq!(gib(f.allocated_gib), 69.59);
+    // A message cut after the capacity: what it states.
+    let (_, f) = h("trl-grpo-rank0-adamw-oom-cut.log");
+    assert_eq!(gib(f.tried_to_allocate_gib), 0.13);
+    assert_eq!(gib(f.capacity_gib), 94.99);
+    assert_eq!(gib(f.free_gib), 0.09);
+    // The raylet's kill line before Ray 2.2: the host's use and size.
+    let (class, f) = h("ray-raylet-system-memory-low-killing.log");
+    assert_eq!(class, FailureClass::HostOom);
+    assert_eq!(gib(f.host_used_gib), 22.01);
+    assert_eq!(gib(f.host_total_gib), 30.99);
+    // torch's CPU allocator: what the failed request asked for.
+    let (class, f) = h("deeplog-cpu-allocator-errno12-bare.log");
+    assert_eq!(class, FailureClass::HostOom);
+    assert_eq!(gib(f.host_tried_to_allocate_gib), 0.26);
+    assert_eq!(f.host_requested_gib, None);
+}
+
+/// `classify_path` reads the file: one that another process truncates under it ends the scan
+/// early; it does not kill the process with SIGBUS (as a memory map of it would).
+#[test]
+fn a_log_truncated_while_it_is_classified_is_survived() {
+    use std::io::Write as _;
+    let dir = tempfile_dir();
+    let path = dir.join("stderr.log");
+    let line = b"step 1: loss 0.25 | lr 1e-5 | throughput 1234 tok/s\n";
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        for _ in 0..(16 << 20) / line.len() {
+            f.write_all(line).unwrap();
+        }
+        f.write_all(b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+            .unwrap();
+    }
+    for _ in 0..3 {
+        let p = path.clone();
+        let truncate = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_len(4096)
+                .unwrap();
+        });
+        let v = orch_classify::classify_path(&path).expect("read");
+        truncate.join().unwrap();
+        // Whatever it saw before the cut: never a crash, and never a class the bytes lack.
+        assert!(
+            matches!(
+                v.class,
+                orch_classify::FailureClass::None | orch_classify::FailureClass::GpuOom
+            ),
+            "{v:?}"
+        );
+        std::fs::write(&path, b"").unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        for _ in 0..(16 << 20) / line.len() {
+            f.write_all(line).unwrap();
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("orch-classify-truncate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1,7 +1,10 @@
 //! Outcome of an attempt: the backend's verdict on how the job ended joined with what the
 //! classifier found in its logs. The scheduler's word on time limits, preemption, node failure
 //! and cgroup OOM kills outranks the log; a job that exited 0 succeeded whatever its log says
-//! (OOMs that were caught and retried inside the job are not failures).
+//! (OOMs that were caught and retried inside the job are not failures), unless its template
+//! declares a line the trainer logs when it swallows a failure and the log reported it
+//! ([`JobEnd::Swallowed`]: genrl logs a training OOM and carries on, a generation OOM and
+//! exits 0).
 //!
 //! In the ledger an outcome is its [`Outcome::name`]: `succeeded`, `cancelled` or the failure
 //! class's wire name (`gpu_oom`, `hang`, …).
@@ -104,6 +107,17 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
                 ),
             )),
         ),
+        // The log's verdicts already answer the swallowed line (`Live::verdicts`).
+        JobEnd::Swallowed { count } => match best {
+            Some((file, v)) => (Outcome::Failed(v.class), evidence_of(file, v)),
+            None => (
+                Outcome::Failed(FailureClass::Error),
+                Some(EvidenceRecord::note(
+                    "watcher",
+                    format!("the trainer reported {count} failure(s) it carried on past"),
+                )),
+            ),
+        },
         JobEnd::Failed { exit_code } => match best {
             Some((file, v)) => (Outcome::Failed(v.class), evidence_of(file, v)),
             None => (

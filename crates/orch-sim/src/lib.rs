@@ -175,6 +175,10 @@ pub struct SimEnv {
     /// `ORCH_SIM_PREEMPT_AT_STEP`: a run started from scratch is preempted when this step
     /// starts (Slurm's banner, exit 143), as on a shared partition; a resumed run is not.
     pub preempt_at_step: Option<u64>,
+    /// `ORCH_SIM_SWALLOW=1`: the simulated rl-swarm node swallows its failures as genrl 0.1.11
+    /// does (a training OOM logged and carried on past, a generation OOM logged before the
+    /// process exits 0) instead of ending the run as an uncaught exception would.
+    pub swallow: bool,
     /// `USER` (AReaL puts it in its paths).
     pub user: String,
     /// This process's node in a job of more than one node (`SLURM_NODEID` of
@@ -283,6 +287,7 @@ impl SimEnv {
                 .unwrap_or(1.0),
             hang_at_step: get("ORCH_SIM_HANG_AT_STEP").and_then(|v| v.parse().ok()),
             preempt_at_step: get("ORCH_SIM_PREEMPT_AT_STEP").and_then(|v| v.parse().ok()),
+            swallow: get("ORCH_SIM_SWALLOW").and_then(|v| args::parse_bool(&v)) == Some(true),
             user: get("USER").unwrap_or_else(|| "root".into()),
             node: match (
                 get("SLURM_NODEID").and_then(|v| v.parse().ok()),

@@ -87,6 +87,10 @@ pub mod rl_swarm {
     pub const GPU_OOM: &str = include_str!("../outputs/rl_swarm/gpu_oom.txt");
     /// torch OOM while genrl moves the model to the GPU, re-raised by Hydra's `instantiate`.
     pub const GPU_OOM_INIT: &str = include_str!("../outputs/rl_swarm/gpu_oom_init.txt");
+    /// What genrl 0.1.11's `run_game` logs with `get_logger().exception(..., stack_info=True)`
+    /// below its `Exception occurred during game run.` line when a round raises (a generation
+    /// OOM), before it returns and the process exits 0.
+    pub const GAME_RUN_EXCEPTION: &str = include_str!("../outputs/rl_swarm/game_run_exception.txt");
 }
 
 /// Which trainer's code sits above the HF model / torch frames.

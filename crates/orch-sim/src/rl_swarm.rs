@@ -9,10 +9,14 @@
 //! A round that hits the estimate's failure prints Hydra's banner and the Python traceback down
 //! to the failing allocation (`fail_exit`) and ends the run with exit 1.
 //!
-//! Upstream genrl 0.1.11 catches what `trainer.train` raises (`except:` → "Error occurred
-//! during training, continuing...") and logs what a generation raises before `run_game`
-//! returns: a real node neither stops nor exits non-zero on a training OOM. The simulator ends
-//! the run as an uncaught exception would, so that orch can answer it (docs/SIMULATOR.md).
+//! Upstream genrl 0.1.11 (`genrl/game/game_manager.py`) catches what `trainer.train` raises
+//! (a bare `except:` → INFO "Error occurred during training, continuing...", lines 149-153,
+//! the exception itself never printed) and logs what a generation raises (`run_game`'s
+//! `get_logger().exception("Exception occurred during game run.", stack_info=True)`, lines
+//! 181-186) before `run_game` returns and the process exits 0: a real node neither stops nor
+//! exits non-zero on an OOM. By default the simulator ends the run as an uncaught exception
+//! would; with `ORCH_SIM_SWALLOW=1` it swallows as genrl does (`swallowed_round`), and orch
+//! answers it through the lines `templates/rl-swarm/template.yaml` declares (`swallowed:`).
 
 use std::path::PathBuf;
 
@@ -190,8 +194,14 @@ fn rounds(ctx: &mut Ctx, r: &Run) -> Step<i32> {
             &format!("Starting round: {round}/{}.", r.max_round),
         );
         ctx.sleep(step_s * 0.5);
-        if let Some(f) = r.est.failure.as_ref().filter(|f| f.at.step() == round) {
-            return Err(fail_exit(ctx, r, f));
+        let failure = r.est.failure.as_ref().filter(|f| f.at.step() <= round);
+        if let Some(f) = failure {
+            if !(ctx.env.swallow && matches!(f.kind, FailKind::GpuOom(_))) {
+                return Err(fail_exit(ctx, r, f));
+            }
+            if swallowed_round(ctx, f, round)? {
+                continue;
+            }
         }
         ctx.sleep(step_s * 0.5);
         ctx.out(format!(
@@ -206,6 +216,41 @@ fn rounds(ctx: &mut Ctx, r: &Run) -> Step<i32> {
         0,
         &format!("simulated rl-swarm finished: rounds 1..{total} completed"),
     ))
+}
+
+/// `ORCH_SIM_SWALLOW`: a round that hits a GPU OOM the way genrl 0.1.11 handles it. A training
+/// OOM: the INFO line and on to the next round, which fails the same way (returns true: the
+/// round is over). A generation OOM: `run_game`'s ERROR line, the traceback and the logging
+/// module's stack, then the process exits 0 (`Err(0)`).
+fn swallowed_round(ctx: &mut Ctx, f: &Failure, round: u64) -> Step<bool> {
+    let FailKind::GpuOom(d) = &f.kind else {
+        return Ok(false);
+    };
+    if let FailAt::Rollout { .. } = f.at {
+        log(ctx, "ERROR", "Exception occurred during game run.");
+        let vars = Vars::new()
+            .set(
+                "oom",
+                report::torch_oom_message(d, &[], OwnProcess::ThisProcess),
+            )
+            .block("site_frames", outputs::rl_swarm_site_frames(d.site, true));
+        for line in vars.lines(outputs::rl_swarm::GAME_RUN_EXCEPTION) {
+            ctx.out(line);
+        }
+        let what = format!(
+            "simulated rl-swarm failure swallowed as genrl does (ORCH_SIM_SWALLOW): {}; run_game returned",
+            super::describe(f)
+        );
+        return Err(ctx.finish(0, &what));
+    }
+    ctx.sleep(ctx.env.step_seconds * 0.5);
+    log(ctx, "INFO", "Error occurred during training, continuing...");
+    ctx.out(format!(
+        "{TAG} simulated genrl swallowed {} (ORCH_SIM_SWALLOW); the round trained nothing",
+        super::describe(f)
+    ));
+    log(ctx, "INFO", &format!("🐝 Joining round: {}", round + 1));
+    Ok(true)
 }
 
 /// Print the real failure output for `f` and return the exit code: Hydra's banner and the
@@ -298,6 +343,27 @@ mod tests {
         );
         assert!(cap.stdout().contains("Starting round: 1/1000000."));
         assert!(!cap.stdout().contains("Joining round"));
+    }
+
+    #[test]
+    fn swallowing_like_genrl_logs_each_training_oom_and_exits_0() {
+        let mut e = rtx4090();
+        e.swallow = true;
+        let (code, cap) = run_capture("rl-swarm", &args(&[]), &e);
+        assert_eq!(code, 0, "{}", cap.all());
+        let out = cap.stdout();
+        // Every round fails the same way and genrl's INFO line is all the log says of it.
+        let re = Regex::new(
+            r"(?m)^\[[0-9: ,-]+\]\[genrl\.logging_utils\.global_defs\]\[INFO\] - Error occurred during training, continuing\.\.\.$",
+        )
+        .unwrap();
+        assert_eq!(re.find_iter(&out).count(), 4, "{out}");
+        assert!(
+            out.contains("(ORCH_SIM_SWALLOW); the round trained nothing"),
+            "{out}"
+        );
+        assert!(!cap.all().contains("OutOfMemoryError"), "{}", cap.all());
+        assert!(!out.contains("trained on"), "{out}");
     }
 
     #[test]

@@ -223,9 +223,123 @@ fn torch_message_variants_are_gpu_oom() {
     ] {
         assert_eq!(class_of(&format!("{l}\n")), GpuOom, "{l}");
     }
-    // NCCL's generic wrapper with a different CUDA failure is not an OOM.
+    // NCCL's generic wrapper with a different CUDA failure is not an OOM: an error.
     assert_eq!(
         class_of("[rank7]: Cuda failure 1 'invalid argument'\n"),
+        Error
+    );
+}
+
+/// The shapes issue 20's second holdout taught (tests/corpus/holdout2), each with the contexts
+/// that must not fire.
+#[test]
+fn second_holdout_shapes_and_their_traps() {
+    let cases: &[(&str, FailureClass)] = &[
+        // A kernel's device-side assert, glued after a tqdm bar; C++'s own `CUDA Error:`.
+        (
+            "  6%|▋ | 89/1398 [1:32:11<25:28:13, 70.05s/it]../aten/src/ATen/native/cuda/Indexing.cu:1284: indexSelectLargeIndex: block: [134,0,0], thread: [0,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+            Error,
+        ),
+        (
+            "CUDA Error: misaligned address (716) /code/prefill.cuh: line 1918 at function cudaLaunchKernel",
+            Error,
+        ),
+        ("CUDA Error: out of memory /code/alloc.cu: line 12", GpuOom),
+        (
+            "DESKTOP:1689:2800 [0] include/alloc.h:112 NCCL WARN Cuda failure 999 'unknown error'",
+            Error,
+        ),
+        // Host allocation failures: C++'s bad_alloc, c10's older CPU allocator message.
+        (
+            "(pid=5135) terminate called after throwing an instance of 'std::bad_alloc'",
+            HostOom,
+        ),
+        (
+            "Traceback (most recent call last):\n  File \"a.py\", line 1, in f\nMemoryError: std::bad_alloc",
+            HostOom,
+        ),
+        (
+            "[enforce fail at CPUAllocator.cpp:64] . DefaultCPUAllocator: can't allocate memory: you tried to allocate 278528000 bytes. Error code 12 (Cannot allocate memory)",
+            HostOom,
+        ),
+        // The raylet's memory monitor before Ray 2.2.
+        (
+            "(raylet) [2022-08-29 15:18:33,592 E 30307 30344] (raylet) node_manager.cc:2963: System memory low at node with IP 172.17.0.2. Used memory (23.63GB) / total capacity (33.28GB) (0.709971) exceeds threshold 0.7, killing latest task with name a and actor ID b to avoid running out of memory.",
+            HostOom,
+        ),
+        // torch's NCCL heartbeat monitor.
+        (
+            "[rank6]:[F429 14:03:49.385461578 ProcessGroupNCCL.cpp:1554] [PG ID 0 PG GUID 0(default_pg) Rank 6] Terminating the process after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.",
+            NcclTimeout,
+        ),
+        // A wrapper naming its cause's repr mid-line (vLLM's MQEngineDeadError).
+        (
+            "ERROR 03-19 10:55:18 [serving_chat.py:677] vllm.engine.multiprocessing.MQEngineDeadError: Engine loop is not running. Inspect the stacktrace to find the original error: OutOfMemoryError('CUDA out of memory. Tried to allocate 128.00 MiB. GPU 0 has a total capacity of 79.33 GiB of which 16.00 MiB is free.').",
+            GpuOom,
+        ),
+        // A glog CUDA check that failed with error 2 (Caffe).
+        (
+            "F1206 10:15:04.766489   447 syncedmem.cpp:56] Check failed: error == cudaSuccess (2 vs. 0)  out of memory",
+            GpuOom,
+        ),
+        (
+            "F1206 10:15:04.766489   447 syncedmem.cpp:56] Check failed: error == cudaSuccess (77 vs. 0)  an illegal memory access was encountered",
+            Error,
+        ),
+        (
+            "I1206 10:15:04.766489   447 note.cpp:5] Check failed: error == cudaSuccess (2 vs. 0)  out of memory is what a full card prints",
+            None,
+        ),
+        // Traps.
+        (
+            "# a device assert reads: block: [0,0,0], thread: [0,0,0] Assertion `x` failed",
+            None,
+        ),
+        ("  what_to_catch: std::bad_alloc", None),
+        (
+            "+ echo 'Terminating the process after attempting to dump debug info'",
+            None,
+        ),
+        (
+            "hint: DefaultCPUAllocator: can't allocate memory means the host is full",
+            None,
+        ),
+        (
+            "# System memory low at node with IP 1.2.3.4. Used memory (1GB), killing ",
+            None,
+        ),
+        (
+            "    raise OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 GiB')",
+            None,
+        ),
+        (
+            "print(\"the original error: OutOfMemoryError('CUDA out of memory')\")",
+            None,
+        ),
+    ];
+    for (l, class) in cases {
+        assert_eq!(class_of(&format!("{l}\n")), *class, "{l}");
+    }
+    // A traceback printed without frames ends in its exception line.
+    assert_eq!(
+        class_of("Traceback (most recent call last):\nMemoryError: bad allocation\n"),
+        HostOom
+    );
+    assert_eq!(
+        class_of("Traceback (most recent call last):\nKeyError: 'x'\n"),
+        Error
+    );
+    // Hydra's job-logging header: an ERROR line reports, an INFO line does not.
+    assert_eq!(
+        class_of(
+            "[2025-07-01 12:00:00,123][__main__][ERROR] - CUDA out of memory. Tried to allocate 2.00 GiB\n"
+        ),
+        GpuOom
+    );
+    assert_eq!(
+        class_of(
+            "[2025-07-01 12:00:00,123][genrl.logging_utils.global_defs][INFO] - CUDA out of memory. Tried to allocate 2.00 GiB\n"
+        ),
         None
     );
 }

@@ -73,6 +73,13 @@ pub enum JobEnd {
         /// Seconds without log output.
         silent_secs: u64,
     },
+    /// The trainer reported a failure and carried on past it (a line its template declares:
+    /// genrl's `Error occurred during training, continuing...`) as often as the template says
+    /// ends the run; orch stopped it, or it exited 0 after it.
+    Swallowed {
+        /// Reports counted.
+        count: u32,
+    },
 }
 
 impl JobEnd {
@@ -90,6 +97,7 @@ impl JobEnd {
             JobEnd::Preempted => "preempted".into(),
             JobEnd::Lost => "lost".into(),
             JobEnd::Hung { silent_secs } => format!("hung (no log output for {silent_secs} s)"),
+            JobEnd::Swallowed { count } => format!("swallowed failure ({count} reported)"),
         }
     }
 
@@ -141,6 +149,11 @@ impl std::str::FromStr for JobEnd {
                     .and_then(|n| n.parse().ok())
                 {
                     JobEnd::Hung { silent_secs: secs }
+                } else if let Some(count) = inner("swallowed failure (")
+                    .and_then(|r| r.strip_suffix(" reported"))
+                    .and_then(|n| n.parse().ok())
+                {
+                    JobEnd::Swallowed { count }
                 } else {
                     return Err(format!("unknown job state `{s}` in the ledger"));
                 }

@@ -78,6 +78,12 @@ pub struct TemplateSpec {
     /// (sharding layout, data-loader position); a step changing one is flagged in the history.
     #[serde(default)]
     pub checkpoint_sensitive: Vec<String>,
+    /// Lines the trainer logs when it catches a failure and carries on (genrl's `Error
+    /// occurred during training, continuing...`): how many reports end the run and the class
+    /// to answer when the log names no failure of its own. The watcher stops the job when one
+    /// is reached, and a job that exits 0 after one has failed.
+    #[serde(default)]
+    pub swallowed: Vec<orch_classify::SwallowRule>,
     /// When a running attempt may be moved to a faster configuration ([`ClimbSpec`]); a
     /// template without it never climbs.
     #[serde(default)]

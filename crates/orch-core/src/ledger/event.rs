@@ -328,6 +328,10 @@ mod tests {
                 JobEnd::Hung { silent_secs: 1 },
                 "hung (no log output for 1 s)",
             ),
+            (
+                JobEnd::Swallowed { count: 2 },
+                "swallowed failure (2 reported)",
+            ),
         ];
         for (end, text) in ends {
             assert_eq!(serde_json::to_value(&end).unwrap(), text);

@@ -197,7 +197,7 @@ impl RunDriver {
             Resumed::Phase(phase) => phase,
             Resumed::Watch(job) => {
                 // Picked up while it runs: its cost started when an earlier orch saw it running.
-                let mut live = Live::new(job, backend);
+                let mut live = Live::new(job, backend, &driver.setup.template.spec.swallowed);
                 live.running_since = record.attempts.last().and_then(|a| a.running_since.clone());
                 Phase::Live(live)
             }

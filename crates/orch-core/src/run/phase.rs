@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use orch_classify::{MeasureReader, Measured, Scanner};
+use orch_classify::{MeasureReader, Measured, Scanner, SwallowRule, SwallowWatch, Swallowed};
 use orch_ssh::tail::{Tail, last_line};
 
 use crate::backend::{JobEnd, JobRef, Scheduler};
@@ -207,6 +207,8 @@ struct LogFile {
     label: String,
     tail: Tail,
     scanner: Scanner,
+    /// The failures the trainer's template says it swallows, counted.
+    swallow: SwallowWatch,
     /// What the trainer reports of itself (peak memory, throughput), read as it is written.
     measure: MeasureReader,
     /// The log's last lines, shown when no known failure line explains a failed job.
@@ -308,11 +310,12 @@ impl LogEnd {
 
 impl Live {
     /// Follow a submitted job's logs from their start.
-    pub fn new(job: JobRef, backend: &impl Scheduler) -> Live {
+    pub fn new(job: JobRef, backend: &impl Scheduler, swallowed: &[SwallowRule]) -> Live {
         let log = |label: &str| LogFile {
             label: label.into(),
             tail: Tail::at(backend.log_source(&job, label)),
             scanner: Scanner::new(),
+            swallow: SwallowWatch::new(swallowed),
             measure: MeasureReader::new(label),
             end: LogEnd::default(),
         };
@@ -351,6 +354,7 @@ impl Live {
             {
                 self.last_growth = Instant::now();
                 log.scanner.feed(&bytes);
+                log.swallow.feed(&bytes);
                 log.measure.feed(&bytes);
                 log.end.feed(&bytes);
                 if let Some(line) = last_line(&bytes) {
@@ -403,11 +407,25 @@ impl Live {
         Some(m)
     }
 
-    /// Each log's verdict, as `(file, verdict)`.
+    /// The failure a log reported and the trainer carried on past, once a line its template
+    /// declares ([`SwallowRule`]) was reported as often as the template says ends the run.
+    pub fn swallowed(&self) -> Option<&Swallowed> {
+        self.logs.iter().find_map(|l| l.swallow.fired())
+    }
+
+    /// Each log's verdict, as `(file, verdict)`; a log that reported a swallowed failure
+    /// answers it ([`orch_classify::swallow::answer`]).
     pub fn verdicts(&self) -> Vec<(String, orch_classify::Verdict)> {
         self.logs
             .iter()
-            .map(|l| (l.label.clone(), l.scanner.verdict()))
+            .map(|l| {
+                let v = l.scanner.verdict();
+                let v = match l.swallow.fired() {
+                    Some(s) => orch_classify::swallow::answer(v, s),
+                    None => v,
+                };
+                (l.label.clone(), v)
+            })
             .collect()
     }
 }

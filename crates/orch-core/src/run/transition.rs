@@ -185,7 +185,11 @@ impl RunDriver {
             record.experiment, job.id
         ));
         self.record_submitted(n, &job, &dir)?;
-        Ok(Phase::Live(Live::new(job, backend)))
+        Ok(Phase::Live(Live::new(
+            job,
+            backend,
+            &self.setup.template.spec.swallowed,
+        )))
     }
 
     /// Whether `orch cancel` asked for the run to stop (read from the ledger now: another
@@ -278,7 +282,11 @@ impl RunDriver {
             ctx.backend.name(),
             job.id
         ));
-        Ok(Phase::Live(Live::new(job, ctx.backend)))
+        Ok(Phase::Live(Live::new(
+            job,
+            ctx.backend,
+            &self.setup.template.spec.swallowed,
+        )))
     }
 
     fn record_submitted(&mut self, attempt: u32, job: &JobRef, dir: &Path) -> anyhow::Result<()> {
@@ -406,7 +414,10 @@ impl RunDriver {
                 }
                 live.queue = Queue::Running;
                 let silent = live.last_growth.elapsed();
-                if silent > ctx.hang_timeout {
+                if let Some(count) = live.swallowed().map(|s| s.count) {
+                    self.swallowed(job, count, ctx).await?;
+                    true
+                } else if silent > ctx.hang_timeout {
                     self.hung(job, silent, ctx).await?;
                     true
                 } else {
@@ -451,6 +462,36 @@ impl RunDriver {
         self.fail_on_error(result, ctx)
     }
 
+    /// Live → Finished (and on): stop a job whose trainer reported a failure and carried on
+    /// past it as often as its template says ends the run (genrl trains nothing in any round
+    /// after a training OOM it swallowed).
+    async fn swallowed<B: Scheduler>(
+        &mut self,
+        job: JobRef,
+        count: u32,
+        ctx: &Ctx<'_, B>,
+    ) -> anyhow::Result<()> {
+        let line = match &self.phase {
+            Phase::Live(live) => live
+                .swallowed()
+                .map(|s| format!(" (line {}: {})", s.evidence.line, s.evidence.text)),
+            _ => None,
+        };
+        ctx.progress.say(format!(
+            "[{}] job {} reported a failure it carries on past{}; stopping it",
+            self.name(),
+            job.id,
+            line.unwrap_or_default()
+        ));
+        if let Err(e) = ctx.backend.cancel(&job).await {
+            // Still live: the next tick tries again.
+            ctx.progress.say(format!("[{}] {e:#}", self.name()));
+            return Ok(());
+        }
+        let result = self.job_ended(JobEnd::Swallowed { count }, ctx).await;
+        self.fail_on_error(result, ctx)
+    }
+
     /// Stop the live job (Ctrl-C on a local run) and record it as cancelled.
     pub async fn cancel<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<()> {
         self.interrupted = true;
@@ -490,6 +531,11 @@ impl RunDriver {
         }
         let Phase::Live(live) = std::mem::replace(&mut self.phase, Phase::Broken) else {
             anyhow::bail!("attempt {} has no live job", self.attempt);
+        };
+        let end = match (end, live.swallowed()) {
+            // genrl logs a generation OOM and exits 0: not a success when its template says so.
+            (JobEnd::Completed, Some(s)) => JobEnd::Swallowed { count: s.count },
+            (end, _) => end,
         };
         let (outcome, mut evidence) = crate::outcome::decide(&end, &live.verdicts());
         if let Some(note) = evidence.as_ref().filter(|e| e.file == "exit")
