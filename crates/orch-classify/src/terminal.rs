@@ -20,9 +20,9 @@
 //!   memory failure, the memory failure is not what killed the job (see `State::verdict`).
 
 use super::Evidence;
+use super::engine::Engine;
 use super::position;
 use super::rules::Slot;
-use super::scan::Engine;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ExcKind {

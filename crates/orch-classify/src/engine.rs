@@ -1,0 +1,243 @@
+//! The compiled rule table, built once per process: the candidate search over every rule's
+//! needles (one SIMD prefilter), each needle's rules as a bitmask, the rules per slot, and the
+//! lazily compiled regexes. `scan` walks a log with it; `terminal` asks it whether an
+//! exception line is a memory failure or a wrapper.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use aho_corasick::{AhoCorasick, Input, MatchKind};
+use memchr::memmem::Finder;
+use regex::bytes::Regex;
+
+use super::position::Position;
+use super::rules::{Action, Kind, RULES, Rule, SLOTS, Slot};
+
+/// A rule's regexes are compiled when a line first asks for them: most rules never match
+/// in a given log, and compiling all of them up front cost more than scanning a 50 MB log.
+pub(crate) struct CompiledRule {
+    pub(crate) rule: &'static Rule,
+    re: OnceLock<Regex>,
+    /// `re` anchored at the start of the haystack: where only the start of a line's body may
+    /// report (a message or lead rule on a line that reports nothing else), one anchored
+    /// attempt replaces a search through the line (trap lines are most of what reaches here).
+    anchored: OnceLock<Regex>,
+    unless: OnceLock<Option<Regex>>,
+    /// `rule.requires`, as SIMD substring searchers built once.
+    pub(crate) requires: Vec<Finder<'static>>,
+}
+
+impl CompiledRule {
+    fn compile(&self, pattern: &str) -> Regex {
+        Regex::new(pattern).unwrap_or_else(|e| panic!("{}: {e}", self.rule.name))
+    }
+    pub(crate) fn re(&self) -> &Regex {
+        self.re.get_or_init(|| self.compile(self.rule.pattern))
+    }
+    pub(crate) fn anchored(&self) -> &Regex {
+        self.anchored
+            .get_or_init(|| self.compile(&format!("^(?:{})", self.rule.pattern)))
+    }
+    pub(crate) fn unless_matches(&self, seg: &[u8]) -> bool {
+        self.unless
+            .get_or_init(|| self.rule.unless.map(|u| self.compile(u)))
+            .as_ref()
+            .is_some_and(|u| u.is_match(seg))
+    }
+}
+
+/// Everything compiled once per process.
+pub(crate) struct Engine {
+    /// Every needle of every rule, leftmost-first: a SIMD Teddy search that confirms
+    /// candidates by comparing the literal and reports which needle matched.
+    candidates: AhoCorasick,
+    /// Needle (pattern id of `candidates`) -> bitmask of rules (indexes into `rules`)
+    /// that need that needle.
+    needle_rules: Vec<u64>,
+    /// Rules of [`Kind::Message`] (dropped on warning/info-level lines).
+    pub(crate) message_rules: u64,
+    /// Rules that claim their segment (they run even when their slot is full).
+    pub(crate) claim_rules: u64,
+    pub(crate) rules: Vec<CompiledRule>,
+    /// Per slot: the rules that can only produce a hit in that slot (once the slot holds
+    /// its earliest hit, they need not run again).
+    pub(crate) slot_rules: [u64; SLOTS],
+    /// Rules of the memory slots (an exception line is checked against them even when
+    /// their slots are full, to know whether it ends a memory failure).
+    pub(crate) memory_rules: u64,
+    /// Rules of the weak error slot (wrappers: an exception line matching one is teardown).
+    pub(crate) weak_rules: u64,
+    /// SGLang `server_args=ServerArgs(...)` dump.
+    pub(crate) server_args: Finder<'static>,
+    /// A traceback frame line, `  File "..."`.
+    pub(crate) frame: Finder<'static>,
+    /// verl `pprint` of its config (`{'actor_rollout_ref': {...`, `  'experiment_name': ..`),
+    /// optionally behind a Ray `(TaskRunner pid=..)` prefix and ANSI colour.
+    pub(crate) config_dump: Regex,
+    /// The final line of a Python traceback: `pkg.ExcName(Inner): message` or `ExcName`.
+    pub(crate) exception_line: Regex,
+}
+
+pub(crate) fn engine() -> &'static Engine {
+    static ENGINE: OnceLock<Engine> = OnceLock::new();
+    ENGINE.get_or_init(Engine::build)
+}
+
+impl Engine {
+    fn build() -> Engine {
+        assert!(RULES.len() <= 64, "rule masks are u64");
+        let mut needle_rules: HashMap<&'static [u8], u64> = HashMap::new();
+        let mut order: Vec<&'static str> = Vec::new();
+        for (i, rule) in RULES.iter().enumerate() {
+            assert!(!rule.needles.is_empty(), "rule {} has no needle", rule.name);
+            for n in rule.needles {
+                assert!(!n.contains(['\n', '\r']), "needle {n:?} spans lines");
+                let e = needle_rules.entry(n.as_bytes()).or_insert_with(|| {
+                    order.push(n);
+                    0
+                });
+                *e |= 1 << i;
+            }
+        }
+        // Teddy, the SIMD prefilter this search relies on, takes at most 64 literals; with
+        // more, aho-corasick falls back to an automaton that made the scan 3-4x slower
+        // (measured with scripts/bench-classify.sh). Share needles between rules instead.
+        assert!(
+            order.len() <= 64,
+            "{} needles: at most 64 keep the SIMD prefilter",
+            order.len()
+        );
+        // Sorted (ignoring case), so that needles with like leading bytes share Teddy's
+        // buckets: its fingerprints stay tight and fewer candidates need checking (in rule
+        // order the candidate search over the bench's realistic log took 1.8x as long; this
+        // order was the fastest of those measured). Leftmost-first reports the first of two
+        // needles that start at one byte, so no needle may be a prefix of another.
+        order.sort_unstable_by(|a, b| {
+            a.to_ascii_lowercase()
+                .cmp(&b.to_ascii_lowercase())
+                .then(a.cmp(b))
+        });
+        debug_assert!(
+            order
+                .iter()
+                .all(|a| order.iter().all(|b| a == b || !b.starts_with(a)))
+        );
+        let candidates = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&order)
+            .expect("needle automaton");
+        let needle_rules: Vec<u64> = order.iter().map(|n| needle_rules[n.as_bytes()]).collect();
+        let message_rules = RULES
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.kind != Kind::Format)
+            .fold(0u64, |m, (i, _)| m | 1 << i);
+        let claim_rules = RULES
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.claims)
+            .fold(0u64, |m, (i, _)| m | 1 << i);
+        let mut slot_rules = [0u64; SLOTS];
+        let (mut memory_rules, mut weak_rules) = (0u64, 0u64);
+        for (i, rule) in RULES.iter().enumerate() {
+            // Traceback headers are never "done": every traceback is followed, the last
+            // one that ends the process decides (see `terminal`).
+            if let Action::Hit(slot) = rule.action {
+                slot_rules[slot as usize] |= 1 << i;
+                if slot.is_memory() {
+                    memory_rules |= 1 << i;
+                }
+                if slot == Slot::ErrorWeak {
+                    weak_rules |= 1 << i;
+                }
+            }
+        }
+        let rules = RULES
+            .iter()
+            .map(|rule| CompiledRule {
+                rule,
+                re: OnceLock::new(),
+                anchored: OnceLock::new(),
+                unless: OnceLock::new(),
+                requires: rule
+                    .requires
+                    .iter()
+                    .map(|r| Finder::new(r.as_bytes()))
+                    .collect(),
+            })
+            .collect();
+        Engine {
+            candidates,
+            needle_rules,
+            message_rules,
+            claim_rules,
+            rules,
+            slot_rules,
+            memory_rules,
+            weak_rules,
+            server_args: Finder::new(b"ServerArgs("),
+            frame: Finder::new(b"File \""),
+            config_dump: Regex::new(
+                r"^(?:\x1b\[[0-9;]*m)*(?:\([^)]*\)(?:\x1b\[[0-9;]*m)*\s*)?\s*\{*'[\w.\-]+': ",
+            )
+            .expect("config dump regex"),
+            exception_line: Regex::new(r"^[A-Za-z_][\w.]*(?:\([\w.]*\))?(?::(?:\s|$)|$)")
+                .expect("exception regex"),
+        }
+    }
+}
+
+impl Engine {
+    /// Does any rule in `mask` match `seg` in reporting position (ignoring which slots are
+    /// already full)? Only run on exception lines, which are rare.
+    pub(crate) fn matches_any(&self, seg: &[u8], mask: u64) -> bool {
+        let pos = Position::of(seg);
+        let mut from = 0;
+        while let Some((start, _, needle)) = self.find(seg, from) {
+            from = start + 1;
+            let todo = needle & mask;
+            for (i, cr) in self.rules.iter().enumerate() {
+                if todo & (1 << i) == 0 {
+                    continue;
+                }
+                if let Some(rm) = cr.re().find(seg)
+                    && !cr.unless_matches(seg)
+                    && pos.allows(seg, cr.rule.kind, rm.start())
+                {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
+impl Engine {
+    /// The leftmost needle at or after `from`: its span and the rules that need it.
+    #[inline]
+    pub(crate) fn find(&self, hay: &[u8], from: usize) -> Option<(usize, usize, u64)> {
+        let m = self
+            .candidates
+            .find(Input::new(hay).span(from..hay.len()))?;
+        Some((
+            m.start(),
+            m.end(),
+            self.needle_rules[m.pattern().as_usize()],
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rule_compiles() {
+        // Regexes compile lazily; a bad pattern must still fail a test, not a user's run.
+        for cr in &engine().rules {
+            cr.re();
+            cr.anchored();
+            cr.unless_matches(b"");
+        }
+    }
+}
