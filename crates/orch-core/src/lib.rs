@@ -21,5 +21,6 @@ pub mod plan;
 pub mod planner;
 pub mod progress;
 pub mod render;
+pub mod reporter;
 pub mod run;
 pub mod watch;

@@ -59,7 +59,7 @@ pub async fn drive<B: Scheduler>(
             signal = signals.recv() => {
                 interrupted = true;
                 if let Some(name) = signal {
-                    ctx.progress.say(format!("{name}: stopping as Ctrl-C does"));
+                    ctx.progress.say(&format!("{name}: stopping as Ctrl-C does"));
                 }
                 interrupt(&mut drivers, ctx).await?;
                 break;
@@ -80,7 +80,7 @@ pub async fn drive<B: Scheduler>(
         let states = match ctx.backend.poll(&live).await {
             Ok(states) => states,
             Err(e) => {
-                ctx.progress.say(format!(
+                ctx.progress.say(&format!(
                     "warning: could not poll the {} backend: {e:#}",
                     ctx.backend.name()
                 ));
@@ -153,7 +153,7 @@ fn stop_for_room<B: Scheduler>(drivers: &[RunDriver], ctx: &Ctx<'_, B>) -> bool 
         .filter(|d| d.stopped().is_some() || d.is_active())
         .map(|d| d.run().id.as_str())
         .collect();
-    ctx.progress.result(format!(
+    ctx.progress.result(&format!(
         "stopped: {why}. Nothing is lost: every run stays as its record says, and a job already out runs on; make room, then `orch resume {}`",
         left.join(" ")
     ));
@@ -173,7 +173,7 @@ async fn advance<B: Scheduler>(d: &mut RunDriver, ctx: &Ctx<'_, B>) -> anyhow::R
             d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;
         }
         ctx.progress
-            .say(format!("[{}] could not submit: {msg}", d.name()));
+            .say(&format!("[{}] could not submit: {msg}", d.name()));
     }
     Ok(())
 }
@@ -186,8 +186,10 @@ async fn admit<B: Scheduler>(drivers: &mut [RunDriver], ctx: &Ctx<'_, B>) -> any
     };
     for d in drivers.iter_mut() {
         if d.cancel_waiting(None)? {
-            ctx.progress
-                .say(format!("[{}] cancelled while waiting for a slot", d.name()));
+            ctx.progress.say(&format!(
+                "[{}] cancelled while waiting for a slot",
+                d.name()
+            ));
         }
     }
     for d in drivers.iter().filter(|d| !d.needs_slot()) {
@@ -229,7 +231,7 @@ async fn interrupt<B: Scheduler>(
                 Err(e) => Err(e),
             };
             if let Err(e) = cancelled {
-                ctx.progress.result(format!(
+                ctx.progress.result(&format!(
                     "[{}] could not cancel: {e:#}; `orch cancel {}` tries again",
                     d.name(),
                     d.run().id
@@ -239,14 +241,14 @@ async fn interrupt<B: Scheduler>(
     } else {
         for d in drivers.iter_mut().filter(not_ended) {
             if d.is_waiting() {
-                ctx.progress.say(format!(
+                ctx.progress.say(&format!(
                     "interrupted: {} waits for a slot; `orch resume {}` carries it on",
                     d.name(),
                     d.run().id
                 ));
                 continue;
             }
-            ctx.progress.say(format!(
+            ctx.progress.say(&format!(
                 "interrupted: {}'s job keeps running in {}; `orch cancel {}` stops it",
                 d.name(),
                 ctx.backend.name(),

@@ -22,6 +22,7 @@ use crate::backend::{JobEnd, JobRef, Scheduler};
 use crate::ledger::Decision;
 use crate::plan::Plan;
 use crate::planner::climb::Pace;
+use crate::reporter::RunEvent;
 
 /// The target of a decided climb, beside the attempt it stops.
 pub const CLIMB_PLAN: &str = "climb.yaml";
@@ -63,14 +64,11 @@ impl RunDriver {
             if !due {
                 return Ok(false);
             }
-            ctx.progress.say(format!(
-                "[{}] stopping job {} after its checkpoint to climb",
-                self.name(),
-                job.id
-            ));
+            ctx.progress
+                .event(self.name(), &RunEvent::ClimbStopping { job: &job.id });
             if let Err(e) = ctx.backend.cancel(&job).await {
                 // Still live: the next tick tries again.
-                ctx.progress.say(format!("[{}] {e:#}", self.name()));
+                ctx.progress.say(&format!("[{}] {e:#}", self.name()));
                 return Ok(false);
             }
             self.finish(JobEnd::Cancelled).await?;
@@ -118,8 +116,12 @@ impl RunDriver {
         self.decided(n, Decision::Climb(climb.to.label.clone()), &climb.to.why)?;
         let every = pace.checkpoint_every.max(1);
         self.climb_after = Some(pace.step.div_ceil(every) * every);
-        ctx.progress
-            .say(format!("[{}] {}", self.name(), climb.to.describe()));
+        ctx.progress.event(
+            self.name(),
+            &RunEvent::ClimbDecided {
+                decision: &climb.to.describe(),
+            },
+        );
         Ok(false)
     }
 

@@ -42,7 +42,6 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use indicatif::ProgressBar;
 
 pub use phase::{Finish, Live, Pace, Pending, Phase, Queue, Resumed};
 
@@ -52,7 +51,8 @@ use crate::estimate::Estimator;
 use crate::gpus::{Slots, Waiting};
 use crate::ledger::{Journal, RunDir, RunLock, RunRecord};
 use crate::plan::{Plan, Setup};
-use crate::progress::{Progress, elapsed};
+use crate::progress::elapsed;
+use crate::reporter::{Report, RunLine};
 
 /// A live job's measurement is written to the ledger at most this often (and with its end).
 const MEASURED_EVERY: Duration = Duration::from_secs(60);
@@ -69,7 +69,7 @@ pub struct Ctx<'a, B = Backend> {
     /// Where jobs run.
     pub backend: &'a B,
     /// Run lines and messages.
-    pub progress: &'a Progress,
+    pub progress: &'a dyn Report,
     /// A running job whose logs do not grow for this long is declared hung.
     pub hang_timeout: Duration,
     /// Hand each submitted attempt to a Slurm follow-up job instead of watching it.
@@ -106,7 +106,7 @@ pub struct RunDriver {
     tried: HashSet<String>,
     /// Scripts call the simulated trainer (decided when the run was created).
     simulate: bool,
-    bar: ProgressBar,
+    bar: Box<dyn RunLine>,
     started: Instant,
     last_line: String,
     /// Why the next attempt waits for a slot, while it does.
@@ -130,11 +130,11 @@ impl RunDriver {
         plan: Plan,
         run: RunDir,
         max_attempts: u32,
-        progress: &Progress,
+        progress: &dyn Report,
     ) -> anyhow::Result<Self> {
         let lock = run.lock()?;
         let journal = Journal::open(run)?;
-        let bar = progress.bar(&plan.experiment);
+        let bar = progress.line(&plan.experiment);
         Ok(RunDriver {
             phase: Phase::Queued(Pending::default()),
             _lock: lock,
@@ -165,7 +165,7 @@ impl RunDriver {
         catalog: &Catalog,
         run: RunDir,
         backend: &impl Scheduler,
-        progress: &Progress,
+        progress: &dyn Report,
     ) -> anyhow::Result<Self> {
         let lock = run.lock()?;
         let journal = Journal::open(run)?;
@@ -183,7 +183,7 @@ impl RunDriver {
             attempt: record.attempts.last().map(|a| a.attempt).unwrap_or(0),
             max_attempts: record.max_attempts,
             tried,
-            bar: progress.bar(&record.experiment),
+            bar: progress.line(&record.experiment),
             started: Instant::now(),
             last_line: String::new(),
             waiting: None,
@@ -203,7 +203,7 @@ impl RunDriver {
             }
         };
         if matches!(driver.phase, Phase::Ended(_)) {
-            driver.bar.finish_and_clear();
+            driver.bar.clear();
         }
         Ok(driver)
     }
@@ -407,7 +407,7 @@ impl RunDriver {
         if line.chars().count() > 100 {
             line = line.chars().take(99).collect::<String>() + "…";
         }
-        self.bar.set_message(format!(
+        self.bar.show(format!(
             "{state} · attempt {}/{} · {} · {} · {line}",
             self.attempt,
             self.max_attempts,
@@ -447,7 +447,7 @@ impl RunDriver {
 
     /// Before the first attempt: preflight again on what the store learned since submission.
     /// The pending reason and changes are replaced when the choice changes.
-    pub(crate) fn learn_before_first(&mut self, pending: &mut Pending, progress: &Progress) {
+    pub(crate) fn learn_before_first(&mut self, pending: &mut Pending, progress: &dyn Report) {
         let Some(known) = self.learn_before_first.take() else {
             return;
         };
@@ -481,7 +481,7 @@ impl RunDriver {
             prior.attempts - known,
             if prior.attempts - known == 1 { "" } else { "s" }
         );
-        progress.say(format!("[{}] {why}", self.name()));
+        progress.say(&format!("[{}] {why}", self.name()));
         *pending = Pending {
             changes: self.written.changes_to(&plan),
             why,

@@ -10,15 +10,15 @@ use anyhow::Context;
 
 use super::{Ctx, Finish, Live, Pending, Phase, Queue, RunDriver};
 use crate::backend::{FollowUpJob, JobEnd, JobRef, JobSpec, JobState, Scheduler};
-use crate::gpus::slots::list;
 use crate::gpus::{Grant, Waiting};
-use crate::ledger::{Decision, Event, EvidenceRecord, RunState, crash_point, now};
+use crate::ledger::{Decision, Event, RunState, crash_point, now};
 use crate::outcome::Outcome;
 use crate::plan::{ChangeRecord, Plan};
 use crate::planner::evidence::Failure;
 use crate::planner::{self, Next};
-use crate::progress::{Progress, elapsed};
+use crate::progress::elapsed;
 use crate::render::AttemptInfo;
+use crate::reporter::{Report, RunEvent};
 use orch_classify::FailureClass;
 
 impl RunDriver {
@@ -87,7 +87,7 @@ impl RunDriver {
             if !waiting.outside.is_empty() {
                 line.push_str(&format!(" (busy: {})", waiting.outside.join("; ")));
             }
-            ctx.progress.say(line);
+            ctx.progress.say(&line);
         }
         self.waiting = Some(waiting);
         self.redraw();
@@ -163,7 +163,7 @@ impl RunDriver {
     pub(super) async fn recover(
         &mut self,
         backend: &impl Scheduler,
-        progress: &Progress,
+        progress: &dyn Report,
     ) -> anyhow::Result<Phase> {
         let n = self.attempt;
         let record = self.journal.record()?;
@@ -180,7 +180,7 @@ impl RunDriver {
         let Some(job) = found else {
             return Ok(Phase::Submitting);
         };
-        progress.say(format!(
+        progress.say(&format!(
             "[{}] attempt {n} was submitted as job {} before orch stopped; recording it",
             record.experiment, job.id
         ));
@@ -260,28 +260,24 @@ impl RunDriver {
         if ctx.follow_up.is_some() && ctx.backend.follows_up() {
             match self.hand_off(&job, ctx).await {
                 Ok(()) => return Ok(Phase::HandedOff),
-                Err(e) => ctx.progress.say(format!(
+                Err(e) => ctx.progress.say(&format!(
                     "[{}] {e:#}; watching job {} from here instead",
                     self.name(),
                     job.id
                 )),
             }
         }
-        let on = devices.map_or(String::new(), |d| {
-            format!(
-                " on GPU{} {}",
-                if d.len() == 1 { "" } else { "s" },
-                list(&d)
-            )
-        });
-        ctx.progress.say(format!(
-            "[{}] attempt {n}/{} ({}) submitted: {} job {}{on}",
+        ctx.progress.event(
             self.name(),
-            self.max_attempts,
-            self.plan.step_name(),
-            ctx.backend.name(),
-            job.id
-        ));
+            &RunEvent::Submitted {
+                attempt: n,
+                max_attempts: self.max_attempts,
+                step: &self.plan.step_name(),
+                backend: ctx.backend.name(),
+                job: &job.id,
+                devices: devices.as_deref(),
+            },
+        );
         Ok(Phase::Live(Live::new(
             job,
             ctx.backend,
@@ -335,13 +331,13 @@ impl RunDriver {
             attempt: n,
             job_id: id.clone(),
         })?;
-        ctx.progress.say(format!(
+        ctx.progress.say(&format!(
             "[{}] attempt {n} is job {}; follow-up job {id} carries the run on when it ends (log: {})",
             self.name(),
             job.id,
             log.display()
         ));
-        self.bar.finish_and_clear();
+        self.bar.clear();
         Ok(())
     }
 
@@ -363,7 +359,7 @@ impl RunDriver {
             // `orch cancel` recorded its request, and may not stop this job (it looked before
             // the job was submitted, or it died): this orch asks too, once, and records the
             // end when the backend reports it.
-            ctx.progress.say(format!(
+            ctx.progress.say(&format!(
                 "[{}] cancel requested: cancelling job {}",
                 self.name(),
                 job.id
@@ -375,7 +371,7 @@ impl RunDriver {
                     }
                 }
                 // Still live: the next tick tries again.
-                Err(e) => ctx.progress.say(format!("[{}] {e:#}", self.name())),
+                Err(e) => ctx.progress.say(&format!("[{}] {e:#}", self.name())),
             }
         }
         let Phase::Live(live) = &mut self.phase else {
@@ -394,7 +390,7 @@ impl RunDriver {
                 // A follow-up woke while its attempt still runs (requeued, say): pass it on.
                 match self.hand_off(&job, ctx).await {
                     Ok(()) => self.phase = Phase::HandedOff,
-                    Err(e) => ctx.progress.say(format!("[{}] {e:#}", self.name())),
+                    Err(e) => ctx.progress.say(&format!("[{}] {e:#}", self.name())),
                 }
                 true
             }
@@ -444,7 +440,7 @@ impl RunDriver {
         silent: std::time::Duration,
         ctx: &Ctx<'_, B>,
     ) -> anyhow::Result<()> {
-        ctx.progress.say(format!(
+        ctx.progress.say(&format!(
             "[{}] job {} has written nothing for {}; cancelling it as hung",
             self.name(),
             job.id,
@@ -452,7 +448,7 @@ impl RunDriver {
         ));
         if let Err(e) = ctx.backend.cancel(&job).await {
             // Still live: the next tick tries again.
-            ctx.progress.say(format!("[{}] {e:#}", self.name()));
+            ctx.progress.say(&format!("[{}] {e:#}", self.name()));
             return Ok(());
         }
         let end = JobEnd::Hung {
@@ -477,7 +473,7 @@ impl RunDriver {
                 .map(|s| format!(" (line {}: {})", s.evidence.line, s.evidence.text)),
             _ => None,
         };
-        ctx.progress.say(format!(
+        ctx.progress.say(&format!(
             "[{}] job {} reported a failure it carries on past{}; stopping it",
             self.name(),
             job.id,
@@ -485,7 +481,7 @@ impl RunDriver {
         ));
         if let Err(e) = ctx.backend.cancel(&job).await {
             // Still live: the next tick tries again.
-            ctx.progress.say(format!("[{}] {e:#}", self.name()));
+            ctx.progress.say(&format!("[{}] {e:#}", self.name()));
             return Ok(());
         }
         let result = self.job_ended(JobEnd::Swallowed { count }, ctx).await;
@@ -586,7 +582,7 @@ impl RunDriver {
                 return Ok(());
             }
             let msg = format!("{e:#}");
-            ctx.progress.result(format!("[{}] {msg}", self.name()));
+            ctx.progress.result(&format!("[{}] {msg}", self.name()));
             if !matches!(self.phase, Phase::Ended(_)) {
                 self.end(RunState::Failed, format!("failed: {msg}"))?;
             }
@@ -628,13 +624,15 @@ impl RunDriver {
             }
             Outcome::Cancelled => self.cancelled(ctx),
             Outcome::Failed(class) => {
-                ctx.progress.say(format!(
-                    "[{}] attempt {n} ({}) failed: {}{}",
+                ctx.progress.event(
                     self.name(),
-                    self.plan.step_name(),
-                    finish.outcome.name(),
-                    evidence_line(&finish.evidence)
-                ));
+                    &RunEvent::AttemptFailed {
+                        attempt: n,
+                        step: &self.plan.step_name(),
+                        outcome: finish.outcome.name(),
+                        evidence: finish.evidence.as_ref(),
+                    },
+                );
                 let Some(pending) = self.next_after(ctx, class, &finish.end)? else {
                     return Ok(std::mem::replace(&mut self.phase, Phase::Broken));
                 };
@@ -650,7 +648,7 @@ impl RunDriver {
     fn cancelled<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
         let n = self.attempt;
         ctx.progress
-            .result(format!("[{}] attempt {n} cancelled", self.name()));
+            .event(self.name(), &RunEvent::Cancelled { attempt: n });
         self.end(RunState::Cancelled, format!("cancelled during attempt {n}"))
     }
 
@@ -697,11 +695,13 @@ impl RunDriver {
                 changed.join(", ")
             ));
         }
-        ctx.progress.result(format!(
-            "[{}] {summary}; record: {}",
+        ctx.progress.event(
             self.name(),
-            self.journal.run().path.display()
-        ));
+            &RunEvent::Succeeded {
+                summary: &summary,
+                record: &self.journal.run().path,
+            },
+        );
         self.end(RunState::Succeeded, summary)
     }
 
@@ -720,7 +720,8 @@ impl RunDriver {
         {
             // A climb that ran out of memory: the last good configuration at once.
             self.decided(n, Decision::Back, &why)?;
-            ctx.progress.say(format!("[{}] next: {why}", self.name()));
+            ctx.progress
+                .event(self.name(), &RunEvent::Next { why: &why });
             let changes = self.plan.changes_to(&plan);
             let changes_semantics =
                 plan.semantics(&self.setup) != self.written.semantics(&self.setup);
@@ -748,7 +749,8 @@ impl RunDriver {
         );
         debug_assert!(failures.last().is_some_and(|f| f.class == class));
         for note in &notes {
-            ctx.progress.say(format!("[{}]   {note}", self.name()));
+            ctx.progress
+                .event(self.name(), &RunEvent::PlannerNote { note });
         }
         if n >= self.max_attempts && !matches!(next, Next::GiveUp { .. }) {
             let reason = format!("{} attempts used (--max-attempts)", self.max_attempts);
@@ -758,7 +760,7 @@ impl RunDriver {
             Next::Move(m) => {
                 self.decided(n, Decision::Step(m.label.clone()), &m.why)?;
                 ctx.progress
-                    .say(format!("[{}] next: {}", self.name(), m.describe()));
+                    .event(self.name(), &RunEvent::Next { why: &m.describe() });
                 self.plan = m.plan;
                 Pending {
                     why: m.why,
@@ -778,7 +780,7 @@ impl RunDriver {
                 }
                 self.decided(n, Decision::Resume, &reason)?;
                 ctx.progress
-                    .say(format!("[{}] next: {reason}", self.name()));
+                    .event(self.name(), &RunEvent::Next { why: &reason });
                 self.plan = plan;
                 Pending {
                     why: reason,
@@ -859,7 +861,8 @@ impl RunDriver {
             })
             .collect();
         let summary = format!("failed: {reason}; tried: {}", tried.join("; "));
-        ctx.progress.result(format!("[{}] {summary}", self.name()));
+        ctx.progress
+            .event(self.name(), &RunEvent::GaveUp { summary: &summary });
         self.end(RunState::Failed, summary).map(drop)
     }
 
@@ -873,7 +876,7 @@ impl RunDriver {
         };
         self.journal.append(&event)?;
         self.notify(&event);
-        self.bar.finish_and_clear();
+        self.bar.clear();
         self.phase = Phase::Ended(state);
         Ok(Phase::Ended(state))
     }
@@ -908,21 +911,6 @@ impl RunDriver {
         }
         crate::notify::notify(hook, &json);
     }
-}
-
-fn evidence_line(evidence: &Option<EvidenceRecord>) -> String {
-    let Some(e) = evidence else {
-        return String::new();
-    };
-    let mut line = if e.line > 0 {
-        format!("\n    {}:{}: {}", e.file, e.line, e.text)
-    } else {
-        format!("\n    {}: {}", e.file, e.text)
-    };
-    if let Some(memory) = e.memory_summary() {
-        line.push_str(&format!("\n    memory: {memory}"));
-    }
-    line
 }
 
 fn absolute(path: &Path) -> anyhow::Result<std::path::PathBuf> {
