@@ -16,7 +16,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::gpus::slots::list;
 use crate::ledger::EvidenceRecord;
-use crate::reporter::{Report, RunEvent, RunLine};
+use crate::reporter::{Report, RunEvent, RunLine, WatchEvent};
 
 /// All progress output of one command.
 #[derive(Debug, Clone)]
@@ -89,12 +89,13 @@ impl Report for Progress {
         }
     }
 
-    fn say(&self, message: &str) {
-        Progress::say(self, message);
-    }
-
-    fn result(&self, message: &str) {
-        Progress::result(self, message);
+    fn watch(&self, event: &WatchEvent<'_>) {
+        let line = watch_words(event);
+        if event.is_result() {
+            Progress::result(self, line);
+        } else {
+            Progress::say(self, line);
+        }
     }
 
     fn line(&self, run: &str) -> Box<dyn RunLine> {
@@ -115,6 +116,20 @@ impl RunLine for ProgressBar {
 /// A run event in words (after the run's `[name] `).
 fn words(event: &RunEvent<'_>) -> String {
     match *event {
+        RunEvent::Waiting {
+            attempt,
+            what,
+            busy,
+        } => {
+            let mut line = format!("attempt {attempt} {what}");
+            if !busy.is_empty() {
+                line.push_str(&format!(" (busy: {})", busy.join("; ")));
+            }
+            line
+        }
+        RunEvent::Recovered { attempt, job } => format!(
+            "attempt {attempt} was submitted as job {job} before orch stopped; recording it"
+        ),
         RunEvent::Submitted {
             attempt,
             max_attempts,
@@ -127,6 +142,34 @@ fn words(event: &RunEvent<'_>) -> String {
                 format!(" on GPU{} {}", if d.len() == 1 { "" } else { "s" }, list(d))
             });
             format!("attempt {attempt}/{max_attempts} ({step}) submitted: {backend} job {job}{on}")
+        }
+        RunEvent::HandedOff {
+            attempt,
+            job,
+            follow_up,
+            log,
+        } => format!(
+            "attempt {attempt} is job {job}; follow-up job {follow_up} carries the run on when it ends (log: {})",
+            log.display()
+        ),
+        RunEvent::HandOffFailed { error, job } => {
+            format!("{error}; watching job {job} from here instead")
+        }
+        RunEvent::CancelRequested { job } => format!("cancel requested: cancelling job {job}"),
+        RunEvent::Hung { job, silent } => format!(
+            "job {job} has written nothing for {}; cancelling it as hung",
+            elapsed(silent)
+        ),
+        RunEvent::SwallowedStopping { job, evidence } => format!(
+            "job {job} reported a failure it carries on past{}; stopping it",
+            evidence.map_or(String::new(), |e| format!(" (line {}: {})", e.line, e.text))
+        ),
+        RunEvent::BackendFailed { error } | RunEvent::Broke { error } => error.to_string(),
+        RunEvent::Replanned { why } => why.to_string(),
+        RunEvent::CouldNotSubmit { error } => format!("could not submit: {error}"),
+        RunEvent::CancelledWaiting => "cancelled while waiting for a slot".to_string(),
+        RunEvent::CouldNotCancel { error, id } => {
+            format!("could not cancel: {error}; `orch cancel {id}` tries again")
         }
         RunEvent::AttemptFailed {
             attempt,
@@ -148,6 +191,27 @@ fn words(event: &RunEvent<'_>) -> String {
         }
         RunEvent::Cancelled { attempt } => format!("attempt {attempt} cancelled"),
         RunEvent::GaveUp { summary } => summary.to_string(),
+    }
+}
+
+/// A watcher event in words.
+fn watch_words(event: &WatchEvent<'_>) -> String {
+    match *event {
+        WatchEvent::Signal { name } => format!("{name}: stopping as Ctrl-C does"),
+        WatchEvent::PollFailed { backend, error } => {
+            format!("warning: could not poll the {backend} backend: {error}")
+        }
+        WatchEvent::StoppedForRoom { why, runs } => format!(
+            "stopped: {why}. Nothing is lost: every run stays as its record says, and a job already out runs on; make room, then `orch resume {}`",
+            runs.join(" ")
+        ),
+        WatchEvent::Interrupted => "interrupted: cancelling the live attempts".to_string(),
+        WatchEvent::InterruptedWaiting { run, id } => {
+            format!("interrupted: {run} waits for a slot; `orch resume {id}` carries it on")
+        }
+        WatchEvent::InterruptedLive { run, backend, id } => format!(
+            "interrupted: {run}'s job keeps running in {backend}; `orch cancel {id}` stops it"
+        ),
     }
 }
 
@@ -180,5 +244,53 @@ pub fn elapsed(d: Duration) -> String {
         0..60 => format!("{s}s"),
         60..3600 => format!("{}m {:02}s", s / 60, s % 60),
         _ => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_read_as_they_always_did() {
+        // The words moved here from the run machine and the watcher; users' scripts and the
+        // CLI snapshots read them, so they must not drift.
+        let submitted = RunEvent::Submitted {
+            attempt: 2,
+            max_attempts: 5,
+            step: "halve_batch",
+            backend: "local",
+            job: "4242",
+            devices: Some(&[0, 1]),
+        };
+        assert_eq!(
+            words(&submitted),
+            "attempt 2/5 (halve_batch) submitted: local job 4242 on GPUs 0,1"
+        );
+        let waiting = RunEvent::Waiting {
+            attempt: 1,
+            what: "waits for 4 GPUs",
+            busy: &["GPU 1: pid 7 (python3)".to_string()],
+        };
+        assert_eq!(
+            words(&waiting),
+            "attempt 1 waits for 4 GPUs (busy: GPU 1: pid 7 (python3))"
+        );
+        let hung = RunEvent::Hung {
+            job: "7",
+            silent: Duration::from_secs(65),
+        };
+        assert_eq!(
+            words(&hung),
+            "job 7 has written nothing for 1m 05s; cancelling it as hung"
+        );
+        assert!(!hung.is_result());
+        assert!(RunEvent::GaveUp { summary: "failed" }.is_result());
+        let room = WatchEvent::StoppedForRoom {
+            why: "[a] cannot write x",
+            runs: &["r1", "r2"],
+        };
+        assert!(watch_words(&room).ends_with("make room, then `orch resume r1 r2`"));
+        assert!(room.is_result());
     }
 }

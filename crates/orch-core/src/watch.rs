@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{JobRef, Scheduler};
 use crate::ledger::{RunRecord, RunState};
+use crate::reporter::{RunEvent, WatchEvent};
 use crate::run::Phase;
 
 pub use crate::run::{Ctx, FollowUp, RunDriver};
@@ -59,7 +60,7 @@ pub async fn drive<B: Scheduler>(
             signal = signals.recv() => {
                 interrupted = true;
                 if let Some(name) = signal {
-                    ctx.progress.say(&format!("{name}: stopping as Ctrl-C does"));
+                    ctx.progress.watch(&WatchEvent::Signal { name });
                 }
                 interrupt(&mut drivers, ctx).await?;
                 break;
@@ -80,10 +81,10 @@ pub async fn drive<B: Scheduler>(
         let states = match ctx.backend.poll(&live).await {
             Ok(states) => states,
             Err(e) => {
-                ctx.progress.say(&format!(
-                    "warning: could not poll the {} backend: {e:#}",
-                    ctx.backend.name()
-                ));
+                ctx.progress.watch(&WatchEvent::PollFailed {
+                    backend: ctx.backend.name(),
+                    error: &format!("{e:#}"),
+                });
                 interval = (interval * 2).clamp(tick, tick * 2);
                 next_poll = Instant::now() + interval;
                 continue;
@@ -153,10 +154,8 @@ fn stop_for_room<B: Scheduler>(drivers: &[RunDriver], ctx: &Ctx<'_, B>) -> bool 
         .filter(|d| d.stopped().is_some() || d.is_active())
         .map(|d| d.run().id.as_str())
         .collect();
-    ctx.progress.result(&format!(
-        "stopped: {why}. Nothing is lost: every run stays as its record says, and a job already out runs on; make room, then `orch resume {}`",
-        left.join(" ")
-    ));
+    ctx.progress
+        .watch(&WatchEvent::StoppedForRoom { why, runs: &left });
     true
 }
 
@@ -173,7 +172,7 @@ async fn advance<B: Scheduler>(d: &mut RunDriver, ctx: &Ctx<'_, B>) -> anyhow::R
             d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;
         }
         ctx.progress
-            .say(&format!("[{}] could not submit: {msg}", d.name()));
+            .event(d.name(), &RunEvent::CouldNotSubmit { error: &msg });
     }
     Ok(())
 }
@@ -186,10 +185,7 @@ async fn admit<B: Scheduler>(drivers: &mut [RunDriver], ctx: &Ctx<'_, B>) -> any
     };
     for d in drivers.iter_mut() {
         if d.cancel_waiting(None)? {
-            ctx.progress.say(&format!(
-                "[{}] cancelled while waiting for a slot",
-                d.name()
-            ));
+            ctx.progress.event(d.name(), &RunEvent::CancelledWaiting);
         }
     }
     for d in drivers.iter().filter(|d| !d.needs_slot()) {
@@ -222,8 +218,7 @@ async fn interrupt<B: Scheduler>(
 ) -> anyhow::Result<()> {
     let not_ended = |d: &&mut RunDriver| !matches!(d.phase(), Phase::Ended(_));
     if ctx.backend.cancels_on_interrupt() {
-        ctx.progress
-            .say("interrupted: cancelling the live attempts");
+        ctx.progress.watch(&WatchEvent::Interrupted);
         // One job that cannot be cancelled does not keep the others running.
         for d in drivers.iter_mut().filter(not_ended) {
             let cancelled = match d.cancel(ctx).await {
@@ -231,29 +226,29 @@ async fn interrupt<B: Scheduler>(
                 Err(e) => Err(e),
             };
             if let Err(e) = cancelled {
-                ctx.progress.result(&format!(
-                    "[{}] could not cancel: {e:#}; `orch cancel {}` tries again",
+                ctx.progress.event(
                     d.name(),
-                    d.run().id
-                ));
+                    &RunEvent::CouldNotCancel {
+                        error: &format!("{e:#}"),
+                        id: &d.run().id,
+                    },
+                );
             }
         }
     } else {
         for d in drivers.iter_mut().filter(not_ended) {
             if d.is_waiting() {
-                ctx.progress.say(&format!(
-                    "interrupted: {} waits for a slot; `orch resume {}` carries it on",
-                    d.name(),
-                    d.run().id
-                ));
+                ctx.progress.watch(&WatchEvent::InterruptedWaiting {
+                    run: d.name(),
+                    id: &d.run().id,
+                });
                 continue;
             }
-            ctx.progress.say(&format!(
-                "interrupted: {}'s job keeps running in {}; `orch cancel {}` stops it",
-                d.name(),
-                ctx.backend.name(),
-                d.run().id
-            ));
+            ctx.progress.watch(&WatchEvent::InterruptedLive {
+                run: d.name(),
+                backend: ctx.backend.name(),
+                id: &d.run().id,
+            });
         }
     }
     Ok(())

@@ -68,7 +68,12 @@ impl RunDriver {
                 .event(self.name(), &RunEvent::ClimbStopping { job: &job.id });
             if let Err(e) = ctx.backend.cancel(&job).await {
                 // Still live: the next tick tries again.
-                ctx.progress.say(&format!("[{}] {e:#}", self.name()));
+                ctx.progress.event(
+                    self.name(),
+                    &RunEvent::BackendFailed {
+                        error: &format!("{e:#}"),
+                    },
+                );
                 return Ok(false);
             }
             self.finish(JobEnd::Cancelled).await?;

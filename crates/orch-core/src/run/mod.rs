@@ -52,7 +52,7 @@ use crate::gpus::{Slots, Waiting};
 use crate::ledger::{Journal, RunDir, RunLock, RunRecord};
 use crate::plan::{Plan, Setup};
 use crate::progress::elapsed;
-use crate::reporter::{Report, RunLine};
+use crate::reporter::{Report, RunEvent, RunLine};
 
 /// A live job's measurement is written to the ledger at most this often (and with its end).
 const MEASURED_EVERY: Duration = Duration::from_secs(60);
@@ -481,7 +481,7 @@ impl RunDriver {
             prior.attempts - known,
             if prior.attempts - known == 1 { "" } else { "s" }
         );
-        progress.say(&format!("[{}] {why}", self.name()));
+        progress.event(self.name(), &RunEvent::Replanned { why: &why });
         *pending = Pending {
             changes: self.written.changes_to(&plan),
             why,

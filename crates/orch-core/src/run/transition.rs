@@ -16,7 +16,6 @@ use crate::outcome::Outcome;
 use crate::plan::{ChangeRecord, Plan};
 use crate::planner::evidence::Failure;
 use crate::planner::{self, Next};
-use crate::progress::elapsed;
 use crate::render::AttemptInfo;
 use crate::reporter::{Report, RunEvent};
 use orch_classify::FailureClass;
@@ -78,16 +77,14 @@ impl RunDriver {
             .as_ref()
             .is_none_or(|w| w.what != waiting.what || w.outside != waiting.outside);
         if news {
-            let mut line = format!(
-                "[{}] attempt {} {}",
+            ctx.progress.event(
                 self.name(),
-                self.attempt + 1,
-                waiting.describe()
+                &RunEvent::Waiting {
+                    attempt: self.attempt + 1,
+                    what: &waiting.describe(),
+                    busy: &waiting.outside,
+                },
             );
-            if !waiting.outside.is_empty() {
-                line.push_str(&format!(" (busy: {})", waiting.outside.join("; ")));
-            }
-            ctx.progress.say(&line);
         }
         self.waiting = Some(waiting);
         self.redraw();
@@ -180,10 +177,13 @@ impl RunDriver {
         let Some(job) = found else {
             return Ok(Phase::Submitting);
         };
-        progress.say(&format!(
-            "[{}] attempt {n} was submitted as job {} before orch stopped; recording it",
-            record.experiment, job.id
-        ));
+        progress.event(
+            &record.experiment,
+            &RunEvent::Recovered {
+                attempt: n,
+                job: &job.id,
+            },
+        );
         self.record_submitted(n, &job, &dir)?;
         Ok(Phase::Live(Live::new(
             job,
@@ -260,11 +260,13 @@ impl RunDriver {
         if ctx.follow_up.is_some() && ctx.backend.follows_up() {
             match self.hand_off(&job, ctx).await {
                 Ok(()) => return Ok(Phase::HandedOff),
-                Err(e) => ctx.progress.say(&format!(
-                    "[{}] {e:#}; watching job {} from here instead",
+                Err(e) => ctx.progress.event(
                     self.name(),
-                    job.id
-                )),
+                    &RunEvent::HandOffFailed {
+                        error: &format!("{e:#}"),
+                        job: &job.id,
+                    },
+                ),
             }
         }
         ctx.progress.event(
@@ -331,12 +333,15 @@ impl RunDriver {
             attempt: n,
             job_id: id.clone(),
         })?;
-        ctx.progress.say(&format!(
-            "[{}] attempt {n} is job {}; follow-up job {id} carries the run on when it ends (log: {})",
+        ctx.progress.event(
             self.name(),
-            job.id,
-            log.display()
-        ));
+            &RunEvent::HandedOff {
+                attempt: n,
+                job: &job.id,
+                follow_up: &id,
+                log: &log,
+            },
+        );
         self.bar.clear();
         Ok(())
     }
@@ -359,11 +364,8 @@ impl RunDriver {
             // `orch cancel` recorded its request, and may not stop this job (it looked before
             // the job was submitted, or it died): this orch asks too, once, and records the
             // end when the backend reports it.
-            ctx.progress.say(&format!(
-                "[{}] cancel requested: cancelling job {}",
-                self.name(),
-                job.id
-            ));
+            ctx.progress
+                .event(self.name(), &RunEvent::CancelRequested { job: &job.id });
             match ctx.backend.cancel(&job).await {
                 Ok(()) => {
                     if let Phase::Live(live) = &mut self.phase {
@@ -371,7 +373,12 @@ impl RunDriver {
                     }
                 }
                 // Still live: the next tick tries again.
-                Err(e) => ctx.progress.say(&format!("[{}] {e:#}", self.name())),
+                Err(e) => ctx.progress.event(
+                    self.name(),
+                    &RunEvent::BackendFailed {
+                        error: &format!("{e:#}"),
+                    },
+                ),
             }
         }
         let Phase::Live(live) = &mut self.phase else {
@@ -390,7 +397,12 @@ impl RunDriver {
                 // A follow-up woke while its attempt still runs (requeued, say): pass it on.
                 match self.hand_off(&job, ctx).await {
                     Ok(()) => self.phase = Phase::HandedOff,
-                    Err(e) => ctx.progress.say(&format!("[{}] {e:#}", self.name())),
+                    Err(e) => ctx.progress.event(
+                        self.name(),
+                        &RunEvent::BackendFailed {
+                            error: &format!("{e:#}"),
+                        },
+                    ),
                 }
                 true
             }
@@ -440,15 +452,21 @@ impl RunDriver {
         silent: std::time::Duration,
         ctx: &Ctx<'_, B>,
     ) -> anyhow::Result<()> {
-        ctx.progress.say(&format!(
-            "[{}] job {} has written nothing for {}; cancelling it as hung",
+        ctx.progress.event(
             self.name(),
-            job.id,
-            elapsed(silent)
-        ));
+            &RunEvent::Hung {
+                job: &job.id,
+                silent,
+            },
+        );
         if let Err(e) = ctx.backend.cancel(&job).await {
             // Still live: the next tick tries again.
-            ctx.progress.say(&format!("[{}] {e:#}", self.name()));
+            ctx.progress.event(
+                self.name(),
+                &RunEvent::BackendFailed {
+                    error: &format!("{e:#}"),
+                },
+            );
             return Ok(());
         }
         let end = JobEnd::Hung {
@@ -467,21 +485,25 @@ impl RunDriver {
         count: u32,
         ctx: &Ctx<'_, B>,
     ) -> anyhow::Result<()> {
-        let line = match &self.phase {
-            Phase::Live(live) => live
-                .swallowed()
-                .map(|s| format!(" (line {}: {})", s.evidence.line, s.evidence.text)),
+        let evidence = match &self.phase {
+            Phase::Live(live) => live.swallowed().map(|s| &s.evidence),
             _ => None,
         };
-        ctx.progress.say(&format!(
-            "[{}] job {} reported a failure it carries on past{}; stopping it",
+        ctx.progress.event(
             self.name(),
-            job.id,
-            line.unwrap_or_default()
-        ));
+            &RunEvent::SwallowedStopping {
+                job: &job.id,
+                evidence,
+            },
+        );
         if let Err(e) = ctx.backend.cancel(&job).await {
             // Still live: the next tick tries again.
-            ctx.progress.say(&format!("[{}] {e:#}", self.name()));
+            ctx.progress.event(
+                self.name(),
+                &RunEvent::BackendFailed {
+                    error: &format!("{e:#}"),
+                },
+            );
             return Ok(());
         }
         let result = self.job_ended(JobEnd::Swallowed { count }, ctx).await;
@@ -582,7 +604,8 @@ impl RunDriver {
                 return Ok(());
             }
             let msg = format!("{e:#}");
-            ctx.progress.result(&format!("[{}] {msg}", self.name()));
+            ctx.progress
+                .event(self.name(), &RunEvent::Broke { error: &msg });
             if !matches!(self.phase, Phase::Ended(_)) {
                 self.end(RunState::Failed, format!("failed: {msg}"))?;
             }
