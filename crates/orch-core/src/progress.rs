@@ -15,8 +15,8 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::gpus::slots::list;
-use crate::ledger::EvidenceRecord;
-use crate::reporter::{Report, RunEvent, RunLine, WatchEvent};
+use crate::outcome::EvidenceRecord;
+use crate::reporter::{Report, RunEvent, RunLine, RunStatus, WatchEvent};
 
 /// All progress output of one command.
 #[derive(Debug, Clone)]
@@ -104,8 +104,19 @@ impl Report for Progress {
 }
 
 impl RunLine for ProgressBar {
-    fn show(&self, status: String) {
-        self.set_message(status);
+    fn show(&self, status: &RunStatus<'_>) {
+        let mut line = status.last_line.to_string();
+        if line.chars().count() > 100 {
+            line = line.chars().take(99).collect::<String>() + "…";
+        }
+        self.set_message(format!(
+            "{} · attempt {}/{} · {} · {} · {line}",
+            status.state,
+            status.attempt,
+            status.max_attempts,
+            status.step,
+            elapsed(status.elapsed)
+        ));
     }
 
     fn clear(&self) {

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use orch_classify::Evidence;
 
-use crate::ledger::EvidenceRecord;
+use crate::outcome::EvidenceRecord;
 
 /// Something that happened to one run, which its user hears about.
 #[derive(Debug, Clone, Copy)]
@@ -157,10 +157,25 @@ pub trait Report: Send + Sync {
     fn line(&self, run: &str) -> Box<dyn RunLine>;
 }
 
+/// What a run's status line shows: where the run is now.
+#[derive(Debug, Clone, Copy)]
+pub struct RunStatus<'a> {
+    /// What the run waits on: the job's queue state, the slot it waits for, `done`.
+    pub state: &'a str,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// The plan's ladder steps.
+    pub step: &'a str,
+    /// Since this orch took the run on.
+    pub elapsed: Duration,
+    /// The last line the job's logs showed.
+    pub last_line: &'a str,
+}
+
 /// One run's status line, redrawn as the run goes.
 pub trait RunLine: Send + Sync {
     /// Replace what the line says.
-    fn show(&self, status: String);
+    fn show(&self, status: &RunStatus<'_>);
     /// Take the line away (the run is over, or handed off).
     fn clear(&self);
 }

@@ -51,8 +51,7 @@ use crate::estimate::Estimator;
 use crate::gpus::{Slots, Waiting};
 use crate::ledger::{Journal, RunDir, RunLock, RunRecord};
 use crate::plan::{Plan, Setup};
-use crate::progress::elapsed;
-use crate::reporter::{Report, RunEvent, RunLine};
+use crate::reporter::{Report, RunEvent, RunLine, RunStatus};
 
 /// A live job's measurement is written to the ledger at most this often (and with its end).
 const MEASURED_EVERY: Duration = Duration::from_secs(60);
@@ -403,17 +402,14 @@ impl RunDriver {
             (Phase::Live(live), _) => live.queue.as_str(),
             _ => "done",
         };
-        let mut line = self.last_line.clone();
-        if line.chars().count() > 100 {
-            line = line.chars().take(99).collect::<String>() + "…";
-        }
-        self.bar.show(format!(
-            "{state} · attempt {}/{} · {} · {} · {line}",
-            self.attempt,
-            self.max_attempts,
-            self.plan.step_name(),
-            elapsed(self.started.elapsed())
-        ));
+        self.bar.show(&RunStatus {
+            state,
+            attempt: self.attempt,
+            max_attempts: self.max_attempts,
+            step: &self.plan.step_name(),
+            elapsed: self.started.elapsed(),
+            last_line: &self.last_line,
+        });
     }
 }
 
