@@ -14,8 +14,8 @@ use serde::Serialize;
 use orch_classify::MemoryFacts;
 use orch_core::ledger::{RunRecord, RunState};
 
+use super::facts::{anchor, duration, outcome_kind, run_end, time};
 use super::memory::{Measured, Predicted};
-use super::view::{duration, outcome_kind, run_end, time};
 
 /// Width of both charts' drawing, in SVG units (CSS scales it to the page).
 const WIDTH: f64 = 960.0;
@@ -240,7 +240,7 @@ pub fn timeline(records: &[RunRecord], now: f64) -> Timeline {
                 text_y: y + lane_h / 2.0 + 4.0,
                 label: r.experiment.clone(),
                 sublabel: r.state.as_str().to_string(),
-                href: format!("#{}", super::view::anchor(&r.run)),
+                href: format!("#{}", anchor(&r.run)),
                 bars: lane_bars,
             });
             y += lane_h;

@@ -2,7 +2,8 @@
 //! records alone (nothing is re-run or re-read from the logs).
 //!
 //! `view` works out what the page says from the records, `chart` the geometry of its inline
-//! SVG charts, `memory` reads the predicted and measured peaks a record may carry. The page is
+//! SVG charts, `facts` what both read off a record (times, durations, an outcome's kind),
+//! `memory` reads the predicted and measured peaks a record may carry. The page is
 //! rendered by minijinja from the templates in `crates/orch/templates/report/`, compiled in:
 //! HTML with its stylesheet inline and every chart as SVG, so it opens offline, reads without
 //! JavaScript (it has none) and prints. A Content-Security-Policy in the page forbids loading
@@ -10,6 +11,7 @@
 //! the browser test instead of leaking requests.
 
 mod chart;
+mod facts;
 mod memory;
 mod view;
 
