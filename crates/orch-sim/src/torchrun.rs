@@ -93,12 +93,13 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
             None => resume_note = Some(format!("checkpoint {p} not found; starting from scratch")),
         }
     }
-    let est = memory::estimate(&SimConfig {
+    let cfg = SimConfig {
         hw: ctx.env.hw.clone(),
         workload: Workload::Torchrun(t.clone()),
         resumed: start > 0,
         arch: None,
-    });
+    };
+    let est = memory::estimate(&cfg);
     ctx.banner(
         "torch",
         &est,
@@ -107,6 +108,7 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
             t.params_m, t.n_layers, t.micro_batch_size, t.max_seq_len, t.gradient_checkpointing, t.precision.name()
         )),
     );
+    let est = ctx.real(&cfg, est);
     Ok(Run {
         targs,
         t,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{Band, bands, excess};
+use super::{Band, Residual, bands, excess, residuals};
 use crate::estimate::{Estimate, Hardware, SimConfig, Trainer, VerlConfig, Workload, estimate};
 use crate::overrides::Overrides;
 use crate::shape::lookup;
@@ -120,7 +120,63 @@ struct Scored {
     id: String,
     outcome: Outcome,
     estimate: Estimate,
+    card_gib: f64,
+    figure_gib: Option<f64>,
 }
+
+/// What the row allows of `real peak / predicted peak`, the open side closed by the band.
+fn residual(s: &Scored, band: &Band) -> Residual {
+    let p = peak(&s.estimate);
+    let (edge_lo, edge_hi) = (1.0 - band.over(), 1.0 + band.over());
+    let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+    match s.outcome {
+        Outcome::Fits => {
+            let hi = r3((s.card_gib / p).min(edge_hi));
+            Residual {
+                id: s.id.clone(),
+                lo: r3(edge_lo).min(hi),
+                hi,
+                bound: format!(
+                    "ran: real ≤ the card's {:.2} GiB, predicted {p:.2}",
+                    s.card_gib
+                ),
+            }
+        }
+        Outcome::Oom => {
+            let (need, what) = match s.figure_gib {
+                Some(f) => (f, "torch's figure"),
+                None => (s.card_gib, "the card's"),
+            };
+            let lo = r3((need / p).clamp(edge_lo, edge_hi));
+            Residual {
+                id: s.id.clone(),
+                lo,
+                hi: r3(edge_hi).max(lo),
+                bound: format!("out of memory: real ≥ {what} {need:.2} GiB, predicted {p:.2}"),
+            }
+        }
+    }
+}
+
+/// `residuals.yaml` as the rows derive it (one trainer's part).
+fn residuals_yaml(trainer: &str, rows: &[Residual]) -> String {
+    let mut out = format!("{trainer}:\n");
+    for r in rows {
+        out += &format!(
+            "  - {{id: {}, lo: {:.3}, hi: {:.3}, bound: \"{}\"}}\n",
+            r.id, r.lo, r.hi, r.bound
+        );
+    }
+    out
+}
+
+const RESIDUALS_HEADER: &str = "\
+# What each calibration row allows of real peak / predicted peak (crates/orch-memory/src/calibration.rs).
+# Derived from the rows by `cargo test -p orch-memory calibration`, which fails when this file
+# disagrees (ORCH_CALIBRATION_BLESS=1 rewrites it). A row that ran bounds the ratio from above,
+# an OOM report from below; the open side is the trainer's band (bands.yaml), used both ways.
+# The simulator's calibrated truth (ORCH_SIM_TRUTH=calibrated) draws from these ranges.
+";
 
 fn verdict_right(s: &Scored, band: &Band) -> bool {
     band.admits(&s.estimate) == (s.outcome == Outcome::Fits)
@@ -179,6 +235,8 @@ fn score(file: &str) -> Vec<Scored> {
                 id: r.id,
                 outcome: r.outcome,
                 estimate: e,
+                card_gib: r.card_gib,
+                figure_gib: r.figure.as_ref().map(|f| f.needed_at_least_gib),
             }
         })
         .collect()
@@ -230,6 +288,26 @@ fn verl_calibration_matches_the_shipped_band() {
         Some(&measured),
         "calibration/bands.yaml disagrees with what the set measures"
     );
+    let derived: Vec<Residual> = tuning
+        .iter()
+        .chain(&holdout)
+        .map(|s| residual(s, &measured))
+        .collect();
+    let text = format!(
+        "{RESIDUALS_HEADER}{}",
+        residuals_yaml("verl", &derived)
+    );
+    let path = dir().join("residuals.yaml");
+    if std::env::var_os("ORCH_CALIBRATION_BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    print!("{text}");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        text,
+        "calibration/residuals.yaml disagrees with the rows (ORCH_CALIBRATION_BLESS=1 rewrites it)"
+    );
+    assert_eq!(residuals().get("verl"), Some(&derived));
 }
 
 #[test]

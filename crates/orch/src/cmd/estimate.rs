@@ -63,6 +63,12 @@ pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyho
         json["preflight"] = instead.map_or(json!(null), as_json);
         // Also with the architecture unknown: the reference recovery is measured against.
         json["best"] = best.as_ref().map_or(json!(null), as_json);
+        #[cfg(feature = "sim")]
+        if let Some(t) = &args.sim_truth {
+            let truth = orch_sim::truth::Truth::from_vars(Some(t), args.sim_truth_seed.as_deref())
+                .map_err(UsageError)?;
+            json["true_best"] = super::truth::true_best(&setup, &estimator, &written, truth);
+        }
         json["calibration"] = calibration
             .as_ref()
             .map_or(json!(null), |(p, simulated, chosen)| {
