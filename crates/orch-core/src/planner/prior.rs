@@ -52,6 +52,9 @@ pub struct Prior {
     pub good: HashMap<String, Known>,
     /// Configurations that ran out of memory on this card, with where.
     pub bad: HashMap<String, String>,
+    /// Real tokens per sequence (prompt + response) the latest attempt that logged them
+    /// measured (verl's `prompt_length/mean` + `response_length/mean`).
+    pub sequence_tokens: Option<f64>,
     /// One clause per lesson.
     pub notes: Vec<String>,
 }
@@ -99,6 +102,9 @@ impl Prior {
                 continue;
             }
             let Some(m) = &o.measured else { continue };
+            if m.sequence_tokens.is_some() {
+                p.sequence_tokens = m.sequence_tokens;
+            }
             if !p.bad.contains_key(&o.settings) || o.outcome == Outcome::Succeeded {
                 p.bad.remove(&o.settings);
                 let tokens = m.tokens_per_s.map(|t| {
@@ -189,6 +195,9 @@ impl Prior {
         }
         if let Some(scale) = self.scale {
             parts.push(format!("predictions ×{scale:.2}"));
+        }
+        if let Some(t) = self.sequence_tokens {
+            parts.push(format!("{t:.0} real tokens per sequence logged"));
         }
         if !parts.is_empty() {
             s.push_str(&format!(" ({})", parts.join(", ")));
@@ -315,6 +324,22 @@ mod tests {
                 .starts_with("calibrated by this run's own attempts"),
             "{}",
             own.describe()
+        );
+    }
+
+    #[test]
+    fn the_latest_logged_sequence_length_is_kept() {
+        let mut first = obs("a", Outcome::Succeeded, 60.0, Some(45.0));
+        first.measured.as_mut().unwrap().sequence_tokens = Some(900.0);
+        let mut second = obs("b", Outcome::Succeeded, 40.0, Some(32.0));
+        second.measured.as_mut().unwrap().sequence_tokens = Some(700.0);
+        let silent = obs("c", Outcome::Succeeded, 40.0, Some(32.0));
+        let p = Prior::from_observations(&[first, second, silent], true, None);
+        assert_eq!(p.sequence_tokens, Some(700.0));
+        assert!(
+            p.describe().contains("700 real tokens per sequence logged"),
+            "{}",
+            p.describe()
         );
     }
 }

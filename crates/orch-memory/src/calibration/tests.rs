@@ -293,10 +293,7 @@ fn verl_calibration_matches_the_shipped_band() {
         .chain(&holdout)
         .map(|s| residual(s, &measured))
         .collect();
-    let text = format!(
-        "{RESIDUALS_HEADER}{}",
-        residuals_yaml("verl", &derived)
-    );
+    let text = format!("{RESIDUALS_HEADER}{}", residuals_yaml("verl", &derived));
     let path = dir().join("residuals.yaml");
     if std::env::var_os("ORCH_CALIBRATION_BLESS").is_some() {
         std::fs::write(&path, &text).unwrap();
