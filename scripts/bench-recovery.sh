@@ -76,7 +76,7 @@ for exp in $EXPERIMENTS; do
         run=$(find "$runs" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' 2>/dev/null | head -n 1)
         if [[ -z $run ]]; then
             printf '%-16s %-10s %-10s %-9s %6s %8s %6s %6s  %s\n' "$exp" "$prof" "$truth" refused - - - - "$(head -n 1 "$WORK/err")"
-            printf '%s\t%s\t%s\trefused\t-\t-\t-\t\t\n' "$exp" "$prof" "$truth" >>"$rows"
+            printf '%s\t%s\t%s\trefused\t-\t-\t-\t\t\t\n' "$exp" "$prof" "$truth" >>"$rows"
             continue
         fi
         # The best fitting configuration's predicted throughput, with the architecture known:
@@ -115,7 +115,7 @@ kept_true = final / true_best if ok and true_best and final else None
 pct = lambda k: "%5.0f%%" % (100 * k) if k is not None else "     -"
 print("%-16s %-10s %-10s %-9s %6d %8d %s %s  %s" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), pct(kept), pct(kept_true), desc))
 with open(sys.argv[3], "a") as f:
-    f.write("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), "yes" if sem else "no", "" if kept is None else kept, "" if kept_true is None else kept_true))
+    f.write("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), "yes" if sem else "no", "" if kept is None else kept, "" if kept_true is None else kept_true, final if ok and final else ""))
 ' "$exp" "$prof" "$rows" "$WORK/best.json" "$WORK/final.json" "$truth"
     done
 done
@@ -140,4 +140,11 @@ for truth in dict.fromkeys(r[2] for r in rows):
         if kept:
             print(f"  throughput kept vs {what}: median {100 * statistics.median(kept):.0f} %, "
                   f"min {100 * min(kept):.0f} %; pairs at ≥ 95 %: {sum(1 for k in kept if k >= 0.95)} of {len(kept)}")
+    # What the estimate's error alone costs: the same pair's final throughput with an exact truth.
+    exact = {(r[0], r[1]): float(r[9]) for r in rows if r[2] == "exact" and len(r) > 9 and r[9]}
+    vs = [float(r[9]) / exact[(r[0], r[1])] for r in ok
+          if truth != "exact" and len(r) > 9 and r[9] and exact.get((r[0], r[1]))]
+    if vs:
+        print(f"  throughput vs the same pair under the exact truth: median {100 * statistics.median(vs):.0f} %, "
+              f"min {100 * min(vs):.0f} %; pairs at ≥ 95 %: {sum(1 for k in vs if k >= 0.95)} of {len(vs)}")
 PY
