@@ -129,12 +129,12 @@ fn the_estimate_names_preflights_choice_and_reads_an_attempts_plan() {
         0,
     );
     let runs = orch.path().join(".orch/runs");
+    // The run's directory; the evidence store (evidence.jsonl) sits beside it.
     let run = std::fs::read_dir(&runs)
         .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir())
+        .unwrap();
     let plan = run.join("attempts/1/plan.yaml");
     let plan = plan.to_str().unwrap();
     let first = estimate(&orch, &["diamonds-seed0", "--plan-file", plan]);
