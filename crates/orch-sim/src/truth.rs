@@ -9,7 +9,7 @@
 //! For a configuration (the trainer's memory-relevant settings, the card, the model) and a
 //! seed (`ORCH_SIM_TRUTH_SEED`, default 0) the simulator picks one row and one point in its
 //! range, both from a hash, so the same configuration always gets the same factor and a rerun
-//! is reproducible. A trainer without rows of its own draws from verl's, and says so.
+//! is reproducible. A trainer without residuals of its own draws from verl's, and says so.
 //!
 //! How the factor is applied: every GPU figure of the estimate is the estimate's times the
 //! factor, and the card stays the card. That is the estimate on a card `factor` times smaller,
