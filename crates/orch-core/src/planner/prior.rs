@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 
 use crate::evidence_store::Observation;
+use crate::ledger::PredictedMemory;
 use crate::outcome::Outcome;
 
 /// The scale never goes below this: one configuration's measurement does not make every
@@ -76,6 +77,18 @@ impl Prior {
         let mut p = Prior::none();
         let mut ratio: Option<(f64, String)> = None;
         let mut floor: Option<(f64, String)> = None;
+        // The estimates this prior corrects pack the latest logged sequence length; a ratio
+        // of a prediction that packed another (the default share, before any was logged) would
+        // count the lengths' difference twice, so only predictions made alike calibrate.
+        let latest = obs
+            .iter()
+            .filter_map(|o| o.measured.as_ref().and_then(|m| m.sequence_tokens))
+            .next_back();
+        let alike = |pr: &PredictedMemory| match (pr.sequence_tokens, latest) {
+            (None, None) => true,
+            (Some(a), Some(b)) => (a - b).abs() <= 0.05 * b,
+            _ => false,
+        };
         for o in obs {
             let from = format!("run {} attempt {}", o.run, o.attempt);
             p.attempts += 1;
@@ -89,6 +102,7 @@ impl Prior {
                 // The estimate said it fits (or did not say): the demand exceeded the card.
                 if let Some(pr) = predicted
                     && pr.peak_gib > 0.0
+                    && alike(pr)
                 {
                     let needed = o
                         .failed_demand_gib
@@ -127,7 +141,11 @@ impl Prior {
                     known.tokens_per_gpu_s = tokens;
                 }
             }
-            let pair = match (m.peak_reserved_gib, m.peak_allocated_gib, predicted) {
+            let pair = match (
+                m.peak_reserved_gib,
+                m.peak_allocated_gib,
+                predicted.filter(|pr| alike(pr)),
+            ) {
                 (Some(meas), _, Some(pr)) if pr.reserved_gib.is_some_and(|x| x > 0.0) => {
                     Some((meas, pr.reserved_gib.unwrap_or_default()))
                 }
@@ -261,6 +279,7 @@ mod tests {
                 band_pct: None,
                 architecture_known: Some(true),
                 calibrated_by: None,
+                sequence_tokens: None,
             }),
             measured: measured.map(|m| Measured {
                 peak_reserved_gib: Some(m),
@@ -336,6 +355,16 @@ mod tests {
         let silent = obs("c", Outcome::Succeeded, 40.0, Some(32.0));
         let p = Prior::from_observations(&[first, second, silent], true, None);
         assert_eq!(p.sequence_tokens, Some(700.0));
+        // Those predictions packed the default share, not 700 tokens: their ratios (0.75,
+        // 0.8) would count the shorter sequences twice, so no scale is taken from them.
+        assert_eq!(p.scale, None);
+        assert_eq!(p.measured, 0);
+        // A prediction that packed (about) the logged length calibrates again.
+        let mut alike = obs("d", Outcome::Succeeded, 40.0, Some(36.0));
+        alike.predicted.as_mut().unwrap().sequence_tokens = Some(690.0);
+        alike.measured.as_mut().unwrap().sequence_tokens = Some(700.0);
+        let p = Prior::from_observations(&[alike], true, None);
+        assert_eq!((p.measured, p.scale), (1, Some(0.9)));
         assert!(
             p.describe().contains("700 real tokens per sequence logged"),
             "{}",
