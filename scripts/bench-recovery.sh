@@ -72,8 +72,8 @@ for exp in $EXPERIMENTS; do
             --max-attempts "$MAX" --set env.ORCH_SIM_PREEMPT_AT_STEP=0 \
             --set env.ORCH_SIM_TRUTH="$truth" --set env.ORCH_SIM_TRUTH_SEED="$SEED" ${EXTRA:-} \
             >/dev/null 2>"$WORK/err" || true
-        # The run's directory (the evidence store, evidence.jsonl, sits beside it).
-        run=$(find "$runs" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' 2>/dev/null | head -n 1)
+        # The run is the directory with a ledger (evidence.jsonl sits beside it).
+        run=$(cd "$runs" 2>/dev/null && for d in */events.jsonl; do [[ -e $d ]] && echo "${d%/events.jsonl}"; done | head -n 1)
         if [[ -z $run ]]; then
             printf '%-16s %-10s %-10s %-9s %6s %8s %6s %6s  %s\n' "$exp" "$prof" "$truth" refused - - - - "$(head -n 1 "$WORK/err")"
             printf '%s\t%s\t%s\trefused\t-\t-\t-\t\t\t\n' "$exp" "$prof" "$truth" >>"$rows"

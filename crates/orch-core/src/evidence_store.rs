@@ -11,8 +11,9 @@
 //! else its name), card (GPU model and memory) and whether the trainer was simulated (a
 //! simulated run's figures never calibrate a real one); the settings that matter (every
 //! override the trainer is given, its allocator environment, its GPUs) identify the
-//! configuration within a key. Lines are appended with one `write` each (`O_APPEND`), so
-//! watchers of several runs may share the file; a line that cannot be read is skipped.
+//! configuration within a key. Lines are appended under an exclusive `flock` of the file, so
+//! watchers of several runs may share it; a line torn by a killed writer is ended by the next
+//! append and skipped when read.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -137,7 +138,10 @@ fn is_memory(outcome: Outcome) -> bool {
 
 /// The settings that identify a configuration of `plan`: every override the trainer is
 /// given (less the template's resume keys, which differ between a first attempt and a
-/// resumed one of the same configuration), its environment and its resources.
+/// resumed one of the same configuration), its environment, its resources, its template and
+/// its template variables (AReaL's batch sizes live in the config file `vars.config` names,
+/// torchrun's script in `vars.entry`: two experiments with no overrides are not one
+/// configuration).
 pub fn settings(setup: &Setup, plan: &Plan) -> String {
     let resume: Vec<&String> = setup.template.spec.resume.keys().collect();
     let overrides: BTreeMap<String, serde_json::Value> = plan
@@ -151,8 +155,15 @@ pub fn settings(setup: &Setup, plan: &Plan) -> String {
         .iter()
         .map(|(k, s)| (k, crate::plan::yaml_to_json(&s.value)))
         .collect();
-    serde_json::to_string(&(overrides, env, plan.resources.gpus, plan.resources.nodes))
-        .expect("settings serialize")
+    serde_json::to_string(&(
+        overrides,
+        env,
+        plan.resources.gpus,
+        plan.resources.nodes,
+        &plan.template,
+        &plan.vars,
+    ))
+    .expect("settings serialize")
 }
 
 /// The store of one runs directory.
@@ -174,18 +185,28 @@ impl EvidenceStore {
         &self.path
     }
 
-    /// Append one observation (one `write` of one line).
+    /// Append one observation as one line, under an exclusive lock on the file (watchers of
+    /// several runs, and follow-up jobs on other nodes, share it). A line left unfinished by
+    /// a writer that was killed is ended first, so it costs only itself; the line is synced
+    /// before the lock is let go.
     pub fn append(&self, o: &Observation) -> anyhow::Result<()> {
         let mut line = serde_json::to_vec(o)?;
         line.push(b'\n');
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let mut f = std::fs::OpenOptions::new()
+        let f = std::fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
             .open(&self.path)?;
+        let mut f = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
+            .map_err(|(_, e)| std::io::Error::from(e))?;
+        if ends_unfinished(&f)? {
+            line.insert(0, b'\n');
+        }
         f.write_all(&line)?;
+        f.sync_data()?;
         Ok(())
     }
 
@@ -197,7 +218,13 @@ impl EvidenceStore {
         };
         let mut out = Vec::new();
         let mut bad = Vec::new();
-        for (i, line) in text.lines().enumerate() {
+        // A last line without its newline is being written (or its writer was killed, and the
+        // next append ends it): not an error.
+        let finished = match text.rfind('\n') {
+            Some(end) => &text[..=end],
+            None => "",
+        };
+        for (i, line) in finished.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
@@ -217,6 +244,18 @@ impl EvidenceStore {
             .filter(|o| &o.key == key)
             .collect()
     }
+}
+
+/// Whether the file's last byte is not a newline (a line left unfinished).
+fn ends_unfinished(f: &std::fs::File) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(false);
+    }
+    let mut last = [0u8; 1];
+    f.read_exact_at(&mut last, len - 1)?;
+    Ok(last[0] != b'\n')
 }
 
 /// What an ended attempt teaches, for the store; None when it teaches nothing (no figure
@@ -262,4 +301,77 @@ pub fn observe(
         measured: a.measured,
         failed_demand_gib,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observation(run: &str) -> Observation {
+        Observation {
+            ts: "2026-11-26T00:00:00Z".into(),
+            key: EvidenceKey {
+                trainer: "torchrun".into(),
+                model: "m".into(),
+                gpu: "H100".into(),
+                memory_gib: "79.18".into(),
+                simulated: false,
+            },
+            run: run.into(),
+            attempt: 1,
+            model_name: String::new(),
+            profile: String::new(),
+            step: "base".into(),
+            gpus: 1,
+            settings: "{}".into(),
+            outcome: Outcome::Succeeded,
+            predicted: None,
+            measured: None,
+            failed_demand_gib: None,
+        }
+    }
+
+    #[test]
+    fn a_line_torn_by_a_killed_writer_costs_only_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EvidenceStore::in_runs_dir(dir.path());
+        store.append(&observation("a")).unwrap();
+        // A writer killed in the middle of its line.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(store.path())
+            .unwrap();
+        f.write_all(br#"{"ts":"2026-11-26T00:00:01Z","trainer":"torch"#)
+            .unwrap();
+        // While it is the last line it is one being written: not reported.
+        let (seen, bad) = store.read();
+        assert_eq!(seen.len(), 1);
+        assert!(bad.is_empty(), "{bad:?}");
+        // The next append ends it first, so its own line is read whole.
+        store.append(&observation("b")).unwrap();
+        let (seen, bad) = store.read();
+        let runs: Vec<&str> = seen.iter().map(|o| o.run.as_str()).collect();
+        assert_eq!(runs, ["a", "b"]);
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].contains(":2:"), "{bad:?}");
+    }
+
+    #[test]
+    fn watchers_appending_at_once_never_interleave_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EvidenceStore::in_runs_dir(dir.path());
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                let store = store.clone();
+                s.spawn(move || {
+                    for i in 0..25 {
+                        store.append(&observation(&format!("{t}-{i}"))).unwrap();
+                    }
+                });
+            }
+        });
+        let (seen, bad) = store.read();
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(seen.len(), 100);
+    }
 }

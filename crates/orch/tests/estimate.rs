@@ -129,10 +129,12 @@ fn the_estimate_names_preflights_choice_and_reads_an_attempts_plan() {
         0,
     );
     let runs = orch.path().join(".orch/runs");
-    // The run's directory; the evidence store (evidence.jsonl) sits beside it.
+    // The runs directory also holds the evidence store (evidence.jsonl): the run is the
+    // directory.
     let run = std::fs::read_dir(&runs)
         .unwrap()
-        .map(|e| e.unwrap().path())
+        .flatten()
+        .map(|e| e.path())
         .find(|p| p.is_dir())
         .unwrap();
     let plan = run.join("attempts/1/plan.yaml");

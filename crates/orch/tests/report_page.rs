@@ -212,3 +212,60 @@ fn a_record_from_before_orch_kept_predictions_still_has_its_failure_s_numbers() 
     assert!(html.contains("75.3 held + 17.7 tried GiB"), "{html}");
     assert!(html.contains("card 79.2 GiB"), "{html}");
 }
+
+#[test]
+fn what_the_ledger_says_reaches_the_page_as_text_never_as_markup() {
+    // A hostile string in every free-text field the page shows: the experiment's name, the
+    // evidence line, the planner's why, a changed value, a measured figure's source.
+    const HOSTILE: &str = "x\\\"><script>alert(1)</script></title><svg onload=alert(2)>";
+    let events: String = fixture()
+        .lines()
+        .map(|l| {
+            let mut e: serde_json::Value = serde_json::from_str(l).unwrap();
+            let o = e.as_object_mut().unwrap();
+            let hostile = serde_json::Value::String(HOSTILE.replace("\\\"", "\""));
+            if o.contains_key("experiment") {
+                o.insert("experiment".into(), hostile.clone());
+            }
+            if let Some(why) = o.get_mut("why") {
+                *why = hostile.clone();
+            }
+            if let Some(text) = o.get_mut("evidence").and_then(|v| v.get_mut("text")) {
+                *text = hostile.clone();
+            }
+            if let Some(changes) = o.get_mut("changes").and_then(|v| v.as_array_mut()) {
+                for c in changes {
+                    c["to"] = hostile.clone();
+                }
+            }
+            if let Some(source) = o.get_mut("measured").and_then(|v| v.get_mut("source")) {
+                *source = hostile.clone();
+            }
+            format!("{e}\n")
+        })
+        .collect();
+    let orch = orch_with(&events);
+    let html = page(&orch, &[RUN]);
+    assert!(!html.contains("<script"), "markup from the ledger: {html}");
+    assert!(
+        !html.contains("<svg onload"),
+        "markup from the ledger: {html}"
+    );
+    assert!(
+        !html.contains("x\"><"),
+        "an attribute broken out of: {html}"
+    );
+    // The text is there, escaped, in every place it was put.
+    let escaped = "&lt;script&gt;alert(1)&lt;";
+    assert!(
+        html.matches(escaped).count() >= 4,
+        "the hostile text, escaped, in the title, evidence, why and changes: {html}"
+    );
+}
+
+/// A project with `events` as the fixture run's ledger.
+fn orch_with(events: &str) -> Orch {
+    let orch = Orch::new();
+    add_run(&orch, RUN, events);
+    orch
+}

@@ -231,10 +231,17 @@ impl Backend {
     /// Jobs known to have ended from their exit files alone (no scheduler call); see
     /// [`Scheduler::exited`].
     pub async fn exited(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        match self {
+        let ended = match self {
             Backend::Slurm(b) => b.exited(jobs).await,
             Backend::Local(_) | Backend::Ssh(_) => Ok(HashMap::new()),
-        }
+        };
+        tracing::trace!(
+            backend = self.name(),
+            jobs = jobs.len(),
+            ended = ended.as_ref().map_or(0, |e| e.len()),
+            "exit files read"
+        );
+        ended
     }
 
     /// How often [`Backend::exited`] is worth calling between polls.

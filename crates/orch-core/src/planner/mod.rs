@@ -256,7 +256,14 @@ pub fn preflight_with(
     prior: &Prior,
     notes: &mut Vec<String>,
 ) -> Option<Move> {
-    if !prior.is_empty() {
+    // Measurement outranks the band only where it says something: a scale (a measured peak,
+    // or an out-of-memory the estimate did not predict), or the plan as written itself having
+    // run or failed on this card. Otherwise the band's promise stands: inside it, as written.
+    let written_known = !prior.is_empty() && {
+        let s = crate::evidence_store::settings(setup, written);
+        prior.good.contains_key(&s) || prior.bad.contains_key(&s)
+    };
+    if prior.scale.is_some() || written_known {
         return calibrated_preflight(setup, estimator, written, prior, notes);
     }
     let as_written = estimator.estimate(setup, written);
@@ -764,8 +771,9 @@ impl Search<'_> {
                 };
                 let estimate = self.estimate(&candidate.plan, budget);
                 let fits = match known.and_then(|k| k.peak_gib) {
-                    // It ran here, with this peak: the measurement decides.
-                    Some(peak) => peak <= room,
+                    // It ran here, with this peak: the measurement decides, with the same
+                    // headroom a prediction gets (the next steps may peak higher).
+                    Some(peak) => peak <= room * (1.0 - margin),
                     None => estimate.estimate.failure.is_none(),
                 };
                 if !fits {

@@ -71,9 +71,13 @@ impl Prior {
         self.attempts == 0
     }
 
-    /// Learn from the observations of one key (oldest first); `per_gpu` says whether the
-    /// trainer reports tokens/s per GPU (verl) or for all GPUs (train.py).
-    pub fn from_observations(obs: &[Observation], per_gpu: bool, this_run: Option<&str>) -> Prior {
+    /// Learn from the observations of one key (oldest first); `trainer` says how it reports.
+    pub fn from_observations(
+        obs: &[Observation],
+        trainer: Reports,
+        this_run: Option<&str>,
+    ) -> Prior {
+        let per_gpu = trainer.tokens_per_gpu;
         let mut p = Prior::none();
         let mut ratio: Option<(f64, String)> = None;
         let mut floor: Option<(f64, String)> = None;
@@ -100,7 +104,10 @@ impl Prior {
                 p.good.remove(&o.settings);
                 p.bad.insert(o.settings.clone(), from.clone());
                 // The estimate said it fits (or did not say): the demand exceeded the card.
-                if let Some(pr) = predicted
+                // Only torch's own GPU failure says so: a KV-cache failure is the engine's
+                // share of the card, a host OOM is not the card at all.
+                if o.outcome == Outcome::Failed(orch_classify::FailureClass::GpuOom)
+                    && let Some(pr) = predicted
                     && pr.peak_gib > 0.0
                     && alike(pr)
                 {
@@ -116,6 +123,11 @@ impl Prior {
                 continue;
             }
             let Some(m) = &o.measured else { continue };
+            // A figure counts once the attempt trained: one logged after the model loaded and
+            // before the first step (then cancelled, preempted or hung) is not its peak.
+            if o.outcome != Outcome::Succeeded && m.steps.is_none_or(|n| n < 1) {
+                continue;
+            }
             if m.sequence_tokens.is_some() {
                 p.sequence_tokens = m.sequence_tokens;
             }
@@ -154,7 +166,11 @@ impl Prior {
                 }
                 _ => None,
             };
-            if let Some((meas, pred)) = pair {
+            if let Some((meas, pred)) = pair
+                // A figure that is only a lower bound of the peak (AReaL's) can prove the
+                // estimate low, never high.
+                && (!trainer.peak_is_lower_bound || meas >= pred)
+            {
                 p.measured += 1;
                 let r = meas / pred;
                 if ratio.as_ref().is_none_or(|(x, _)| r > *x) {
@@ -235,13 +251,29 @@ pub fn load(
 ) -> Prior {
     let key = crate::evidence_store::EvidenceKey::of(setup, estimator, simulated);
     let obs = store.about(&key);
-    Prior::from_observations(&obs, reports_per_gpu(estimator.trainer()), this_run)
+    Prior::from_observations(&obs, Reports::of(estimator.trainer()), this_run)
 }
 
-/// Whether the trainer's logged tokens/s is per GPU (verl's `perf/throughput`) rather than
-/// for the whole job (train.py's `tokens/s`).
-fn reports_per_gpu(trainer: orch_memory::estimate::Trainer) -> bool {
-    matches!(trainer, orch_memory::estimate::Trainer::Verl)
+/// How a trainer's log states what it measured.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reports {
+    /// Its tokens/s is per GPU (verl's `perf/throughput`) rather than for the whole job
+    /// (train.py's `tokens/s`).
+    pub tokens_per_gpu: bool,
+    /// Its memory figure is what was in use when it logged, not torch's peak (AReaL's
+    /// `Memory-Usage` lines: see `orch_classify::measure`).
+    pub peak_is_lower_bound: bool,
+}
+
+impl Reports {
+    /// How `trainer` reports.
+    pub fn of(trainer: orch_memory::estimate::Trainer) -> Reports {
+        use orch_memory::estimate::Trainer;
+        Reports {
+            tokens_per_gpu: matches!(trainer, Trainer::Verl),
+            peak_is_lower_bound: matches!(trainer, Trainer::Areal),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -250,6 +282,11 @@ mod tests {
     use crate::evidence_store::EvidenceKey;
     use crate::ledger::PredictedMemory;
     use orch_classify::{FailureClass, Measured};
+
+    const PER_GPU: Reports = Reports {
+        tokens_per_gpu: true,
+        peak_is_lower_bound: false,
+    };
 
     fn obs(settings: &str, outcome: Outcome, predicted: f64, measured: Option<f64>) -> Observation {
         Observation {
@@ -284,6 +321,7 @@ mod tests {
             measured: measured.map(|m| Measured {
                 peak_reserved_gib: Some(m),
                 tokens_per_s: Some(2000.0),
+                steps: Some(10),
                 ..Default::default()
             }),
             failed_demand_gib: None,
@@ -297,7 +335,7 @@ mod tests {
                 obs("a", Outcome::Succeeded, 60.0, Some(45.0)),
                 obs("b", Outcome::Succeeded, 40.0, Some(32.0)),
             ],
-            false,
+            Reports::default(),
             None,
         );
         assert_eq!(p.scale, Some(0.8)); // the larger of 0.75 and 0.8
@@ -320,21 +358,24 @@ mod tests {
                 // Predicted 70 + 1 on a 79.18 card, yet it ran out: ×1.12 at least.
                 obs("big", oom, 70.0, None),
             ],
-            true,
+            PER_GPU,
             Some("other"),
         );
         assert!((p.scale.unwrap() - 79.18 / 71.0).abs() < 1e-9, "{p:?}");
         assert_eq!(p.bad["big"], "run r attempt 1");
         assert!(p.good.contains_key("a"));
         // A scale is never taken below MIN_SCALE.
-        let p =
-            Prior::from_observations(&[obs("a", Outcome::Succeeded, 60.0, Some(6.0))], true, None);
+        let p = Prior::from_observations(
+            &[obs("a", Outcome::Succeeded, 60.0, Some(6.0))],
+            PER_GPU,
+            None,
+        );
         assert_eq!(p.scale, Some(MIN_SCALE));
-        assert!(Prior::from_observations(&[], true, None).is_empty());
+        assert!(Prior::from_observations(&[], PER_GPU, None).is_empty());
         // Its own run's attempts are not "earlier" ones.
         let own = Prior::from_observations(
             &[obs("a", Outcome::Succeeded, 60.0, Some(45.0))],
-            true,
+            PER_GPU,
             Some("r"),
         );
         assert_eq!(own.earlier, 0);
@@ -353,7 +394,7 @@ mod tests {
         let mut second = obs("b", Outcome::Succeeded, 40.0, Some(32.0));
         second.measured.as_mut().unwrap().sequence_tokens = Some(700.0);
         let silent = obs("c", Outcome::Succeeded, 40.0, Some(32.0));
-        let p = Prior::from_observations(&[first, second, silent], true, None);
+        let p = Prior::from_observations(&[first, second, silent], PER_GPU, None);
         assert_eq!(p.sequence_tokens, Some(700.0));
         // Those predictions packed the default share, not 700 tokens: their ratios (0.75,
         // 0.8) would count the shorter sequences twice, so no scale is taken from them.
@@ -363,12 +404,65 @@ mod tests {
         let mut alike = obs("d", Outcome::Succeeded, 40.0, Some(36.0));
         alike.predicted.as_mut().unwrap().sequence_tokens = Some(690.0);
         alike.measured.as_mut().unwrap().sequence_tokens = Some(700.0);
-        let p = Prior::from_observations(&[alike], true, None);
+        let p = Prior::from_observations(&[alike], PER_GPU, None);
         assert_eq!((p.measured, p.scale), (1, Some(0.9)));
         assert!(
             p.describe().contains("700 real tokens per sequence logged"),
             "{}",
             p.describe()
         );
+    }
+
+    #[test]
+    fn only_a_gpu_oom_proves_the_card_too_small() {
+        // A host OOM (offload) and a KV-cache failure on a configuration predicted at 40 GiB:
+        // neither says the GPU needed more than the card.
+        for class in [FailureClass::HostOom, FailureClass::KvCache] {
+            let p = Prior::from_observations(
+                &[obs("a", Outcome::Failed(class), 40.0, None)],
+                PER_GPU,
+                None,
+            );
+            assert_eq!(p.scale, None, "{class:?}: {p:?}");
+            assert!(p.bad.contains_key("a"), "{class:?}: it still did not run");
+        }
+    }
+
+    #[test]
+    fn a_figure_from_before_the_first_step_teaches_nothing() {
+        // Preempted right after loading: 15 GiB in use against 60 predicted.
+        let mut early = obs(
+            "a",
+            Outcome::Failed(FailureClass::Preempted),
+            60.0,
+            Some(15.0),
+        );
+        early.measured.as_mut().unwrap().steps = None;
+        let p = Prior::from_observations(&[early.clone()], PER_GPU, None);
+        assert_eq!((p.scale, p.measured, p.good.len()), (None, 0, 0), "{p:?}");
+        // The same figure after ten steps counts.
+        early.measured.as_mut().unwrap().steps = Some(10);
+        let p = Prior::from_observations(&[early], PER_GPU, None);
+        assert_eq!(p.measured, 1, "{p:?}");
+    }
+
+    #[test]
+    fn a_lower_bound_raises_the_scale_but_never_lowers_it() {
+        let areal = Reports {
+            tokens_per_gpu: false,
+            peak_is_lower_bound: true,
+        };
+        let low = Prior::from_observations(
+            &[obs("a", Outcome::Succeeded, 60.0, Some(30.0))],
+            areal,
+            None,
+        );
+        assert_eq!(low.scale, None, "{low:?}");
+        let high = Prior::from_observations(
+            &[obs("a", Outcome::Succeeded, 60.0, Some(66.0))],
+            areal,
+            None,
+        );
+        assert_eq!(high.scale, Some(1.1), "{high:?}");
     }
 }

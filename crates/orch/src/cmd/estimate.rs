@@ -100,7 +100,8 @@ pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyho
             ));
             if let Some(m) = chosen {
                 text.push_str(&format!(
-                    "calibrated, preflight would submit: {}\n",
+                    "calibrated{}, preflight would submit: {}\n",
+                    if *simulated { " by simulated runs" } else { "" },
                     m.label
                 ));
             }
