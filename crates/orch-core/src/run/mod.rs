@@ -341,6 +341,7 @@ impl RunDriver {
             band_pct: orch_memory::calibration::band(e.trainer).map(|b| b.over_pct),
             architecture_known: Some(estimator.knows_architecture()),
             calibrated_by: Some(self.prior().earlier as u32).filter(|n| *n > 0),
+            sequence_tokens: estimator.sequence_tokens().map(round2),
         })
     }
 

@@ -84,6 +84,8 @@ impl Phase {
 }
 
 /// Where a resumed run picks up.
+// Made once per `orch resume` and taken apart at once: a box would only move the bytes.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Resumed {
     /// In this phase.
