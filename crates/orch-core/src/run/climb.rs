@@ -26,6 +26,11 @@ use crate::planner::climb::Pace;
 /// The target of a decided climb, beside the attempt it stops.
 pub const CLIMB_PLAN: &str = "climb.yaml";
 
+/// Written beside the attempt just before orch stops its job for a climb: a cancelled end
+/// without it (a user's `scancel`, an administrator, a cancel orch did not send) ends the run
+/// as cancelled, as before climbing existed, whatever climb was pending.
+pub const CLIMB_STOP: &str = "climb.stop";
+
 /// What `climb.yaml` holds: the plan to climb to and the decision's reason, which the next
 /// attempt's `rendered` event carries.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
@@ -68,6 +73,12 @@ impl RunDriver {
                 self.name(),
                 job.id
             ));
+            let stop = self
+                .journal
+                .run()
+                .attempt_dir(self.attempt)
+                .join(CLIMB_STOP);
+            crate::atomic::write_atomic(&stop, b"")?;
             if let Err(e) = ctx.backend.cancel(&job).await {
                 // Still live: the next tick tries again.
                 ctx.progress.say(format!("[{}] {e:#}", self.name()));
@@ -231,7 +242,9 @@ impl RunDriver {
         let Some(a) = record.attempts.iter().find(|a| a.attempt == n) else {
             return Ok(None);
         };
-        if !matches!(a.decision, Some(Decision::Climb(_))) {
+        // The decision stands (a failure of the attempt before the stop replaces it) and this
+        // orch sent the stop: a cancel from elsewhere is the user's.
+        if !matches!(a.decision, Some(Decision::Climb(_))) || !a.dir.join(CLIMB_STOP).exists() {
             return Ok(None);
         }
         let path = a.dir.join(CLIMB_PLAN);
@@ -252,6 +265,13 @@ impl RunDriver {
         let Some(Decision::Climb(to)) = &before.decision else {
             return Ok(None);
         };
+        // Only an attempt orch stopped for the climb: one that failed on its own before the
+        // stop carries its failure's decision, not the climb's.
+        if before.outcome != Some(crate::outcome::Outcome::Cancelled)
+            || !before.dir.join(CLIMB_STOP).exists()
+        {
+            return Ok(None);
+        }
         let path = before.dir.join("plan.yaml");
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;

@@ -321,6 +321,19 @@ impl RunDriver {
         }
     }
 
+    /// Pack the sequence lengths the trainer logged (this run's attempts or earlier runs', as
+    /// the store keeps them) into the estimator, as preflight did: every later prediction and
+    /// decision then uses the real lengths, and its `rendered` prediction says so (the prior
+    /// calibrates only on predictions that packed the lengths it knows).
+    pub(crate) fn learn_lengths(&mut self) {
+        let tokens = self.prior().sequence_tokens;
+        if let Some(estimator) = self.estimator.as_mut()
+            && tokens.is_some()
+        {
+            estimator.set_sequence_tokens(tokens);
+        }
+    }
+
     /// The evidence store beside this run's directory.
     pub(crate) fn store(&self) -> Option<crate::evidence_store::EvidenceStore> {
         let runs = self.journal.run().path.parent()?;
