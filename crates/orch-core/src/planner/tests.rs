@@ -600,3 +600,25 @@ fn logged_sequence_lengths_shrink_the_micro_batch_preflight_plans_for() {
         default_pick.describe()
     );
 }
+
+/// A node a failure excluded stays excluded when a later failure moves the run down the ladder
+/// (candidates are built from the plan as written, which names no such node).
+#[test]
+fn a_move_keeps_the_nodes_a_failure_excluded() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    let mut current = written.clone();
+    current.resources.exclude.push("gpu-node-7".into());
+    let facts = torch_oom(17.68, 3.92, 79.18, 68.68, 4.08);
+    let (next, _) = decide(
+        &setup,
+        &written,
+        &[failed(&current, FailureClass::GpuOom, facts)],
+    );
+    let m = moved(next);
+    assert_eq!(m.plan.resources.exclude, ["gpu-node-7"], "{}", m.describe());
+    assert!(
+        !m.changes.iter().any(|c| c.key.contains("exclude")),
+        "{}",
+        m.describe()
+    );
+}
