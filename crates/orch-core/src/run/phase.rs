@@ -366,6 +366,10 @@ impl Live {
                     break;
                 }
             }
+            if to_end {
+                // The job ended: a declared line it printed without a newline counts too.
+                log.swallow.finish();
+            }
         }
         if let Some(step) = self.measured().and_then(|m| m.steps) {
             self.pace.saw(step);
