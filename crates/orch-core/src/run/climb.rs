@@ -8,7 +8,8 @@
 //! the job is stopped once the logs report the step after the next checkpoint, its end
 //! recorded as cancelled, and the decision it carries makes the next attempt the target,
 //! resumed from that checkpoint ([`RunDriver::climb_plan`]). A run resumed after a crash
-//! between the two finds the decision and stops the job at once.
+//! between the two finds the decision and stops the job after the checkpoint `climb.yaml`
+//! names.
 //!
 //! An attempt a climb started that runs out of memory goes straight back to the configuration
 //! before it ([`RunDriver::back_plan`]), resumed from its checkpoint; the planner never climbs
@@ -37,6 +38,10 @@ pub const CLIMB_STOP: &str = "climb.stop";
 struct ClimbFile {
     why: String,
     plan: Plan,
+    /// The checkpoint step the job is stopped after (absent in files of older orchs: then at
+    /// once).
+    #[serde(default)]
+    after: Option<u64>,
 }
 
 impl RunDriver {
@@ -58,8 +63,11 @@ impl RunDriver {
         };
         let latest = live.pace.latest.map(|(s, _)| s);
         if self.climb_decided() {
-            // Stopped once the step after the checkpoint is reported (at once when this orch
-            // does not know which checkpoint: resumed after a crash).
+            // Stopped once the step after the checkpoint is reported; an orch resumed after a
+            // crash reads which checkpoint from climb.yaml (at once if it cannot).
+            if self.climb_after.is_none() {
+                self.climb_after = self.climb_file(self.attempt).and_then(|f| f.after);
+            }
             let due = match (self.climb_after, latest) {
                 (Some(at), Some(step)) => step > at,
                 (Some(_), None) => false,
@@ -121,17 +129,25 @@ impl RunDriver {
         };
         let n = self.attempt;
         let path = self.journal.run().attempt_dir(n).join(CLIMB_PLAN);
+        let every = pace.checkpoint_every.max(1);
+        let after = pace.step.div_ceil(every) * every;
         let file = ClimbFile {
             why: climb.to.why.clone(),
             plan: climb.to.plan.clone(),
+            after: Some(after),
         };
         crate::atomic::write_atomic(&path, serde_yaml::to_string(&file)?.as_bytes())?;
         self.decided(n, Decision::Climb(climb.to.label.clone()), &climb.to.why)?;
-        let every = pace.checkpoint_every.max(1);
-        self.climb_after = Some(pace.step.div_ceil(every) * every);
+        self.climb_after = Some(after);
         ctx.progress
             .say(format!("[{}] {}", self.name(), climb.to.describe()));
         Ok(false)
+    }
+
+    /// Attempt `n`'s climb.yaml, when it can be read.
+    fn climb_file(&self, n: u32) -> Option<ClimbFile> {
+        let path = self.journal.run().attempt_dir(n).join(CLIMB_PLAN);
+        serde_yaml::from_str(&std::fs::read_to_string(path).ok()?).ok()
     }
 
     /// Whether the running attempt carries a climb decision.
