@@ -108,6 +108,9 @@ impl RunDriver {
         let devices = ctx.slots.filter(|s| s.has_devices()).map(|_| devices);
         self.plan.check(&self.setup)?;
         self.attempt += 1;
+        // A new attempt's steps count from its own start (from 0 unless resumed).
+        self.climb_looked = 0;
+        self.climb_after = None;
         let n = self.attempt;
         let run = self.journal.run().clone();
         let dir = run.attempt_dir(n);
