@@ -7,6 +7,13 @@
 # (`orch estimate --json`'s `best`: what preflight would submit, by the estimate with the
 # architecture known where it can be; both figures from the planner's throughput model).
 #
+# Each pair runs under each of the simulated trainer's truths (docs/SIMULATOR.md, "Truth"):
+# `exact` (the job needs what orch's estimate says: the planner cannot be caught out, so
+# recovery is true by construction) and `calibrated` (the job needs the estimate times an error
+# drawn per configuration from the calibration set's residuals, seeded: what an estimation
+# error costs). The last column, `true`, is the throughput kept against the best configuration
+# the whole ladder allows that fits by the TRUE peak (`orch estimate --sim-truth`'s `true_best`).
+#
 #   scripts/bench-recovery.sh [MAX_ATTEMPTS]        (default 8)
 #
 # The three settings the planner is measured in:
@@ -17,7 +24,8 @@
 # Env: ORCH (binary; default target/release/orch, built unless NO_BUILD=1),
 #      EXPERIMENTS / PROFILES (space-separated; default: all built-in ones),
 #      ORCH_SIM_STEP_SECONDS (default 0.05: the simulator's step time; the table does not
-#      depend on it), EXTRA (more arguments for `orch submit`, e.g. "--preflight=off").
+#      depend on it), EXTRA (more arguments for `orch submit`, e.g. "--preflight=off"),
+#      TRUTHS (default "exact calibrated"), ORCH_SIM_TRUTH_SEED (the calibrated draw; default 0).
 # The demo's simulated preemption (experiments/diamonds.yaml) is switched off: only memory
 # failures are counted.
 set -euo pipefail
@@ -30,6 +38,8 @@ if [[ -z ${NO_BUILD:-} ]]; then
 fi
 [[ -x $ORCH ]] || { echo "error: $ORCH not built" >&2; exit 1; }
 export ORCH_SIM_STEP_SECONDS=${ORCH_SIM_STEP_SECONDS:-0.05}
+TRUTHS=${TRUTHS:-exact calibrated}
+SEED=${ORCH_SIM_TRUTH_SEED:-0}
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-recovery.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
@@ -50,25 +60,29 @@ import json, sys
 for p in json.load(sys.stdin):
     print(p["name"] if isinstance(p, dict) else p)' | tr '\n' ' ')}
 
-printf '%-16s %-10s %-9s %6s %8s %6s  %s\n' experiment profile result failed attempts kept "semantic changes (final steps)"
+printf '%-16s %-10s %-10s %-9s %6s %8s %6s %6s  %s\n' experiment profile truth result failed attempts kept true "semantic changes (final steps)"
 rows=$WORK/rows.tsv
 : >"$rows"
+for truth in $TRUTHS; do
 for exp in $EXPERIMENTS; do
     for prof in $PROFILES; do
-        runs="$WORK/runs-$exp-$prof"
+        runs="$WORK/runs-$truth-$exp-$prof"
         # shellcheck disable=SC2086
         ORCH_RUNS_DIR=$runs "$ORCH" submit "$exp" --profile "$prof" --backend local \
-            --max-attempts "$MAX" --set env.ORCH_SIM_PREEMPT_AT_STEP=0 ${EXTRA:-} \
+            --max-attempts "$MAX" --set env.ORCH_SIM_PREEMPT_AT_STEP=0 \
+            --set env.ORCH_SIM_TRUTH="$truth" --set env.ORCH_SIM_TRUTH_SEED="$SEED" ${EXTRA:-} \
             >/dev/null 2>"$WORK/err" || true
         # The run is the directory with a ledger (evidence.jsonl sits beside it).
         run=$(cd "$runs" 2>/dev/null && for d in */events.jsonl; do [[ -e $d ]] && echo "${d%/events.jsonl}"; done | head -n 1)
         if [[ -z $run ]]; then
-            printf '%-16s %-10s %-9s %6s %8s %6s  %s\n' "$exp" "$prof" refused - - - "$(head -n 1 "$WORK/err")"
-            printf '%s\t%s\trefused\t-\t-\t-\t-\n' "$exp" "$prof" >>"$rows"
+            printf '%-16s %-10s %-10s %-9s %6s %8s %6s %6s  %s\n' "$exp" "$prof" "$truth" refused - - - - "$(head -n 1 "$WORK/err")"
+            printf '%s\t%s\t%s\trefused\t-\t-\t-\t\t\t\n' "$exp" "$prof" "$truth" >>"$rows"
             continue
         fi
-        # The best fitting configuration's predicted throughput, with the architecture known.
+        # The best fitting configuration's predicted throughput, with the architecture known:
+        # by the estimate (preflight's `best`) and by the truth (`true_best`).
         env -u ORCH_ARCHITECTURE "$ORCH" estimate "$exp" --profile "$prof" --json \
+            --sim-truth "$truth" --sim-truth-seed "$SEED" \
             >"$WORK/best.json" 2>/dev/null || echo '{}' >"$WORK/best.json"
         last=$(ls "$runs/$run/attempts" 2>/dev/null | sort -n | tail -n 1)
         if [[ -n $last ]] && env -u ORCH_ARCHITECTURE "$ORCH" estimate "$exp" --profile "$prof" \
@@ -76,7 +90,7 @@ for exp in $EXPERIMENTS; do
         else echo '{}' >"$WORK/final.json"; fi
         ORCH_RUNS_DIR=$runs "$ORCH" history "$run" --json | python3 -c '
 import json, sys
-exp, prof = sys.argv[1], sys.argv[2]
+exp, prof, truth = sys.argv[1], sys.argv[2], sys.argv[6]
 h = json.load(sys.stdin)
 atts = h["attempts"]
 ok = h["state"] == "succeeded"
@@ -94,28 +108,43 @@ elif best_est.get("verdict") in ("fits", "tight"):
     best = best_est["throughput"]
 else:
     best = None
-kept = final_est.get("throughput") / best if ok and best and final_est.get("throughput") else None
-shown = "%5.0f%%" % (100 * kept) if kept is not None else "     -"
-print("%-16s %-10s %-9s %6d %8d %s  %s" % (exp, prof, "ok" if ok else h["state"], failed, len(atts), shown, desc))
+true_best = ((best_est.get("true_best") or {}).get("best") or {}).get("throughput")
+final = final_est.get("throughput")
+kept = final / best if ok and best and final else None
+kept_true = final / true_best if ok and true_best and final else None
+pct = lambda k: "%5.0f%%" % (100 * k) if k is not None else "     -"
+print("%-16s %-10s %-10s %-9s %6d %8d %s %s  %s" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), pct(kept), pct(kept_true), desc))
 with open(sys.argv[3], "a") as f:
-    f.write("%s\t%s\t%s\t%d\t%d\t%s\t%s\n" % (exp, prof, "ok" if ok else h["state"], failed, len(atts), "yes" if sem else "no", "" if kept is None else kept))
-' "$exp" "$prof" "$rows" "$WORK/best.json" "$WORK/final.json"
+    f.write("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), "yes" if sem else "no", "" if kept is None else kept, "" if kept_true is None else kept_true, final if ok and final else ""))
+' "$exp" "$prof" "$rows" "$WORK/best.json" "$WORK/final.json" "$truth"
     done
 done
-python3 - "$rows" <<'PY'
+done
+python3 - "$rows" "$SEED" <<'PY'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-ran = [r for r in rows if r[2] != "refused"]
-ok = [r for r in ran if r[2] == "ok"]
-fails = [int(r[3]) for r in ok]
-print()
-print(f"pairs: {len(rows)}; succeeded: {len(ok)}; did not fit: {len(ran) - len(ok)}; refused: {len(rows) - len(ran)}")
-if fails:
-    print(f"failed attempts before the fit (succeeded pairs): median {statistics.median(fails)}, "
-          f"mean {statistics.mean(fails):.2f}, max {max(fails)}; zero failures: {sum(1 for f in fails if f == 0)}")
-print(f"pairs whose final configuration changes training semantics: {sum(1 for r in ok if r[5] == 'yes')}")
-kept = [float(r[6]) for r in ok if len(r) > 6 and r[6] not in ("", "-")]
-if kept:
-    print(f"predicted throughput kept vs the best fitting configuration: median {100 * statistics.median(kept):.0f} %, "
-          f"min {100 * min(kept):.0f} %; pairs at ≥ 95 %: {sum(1 for k in kept if k >= 0.95)} of {len(kept)}")
+for truth in dict.fromkeys(r[2] for r in rows):
+    mine = [r for r in rows if r[2] == truth]
+    ran = [r for r in mine if r[3] != "refused"]
+    ok = [r for r in ran if r[3] == "ok"]
+    fails = [int(r[4]) for r in ok]
+    print()
+    print(f"truth {truth}" + (f" (seed {sys.argv[2]})" if truth == "calibrated" else "") +
+          f": pairs: {len(mine)}; succeeded: {len(ok)}; did not fit: {len(ran) - len(ok)}; refused: {len(mine) - len(ran)}")
+    if fails:
+        print(f"  failed attempts before the fit (succeeded pairs): median {statistics.median(fails)}, "
+              f"mean {statistics.mean(fails):.2f}, max {max(fails)}; zero failures: {sum(1 for f in fails if f == 0)}")
+    print(f"  pairs whose final configuration changes training semantics: {sum(1 for r in ok if r[6] == 'yes')}")
+    for col, what in ((7, "the estimate's best (preflight's choice)"), (8, "the best fitting by the TRUE peak (whole ladder)")):
+        kept = [float(r[col]) for r in ok if r[col] not in ("", "-")]
+        if kept:
+            print(f"  throughput kept vs {what}: median {100 * statistics.median(kept):.0f} %, "
+                  f"min {100 * min(kept):.0f} %; pairs at ≥ 95 %: {sum(1 for k in kept if k >= 0.95)} of {len(kept)}")
+    # What the estimate's error alone costs: the same pair's final throughput with an exact truth.
+    exact = {(r[0], r[1]): float(r[9]) for r in rows if r[2] == "exact" and len(r) > 9 and r[9]}
+    vs = [float(r[9]) / exact[(r[0], r[1])] for r in ok
+          if truth != "exact" and len(r) > 9 and r[9] and exact.get((r[0], r[1]))]
+    if vs:
+        print(f"  throughput vs the same pair under the exact truth: median {100 * statistics.median(vs):.0f} %, "
+              f"min {100 * min(vs):.0f} %; pairs at ≥ 95 %: {sum(1 for k in vs if k >= 0.95)} of {len(vs)}")
 PY

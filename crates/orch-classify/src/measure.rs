@@ -61,6 +61,12 @@ pub struct Measured {
     /// `file:line` of the line the peak was read from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// Real tokens per sequence the rollouts produced: verl's `prompt_length/mean` +
+    /// `response_length/mean` (`compute_data_metrics`, `verl/trainer/ppo/metric_utils.py` at
+    /// 07c9cf137), the median over the steps read. What a micro-batch holds once padding is
+    /// removed, where the estimate otherwise assumes a default share of the padded length.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence_tokens: Option<f64>,
 }
 
 impl Measured {
@@ -120,6 +126,7 @@ impl Measured {
         a.tokens_per_s = a.tokens_per_s.or(b.tokens_per_s);
         a.step_time_s = a.step_time_s.or(b.step_time_s);
         a.steps = a.steps.max(b.steps);
+        a.sequence_tokens = a.sequence_tokens.or(b.sequence_tokens);
         Some(a)
     }
 }
@@ -135,6 +142,7 @@ const NEEDLES: &[&str] = &[
     "Memory-Usage",
     "timeperf/train_step",
     "Train step ",
+    "response_length/mean",
 ];
 
 fn needles() -> &'static AhoCorasick {
@@ -162,6 +170,7 @@ pub struct MeasureReader {
     step_times: Vec<(u64, f64)>,
     summary_rate: Option<f64>,
     steps: Option<u64>,
+    lengths: Vec<(u64, f64)>,
 }
 
 impl MeasureReader {
@@ -178,6 +187,7 @@ impl MeasureReader {
             step_times: Vec::new(),
             summary_rate: None,
             steps: None,
+            lengths: Vec::new(),
         }
     }
 
@@ -240,6 +250,7 @@ impl MeasureReader {
             step_time_s: median_after_first(&this.step_times),
             steps: this.steps,
             source: this.source.clone(),
+            sequence_tokens: median(&this.lengths),
         };
         (!m.is_empty()).then_some(m)
     }
@@ -314,6 +325,12 @@ impl MeasureReader {
             return;
         }
         let at = step.unwrap_or(self.steps.unwrap_or(0));
+        if let (Some(r), Some(p)) = (
+            number_after(seg, b"response_length/mean"),
+            number_after(seg, b"prompt_length/mean"),
+        ) {
+            push(&mut self.lengths, (at, r + p));
+        }
         let rate = number_after(seg, b"perf/throughput").or_else(|| {
             // train.py's `tokens/s N` (not `tok/s`, nor a key that merely ends so).
             find(seg, b"peak_allocated_gib").and(number_after(seg, b" tokens/s"))
@@ -327,6 +344,21 @@ impl MeasureReader {
             push(&mut self.step_times, (at, s));
         }
     }
+}
+
+/// The median of the values (every step: a sequence's length is as real in the first step).
+fn median(values: &[(u64, f64)]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().map(|(_, x)| *x).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 fn push(window: &mut Vec<(u64, f64)>, v: (u64, f64)) {
@@ -467,6 +499,22 @@ mod tests {
         assert_eq!(m.step_time_s, Some(23.0));
         assert_eq!(m.steps, Some(3));
         assert_eq!(m.source.as_deref(), Some("stdout.log:2"));
+    }
+
+    /// verl's `compute_data_metrics` (`verl/trainer/ppo/metric_utils.py` at 07c9cf137) logs
+    /// `response_length/mean` and `prompt_length/mean` on every step line.
+    #[test]
+    fn verl_sequence_lengths() {
+        let log = "\
+(TaskRunner pid=1234) step:1 - response_length/mean:600.0 - response_length/max:1024.0 - prompt_length/mean:200.0 - perf/throughput:900.0
+(TaskRunner pid=1234) step:2 - response_length/mean:500.0 - prompt_length/mean:210.0 - perf/throughput:1000.0
+(TaskRunner pid=1234) step:3 - response_length/mean:400.0 - prompt_length/mean:190.0 - perf/throughput:1100.0
+";
+        let m = read(log);
+        assert_eq!(m.sequence_tokens, Some(710.0)); // the median of 800, 710 and 590
+        // The response length alone (the simulator's lines) is not a sequence's length.
+        let m = read("step:1 - response_length/mean:600.0 - perf/throughput:900.0\n");
+        assert_eq!(m.sequence_tokens, None);
     }
 
     /// examples/torchrun/train.py lines 256-260 and 264-278.

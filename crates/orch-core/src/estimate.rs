@@ -112,6 +112,10 @@ pub struct Estimator {
     /// The architectures of the other models the ladder's steps set the template's model key
     /// to (rl-swarm's last step takes a smaller model), by name.
     others: BTreeMap<String, Architecture>,
+    /// Real tokens per sequence an earlier attempt logged (verl's prompt + response length
+    /// means, from the evidence store): the share of the padded length a packed micro-batch
+    /// holds, instead of the documented default (`orch_memory::estimate::k::REMOVE_PADDING_FILL`).
+    sequence_tokens: Option<f64>,
 }
 
 impl Estimator {
@@ -143,7 +147,18 @@ impl Estimator {
             model,
             architecture,
             others,
+            sequence_tokens: None,
         })
+    }
+
+    /// Estimate with the sequence length earlier attempts logged (None: the default share).
+    pub fn set_sequence_tokens(&mut self, tokens: Option<f64>) {
+        self.sequence_tokens = tokens;
+    }
+
+    /// The logged real tokens per sequence the estimates use, when there is one.
+    pub fn sequence_tokens(&self) -> Option<f64> {
+        self.sequence_tokens
     }
 
     /// The model `plan` trains (its value of the template's model key, else the
@@ -212,7 +227,10 @@ impl Estimator {
         };
         let (workload, arch) = match self.trainer {
             Trainer::Verl => (
-                Workload::Verl(VerlConfig::from_overrides(&keys)),
+                Workload::Verl(VerlConfig {
+                    observed_tokens_per_sequence: self.sequence_tokens,
+                    ..VerlConfig::from_overrides(&keys)
+                }),
                 Some(known.unwrap_or_else(|| orch_memory::shape::stand_in(&model))),
             ),
             Trainer::Areal => (

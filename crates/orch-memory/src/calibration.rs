@@ -10,6 +10,13 @@
 //!
 //! Preflight reads the band: a prediction above the card by no more than `over_pct` is inside
 //! the model's own error on known-good configurations, so it warns and submits as written.
+//!
+//! `residuals.yaml` is what each row says of the model's error: the range of the ratio
+//! `real peak / predicted peak` its evidence allows. A configuration that ran bounds it from
+//! above (the real peak fit the card), an OOM report from below (the card, or the figure torch
+//! printed); the open side is closed with the trainer's band, used both ways. The simulator
+//! draws its truth from these ranges (`orch-sim`'s `truth`), so what an estimator error costs
+//! can be measured; the test beside this module re-derives the file from the rows.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -17,6 +24,21 @@ use std::collections::BTreeMap;
 use crate::estimate::{Estimate, FailAt, FailKind, Trainer};
 
 const BANDS: &str = include_str!("../calibration/bands.yaml");
+const RESIDUALS: &str = include_str!("../calibration/residuals.yaml");
+
+/// What one calibration row allows of `real peak / predicted peak`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Residual {
+    /// The row (`id:` in the trainer's calibration files).
+    pub id: String,
+    /// The smallest ratio the row allows (the band's lower edge where it says nothing).
+    pub lo: f64,
+    /// The largest ratio the row allows (the band's upper edge where it says nothing).
+    pub hi: f64,
+    /// What bounds it, in words.
+    pub bound: String,
+}
 
 /// One trainer's band, as `bands.yaml` ships it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -84,6 +106,12 @@ pub fn excess(e: &Estimate) -> Option<f64> {
 /// Every band `bands.yaml` ships, by trainer name.
 pub fn bands() -> BTreeMap<String, Band> {
     serde_yaml::from_str(BANDS).expect("calibration/bands.yaml is valid (its test checks it)")
+}
+
+/// Every trainer's residuals, as `residuals.yaml` ships them.
+pub fn residuals() -> BTreeMap<String, Vec<Residual>> {
+    serde_yaml::from_str(RESIDUALS)
+        .expect("calibration/residuals.yaml is valid (its test checks it)")
 }
 
 /// The band of `trainer`, when the calibration set covers it.

@@ -127,12 +127,13 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
     } else {
         0
     };
-    let est = memory::estimate(&SimConfig {
+    let cfg = SimConfig {
         hw: ctx.env.hw.clone(),
         workload: Workload::Areal(a.clone()),
         resumed: start > 0,
         arch: None,
-    });
+    };
+    let est = memory::estimate(&cfg);
     let arch = est
         .arch
         .clone()
@@ -150,6 +151,7 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
             arch.vocab
         )),
     );
+    let est = ctx.real(&cfg, est);
     let r = Run {
         run_name: format!("{exp}_{trial}"),
         recover_dir,

@@ -22,6 +22,7 @@
 pub mod args;
 pub mod outputs;
 pub mod report;
+pub mod truth;
 
 mod areal;
 mod devices;
@@ -38,6 +39,7 @@ pub use orch_memory::estimate::{
 };
 
 use report::Ids;
+use truth::Truth;
 
 /// Entry point of the hidden `orch sim-train` subcommand. `trainer` is "verl", "areal" or
 /// "torchrun"; `args` are the trainer's own arguments as the real trainer would receive them.
@@ -184,6 +186,8 @@ pub struct SimEnv {
     /// This process's node in a job of more than one node (`SLURM_NODEID` of
     /// `SLURM_NNODES`), when srun started one simulated trainer per node.
     pub node: Option<Node>,
+    /// `ORCH_SIM_TRUTH` / `ORCH_SIM_TRUTH_SEED`: what the job really needs ([`truth`]).
+    pub truth: Truth,
 }
 
 /// One node of a multi-node job.
@@ -265,6 +269,14 @@ impl SimEnv {
                     && kv.next().and_then(args::parse_bool) == Some(true)
             })
         });
+        let truth = Truth::from_vars(
+            get("ORCH_SIM_TRUTH").as_deref(),
+            get("ORCH_SIM_TRUTH_SEED").as_deref(),
+        )
+        .unwrap_or_else(|e| {
+            notes.push(format!("{e}; the estimate is the truth"));
+            Truth::Exact
+        });
         Self {
             hw: Hardware {
                 gpu_name,
@@ -296,6 +308,7 @@ impl SimEnv {
                 (Some(id), Some(count)) if count > 1 => Some(Node { id, count }),
                 _ => None,
             },
+            truth,
         }
     }
 }
@@ -397,6 +410,28 @@ impl Ctx<'_> {
             Some(f) => format!("does not fit: {}", describe(f)),
         };
         self.both(format!("{TAG} prediction: {verdict}"));
+    }
+
+    /// What the job really needs under the environment's truth: `est` itself (`exact`), or
+    /// the estimate times the factor drawn for `cfg` (`calibrated`), said in two lines after
+    /// the banner: the draw, and what the job then meets.
+    pub fn real(&mut self, cfg: &SimConfig, est: Estimate) -> Estimate {
+        if self.env.truth == Truth::Exact {
+            return est;
+        }
+        let (real, drawn) = truth::real(cfg, est, self.env.truth);
+        if let Some(d) = drawn {
+            self.both(format!("{TAG} {}", d.describe()));
+        }
+        let verdict = match &real.failure {
+            None => "fits; the run will complete".to_string(),
+            Some(f) => format!("does not fit: {}", describe(f)),
+        };
+        self.both(format!(
+            "{TAG} really: training peak {:.2} GiB, generation {:.2} GiB per GPU; {verdict}",
+            real.train_peak_gib, real.rollout_peak_gib
+        ));
+        real
     }
 
     /// The last line of a run.

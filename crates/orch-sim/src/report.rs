@@ -18,7 +18,7 @@ pub struct Ids {
     seed: u64,
 }
 
-fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
     for b in bytes {
         h ^= *b as u64;
         h = h.wrapping_mul(0x0100_0000_01b3);
@@ -26,7 +26,7 @@ fn fnv1a(bytes: &[u8], mut h: u64) -> u64 {
     h
 }
 
-fn splitmix(mut z: u64) -> u64 {
+pub(crate) fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -88,12 +88,13 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
     let model_name = std::env::var("MODEL_NAME").ok();
     let mut r = RlSwarmConfig::from_overrides(&o, ctx.env.hw.gpu_mem_gib, model_name.as_deref());
     r.notes.extend(notes);
-    let est = memory::estimate(&SimConfig {
+    let cfg = SimConfig {
         hw: ctx.env.hw.clone(),
         workload: Workload::RlSwarm(r.clone()),
         resumed: false,
         arch: None,
-    });
+    };
+    let est = memory::estimate(&cfg);
     ctx.banner(
         "rl-swarm, genrl or torch",
         &est,
@@ -109,6 +110,7 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
             r.gradient_accumulation_steps
         )),
     );
+    let est = ctx.real(&cfg, est);
     let max_round = o.u64_or("training.max_round", 1_000_000);
     Ok(Run {
         o,

@@ -93,17 +93,23 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
             None => resume_note = Some(format!("checkpoint {p} not found; starting from scratch")),
         }
     }
-    // The truth is the estimate times ORCH_SIM_MEMORY_SCALE: on a card 1/k the size, every
-    // figure k times over (the allocator's walk is linear in its sizes).
-    let k = ctx.env.memory_scale;
-    let mut hw = ctx.env.hw.clone();
-    hw.gpu_mem_gib /= k;
-    let mut est = memory::estimate(&SimConfig {
-        hw,
+    let cfg = SimConfig {
+        hw: ctx.env.hw.clone(),
         workload: Workload::Torchrun(t.clone()),
         resumed: start > 0,
         arch: None,
-    });
+    };
+    // Under the exact truth the job needs the estimate times ORCH_SIM_MEMORY_SCALE: on a card
+    // 1/k the size, every figure k times over (the allocator's walk is linear in its sizes).
+    // The calibrated truth ([`Ctx::real`]) draws its own factor instead.
+    let k = ctx.env.memory_scale;
+    let mut est = if k != 1.0 {
+        let mut hw = cfg.hw.clone();
+        hw.gpu_mem_gib /= k;
+        memory::estimate(&SimConfig { hw, ..cfg.clone() })
+    } else {
+        memory::estimate(&cfg)
+    };
     if k != 1.0 {
         scale_memory(&mut est, k);
     }
@@ -115,6 +121,7 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
             t.params_m, t.n_layers, t.micro_batch_size, t.max_seq_len, t.gradient_checkpointing, t.precision.name()
         )),
     );
+    let est = ctx.real(&cfg, est);
     Ok(Run {
         targs,
         t,

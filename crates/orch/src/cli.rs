@@ -389,6 +389,15 @@ pub struct EstimateArgs {
     /// Print the estimate as JSON (the per-GPU peak is `gpu_peak_gib`)
     #[arg(long)]
     pub json: bool,
+    /// With --json: also the best configuration the ladder allows by the simulated trainer's
+    /// truth (`exact` or `calibrated`, as ORCH_SIM_TRUTH), under `true_best`
+    #[cfg(feature = "sim")]
+    #[arg(long, value_name = "TRUTH", hide = true, requires = "json")]
+    pub sim_truth: Option<String>,
+    /// The seed of --sim-truth (as ORCH_SIM_TRUTH_SEED; default 0)
+    #[cfg(feature = "sim")]
+    #[arg(long, value_name = "SEED", hide = true, requires = "sim_truth")]
+    pub sim_truth_seed: Option<String>,
 }
 
 #[derive(Debug, Args)]

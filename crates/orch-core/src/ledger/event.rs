@@ -143,6 +143,11 @@ pub struct PredictedMemory {
     /// by (`orch evidence`), when any were.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibrated_by: Option<u32>,
+    /// The real tokens per sequence the prediction packed (verl's logged prompt + response
+    /// length means of an earlier attempt); none: the estimator's default share of the padded
+    /// length. A measured/predicted ratio only calibrates predictions made the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence_tokens: Option<f64>,
 }
 
 /// One line of `events.jsonl`.

@@ -887,9 +887,17 @@ impl Search<'_> {
                 semantic.join(", ")
             ));
         }
+        // Candidates are built from the plan as written: a node a failure excluded stays
+        // excluded whatever the move (a step down, a climb).
+        let mut plan = best.candidate.plan;
+        for node in &from.resources.exclude {
+            if !plan.resources.exclude.contains(node) {
+                plan.resources.exclude.push(node.clone());
+            }
+        }
         Move {
-            changes: from.changes_to(&best.candidate.plan),
-            plan: best.candidate.plan,
+            changes: from.changes_to(&plan),
+            plan,
             label,
             why,
             changes_semantics: !best.same_semantics,

@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 
 use crate::evidence_store::Observation;
+use crate::ledger::PredictedMemory;
 use crate::outcome::Outcome;
 
 /// The scale never goes below this: one configuration's measurement does not make every
@@ -52,6 +53,9 @@ pub struct Prior {
     pub good: HashMap<String, Known>,
     /// Configurations that ran out of memory on this card, with where.
     pub bad: HashMap<String, String>,
+    /// Real tokens per sequence (prompt + response) the latest attempt that logged them
+    /// measured (verl's `prompt_length/mean` + `response_length/mean`).
+    pub sequence_tokens: Option<f64>,
     /// One clause per lesson.
     pub notes: Vec<String>,
 }
@@ -77,6 +81,18 @@ impl Prior {
         let mut p = Prior::none();
         let mut ratio: Option<(f64, String)> = None;
         let mut floor: Option<(f64, String)> = None;
+        // The estimates this prior corrects pack the latest logged sequence length; a ratio
+        // of a prediction that packed another (the default share, before any was logged) would
+        // count the lengths' difference twice, so only predictions made alike calibrate.
+        let latest = obs
+            .iter()
+            .filter_map(|o| o.measured.as_ref().and_then(|m| m.sequence_tokens))
+            .next_back();
+        let alike = |pr: &PredictedMemory| match (pr.sequence_tokens, latest) {
+            (None, None) => true,
+            (Some(a), Some(b)) => (a - b).abs() <= 0.05 * b,
+            _ => false,
+        };
         for o in obs {
             let from = format!("run {} attempt {}", o.run, o.attempt);
             p.attempts += 1;
@@ -93,6 +109,7 @@ impl Prior {
                 if o.outcome == Outcome::Failed(orch_classify::FailureClass::GpuOom)
                     && let Some(pr) = predicted
                     && pr.peak_gib > 0.0
+                    && alike(pr)
                 {
                     let needed = o
                         .failed_demand_gib
@@ -110,6 +127,9 @@ impl Prior {
             // before the first step (then cancelled, preempted or hung) is not its peak.
             if o.outcome != Outcome::Succeeded && m.steps.is_none_or(|n| n < 1) {
                 continue;
+            }
+            if m.sequence_tokens.is_some() {
+                p.sequence_tokens = m.sequence_tokens;
             }
             if !p.bad.contains_key(&o.settings) || o.outcome == Outcome::Succeeded {
                 p.bad.remove(&o.settings);
@@ -133,7 +153,11 @@ impl Prior {
                     known.tokens_per_gpu_s = tokens;
                 }
             }
-            let pair = match (m.peak_reserved_gib, m.peak_allocated_gib, predicted) {
+            let pair = match (
+                m.peak_reserved_gib,
+                m.peak_allocated_gib,
+                predicted.filter(|pr| alike(pr)),
+            ) {
                 (Some(meas), _, Some(pr)) if pr.reserved_gib.is_some_and(|x| x > 0.0) => {
                     Some((meas, pr.reserved_gib.unwrap_or_default()))
                 }
@@ -205,6 +229,9 @@ impl Prior {
         }
         if let Some(scale) = self.scale {
             parts.push(format!("predictions ×{scale:.2}"));
+        }
+        if let Some(t) = self.sequence_tokens {
+            parts.push(format!("{t:.0} real tokens per sequence logged"));
         }
         if !parts.is_empty() {
             s.push_str(&format!(" ({})", parts.join(", ")));
@@ -302,6 +329,7 @@ mod tests {
                 band_pct: None,
                 architecture_known: Some(true),
                 calibrated_by: None,
+                sequence_tokens: None,
             }),
             measured: measured.map(|m| Measured {
                 peak_reserved_gib: Some(m),
@@ -369,6 +397,32 @@ mod tests {
                 .starts_with("calibrated by this run's own attempts"),
             "{}",
             own.describe()
+        );
+    }
+
+    #[test]
+    fn the_latest_logged_sequence_length_is_kept() {
+        let mut first = obs("a", Outcome::Succeeded, 60.0, Some(45.0));
+        first.measured.as_mut().unwrap().sequence_tokens = Some(900.0);
+        let mut second = obs("b", Outcome::Succeeded, 40.0, Some(32.0));
+        second.measured.as_mut().unwrap().sequence_tokens = Some(700.0);
+        let silent = obs("c", Outcome::Succeeded, 40.0, Some(32.0));
+        let p = Prior::from_observations(&[first, second, silent], PER_GPU, None);
+        assert_eq!(p.sequence_tokens, Some(700.0));
+        // Those predictions packed the default share, not 700 tokens: their ratios (0.75,
+        // 0.8) would count the shorter sequences twice, so no scale is taken from them.
+        assert_eq!(p.scale, None);
+        assert_eq!(p.measured, 0);
+        // A prediction that packed (about) the logged length calibrates again.
+        let mut alike = obs("d", Outcome::Succeeded, 40.0, Some(36.0));
+        alike.predicted.as_mut().unwrap().sequence_tokens = Some(690.0);
+        alike.measured.as_mut().unwrap().sequence_tokens = Some(700.0);
+        let p = Prior::from_observations(&[alike], PER_GPU, None);
+        assert_eq!((p.measured, p.scale), (1, Some(0.9)));
+        assert!(
+            p.describe().contains("700 real tokens per sequence logged"),
+            "{}",
+            p.describe()
         );
     }
 

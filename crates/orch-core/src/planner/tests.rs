@@ -572,3 +572,53 @@ fn a_plan_naming_another_model_is_estimated_with_it() {
     assert!(small.gpu_peak_gib() < big.gpu_peak_gib() / 2.0);
     assert_ne!(smaller.semantics(&setup), written.semantics(&setup));
 }
+
+/// The real sequence length an earlier attempt logged (verl's prompt + response length means,
+/// through the evidence prior) replaces the default share of the padded length: shorter real
+/// sequences make the same micro-batch smaller, and preflight keeps a larger one.
+#[test]
+fn logged_sequence_lengths_shrink_the_micro_batch_preflight_plans_for() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    let mut estimator = Estimator::new(&setup, &written).unwrap();
+    let default = estimator.estimate(&setup, &written);
+    // diamonds: 512 + 1024 padded; the default packs 0.635 of it, 975 tokens a sequence.
+    assert!((default.estimate.tokens_per_micro - 32.0 * 1536.0 * 0.635).abs() < 1.0);
+    let default_pick = preflight(&setup, &estimator, &written, &mut Vec::new()).unwrap();
+    estimator.set_sequence_tokens(Some(500.0));
+    let logged = estimator.estimate(&setup, &written);
+    assert!((logged.estimate.tokens_per_micro - 32.0 * 500.0).abs() < 1.0);
+    assert!(logged.gpu_peak_gib() < default.gpu_peak_gib());
+    let logged_pick = preflight(&setup, &estimator, &written, &mut Vec::new());
+    let micro = |m: &Option<Move>| {
+        m.as_ref()
+            .map_or(32, |m| value(&m.plan, MICRO).parse::<u64>().unwrap())
+    };
+    assert!(
+        micro(&logged_pick) > micro(&Some(default_pick.clone())),
+        "{:?} vs {}",
+        logged_pick.map(|m| m.describe()),
+        default_pick.describe()
+    );
+}
+
+/// A node a failure excluded stays excluded when a later failure moves the run down the ladder
+/// (candidates are built from the plan as written, which names no such node).
+#[test]
+fn a_move_keeps_the_nodes_a_failure_excluded() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    let mut current = written.clone();
+    current.resources.exclude.push("gpu-node-7".into());
+    let facts = torch_oom(17.68, 3.92, 79.18, 68.68, 4.08);
+    let (next, _) = decide(
+        &setup,
+        &written,
+        &[failed(&current, FailureClass::GpuOom, facts)],
+    );
+    let m = moved(next);
+    assert_eq!(m.plan.resources.exclude, ["gpu-node-7"], "{}", m.describe());
+    assert!(
+        !m.changes.iter().any(|c| c.key.contains("exclude")),
+        "{}",
+        m.describe()
+    );
+}

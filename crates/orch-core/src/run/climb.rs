@@ -8,7 +8,8 @@
 //! the job is stopped once the logs report the step after the next checkpoint, its end
 //! recorded as cancelled, and the decision it carries makes the next attempt the target,
 //! resumed from that checkpoint ([`RunDriver::climb_plan`]). A run resumed after a crash
-//! between the two finds the decision and stops the job at once.
+//! between the two finds the decision and stops the job after the checkpoint `climb.yaml`
+//! names.
 //!
 //! An attempt a climb started that runs out of memory goes straight back to the configuration
 //! before it ([`RunDriver::back_plan`]), resumed from its checkpoint; the planner never climbs
@@ -27,12 +28,21 @@ use crate::reporter::RunEvent;
 /// The target of a decided climb, beside the attempt it stops.
 pub const CLIMB_PLAN: &str = "climb.yaml";
 
+/// Written beside the attempt just before orch stops its job for a climb: a cancelled end
+/// without it (a user's `scancel`, an administrator, a cancel orch did not send) ends the run
+/// as cancelled, as before climbing existed, whatever climb was pending.
+pub const CLIMB_STOP: &str = "climb.stop";
+
 /// What `climb.yaml` holds: the plan to climb to and the decision's reason, which the next
 /// attempt's `rendered` event carries.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct ClimbFile {
     why: String,
     plan: Plan,
+    /// The checkpoint step the job is stopped after (absent in files of older orchs: then at
+    /// once).
+    #[serde(default)]
+    after: Option<u64>,
 }
 
 impl RunDriver {
@@ -54,8 +64,11 @@ impl RunDriver {
         };
         let latest = live.pace.latest.map(|(s, _)| s);
         if self.climb_decided() {
-            // Stopped once the step after the checkpoint is reported (at once when this orch
-            // does not know which checkpoint: resumed after a crash).
+            // Stopped once the step after the checkpoint is reported; an orch resumed after a
+            // crash reads which checkpoint from climb.yaml (at once if it cannot).
+            if self.climb_after.is_none() {
+                self.climb_after = self.climb_file(self.attempt).and_then(|f| f.after);
+            }
             let due = match (self.climb_after, latest) {
                 (Some(at), Some(step)) => step > at,
                 (Some(_), None) => false,
@@ -66,6 +79,12 @@ impl RunDriver {
             }
             ctx.progress
                 .event(self.name(), &RunEvent::ClimbStopping { job: &job.id });
+            let stop = self
+                .journal
+                .run()
+                .attempt_dir(self.attempt)
+                .join(CLIMB_STOP);
+            crate::atomic::write_atomic(&stop, b"")?;
             if let Err(e) = ctx.backend.cancel(&job).await {
                 // Still live: the next tick tries again.
                 ctx.progress.event(
@@ -113,14 +132,16 @@ impl RunDriver {
         };
         let n = self.attempt;
         let path = self.journal.run().attempt_dir(n).join(CLIMB_PLAN);
+        let every = pace.checkpoint_every.max(1);
+        let after = pace.step.div_ceil(every) * every;
         let file = ClimbFile {
             why: climb.to.why.clone(),
             plan: climb.to.plan.clone(),
+            after: Some(after),
         };
         crate::atomic::write_atomic(&path, serde_yaml::to_string(&file)?.as_bytes())?;
         self.decided(n, Decision::Climb(climb.to.label.clone()), &climb.to.why)?;
-        let every = pace.checkpoint_every.max(1);
-        self.climb_after = Some(pace.step.div_ceil(every) * every);
+        self.climb_after = Some(after);
         ctx.progress.event(
             self.name(),
             &RunEvent::ClimbDecided {
@@ -128,6 +149,12 @@ impl RunDriver {
             },
         );
         Ok(false)
+    }
+
+    /// Attempt `n`'s climb.yaml, when it can be read.
+    fn climb_file(&self, n: u32) -> Option<ClimbFile> {
+        let path = self.journal.run().attempt_dir(n).join(CLIMB_PLAN);
+        serde_yaml::from_str(&std::fs::read_to_string(path).ok()?).ok()
     }
 
     /// Whether the running attempt carries a climb decision.
@@ -238,7 +265,9 @@ impl RunDriver {
         let Some(a) = record.attempts.iter().find(|a| a.attempt == n) else {
             return Ok(None);
         };
-        if !matches!(a.decision, Some(Decision::Climb(_))) {
+        // The decision stands (a failure of the attempt before the stop replaces it) and this
+        // orch sent the stop: a cancel from elsewhere is the user's.
+        if !matches!(a.decision, Some(Decision::Climb(_))) || !a.dir.join(CLIMB_STOP).exists() {
             return Ok(None);
         }
         let path = a.dir.join(CLIMB_PLAN);
@@ -259,6 +288,13 @@ impl RunDriver {
         let Some(Decision::Climb(to)) = &before.decision else {
             return Ok(None);
         };
+        // Only an attempt orch stopped for the climb: one that failed on its own before the
+        // stop carries its failure's decision, not the climb's.
+        if before.outcome != Some(crate::outcome::Outcome::Cancelled)
+            || !before.dir.join(CLIMB_STOP).exists()
+        {
+            return Ok(None);
+        }
         let path = before.dir.join("plan.yaml");
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;

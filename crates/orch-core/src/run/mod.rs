@@ -320,6 +320,19 @@ impl RunDriver {
         }
     }
 
+    /// Pack the sequence lengths the trainer logged (this run's attempts or earlier runs', as
+    /// the store keeps them) into the estimator, as preflight did: every later prediction and
+    /// decision then uses the real lengths, and its `rendered` prediction says so (the prior
+    /// calibrates only on predictions that packed the lengths it knows).
+    pub(crate) fn learn_lengths(&mut self) {
+        let tokens = self.prior().sequence_tokens;
+        if let Some(estimator) = self.estimator.as_mut()
+            && tokens.is_some()
+        {
+            estimator.set_sequence_tokens(tokens);
+        }
+    }
+
     /// The evidence store beside this run's directory.
     pub(crate) fn store(&self) -> Option<crate::evidence_store::EvidenceStore> {
         let runs = self.journal.run().path.parent()?;
@@ -340,6 +353,7 @@ impl RunDriver {
             band_pct: orch_memory::calibration::band(e.trainer).map(|b| b.over_pct),
             architecture_known: Some(estimator.knows_architecture()),
             calibrated_by: Some(self.prior().earlier as u32).filter(|n| *n > 0),
+            sequence_tokens: estimator.sequence_tokens().map(round2),
         })
     }
 

@@ -84,6 +84,8 @@ impl Phase {
 }
 
 /// Where a resumed run picks up.
+// Made once per `orch resume` and taken apart at once: a box would only move the bytes.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Resumed {
     /// In this phase.
@@ -363,6 +365,10 @@ impl Live {
                 if !to_end {
                     break;
                 }
+            }
+            if to_end {
+                // The job ended: a declared line it printed without a newline counts too.
+                log.swallow.finish();
             }
         }
         if let Some(step) = self.measured().and_then(|m| m.steps) {

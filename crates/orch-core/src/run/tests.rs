@@ -36,6 +36,8 @@ enum Act {
     /// Runs until cancelled, writing one of train.py's step lines per poll, with this peak
     /// reserved memory (GiB).
     Steps(f64),
+    /// As `Steps`, then ends so after this many steps, having written this to stderr.
+    StepsThen(f64, u64, JobEnd, &'static str),
 }
 
 fn oom() -> Act {
@@ -107,7 +109,17 @@ impl Fake {
                     JobState::Finished(end.clone())
                 }
                 (Act::Hang | Act::NoRoom, false) => JobState::Running,
-                (Act::Steps(peak), false) => {
+                (Act::StepsThen(_, last, end, text), false) if job.steps >= *last => {
+                    let stderr = job.stdout.with_file_name("stderr.log");
+                    if !std::fs::read_to_string(&stderr)
+                        .unwrap_or_default()
+                        .contains(text)
+                    {
+                        std::fs::write(&stderr, text).unwrap();
+                    }
+                    JobState::Finished(end.clone())
+                }
+                (Act::Steps(peak) | Act::StepsThen(peak, ..), false) => {
                     // examples/torchrun/train.py's step line.
                     job.steps += 1;
                     let line = format!(
@@ -166,7 +178,7 @@ impl Scheduler for Fake {
         let act = act.or_else(|| self.then.clone()).unwrap_or_else(ok);
         let text = match &act {
             Act::End(_, text) => text.to_string(),
-            Act::Hang | Act::Steps(_) => String::new(),
+            Act::Hang | Act::Steps(_) | Act::StepsThen(..) => String::new(),
             Act::NoRoom => {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::StorageFull,
@@ -723,14 +735,11 @@ num_key_value_heads: 2, intermediate_size: 11008, vocab_size: 151936, tie_word_e
 overrides:\n  micro_batch_size: 16\n  gradient_accumulation_steps: 2\n  max_seq_len: 2048\n  \
 gradient_checkpointing: false\n  precision: bf16\n  max_steps: 10000000\n  save_every: 1\n";
 
-#[tokio::test]
-async fn an_oom_after_a_climb_goes_straight_back() {
-    // Preflight's configuration measures 0.7 of its prediction and climbs; the faster one runs
-    // out of memory after all; the run returns at once to the one before, from its checkpoint.
-    let world = World::new(Fake::new([Act::Steps(50.75), oom(), ok()]));
+/// A driver of `experiment` (torchrun, climbing on) from preflight's configuration.
+fn climber(world: &World, experiment: &str) -> RunDriver {
     let path = world.dir.path().join("experiments/climber.yaml");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, CLIMBER).unwrap();
+    std::fs::write(&path, experiment).unwrap();
     let experiment = Experiment::find(&world.catalog, "climber")
         .unwrap()
         .remove(0);
@@ -766,10 +775,17 @@ async fn an_oom_after_a_climb_goes_straight_back() {
         serde_yaml::to_string(&chosen.plan).unwrap().as_bytes(),
     )
     .unwrap();
-    let driver = RunDriver::new(setup, written.clone(), run, 5, &world.progress)
+    RunDriver::new(setup, written.clone(), run, 5, &world.progress)
         .unwrap()
-        .preflighted(written, chosen);
-    let record = world.drive(driver).await;
+        .preflighted(written, chosen)
+}
+
+#[tokio::test]
+async fn an_oom_after_a_climb_goes_straight_back() {
+    // Preflight's configuration measures 0.7 of its prediction and climbs; the faster one runs
+    // out of memory after all; the run returns at once to the one before, from its checkpoint.
+    let world = World::new(Fake::new([Act::Steps(50.75), oom(), ok()]));
+    let record = world.drive(climber(&world, CLIMBER)).await;
     assert_eq!(record.state, RunState::Succeeded, "{record:#?}");
     assert_eq!(
         outcomes(&record),
@@ -806,4 +822,77 @@ async fn an_oom_after_a_climb_goes_straight_back() {
         "{:?}",
         world.fake.calls()
     );
+}
+
+/// The climber with a checkpoint only every 1000 steps: a climb decided early waits long for
+/// its stop.
+fn rare_checkpoints() -> String {
+    CLIMBER.replace("save_every: 1\n", "save_every: 1000\n")
+}
+
+#[tokio::test]
+async fn a_failure_before_a_climbs_stop_is_answered_like_any_other() {
+    // The climb is decided, its stop waits for the checkpoint, and the attempt runs out of
+    // memory first: that failure decides (a step down), and when the next attempt fails too
+    // the run does not go "back" to the attempt that just failed.
+    let world = World::new(Fake::new([
+        Act::StepsThen(50.75, 12, JobEnd::Failed { exit_code: Some(1) }, OOM),
+        oom(),
+        ok(),
+    ]));
+    let record = world.drive(climber(&world, &rare_checkpoints())).await;
+    let first = &record.attempts[0];
+    assert_eq!(first.outcome, Some(Outcome::Failed(FailureClass::GpuOom)));
+    assert!(
+        matches!(first.decision, Some(Decision::Step(_))),
+        "the failure's own decision: {:?}",
+        first.decision
+    );
+    assert!(
+        record
+            .attempts
+            .iter()
+            .all(|a| !a.why.starts_with("back to ")),
+        "{record:#?}"
+    );
+    // The climb was decided while it ran: its event is in the ledger, replaced by the failure's.
+    let climbs = world
+        .ledger()
+        .open(&record.run)
+        .unwrap()
+        .events()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::Decided {
+                    decision: Decision::Climb(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(climbs, 1, "no climb was decided: the test shows nothing");
+}
+
+#[tokio::test]
+async fn a_cancel_from_elsewhere_while_a_climb_waits_ends_the_run() {
+    // A climb is decided and waits for its checkpoint; the job is cancelled by someone else
+    // (scancel, an administrator): the run ends cancelled, it does not climb.
+    let world = World::new(Fake::new([Act::StepsThen(
+        50.75,
+        12,
+        JobEnd::Cancelled,
+        "",
+    )]));
+    let record = world.drive(climber(&world, &rare_checkpoints())).await;
+    assert_eq!(record.state, RunState::Cancelled, "{record:#?}");
+    assert_eq!(record.attempts.len(), 1, "{record:#?}");
+    assert!(
+        matches!(record.attempts[0].decision, Some(Decision::Climb(_))),
+        "no climb was pending: the test shows nothing ({:?})",
+        record.attempts[0].decision
+    );
+    assert!(!world.fake.calls().iter().any(|c| c.starts_with("cancel")));
 }

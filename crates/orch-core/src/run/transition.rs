@@ -35,6 +35,7 @@ impl RunDriver {
             Phase::Queued(_) if self.cancel_requested()? => self.cancelled_before(self.attempt + 1),
             Phase::Queued(mut pending) => match self.take_slot(ctx) {
                 Grant::Go(devices) => {
+                    self.learn_lengths();
                     self.learn_before_first(&mut pending, ctx.progress);
                     self.render(ctx, pending, devices)
                 }
@@ -47,7 +48,10 @@ impl RunDriver {
             },
             Phase::Unsure => self.recover(ctx.backend, ctx.progress).await,
             Phase::Submitting => self.launch(ctx).await,
-            Phase::Finished(finish) => self.decide(ctx, finish),
+            Phase::Finished(finish) => {
+                self.learn_lengths();
+                self.decide(ctx, finish)
+            }
             waiting => {
                 self.phase = waiting;
                 return Ok(false);
@@ -101,6 +105,9 @@ impl RunDriver {
         let devices = ctx.slots.filter(|s| s.has_devices()).map(|_| devices);
         self.plan.check(&self.setup)?;
         self.attempt += 1;
+        // A new attempt's steps count from its own start (from 0 unless resumed).
+        self.climb_looked = 0;
+        self.climb_after = None;
         let n = self.attempt;
         let run = self.journal.run().clone();
         let dir = run.attempt_dir(n);
@@ -582,7 +589,13 @@ impl RunDriver {
             running_since: live.running_since.clone(),
             measured: live.measured(),
         })?;
-        self.remember(outcome, live.measured(), evidence.as_ref());
+        // A swallowed failure the log names only by the template's assumed class (genrl's
+        // training line names no exception) proves nothing about the card: not evidence.
+        let assumed = matches!(end, JobEnd::Swallowed { .. })
+            && evidence.as_ref().is_none_or(|e| e.memory.is_none());
+        if !assumed {
+            self.remember(outcome, live.measured(), evidence.as_ref());
+        }
         crash_point("finished");
         self.phase = Phase::Finished(Finish {
             outcome,
@@ -702,8 +715,13 @@ impl RunDriver {
             )
         } else {
             format!(
-                "succeeded on attempt {n} after {failures} failure{} (steps: {})",
+                "succeeded on attempt {n} after {failures} failure{}{} (steps: {})",
                 if failures == 1 { "" } else { "s" },
+                match climbs {
+                    0 => String::new(),
+                    1 => " and 1 climb".to_string(),
+                    c => format!(" and {c} climbs"),
+                },
                 self.plan.steps.join(", ")
             )
         };
@@ -847,12 +865,17 @@ impl RunDriver {
         decision: Decision,
         reason: &str,
     ) -> anyhow::Result<()> {
-        let already = self
-            .journal
-            .record()?
-            .attempts
-            .iter()
-            .any(|a| a.attempt == attempt && a.decision.is_some());
+        // Once per attempt (a resumed orch does not decide twice), except that a climb, decided
+        // while the attempt still ran, gives way to what its end decides: a failure before
+        // the climb's stop is answered like any other.
+        let already = self.journal.record()?.attempts.iter().any(|a| {
+            a.attempt == attempt
+                && match &a.decision {
+                    None => false,
+                    Some(Decision::Climb(_)) => matches!(decision, Decision::Climb(_)),
+                    Some(_) => true,
+                }
+        });
         if already {
             return Ok(());
         }

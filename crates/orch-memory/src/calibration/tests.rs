@@ -7,8 +7,10 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{Band, bands, excess};
-use crate::estimate::{Estimate, Hardware, SimConfig, Trainer, VerlConfig, Workload, estimate};
+use super::{Band, Residual, bands, excess, residuals};
+use crate::estimate::{
+    ArealConfig, Estimate, Hardware, SimConfig, Trainer, VerlConfig, Workload, estimate,
+};
 use crate::overrides::Overrides;
 use crate::shape::lookup;
 
@@ -83,13 +85,28 @@ fn scalar(v: &serde_yaml::Value) -> String {
 }
 
 /// The row's estimate, as `orch estimate` would make it for that card.
-fn estimate_row(r: &Row) -> Estimate {
+fn estimate_row(trainer: Trainer, r: &Row) -> Estimate {
     let mut o = Overrides::new();
-    o.set("actor_rollout_ref.model.path", &r.model);
+    let model_key = match trainer {
+        Trainer::Areal => "actor.path",
+        _ => "actor_rollout_ref.model.path",
+    };
+    o.set(model_key, &r.model);
     for (k, v) in &r.overrides {
         o.set(k, &scalar(v));
     }
-    let v = VerlConfig::from_overrides(&o);
+    let (workload, gpus_per_node) = match trainer {
+        Trainer::Areal => {
+            let a = ArealConfig::from_overrides(&o);
+            let n = a.n_gpus_per_node;
+            (Workload::Areal(a), n)
+        }
+        _ => {
+            let v = VerlConfig::from_overrides(&o);
+            let n = v.n_gpus_per_node;
+            (Workload::Verl(v), n)
+        }
+    };
     let arch = lookup(r.shape_of.as_deref().unwrap_or(&r.model));
     assert!(
         arch.known,
@@ -99,14 +116,14 @@ fn estimate_row(r: &Row) -> Estimate {
     let hw = Hardware {
         gpu_name: r.card.clone(),
         gpu_mem_gib: r.card_gib,
-        gpus_per_node: v.n_gpus_per_node,
+        gpus_per_node,
         // Host RAM is not what the set is evidence of.
         host_mem_gib: 4096.0,
         expandable_segments: false,
     };
     estimate(&SimConfig {
         hw,
-        workload: Workload::Verl(v),
+        workload,
         resumed: false,
         arch: Some(arch),
     })
@@ -120,17 +137,73 @@ struct Scored {
     id: String,
     outcome: Outcome,
     estimate: Estimate,
+    card_gib: f64,
+    figure_gib: Option<f64>,
 }
+
+/// What the row allows of `real peak / predicted peak`, the open side closed by the band.
+fn residual(s: &Scored, band: &Band) -> Residual {
+    let p = peak(&s.estimate);
+    let (edge_lo, edge_hi) = (1.0 - band.over(), 1.0 + band.over());
+    let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+    match s.outcome {
+        Outcome::Fits => {
+            let hi = r3((s.card_gib / p).min(edge_hi));
+            Residual {
+                id: s.id.clone(),
+                lo: r3(edge_lo).min(hi),
+                hi,
+                bound: format!(
+                    "ran: real ≤ the card's {:.2} GiB, predicted {p:.2}",
+                    s.card_gib
+                ),
+            }
+        }
+        Outcome::Oom => {
+            let (need, what) = match s.figure_gib {
+                Some(f) => (f, "torch's figure"),
+                None => (s.card_gib, "the card's"),
+            };
+            let lo = r3((need / p).clamp(edge_lo, edge_hi));
+            Residual {
+                id: s.id.clone(),
+                lo,
+                hi: r3(edge_hi).max(lo),
+                bound: format!("out of memory: real ≥ {what} {need:.2} GiB, predicted {p:.2}"),
+            }
+        }
+    }
+}
+
+/// `residuals.yaml` as the rows derive it (one trainer's part).
+fn residuals_yaml(trainer: &str, rows: &[Residual]) -> String {
+    let mut out = format!("{trainer}:\n");
+    for r in rows {
+        out += &format!(
+            "  - {{id: {}, lo: {:.3}, hi: {:.3}, bound: \"{}\"}}\n",
+            r.id, r.lo, r.hi, r.bound
+        );
+    }
+    out
+}
+
+const RESIDUALS_HEADER: &str = "\
+# What each calibration row allows of real peak / predicted peak (crates/orch-memory/src/calibration.rs).
+# Derived from the rows by `cargo test -p orch-memory calibration`, which fails when this file
+# disagrees (ORCH_CALIBRATION_BLESS=1 rewrites it). A row that ran bounds the ratio from above,
+# an OOM report from below; the open side is the trainer's band (bands.yaml), used both ways.
+# The simulator's calibrated truth (ORCH_SIM_TRUTH=calibrated) draws from these ranges.
+";
 
 fn verdict_right(s: &Scored, band: &Band) -> bool {
     band.admits(&s.estimate) == (s.outcome == Outcome::Fits)
 }
 
-fn score(file: &str) -> Vec<Scored> {
+fn score(trainer: Trainer, file: &str) -> Vec<Scored> {
     rows(file)
         .into_iter()
         .map(|r| {
-            let e = estimate_row(&r);
+            let e = estimate_row(trainer, &r);
             let failure = e
                 .failure
                 .as_ref()
@@ -143,7 +216,11 @@ fn score(file: &str) -> Vec<Scored> {
                     (peak(&e) / f.needed_at_least_gib - 1.0) * 100.0
                 )
             });
-            let nodes = r.overrides.get("trainer.nnodes").map_or("1".into(), scalar);
+            let nodes = r
+                .overrides
+                .get("trainer.nnodes")
+                .or_else(|| r.overrides.get("cluster.n_nodes"))
+                .map_or("1".into(), scalar);
             println!(
                 "| {} | {} on {nodes} × {} × {} ({:.2} GiB) | {:?} | {} | {:.1} GiB ({:+.0} % of the card): {} |{}",
                 r.id,
@@ -179,6 +256,8 @@ fn score(file: &str) -> Vec<Scored> {
                 id: r.id,
                 outcome: r.outcome,
                 estimate: e,
+                card_gib: r.card_gib,
+                figure_gib: r.figure.as_ref().map(|f| f.needed_at_least_gib),
             }
         })
         .collect()
@@ -197,9 +276,9 @@ fn measured_over_pct(tuning: &[Scored]) -> u32 {
 #[test]
 fn verl_calibration_matches_the_shipped_band() {
     println!("tuning rows (calibration/verl.yaml):");
-    let tuning = score("verl.yaml");
+    let tuning = score(Trainer::Verl, "verl.yaml");
     println!("held-out rows (calibration/verl-holdout.yaml):");
-    let holdout = score("verl-holdout.yaml");
+    let holdout = score(Trainer::Verl, "verl-holdout.yaml");
     for s in tuning.iter().chain(&holdout) {
         if s.outcome == Outcome::Oom {
             assert!(
@@ -229,6 +308,55 @@ fn verl_calibration_matches_the_shipped_band() {
         bands().get("verl"),
         Some(&measured),
         "calibration/bands.yaml disagrees with what the set measures"
+    );
+    let derived: Vec<Residual> = tuning
+        .iter()
+        .chain(&holdout)
+        .map(|s| residual(s, &measured))
+        .collect();
+    let text = format!("{RESIDUALS_HEADER}{}", residuals_yaml("verl", &derived));
+    let path = dir().join("residuals.yaml");
+    if std::env::var_os("ORCH_CALIBRATION_BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    print!("{text}");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        text,
+        "calibration/residuals.yaml disagrees with the rows (ORCH_CALIBRATION_BLESS=1 rewrites it)"
+    );
+    assert_eq!(residuals().get("verl"), Some(&derived));
+}
+
+/// AReaL's public rows are scored like verl's. They are two configurations known to run and no
+/// OOM report or real figure: nothing bounds an over-prediction from the failing side, so the
+/// set validates no band for AReaL and `bands.yaml` ships none (preflight then rewrites any
+/// predicted failure, as without a band). A row predicted not to fit would be a wrong verdict.
+#[test]
+fn areal_rows_are_scored_and_validate_no_band() {
+    println!("AReaL rows (calibration/areal.yaml):");
+    let rows = score(Trainer::Areal, "areal.yaml");
+    assert!(!rows.is_empty());
+    let zero = Band {
+        over_pct: 0,
+        configurations: 0,
+        tuning_right: 0,
+        tuning_rows: 0,
+        holdout_right: 0,
+        holdout_rows: 0,
+    };
+    for s in &rows {
+        assert!(
+            verdict_right(s, &zero),
+            "{}: a configuration known to run, predicted not to fit ({:.1} GiB on {:.2})",
+            s.id,
+            peak(&s.estimate),
+            s.card_gib
+        );
+    }
+    assert!(
+        rows.iter().all(|s| s.outcome == Outcome::Fits) && !bands().contains_key("areal"),
+        "an AReaL band needs rows that bound the error from both sides"
     );
 }
 

@@ -77,6 +77,12 @@ pub struct VerlConfig {
     pub n_gpus_per_node: u32,
     /// `trainer.nnodes`.
     pub nnodes: u32,
+    /// Real tokens per sequence (prompt + response) an earlier attempt of this model logged:
+    /// verl's `prompt_length/mean` + `response_length/mean`, which `compute_data_metrics`
+    /// (`verl/trainer/ppo/metric_utils.py`, volcengine/verl at 07c9cf137) logs every step.
+    /// With padding removed a micro-batch holds these, not the padded length; None: the
+    /// documented default share of it, [`super::k::REMOVE_PADDING_FILL`].
+    pub observed_tokens_per_sequence: Option<f64>,
     /// What was assumed, for the banner.
     pub notes: Vec<String>,
 }
@@ -150,7 +156,17 @@ impl VerlConfig {
             max_response_length: o.u64_or("data.max_response_length", 512),
             n_gpus_per_node,
             nnodes,
+            observed_tokens_per_sequence: None,
             notes,
+        }
+    }
+
+    /// The share of the padded length (`seq_len`) a sequence really holds once padding is
+    /// removed: the logged lengths when an earlier attempt gave them, else the default.
+    pub fn fill(&self) -> f64 {
+        match self.observed_tokens_per_sequence {
+            Some(t) if t > 0.0 && self.seq_len() > 0 => (t / self.seq_len() as f64).min(1.0),
+            _ => super::k::REMOVE_PADDING_FILL,
         }
     }
 

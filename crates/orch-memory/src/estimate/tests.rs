@@ -805,3 +805,36 @@ fn verl_ppo_critic_stays_resident_through_the_actor_update() {
     ]);
     assert_eq!(offloaded, 0.0);
 }
+
+/// With padding removed, a micro-batch holds the real tokens: the lengths an earlier attempt
+/// logged when there are some, else the documented default share of the padded length.
+#[test]
+fn logged_sequence_lengths_replace_the_default_fill() {
+    let mut o = Overrides::new();
+    o.set("actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct");
+    o.set("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "8");
+    o.set("data.max_prompt_length", "512");
+    o.set("data.max_response_length", "1024");
+    let run = |v: VerlConfig| {
+        estimate(&SimConfig {
+            hw: Hardware::h100_default(),
+            workload: Workload::Verl(v),
+            resumed: false,
+            arch: None,
+        })
+    };
+    let default = run(VerlConfig::from_overrides(&o));
+    assert!((default.tokens_per_micro - 8.0 * 1536.0 * k::REMOVE_PADDING_FILL).abs() < 1.0);
+    let logged = run(VerlConfig {
+        observed_tokens_per_sequence: Some(768.0),
+        ..VerlConfig::from_overrides(&o)
+    });
+    assert!((logged.tokens_per_micro - 8.0 * 768.0).abs() < 1.0);
+    assert!(logged.train_peak_gib < default.train_peak_gib);
+    // Never more than the padded length.
+    let long = VerlConfig {
+        observed_tokens_per_sequence: Some(5000.0),
+        ..VerlConfig::from_overrides(&o)
+    };
+    assert_eq!(long.fill(), 1.0);
+}

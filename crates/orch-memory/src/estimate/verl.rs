@@ -37,11 +37,7 @@ impl Actor {
     fn new(arch: &Arch, critic: &Arch, v: &VerlConfig) -> Self {
         let world = (f64::from(v.n_gpus_per_node) * f64::from(v.nnodes)).max(1.0);
         let p = arch.params;
-        let fill = if v.use_remove_padding {
-            k::REMOVE_PADDING_FILL
-        } else {
-            1.0
-        };
+        let fill = if v.use_remove_padding { v.fill() } else { 1.0 };
         // With dynamic batching verl packs a micro-batch to `ppo_max_token_len_per_gpu × sp`
         // real tokens for the whole sequence-parallel group (`dp_actor.py` `update_policy`:
         // `max_token_len = ppo_max_token_len_per_gpu * ulysses_sequence_parallel_size`, at

@@ -137,6 +137,7 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Run {
             arch.vocab
         )),
     );
+    let est = ctx.real(&cfg, est);
     Run {
         o,
         v,

@@ -43,6 +43,8 @@ pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyho
     let calibration = [false, true].into_iter().find_map(|simulated| {
         let prior = prior::load(&store, &setup, &estimator, simulated, None);
         (!prior.is_empty()).then(|| {
+            let mut estimator = estimator.clone();
+            estimator.set_sequence_tokens(prior.sequence_tokens);
             let chosen =
                 planner::preflight_with(&setup, &estimator, &plan, &prior, &mut Vec::new());
             (prior, simulated, chosen)
@@ -63,6 +65,12 @@ pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyho
         json["preflight"] = instead.map_or(json!(null), as_json);
         // Also with the architecture unknown: the reference recovery is measured against.
         json["best"] = best.as_ref().map_or(json!(null), as_json);
+        #[cfg(feature = "sim")]
+        if let Some(t) = &args.sim_truth {
+            let truth = orch_sim::truth::Truth::from_vars(Some(t), args.sim_truth_seed.as_deref())
+                .map_err(UsageError)?;
+            json["true_best"] = super::truth::true_best(&setup, &estimator, &written, truth);
+        }
         json["calibration"] = calibration
             .as_ref()
             .map_or(json!(null), |(p, simulated, chosen)| {
@@ -71,6 +79,7 @@ pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyho
                     "measured_peaks": p.measured,
                     "known_not_to_fit": p.bad.len(),
                     "scale": p.scale.map(round3),
+                    "sequence_tokens": p.sequence_tokens.map(round2),
                     "simulated": simulated,
                     "describe": p.describe(),
                     "preflight": chosen.as_ref().map(|m| json!({

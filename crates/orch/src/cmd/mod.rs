@@ -20,6 +20,8 @@ mod report;
 mod runs;
 mod shell;
 mod submit;
+#[cfg(feature = "sim")]
+mod truth;
 
 use std::path::PathBuf;
 

@@ -229,10 +229,14 @@ fn create_runs(
     let mut detached = Vec::new();
     let mut planned = Vec::new();
     let store = orch_core::evidence_store::EvidenceStore::in_runs_dir(ledger.root());
-    for (setup, written, estimator) in members {
+    for (setup, written, mut estimator) in members {
         let prior = estimator.as_ref().map_or_else(Prior::none, |e| {
             orch_core::planner::prior::load(&store, &setup, e, simulate, None)
         });
+        // The sequence length earlier attempts logged replaces the default share.
+        if let Some(e) = estimator.as_mut() {
+            e.set_sequence_tokens(prior.sequence_tokens);
+        }
         let preflight = preflight(
             &setup,
             &written,
