@@ -21,7 +21,7 @@
 use orch_classify::FailureClass;
 
 use super::evidence::Learned;
-use super::space::{self, Candidate, Range, counts_of};
+use super::space::{self, Candidate, counts_of};
 use super::{Context, MEMORY_CLASSES, Move, Search, margin_with};
 use crate::config::template::ClimbSpec;
 
@@ -126,19 +126,7 @@ pub fn climb(
         tight_guess: false,
         prior: cx.prior,
     };
-    let ranges: Vec<Range> = setup
-        .ladder
-        .steps
-        .iter()
-        .map(|s| Range {
-            lo: 0,
-            hi: if s.answers.iter().any(|c| MEMORY_CLASSES.contains(c)) {
-                s.repeat
-            } else {
-                0
-            },
-        })
-        .collect();
+    let ranges = super::ranges_answering(setup, &MEMORY_CLASSES);
     let current = crate::evidence_store::settings(setup, cx.current);
     // Every configuration submitted before is out, the running one included in the list so
     // that it is scored on the same scale as the others.

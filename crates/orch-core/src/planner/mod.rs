@@ -292,19 +292,7 @@ pub fn preflight_with(
     };
     let menus: [&[FailureClass]; 2] = [&[predicted], &MEMORY_CLASSES];
     let best = menus.iter().find_map(|classes| {
-        let ranges: Vec<Range> = setup
-            .ladder
-            .steps
-            .iter()
-            .map(|s| Range {
-                lo: 0,
-                hi: if s.answers.iter().any(|c| classes.contains(c)) {
-                    s.repeat
-                } else {
-                    0
-                },
-            })
-            .collect();
+        let ranges = ranges_answering(setup, classes);
         search.best(space::enumerate(setup, written, &ranges, &exclude), notes)
     });
     let Some(best) = best else {
@@ -330,6 +318,24 @@ pub fn preflight_with(
         chosen.why
     );
     Some(chosen)
+}
+
+/// Each ladder step as often as it may repeat when it answers one of `classes`, else not at
+/// all: the combinations preflight and a climb choose among.
+pub(crate) fn ranges_answering(setup: &Setup, classes: &[FailureClass]) -> Vec<Range> {
+    setup
+        .ladder
+        .steps
+        .iter()
+        .map(|s| Range {
+            lo: 0,
+            hi: if s.answers.iter().any(|c| classes.contains(c)) {
+                s.repeat
+            } else {
+                0
+            },
+        })
+        .collect()
 }
 
 /// The failure class the classifier would give the estimator's predicted failure.
@@ -413,19 +419,7 @@ fn calibrated_preflight(
     };
     notes.push(format!("preflight: {}", prior.describe()));
     notes.extend(prior.notes.iter().cloned());
-    let ranges: Vec<Range> = setup
-        .ladder
-        .steps
-        .iter()
-        .map(|s| Range {
-            lo: 0,
-            hi: if s.answers.iter().any(|c| MEMORY_CLASSES.contains(c)) {
-                s.repeat
-            } else {
-                0
-            },
-        })
-        .collect();
+    let ranges = ranges_answering(setup, &MEMORY_CLASSES);
     let candidates = space::enumerate(setup, written, &ranges, &HashSet::new());
     let Some(best) = search.best(candidates, notes) else {
         notes.push(
