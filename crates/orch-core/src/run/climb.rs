@@ -227,13 +227,7 @@ impl RunDriver {
             return self.prior();
         };
         let run = self.journal.run();
-        let predicted = self
-            .journal
-            .cached()
-            .attempts
-            .iter()
-            .find(|a| a.attempt == self.attempt)
-            .and_then(|a| a.predicted.clone());
+        let predicted = self.predicted_now();
         let running = crate::evidence_store::observe(
             &self.setup,
             &self.plan,

@@ -275,13 +275,7 @@ impl RunDriver {
             return;
         };
         let run = self.journal.run();
-        let predicted = self
-            .journal
-            .cached()
-            .attempts
-            .iter()
-            .find(|a| a.attempt == self.attempt)
-            .and_then(|a| a.predicted.clone());
+        let predicted = self.predicted_now();
         let attempt = crate::evidence_store::Attempt {
             run: &run.id,
             attempt: self.attempt,
@@ -331,6 +325,16 @@ impl RunDriver {
         {
             estimator.set_sequence_tokens(tokens);
         }
+    }
+
+    /// What the estimator predicted for the current attempt when it was rendered.
+    pub(crate) fn predicted_now(&self) -> Option<crate::ledger::PredictedMemory> {
+        self.journal
+            .cached()
+            .attempts
+            .iter()
+            .find(|a| a.attempt == self.attempt)
+            .and_then(|a| a.predicted.clone())
     }
 
     /// The evidence store beside this run's directory.

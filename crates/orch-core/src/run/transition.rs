@@ -466,8 +466,21 @@ impl RunDriver {
                 silent,
             },
         );
+        let end = JobEnd::Hung {
+            silent_secs: silent.as_secs(),
+        };
+        self.stop_as(job, end, ctx).await
+    }
+
+    /// Cancel the live job and record it as ending `end`; when the backend cannot cancel it
+    /// yet, say so: it is still live and the next tick tries again.
+    async fn stop_as<B: Scheduler>(
+        &mut self,
+        job: JobRef,
+        end: JobEnd,
+        ctx: &Ctx<'_, B>,
+    ) -> anyhow::Result<()> {
         if let Err(e) = ctx.backend.cancel(&job).await {
-            // Still live: the next tick tries again.
             ctx.progress.event(
                 self.name(),
                 &RunEvent::BackendFailed {
@@ -476,9 +489,6 @@ impl RunDriver {
             );
             return Ok(());
         }
-        let end = JobEnd::Hung {
-            silent_secs: silent.as_secs(),
-        };
         let result = self.job_ended(end, ctx).await;
         self.fail_on_error(result, ctx)
     }
@@ -503,18 +513,7 @@ impl RunDriver {
                 evidence,
             },
         );
-        if let Err(e) = ctx.backend.cancel(&job).await {
-            // Still live: the next tick tries again.
-            ctx.progress.event(
-                self.name(),
-                &RunEvent::BackendFailed {
-                    error: &format!("{e:#}"),
-                },
-            );
-            return Ok(());
-        }
-        let result = self.job_ended(JobEnd::Swallowed { count }, ctx).await;
-        self.fail_on_error(result, ctx)
+        self.stop_as(job, JobEnd::Swallowed { count }, ctx).await
     }
 
     /// Stop the live job (Ctrl-C on a local run) and record it as cancelled.
