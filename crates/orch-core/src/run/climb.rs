@@ -111,15 +111,7 @@ impl RunDriver {
         let prior = self.prior_with_running();
         let mut notes = Vec::new();
         let decided = crate::planner::climb::climb(
-            &crate::planner::Context {
-                setup: &self.setup,
-                estimator: self.estimator.as_ref(),
-                written: &self.written,
-                current: &self.plan,
-                failures: &failures,
-                tried: &self.tried,
-                prior: &prior,
-            },
+            &self.planner_context(&failures, &prior),
             &spec,
             &pace,
             &mut notes,

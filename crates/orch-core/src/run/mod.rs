@@ -327,6 +327,23 @@ impl RunDriver {
         }
     }
 
+    /// What the planner is asked with: this run's setup, plans and attempts so far.
+    pub(crate) fn planner_context<'a>(
+        &'a self,
+        failures: &'a [crate::planner::evidence::Failure],
+        prior: &'a crate::planner::Prior,
+    ) -> crate::planner::Context<'a> {
+        crate::planner::Context {
+            setup: &self.setup,
+            estimator: self.estimator.as_ref(),
+            written: &self.written,
+            current: &self.plan,
+            failures,
+            tried: &self.tried,
+            prior,
+        }
+    }
+
     /// What the estimator predicted for the current attempt when it was rendered.
     pub(crate) fn predicted_now(&self) -> Option<crate::ledger::PredictedMemory> {
         self.journal

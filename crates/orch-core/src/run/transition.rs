@@ -775,18 +775,7 @@ impl RunDriver {
         let mut notes = Vec::new();
         let failures = self.failures()?;
         let prior = self.prior();
-        let next = planner::next(
-            &planner::Context {
-                setup: &self.setup,
-                estimator: self.estimator.as_ref(),
-                written: &self.written,
-                current: &self.plan,
-                failures: &failures,
-                tried: &self.tried,
-                prior: &prior,
-            },
-            &mut notes,
-        );
+        let next = planner::next(&self.planner_context(&failures, &prior), &mut notes);
         debug_assert!(failures.last().is_some_and(|f| f.class == class));
         for note in &notes {
             ctx.progress
