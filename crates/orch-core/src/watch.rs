@@ -60,7 +60,7 @@ pub async fn drive<B: Scheduler>(
             signal = signals.recv() => {
                 interrupted = true;
                 if let Some(name) = signal {
-                    ctx.progress.watch(&WatchEvent::Signal { name });
+                    ctx.report.watch(&WatchEvent::Signal { name });
                 }
                 interrupt(&mut drivers, ctx).await?;
                 break;
@@ -81,7 +81,7 @@ pub async fn drive<B: Scheduler>(
         let states = match ctx.backend.poll(&live).await {
             Ok(states) => states,
             Err(e) => {
-                ctx.progress.watch(&WatchEvent::PollFailed {
+                ctx.report.watch(&WatchEvent::PollFailed {
                     backend: ctx.backend.name(),
                     error: &format!("{e:#}"),
                 });
@@ -154,7 +154,7 @@ fn stop_for_room<B: Scheduler>(drivers: &[RunDriver], ctx: &Ctx<'_, B>) -> bool 
         .filter(|d| d.stopped().is_some() || d.is_active())
         .map(|d| d.run().id.as_str())
         .collect();
-    ctx.progress
+    ctx.report
         .watch(&WatchEvent::StoppedForRoom { why, runs: &left });
     true
 }
@@ -171,7 +171,7 @@ async fn advance<B: Scheduler>(d: &mut RunDriver, ctx: &Ctx<'_, B>) -> anyhow::R
         if !matches!(d.phase(), Phase::Ended(_)) {
             d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;
         }
-        ctx.progress
+        ctx.report
             .event(d.name(), &RunEvent::CouldNotSubmit { error: &msg });
     }
     Ok(())
@@ -185,7 +185,7 @@ async fn admit<B: Scheduler>(drivers: &mut [RunDriver], ctx: &Ctx<'_, B>) -> any
     };
     for d in drivers.iter_mut() {
         if d.cancel_waiting(None)? {
-            ctx.progress.event(d.name(), &RunEvent::CancelledWaiting);
+            ctx.report.event(d.name(), &RunEvent::CancelledWaiting);
         }
     }
     for d in drivers.iter().filter(|d| !d.needs_slot()) {
@@ -218,7 +218,7 @@ async fn interrupt<B: Scheduler>(
 ) -> anyhow::Result<()> {
     let not_ended = |d: &&mut RunDriver| !matches!(d.phase(), Phase::Ended(_));
     if ctx.backend.cancels_on_interrupt() {
-        ctx.progress.watch(&WatchEvent::Interrupted);
+        ctx.report.watch(&WatchEvent::Interrupted);
         // One job that cannot be cancelled does not keep the others running.
         for d in drivers.iter_mut().filter(not_ended) {
             let cancelled = match d.cancel(ctx).await {
@@ -226,7 +226,7 @@ async fn interrupt<B: Scheduler>(
                 Err(e) => Err(e),
             };
             if let Err(e) = cancelled {
-                ctx.progress.event(
+                ctx.report.event(
                     d.name(),
                     &RunEvent::CouldNotCancel {
                         error: &format!("{e:#}"),
@@ -238,13 +238,13 @@ async fn interrupt<B: Scheduler>(
     } else {
         for d in drivers.iter_mut().filter(not_ended) {
             if d.is_waiting() {
-                ctx.progress.watch(&WatchEvent::InterruptedWaiting {
+                ctx.report.watch(&WatchEvent::InterruptedWaiting {
                     run: d.name(),
                     id: &d.run().id,
                 });
                 continue;
             }
-            ctx.progress.watch(&WatchEvent::InterruptedLive {
+            ctx.report.watch(&WatchEvent::InterruptedLive {
                 run: d.name(),
                 backend: ctx.backend.name(),
                 id: &d.run().id,

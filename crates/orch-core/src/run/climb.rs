@@ -77,7 +77,7 @@ impl RunDriver {
             if !due {
                 return Ok(false);
             }
-            ctx.progress
+            ctx.report
                 .event(self.name(), &RunEvent::ClimbStopping { job: &job.id });
             let stop = self
                 .journal
@@ -87,7 +87,7 @@ impl RunDriver {
             crate::atomic::write_atomic(&stop, b"")?;
             if let Err(e) = ctx.backend.cancel(&job).await {
                 // Still live: the next tick tries again.
-                ctx.progress.event(
+                ctx.report.event(
                     self.name(),
                     &RunEvent::BackendFailed {
                         error: &format!("{e:#}"),
@@ -134,7 +134,7 @@ impl RunDriver {
         crate::atomic::write_atomic(&path, serde_yaml::to_string(&file)?.as_bytes())?;
         self.decided(n, Decision::Climb(climb.to.label.clone()), &climb.to.why)?;
         self.climb_after = Some(after);
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::ClimbDecided {
                 decision: &climb.to.describe(),

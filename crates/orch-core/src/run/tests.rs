@@ -15,7 +15,7 @@ use crate::config::experiment::Experiment;
 use crate::ledger::{Decision, Event, FORMAT, Ledger, RunRecord, RunState, now};
 use crate::outcome::Outcome;
 use crate::plan::Setup;
-use crate::progress::Progress;
+use crate::reporter::{Report, RunEvent, RunLine, RunStatus, WatchEvent};
 use orch_classify::FailureClass;
 
 const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. \
@@ -263,11 +263,27 @@ impl Scheduler for Fake {
     }
 }
 
+/// A report that shows nothing: the tests read the ledger, not the words.
+struct Silent;
+
+impl Report for Silent {
+    fn event(&self, _run: &str, _event: &RunEvent<'_>) {}
+    fn watch(&self, _event: &WatchEvent<'_>) {}
+    fn line(&self, _run: &str) -> Box<dyn RunLine> {
+        Box::new(Silent)
+    }
+}
+
+impl RunLine for Silent {
+    fn show(&self, _status: &RunStatus<'_>) {}
+    fn clear(&self) {}
+}
+
 /// A project directory with the built-in catalog, its runs, and the fake.
 struct World {
     dir: tempfile::TempDir,
     catalog: Catalog,
-    progress: Progress,
+    report: Silent,
     fake: Fake,
     hang_timeout: Duration,
     follow_up: Option<FollowUp>,
@@ -279,7 +295,7 @@ impl World {
         World {
             catalog: Catalog::new(dir.path()),
             dir,
-            progress: Progress::new(true, false),
+            report: Silent,
             fake,
             hang_timeout: Duration::from_secs(3600),
             follow_up: None,
@@ -294,7 +310,7 @@ impl World {
         Ctx {
             catalog: &self.catalog,
             backend: &self.fake,
-            progress: &self.progress,
+            report: &self.report,
             hang_timeout: self.hang_timeout,
             follow_up: self.follow_up.clone(),
             slots: None,
@@ -335,13 +351,13 @@ impl World {
             serde_yaml::to_string(&plan).unwrap().as_bytes(),
         )
         .unwrap();
-        RunDriver::new(setup, plan, run, max_attempts, &self.progress).unwrap()
+        RunDriver::new(setup, plan, run, max_attempts, &self.report).unwrap()
     }
 
     /// Pick a run up from its ledger, as `orch resume` does.
     async fn reattach(&self, id: &str) -> RunDriver {
         let run = self.ledger().open(id).unwrap();
-        RunDriver::reattach(&self.catalog, run, &self.fake, &self.progress)
+        RunDriver::reattach(&self.catalog, run, &self.fake, &self.report)
             .await
             .unwrap()
     }
@@ -775,7 +791,7 @@ fn climber(world: &World, experiment: &str) -> RunDriver {
         serde_yaml::to_string(&chosen.plan).unwrap().as_bytes(),
     )
     .unwrap();
-    RunDriver::new(setup, written.clone(), run, 5, &world.progress)
+    RunDriver::new(setup, written.clone(), run, 5, &world.report)
         .unwrap()
         .preflighted(written, chosen)
 }

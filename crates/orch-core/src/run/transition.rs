@@ -36,7 +36,7 @@ impl RunDriver {
             Phase::Queued(mut pending) => match self.take_slot(ctx) {
                 Grant::Go(devices) => {
                     self.learn_lengths();
-                    self.learn_before_first(&mut pending, ctx.progress);
+                    self.learn_before_first(&mut pending, ctx.report);
                     self.render(ctx, pending, devices)
                 }
                 Grant::Wait(waiting) => {
@@ -46,7 +46,7 @@ impl RunDriver {
                 }
                 Grant::Never(why) => Err(anyhow::anyhow!("{why}")),
             },
-            Phase::Unsure => self.recover(ctx.backend, ctx.progress).await,
+            Phase::Unsure => self.recover(ctx.backend, ctx.report).await,
             Phase::Submitting => self.launch(ctx).await,
             Phase::Finished(finish) => {
                 self.learn_lengths();
@@ -81,7 +81,7 @@ impl RunDriver {
             .as_ref()
             .is_none_or(|w| w.what != waiting.what || w.outside != waiting.outside);
         if news {
-            ctx.progress.event(
+            ctx.report.event(
                 self.name(),
                 &RunEvent::Waiting {
                     attempt: self.attempt + 1,
@@ -167,7 +167,7 @@ impl RunDriver {
     pub(super) async fn recover(
         &mut self,
         backend: &impl Scheduler,
-        progress: &dyn Report,
+        report: &dyn Report,
     ) -> anyhow::Result<Phase> {
         let n = self.attempt;
         let record = self.journal.record()?;
@@ -184,7 +184,7 @@ impl RunDriver {
         let Some(job) = found else {
             return Ok(Phase::Submitting);
         };
-        progress.event(
+        report.event(
             &record.experiment,
             &RunEvent::Recovered {
                 attempt: n,
@@ -267,7 +267,7 @@ impl RunDriver {
         if ctx.follow_up.is_some() && ctx.backend.follows_up() {
             match self.hand_off(&job, ctx).await {
                 Ok(()) => return Ok(Phase::HandedOff),
-                Err(e) => ctx.progress.event(
+                Err(e) => ctx.report.event(
                     self.name(),
                     &RunEvent::HandOffFailed {
                         error: &format!("{e:#}"),
@@ -276,7 +276,7 @@ impl RunDriver {
                 ),
             }
         }
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::Submitted {
                 attempt: n,
@@ -340,7 +340,7 @@ impl RunDriver {
             attempt: n,
             job_id: id.clone(),
         })?;
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::HandedOff {
                 attempt: n,
@@ -349,7 +349,7 @@ impl RunDriver {
                 log: &log,
             },
         );
-        self.bar.clear();
+        self.status_line.clear();
         Ok(())
     }
 
@@ -371,7 +371,7 @@ impl RunDriver {
             // `orch cancel` recorded its request, and may not stop this job (it looked before
             // the job was submitted, or it died): this orch asks too, once, and records the
             // end when the backend reports it.
-            ctx.progress
+            ctx.report
                 .event(self.name(), &RunEvent::CancelRequested { job: &job.id });
             match ctx.backend.cancel(&job).await {
                 Ok(()) => {
@@ -380,7 +380,7 @@ impl RunDriver {
                     }
                 }
                 // Still live: the next tick tries again.
-                Err(e) => ctx.progress.event(
+                Err(e) => ctx.report.event(
                     self.name(),
                     &RunEvent::BackendFailed {
                         error: &format!("{e:#}"),
@@ -404,7 +404,7 @@ impl RunDriver {
                 // A follow-up woke while its attempt still runs (requeued, say): pass it on.
                 match self.hand_off(&job, ctx).await {
                     Ok(()) => self.phase = Phase::HandedOff,
-                    Err(e) => ctx.progress.event(
+                    Err(e) => ctx.report.event(
                         self.name(),
                         &RunEvent::BackendFailed {
                             error: &format!("{e:#}"),
@@ -459,7 +459,7 @@ impl RunDriver {
         silent: std::time::Duration,
         ctx: &Ctx<'_, B>,
     ) -> anyhow::Result<()> {
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::Hung {
                 job: &job.id,
@@ -481,7 +481,7 @@ impl RunDriver {
         ctx: &Ctx<'_, B>,
     ) -> anyhow::Result<()> {
         if let Err(e) = ctx.backend.cancel(&job).await {
-            ctx.progress.event(
+            ctx.report.event(
                 self.name(),
                 &RunEvent::BackendFailed {
                     error: &format!("{e:#}"),
@@ -506,7 +506,7 @@ impl RunDriver {
             Phase::Live(live) => live.swallowed().map(|s| &s.evidence),
             _ => None,
         };
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::SwallowedStopping {
                 job: &job.id,
@@ -616,7 +616,7 @@ impl RunDriver {
                 return Ok(());
             }
             let msg = format!("{e:#}");
-            ctx.progress
+            ctx.report
                 .event(self.name(), &RunEvent::Broke { error: &msg });
             if !matches!(self.phase, Phase::Ended(_)) {
                 self.end(RunState::Failed, format!("failed: {msg}"))?;
@@ -659,7 +659,7 @@ impl RunDriver {
             }
             Outcome::Cancelled => self.cancelled(ctx),
             Outcome::Failed(class) => {
-                ctx.progress.event(
+                ctx.report.event(
                     self.name(),
                     &RunEvent::AttemptFailed {
                         attempt: n,
@@ -682,7 +682,7 @@ impl RunDriver {
 
     fn cancelled<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
         let n = self.attempt;
-        ctx.progress
+        ctx.report
             .event(self.name(), &RunEvent::Cancelled { attempt: n });
         self.end(RunState::Cancelled, format!("cancelled during attempt {n}"))
     }
@@ -735,7 +735,7 @@ impl RunDriver {
                 changed.join(", ")
             ));
         }
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::Succeeded {
                 summary: &summary,
@@ -760,8 +760,7 @@ impl RunDriver {
         {
             // A climb that ran out of memory: the last good configuration at once.
             self.decided(n, Decision::Back, &why)?;
-            ctx.progress
-                .event(self.name(), &RunEvent::Next { why: &why });
+            ctx.report.event(self.name(), &RunEvent::Next { why: &why });
             let changes = self.plan.changes_to(&plan);
             let changes_semantics =
                 plan.semantics(&self.setup) != self.written.semantics(&self.setup);
@@ -778,7 +777,7 @@ impl RunDriver {
         let next = planner::next(&self.planner_context(&failures, &prior), &mut notes);
         debug_assert!(failures.last().is_some_and(|f| f.class == class));
         for note in &notes {
-            ctx.progress
+            ctx.report
                 .event(self.name(), &RunEvent::PlannerNote { note });
         }
         if n >= self.max_attempts && !matches!(next, Next::GiveUp { .. }) {
@@ -788,7 +787,7 @@ impl RunDriver {
         let pending = match next {
             Next::Move(m) => {
                 self.decided(n, Decision::Step(m.label.clone()), &m.why)?;
-                ctx.progress
+                ctx.report
                     .event(self.name(), &RunEvent::Next { why: &m.describe() });
                 self.plan = m.plan;
                 Pending {
@@ -808,7 +807,7 @@ impl RunDriver {
                     reason.push_str(&format!("; excluding node {node}"));
                 }
                 self.decided(n, Decision::Resume, &reason)?;
-                ctx.progress
+                ctx.report
                     .event(self.name(), &RunEvent::Next { why: &reason });
                 self.plan = plan;
                 Pending {
@@ -895,7 +894,7 @@ impl RunDriver {
             })
             .collect();
         let summary = format!("failed: {reason}; tried: {}", tried.join("; "));
-        ctx.progress
+        ctx.report
             .event(self.name(), &RunEvent::GaveUp { summary: &summary });
         self.end(RunState::Failed, summary).map(drop)
     }
@@ -910,7 +909,7 @@ impl RunDriver {
         };
         self.journal.append(&event)?;
         self.notify(&event);
-        self.bar.clear();
+        self.status_line.clear();
         self.phase = Phase::Ended(state);
         Ok(Phase::Ended(state))
     }

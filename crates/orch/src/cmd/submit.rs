@@ -5,6 +5,7 @@ use anyhow::Context;
 use std::sync::Arc;
 
 use crate::cli::{BackendKind, Preflight, ResumeArgs, SubmitArgs};
+use crate::progress::Progress;
 use orch_core::config::Catalog;
 use orch_core::config::experiment::Experiment;
 use orch_core::config::profile::ContainerRuntime;
@@ -14,7 +15,6 @@ use orch_core::gpus::Inventory;
 use orch_core::ledger::{Event, FORMAT, Ledger, RunState, now};
 use orch_core::plan::{Plan, SetArg, Setup};
 use orch_core::planner::Prior;
-use orch_core::progress::Progress;
 use orch_core::render::AttemptInfo;
 use orch_core::watch::{Ctx, FollowUp, RunDriver, drive};
 use orch_ssh::remote::Remote;
@@ -61,7 +61,7 @@ pub async fn submit(
     let ctx = Ctx {
         catalog,
         backend: &backend,
-        progress: &progress,
+        report: &progress,
         hang_timeout: args.watch.hang_timeout.into(),
         follow_up: (args.watch.detach && follow_ups(target.kind, &args))
             .then(|| follow_up(catalog, ledger))
@@ -737,7 +737,7 @@ pub async fn resume(
     let ctx = Ctx {
         catalog,
         backend: &backend,
-        progress: &progress,
+        report: &progress,
         hang_timeout: args.watch.hang_timeout.into(),
         follow_up: (args.watch.detach
             && first.backend == "slurm"
