@@ -19,7 +19,7 @@
 use anyhow::Context as _;
 
 use super::{Ctx, Phase, RunDriver};
-use crate::backend::{JobEnd, JobRef, Scheduler};
+use crate::backend::{JobEnd, JobRef};
 use crate::ledger::Decision;
 use crate::plan::Plan;
 use crate::planner::climb::Pace;
@@ -48,11 +48,7 @@ struct ClimbFile {
 impl RunDriver {
     /// Live and running: stop the job for a decided climb once its checkpoint is written, or
     /// decide one. Returns whether the run moved on.
-    pub(super) async fn climb<B: Scheduler>(
-        &mut self,
-        job: JobRef,
-        ctx: &Ctx<'_, B>,
-    ) -> anyhow::Result<bool> {
+    pub(super) async fn climb(&mut self, job: JobRef, ctx: &Ctx<'_>) -> anyhow::Result<bool> {
         if !self.journal.cached().climb {
             return Ok(false);
         }

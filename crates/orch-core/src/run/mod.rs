@@ -45,7 +45,7 @@ use anyhow::Context;
 
 pub use phase::{Finish, Live, Pace, Pending, Phase, Queue, Resumed};
 
-use crate::backend::{Backend, Scheduler};
+use crate::backend::Backend;
 use crate::config::Catalog;
 use crate::estimate::Estimator;
 use crate::gpus::{Slots, Waiting};
@@ -62,11 +62,11 @@ fn round2(x: f64) -> f64 {
 }
 
 /// What every run in one watcher shares.
-pub struct Ctx<'a, B = Backend> {
+pub struct Ctx<'a> {
     /// Templates, ladders and profiles.
     pub catalog: &'a Catalog,
     /// Where jobs run.
-    pub backend: &'a B,
+    pub backend: &'a dyn Backend,
     /// Run lines and messages.
     pub report: &'a dyn Report,
     /// A running job whose logs do not grow for this long is declared hung.
@@ -163,7 +163,7 @@ impl RunDriver {
     pub async fn reattach(
         catalog: &Catalog,
         run: RunDir,
-        backend: &impl Scheduler,
+        backend: &dyn Backend,
         report: &dyn Report,
     ) -> anyhow::Result<Self> {
         let lock = run.lock()?;

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::{Ctx, FollowUp, Phase, RunDriver};
-use crate::backend::{FollowUpJob, JobEnd, JobRef, JobSpec, JobState, Scheduler};
+use crate::backend::{Backend, Call, FollowUpJob, JobEnd, JobRef, JobSpec, JobState};
 use crate::config::Catalog;
 use crate::config::experiment::Experiment;
 use crate::ledger::{Decision, Event, FORMAT, Ledger, RunRecord, RunState, now};
@@ -141,7 +141,7 @@ impl Fake {
     }
 }
 
-impl Scheduler for Fake {
+impl Backend for Fake {
     fn name(&self) -> &'static str {
         "fake"
     }
@@ -155,92 +155,101 @@ impl Scheduler for Fake {
     fn exit_check(&self) -> Option<Duration> {
         self.expensive_polls.then_some(Duration::from_millis(1))
     }
-    async fn exited(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        // The jobs that ended with an exit code (not those killed by a signal).
-        let states = self.states(jobs);
-        Ok(states
-            .into_iter()
-            .filter(|(_, s)| {
-                matches!(
-                    s,
-                    JobState::Finished(
-                        JobEnd::Completed
-                            | JobEnd::Failed {
-                                exit_code: Some(0..128)
-                            }
+    fn exited<'a>(&'a self, jobs: &'a [JobRef]) -> Call<'a, HashMap<String, JobState>> {
+        Box::pin(async move {
+            // The jobs that ended with an exit code (not those killed by a signal).
+            let states = self.states(jobs);
+            Ok(states
+                .into_iter()
+                .filter(|(_, s)| {
+                    matches!(
+                        s,
+                        JobState::Finished(
+                            JobEnd::Completed
+                                | JobEnd::Failed {
+                                    exit_code: Some(0..128)
+                                }
+                        )
                     )
-                )
-            })
-            .collect())
-    }
-    async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
-        let act = self.script.lock().unwrap().pop_front();
-        let act = act.or_else(|| self.then.clone()).unwrap_or_else(ok);
-        let text = match &act {
-            Act::End(_, text) => text.to_string(),
-            Act::Hang | Act::Steps(_) | Act::StepsThen(..) => String::new(),
-            Act::NoRoom => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::StorageFull,
-                    format!("cannot write {}", spec.stdout.display()),
-                )
-                .into());
-            }
-            Act::EndAfterNoise(_, noise, text) => {
-                let line =
-                    "Training Progress:  41%|####      | 412/1000 [1:02:11<1:29:12,  9.10s/it]\n";
-                let mut s = line.repeat(noise / line.len() + 1);
-                s.push_str(text);
-                s
-            }
-        };
-        std::fs::write(&spec.stderr, text)?;
-        std::fs::write(&spec.stdout, "")?;
-        let mut jobs = self.jobs.lock().unwrap();
-        let id = (jobs.len() + 1).to_string();
-        jobs.insert(
-            id.clone(),
-            FakeJob {
-                name: spec.name.clone(),
-                act,
-                cancelled: false,
-                stdout: spec.stdout.clone(),
-                steps: 0,
-            },
-        );
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("submit {}", spec.name));
-        Ok(JobRef {
-            id,
-            dir: spec.dir.clone(),
+                })
+                .collect())
         })
     }
-    async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        self.polls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(self.states(jobs))
+    fn submit<'a>(&'a self, spec: &'a JobSpec) -> Call<'a, JobRef> {
+        Box::pin(async move {
+            let act = self.script.lock().unwrap().pop_front();
+            let act = act.or_else(|| self.then.clone()).unwrap_or_else(ok);
+            let text = match &act {
+                Act::End(_, text) => text.to_string(),
+                Act::Hang | Act::Steps(_) | Act::StepsThen(..) => String::new(),
+                Act::NoRoom => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::StorageFull,
+                        format!("cannot write {}", spec.stdout.display()),
+                    )
+                    .into());
+                }
+                Act::EndAfterNoise(_, noise, text) => {
+                    let line = "Training Progress:  41%|####      | 412/1000 [1:02:11<1:29:12,  9.10s/it]\n";
+                    let mut s = line.repeat(noise / line.len() + 1);
+                    s.push_str(text);
+                    s
+                }
+            };
+            std::fs::write(&spec.stderr, text)?;
+            std::fs::write(&spec.stdout, "")?;
+            let mut jobs = self.jobs.lock().unwrap();
+            let id = (jobs.len() + 1).to_string();
+            jobs.insert(
+                id.clone(),
+                FakeJob {
+                    name: spec.name.clone(),
+                    act,
+                    cancelled: false,
+                    stdout: spec.stdout.clone(),
+                    steps: 0,
+                },
+            );
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("submit {}", spec.name));
+            Ok(JobRef {
+                id,
+                dir: spec.dir.clone(),
+            })
+        })
     }
-    async fn find(&self, dir: &Path, name: &str) -> anyhow::Result<Option<JobRef>> {
-        let jobs = self.jobs.lock().unwrap();
-        Ok(jobs
-            .iter()
-            .find(|(_, j)| j.name == name)
-            .map(|(id, _)| JobRef {
-                id: id.clone(),
-                dir: dir.to_path_buf(),
-            }))
+    fn poll<'a>(&'a self, jobs: &'a [JobRef]) -> Call<'a, HashMap<String, JobState>> {
+        Box::pin(async move {
+            self.polls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(self.states(jobs))
+        })
     }
-    async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
-        if let Some(j) = self.jobs.lock().unwrap().get_mut(&job.id) {
-            j.cancelled = true;
-        }
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("cancel {}", job.id));
-        Ok(())
+    fn find<'a>(&'a self, dir: &'a Path, name: &'a str) -> Call<'a, Option<JobRef>> {
+        Box::pin(async move {
+            let jobs = self.jobs.lock().unwrap();
+            Ok(jobs
+                .iter()
+                .find(|(_, j)| j.name == name)
+                .map(|(id, _)| JobRef {
+                    id: id.clone(),
+                    dir: dir.to_path_buf(),
+                }))
+        })
+    }
+    fn cancel<'a>(&'a self, job: &'a JobRef) -> Call<'a, ()> {
+        Box::pin(async move {
+            if let Some(j) = self.jobs.lock().unwrap().get_mut(&job.id) {
+                j.cancelled = true;
+            }
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("cancel {}", job.id));
+            Ok(())
+        })
     }
     fn log_source(&self, job: &JobRef, name: &str) -> orch_ssh::tail::Source {
         orch_ssh::tail::Source::Local(job.dir.join(name))
@@ -254,12 +263,14 @@ impl Scheduler for Fake {
     fn follows_up(&self) -> bool {
         self.follows_up
     }
-    async fn submit_follow_up(&self, job: &FollowUpJob<'_>) -> anyhow::Result<String> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("follow-up {}", job.after));
-        Ok(format!("f{}", job.after))
+    fn submit_follow_up<'a>(&'a self, job: &'a FollowUpJob<'a>) -> Call<'a, String> {
+        Box::pin(async move {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("follow-up {}", job.after));
+            Ok(format!("f{}", job.after))
+        })
     }
 }
 
@@ -306,7 +317,7 @@ impl World {
         Ledger::new(self.dir.path().join("runs"))
     }
 
-    fn ctx(&self) -> Ctx<'_, Fake> {
+    fn ctx(&self) -> Ctx<'_> {
         Ctx {
             catalog: &self.catalog,
             backend: &self.fake,
@@ -661,7 +672,7 @@ async fn a_cancel_waits_for_a_submission_in_flight_and_then_sees_its_job() {
 }
 
 /// Take `n` transitions that need no news from the backend.
-async fn steps(d: &mut RunDriver, ctx: &Ctx<'_, Fake>, n: usize) {
+async fn steps(d: &mut RunDriver, ctx: &Ctx<'_>, n: usize) {
     for _ in 0..n {
         assert!(d.step(ctx).await.unwrap());
     }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 
 use super::{Ctx, Finish, Live, Pending, Phase, Queue, RunDriver};
-use crate::backend::{FollowUpJob, JobEnd, JobRef, JobSpec, JobState, Scheduler};
+use crate::backend::{Backend, FollowUpJob, JobEnd, JobRef, JobSpec, JobState};
 use crate::gpus::{Grant, Waiting};
 use crate::ledger::{Decision, Event, RunState, crash_point, now};
 use crate::outcome::Outcome;
@@ -23,13 +23,13 @@ use orch_classify::FailureClass;
 impl RunDriver {
     /// Take every transition that needs no news from the backend, until the run waits on a job
     /// or is over. On an error the phase is [`Phase::Broken`]; the caller ends the run.
-    pub async fn advance<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<()> {
+    pub async fn advance(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         while self.step(ctx).await? {}
         Ok(())
     }
 
     /// Take one transition, if the phase has one that needs no news; false if it has none.
-    pub async fn step<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<bool> {
+    pub async fn step(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<bool> {
         let next = match std::mem::replace(&mut self.phase, Phase::Broken) {
             // `orch cancel` came between the decision and the next attempt: none is rendered.
             Phase::Queued(_) if self.cancel_requested()? => self.cancelled_before(self.attempt + 1),
@@ -65,7 +65,7 @@ impl RunDriver {
     }
 
     /// A slot for the next attempt (`Go` at once without slots); with GPU slots, its devices.
-    fn take_slot<B: Scheduler>(&self, ctx: &Ctx<'_, B>) -> Grant {
+    fn take_slot(&self, ctx: &Ctx<'_>) -> Grant {
         let Some(slots) = ctx.slots else {
             return Grant::Go(Vec::new());
         };
@@ -73,7 +73,7 @@ impl RunDriver {
     }
 
     /// Queued, waiting for a slot: say so once per attempt, then keep the line current.
-    fn wait<B: Scheduler>(&mut self, waiting: Waiting, ctx: &Ctx<'_, B>) {
+    fn wait(&mut self, waiting: Waiting, ctx: &Ctx<'_>) {
         // Said when the run starts waiting and when what it waits for changes (a card taken
         // by another program), not each time the queue moves.
         let news = self
@@ -95,9 +95,9 @@ impl RunDriver {
     }
 
     /// Queued → Submitting: render the next attempt and record the intent to submit it.
-    fn render<B: Scheduler>(
+    fn render(
         &mut self,
-        ctx: &Ctx<'_, B>,
+        ctx: &Ctx<'_>,
         pending: Pending,
         devices: Vec<u32>,
     ) -> anyhow::Result<Phase> {
@@ -166,7 +166,7 @@ impl RunDriver {
     /// the job is looked up (by pid file or job name) and only submitted if it is not there.
     pub(super) async fn recover(
         &mut self,
-        backend: &impl Scheduler,
+        backend: &dyn Backend,
         report: &dyn Report,
     ) -> anyhow::Result<Phase> {
         let n = self.attempt;
@@ -229,7 +229,7 @@ impl RunDriver {
     /// run's submit lock, which `orch cancel` takes to record its request: a cancel recorded
     /// before the look stops the submission; one recorded after sees the job id and stops the
     /// job.
-    async fn launch<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
+    async fn launch(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<Phase> {
         let n = self.attempt;
         let _submitting = self
             .journal
@@ -306,11 +306,7 @@ impl RunDriver {
 
     /// Live → HandedOff: submit the job that carries the run on once `job` ends. The caller
     /// sets the phase (on an error the job is still watched from here).
-    async fn hand_off<B: Scheduler>(
-        &mut self,
-        job: &JobRef,
-        ctx: &Ctx<'_, B>,
-    ) -> anyhow::Result<()> {
+    async fn hand_off(&mut self, job: &JobRef, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         let follow = ctx.follow_up.as_ref().context("no follow-up command")?;
         let n = self.attempt;
         let run = self.journal.run().clone();
@@ -355,10 +351,10 @@ impl RunDriver {
 
     /// Live: what the backend said of the job at this tick. Ends, hangs and hand-offs move
     /// the run on; a failure to do so ends it. Returns whether anything changed.
-    pub async fn observe<B: Scheduler>(
+    pub async fn observe(
         &mut self,
         state: Option<&JobState>,
-        ctx: &Ctx<'_, B>,
+        ctx: &Ctx<'_>,
     ) -> anyhow::Result<bool> {
         let Phase::Live(live) = &self.phase else {
             return Ok(false);
@@ -453,11 +449,11 @@ impl RunDriver {
     }
 
     /// Live → Finished (and on): cancel a running job whose logs stopped growing.
-    async fn hung<B: Scheduler>(
+    async fn hung(
         &mut self,
         job: JobRef,
         silent: std::time::Duration,
-        ctx: &Ctx<'_, B>,
+        ctx: &Ctx<'_>,
     ) -> anyhow::Result<()> {
         ctx.report.event(
             self.name(),
@@ -474,12 +470,7 @@ impl RunDriver {
 
     /// Cancel the live job and record it as ending `end`; when the backend cannot cancel it
     /// yet, say so: it is still live and the next tick tries again.
-    async fn stop_as<B: Scheduler>(
-        &mut self,
-        job: JobRef,
-        end: JobEnd,
-        ctx: &Ctx<'_, B>,
-    ) -> anyhow::Result<()> {
+    async fn stop_as(&mut self, job: JobRef, end: JobEnd, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         if let Err(e) = ctx.backend.cancel(&job).await {
             ctx.report.event(
                 self.name(),
@@ -496,12 +487,7 @@ impl RunDriver {
     /// Live → Finished (and on): stop a job whose trainer reported a failure and carried on
     /// past it as often as its template says ends the run (genrl trains nothing in any round
     /// after a training OOM it swallowed).
-    async fn swallowed<B: Scheduler>(
-        &mut self,
-        job: JobRef,
-        count: u32,
-        ctx: &Ctx<'_, B>,
-    ) -> anyhow::Result<()> {
+    async fn swallowed(&mut self, job: JobRef, count: u32, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         let evidence = match &self.phase {
             Phase::Live(live) => live.swallowed().map(|s| &s.evidence),
             _ => None,
@@ -517,7 +503,7 @@ impl RunDriver {
     }
 
     /// Stop the live job (Ctrl-C on a local run) and record it as cancelled.
-    pub async fn cancel<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<()> {
+    pub async fn cancel(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         self.interrupted = true;
         if let Phase::Live(live) = &self.phase {
             ctx.backend.cancel(&live.job).await?;
@@ -527,11 +513,7 @@ impl RunDriver {
     }
 
     /// Live → Finished, then on: the job ended.
-    async fn job_ended<B: Scheduler>(
-        &mut self,
-        end: JobEnd,
-        ctx: &Ctx<'_, B>,
-    ) -> anyhow::Result<()> {
+    async fn job_ended(&mut self, end: JobEnd, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         self.finish(end).await?;
         self.advance(ctx).await
     }
@@ -605,10 +587,10 @@ impl RunDriver {
     }
 
     /// After a failed transition: say why and end the run (unless it already ended).
-    pub fn fail_on_error<B: Scheduler>(
+    pub fn fail_on_error(
         &mut self,
         result: anyhow::Result<()>,
-        ctx: &Ctx<'_, B>,
+        ctx: &Ctx<'_>,
     ) -> anyhow::Result<()> {
         if let Err(e) = result {
             if crate::atomic::is_out_of_room(&e) {
@@ -628,12 +610,12 @@ impl RunDriver {
     /// orch could not write its own files: stop driving the run without recording anything
     /// more (there may be no room for it). The watcher then stops driving every run and says
     /// once how to go on ([`crate::watch::drive`]).
-    pub fn stop<B: Scheduler>(&mut self, e: &anyhow::Error, _ctx: &Ctx<'_, B>) {
+    pub fn stop(&mut self, e: &anyhow::Error, _ctx: &Ctx<'_>) {
         self.phase = Phase::Stopped(format!("[{}] {e:#}", self.name()));
     }
 
     /// Finished → Ended | Queued: end the run, or decide the next attempt.
-    fn decide<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>, finish: Finish) -> anyhow::Result<Phase> {
+    fn decide(&mut self, ctx: &Ctx<'_>, finish: Finish) -> anyhow::Result<Phase> {
         let n = self.attempt;
         match finish.outcome {
             Outcome::Succeeded => self.succeeded(ctx),
@@ -680,14 +662,14 @@ impl RunDriver {
         }
     }
 
-    fn cancelled<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
+    fn cancelled(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<Phase> {
         let n = self.attempt;
         ctx.report
             .event(self.name(), &RunEvent::Cancelled { attempt: n });
         self.end(RunState::Cancelled, format!("cancelled during attempt {n}"))
     }
 
-    fn succeeded<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
+    fn succeeded(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<Phase> {
         let n = self.attempt;
         let record = self.journal.record()?;
         let failures = record
@@ -747,9 +729,9 @@ impl RunDriver {
 
     /// Ask the ladder what follows a failure and record the decision. Returns why the next
     /// attempt is made, or None when the run gave up (its phase is then `Ended`).
-    fn next_after<B: Scheduler>(
+    fn next_after(
         &mut self,
-        ctx: &Ctx<'_, B>,
+        ctx: &Ctx<'_>,
         class: FailureClass,
         end: &JobEnd,
     ) -> anyhow::Result<Option<Pending>> {
@@ -877,7 +859,7 @@ impl RunDriver {
         Ok(())
     }
 
-    fn give_up<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>, reason: &str) -> anyhow::Result<()> {
+    fn give_up(&mut self, ctx: &Ctx<'_>, reason: &str) -> anyhow::Result<()> {
         self.decided(self.attempt, Decision::GiveUp, reason)?;
         let tried: Vec<String> = self
             .journal
