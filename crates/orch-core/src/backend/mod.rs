@@ -175,3 +175,27 @@ pub fn kind(name: &str) -> Option<&'static Kind> {
 pub fn open(kind: &Kind, with: Open) -> anyhow::Result<Box<dyn Backend>> {
     Ok(Box::new(traced::Traced((kind.open)(with)?)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_backend_is_found_by_its_one_name_and_opens_as_itself() {
+        for k in KINDS {
+            assert_eq!(KINDS.iter().filter(|o| o.name == k.name).count(), 1);
+            assert_eq!(kind(k.name).map(|found| found.runs_on), Some(k.runs_on));
+            if matches!(k.host, HostUse::Required(_)) {
+                continue; // needs a connected host
+            }
+            let with = Open {
+                remote: None,
+                poll: None,
+                local_root: PathBuf::from("/runs"),
+            };
+            // The ledger records `name()`; a recorded run is reopened by it.
+            assert_eq!(open(k, with).unwrap().name(), k.name);
+        }
+        assert!(kind("pbs").is_none());
+    }
+}

@@ -104,3 +104,14 @@ fn is_executable(path: &Path) -> bool {
     path.metadata()
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_host_refusal_names_every_backend_that_takes_one() {
+        assert_eq!(
+            super::hosted(),
+            "--backend slurm (a login node) or --backend ssh (a machine without a scheduler)"
+        );
+    }
+}
