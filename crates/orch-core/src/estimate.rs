@@ -88,8 +88,8 @@ impl PlanEstimate {
 /// Why a plan cannot be estimated.
 #[derive(Debug, thiserror::Error)]
 pub enum EstimateError {
-    #[error("template `{template}` has no memory estimator (its `simulator:` is `{simulator}`)")]
-    NoEstimator { template: String, simulator: String },
+    #[error("template `{template}` has no memory estimator (its `trainer:` is `{trainer}`)")]
+    NoEstimator { template: String, trainer: String },
     #[error("experiment `{experiment}`, the model's architecture: {error}")]
     Architecture {
         experiment: String,
@@ -124,11 +124,10 @@ impl Estimator {
     /// (the template's model key) has that model's architecture resolved here too.
     pub fn new(setup: &Setup, plan: &Plan) -> Result<Self, EstimateError> {
         let spec = &setup.template.spec;
-        let trainer =
-            Trainer::parse(&spec.simulator).ok_or_else(|| EstimateError::NoEstimator {
-                template: setup.template.name.clone(),
-                simulator: spec.simulator.clone(),
-            })?;
+        let trainer = Trainer::parse(&spec.trainer).ok_or_else(|| EstimateError::NoEstimator {
+            template: setup.template.name.clone(),
+            trainer: spec.trainer.clone(),
+        })?;
         let model = setup.experiment.file.model.clone().unwrap_or_default();
         let architecture = match trainer {
             Trainer::Torchrun => torchrun_architecture(setup, plan)?,
