@@ -2,9 +2,9 @@
 //! memory at which Ray's memory monitor starts killing workers.
 
 use super::GIB;
-use super::config::VerlConfig;
 use super::hardware::Hardware;
 use super::k;
+use super::trainers::VerlConfig;
 
 /// Host RAM above which a worker is killed (Ray's threshold; the same share is used for the
 /// kernel's OOM killer under torchrun and AReaL).

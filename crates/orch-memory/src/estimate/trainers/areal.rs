@@ -2,17 +2,115 @@
 //! share GPUs when the node has too few for both. The trainer loads the model in bf16 and runs
 //! AdamW on it (8 B/param) sharded over its GPUs; SGLang holds its whole static fraction all the
 //! time, so on a shared GPU it is "another process" in the trainer's OOM message.
+//!
+//! The module also reads the trainer's own keys ([`ArealConfig`]) and registers it ([`MODEL`]: its
+//! name, its [`Workload`] from a plan, what else orch asks of it).
 
-use super::GIB;
-use super::activations::activation_events;
-use super::allocator::{Event, Site, alloc, walk};
-use super::config::ArealConfig;
-use super::hardware::{Hardware, Trainer};
-use super::host::host_limit;
-use super::k;
-use super::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
-use super::sglang::Sglang;
+use super::{ARCHITECTURE_FROM_EXPERIMENT, Plan, Trainer, TrainerModel, Workload};
+use crate::estimate::GIB;
+use crate::estimate::activations::activation_events;
+use crate::estimate::allocator::{Event, Site, alloc, walk};
+use crate::estimate::hardware::Hardware;
+use crate::estimate::host::host_limit;
+use crate::estimate::k;
+use crate::estimate::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
+use crate::estimate::sglang::Sglang;
 use crate::shape::{Arch, lookup};
+
+use crate::overrides::Overrides;
+
+/// What the simulator reads from an AReaL GRPO config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArealConfig {
+    /// `actor.path` (the architecture is looked up from it).
+    pub model_path: String,
+    /// `sglang.mem_fraction_static`: SGLang's share of the GPU.
+    pub mem_fraction_static: f64,
+    /// `train_dataset.batch_size`: prompts per step.
+    pub batch_size: u64,
+    /// `gconfig.n_samples`: responses per prompt.
+    pub n_samples: u64,
+    /// `gconfig.max_new_tokens`.
+    pub max_new_tokens: u64,
+    /// `train_dataset.max_length`.
+    pub prompt_len: u64,
+    /// `actor.mb_spec.max_tokens_per_mb`: the trainer's micro-batch token budget.
+    pub max_tokens_per_mb: u64,
+    /// `rollout.max_concurrent_rollouts`.
+    pub max_concurrent_rollouts: u64,
+    /// `actor.gradient_checkpointing`.
+    pub gradient_checkpointing: bool,
+    /// SGLang: data-parallel servers (`rollout.backend` / `allocation_mode`).
+    pub gen_dp: u32,
+    /// SGLang: tensor-parallel size per server.
+    pub gen_tp: u32,
+    /// FSDP trainer data-parallel size.
+    pub train_dp: u32,
+    /// `cluster.n_gpus_per_node`.
+    pub n_gpus_per_node: u32,
+}
+
+/// `sglang:d4p1t1` / `fsdp:d4p1t1` / `sglang.d4p1t1` → (d, p, t).
+pub fn parse_backend(s: &str) -> Option<(u32, u32, u32)> {
+    let spec = s.rsplit([':', '.']).next()?;
+    let mut dims = (1u32, 1u32, 1u32);
+    let mut seen = false;
+    let mut chars = spec.chars().peekable();
+    while let Some(c) = chars.next() {
+        let mut num = String::new();
+        while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+            num.push(d);
+            chars.next();
+        }
+        let Ok(n) = num.parse::<u32>() else { continue };
+        seen = true;
+        match c {
+            'd' => dims.0 = n,
+            'p' => dims.1 = n,
+            't' => dims.2 = n,
+            _ => {}
+        }
+    }
+    seen.then_some(dims)
+}
+
+impl ArealConfig {
+    /// Read AReaL's keys, with the defaults of AReaL's `gsm8k_grpo.yaml` for anything not given.
+    pub fn from_overrides(o: &Overrides) -> Self {
+        let (mut gen_dp, mut gen_tp, mut train_dp) = (4, 1, 4);
+        if let Some(alloc) = o.get("allocation_mode") {
+            // Legacy `sglang.d4p1t1+d4p1t1` / `sglang:d4p1t1+fsdp:d4p1t1`.
+            let mut parts = alloc.split('+');
+            if let Some((d, _, t)) = parts.next().and_then(parse_backend) {
+                (gen_dp, gen_tp) = (d, t);
+            }
+            if let Some((d, _, _)) = parts.next().and_then(parse_backend) {
+                train_dp = d;
+            }
+        }
+        if let Some((d, _, t)) = o.get("rollout.backend").as_deref().and_then(parse_backend) {
+            (gen_dp, gen_tp) = (d, t);
+        }
+        if let Some((d, _, _)) = o.get("actor.backend").as_deref().and_then(parse_backend) {
+            train_dp = d;
+        }
+        Self {
+            model_path: o.str_or("actor.path", "Qwen/Qwen2.5-1.5B-Instruct"),
+            mem_fraction_static: o.f64_or("sglang.mem_fraction_static", 0.8),
+            batch_size: o.u64_or("train_dataset.batch_size", 256).max(1),
+            n_samples: o.u64_or("gconfig.n_samples", 4).max(1),
+            max_new_tokens: o.u64_or("gconfig.max_new_tokens", 1024),
+            prompt_len: o.u64_or("train_dataset.max_length", 1024),
+            max_tokens_per_mb: o.u64_or("actor.mb_spec.max_tokens_per_mb", 10240).max(1),
+            max_concurrent_rollouts: o.u64_or("rollout.max_concurrent_rollouts", 256).max(1),
+            gradient_checkpointing: o.bool_or("actor.gradient_checkpointing", true),
+            gen_dp: gen_dp.max(1),
+            gen_tp: gen_tp.max(1),
+            train_dp: train_dp.max(1),
+            n_gpus_per_node: o.u64_or("cluster.n_gpus_per_node", 8).max(1) as u32,
+        }
+    }
+}
 
 /// AReaL: is the SGLang server on the trainer's GPUs?
 pub fn areal_colocated(hw: &Hardware, a: &ArealConfig) -> bool {
@@ -172,4 +270,24 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
         notes: notes(hw, a, &arch, dp, colocated),
         arch: Some(arch),
     }
+}
+
+/// AReaL in the trainer registry ([`super::Trainer::model`]): its log's `Memory-Usage` is what
+/// was in use when it logged, not torch's peak.
+pub static MODEL: TrainerModel = TrainerModel {
+    name: "areal",
+    aliases: &[],
+    workload,
+    config_shape: None,
+    how_to_know: ARCHITECTURE_FROM_EXPERIMENT,
+    log_tokens_per_gpu: false,
+    log_peak_is_lower_bound: true,
+};
+
+/// AReaL's configuration from a plan, on the model's shape (or a stand-in of its size).
+fn workload(p: &Plan) -> (Workload, Option<Arch>) {
+    (
+        Workload::Areal(ArealConfig::from_overrides(p.keys)),
+        Some(p.shape()),
+    )
 }
