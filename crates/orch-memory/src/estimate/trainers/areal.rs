@@ -6,7 +6,10 @@
 //! The module also reads the trainer's own keys ([`ArealConfig`]) and registers it ([`MODEL`]: its
 //! name, its [`Workload`] from a plan, what else orch asks of it).
 
-use super::{ARCHITECTURE_FROM_EXPERIMENT, Plan, Trainer, TrainerModel, Workload};
+use super::{
+    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, Plan, Rollout, Trainer,
+    TrainerModel, Workload,
+};
 use crate::estimate::GIB;
 use crate::estimate::activations::activation_events;
 use crate::estimate::allocator::{Event, Site, alloc, walk};
@@ -290,4 +293,35 @@ fn workload(p: &Plan) -> (Workload, Option<Arch>) {
         Workload::Areal(ArealConfig::from_overrides(p.keys)),
         Some(p.shape()),
     )
+}
+
+impl ArealConfig {
+    /// What it trades speed for: checkpointing, and SGLang's rollout (the concurrent
+    /// rollouts spread over the generation servers).
+    pub fn knobs(&self) -> Knobs {
+        let per_server = self
+            .max_concurrent_rollouts
+            .div_ceil(u64::from(self.gen_dp.max(1)));
+        Knobs {
+            gradient_checkpointing: self.gradient_checkpointing,
+            rollout: Some(Rollout {
+                demand_tokens: per_server as f64 * (self.prompt_len + self.max_new_tokens) as f64,
+                tensor_parallel: self.gen_tp,
+            }),
+            hidden_without_shape: HIDDEN_WITHOUT_SHAPE,
+            ..Knobs::default()
+        }
+    }
+
+    /// What its SGLang server holds, in a process of its own, on a card of `capacity_gib`.
+    pub fn own_engine_gib(&self, capacity_gib: f64) -> f64 {
+        let hw = Hardware {
+            gpu_name: String::new(),
+            gpu_mem_gib: capacity_gib,
+            gpus_per_node: self.n_gpus_per_node,
+            host_mem_gib: 0.0,
+            expandable_segments: false,
+        };
+        crate::estimate::sglang_in_use_gib(&hw, self)
+    }
 }

@@ -149,6 +149,57 @@ impl Trainer {
     }
 }
 
+/// What a configuration trades speed for, as the planner's throughput model reads it (one
+/// factor per knob there; each trainer says which of its keys set them).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Knobs {
+    /// Full activation checkpointing.
+    pub gradient_checkpointing: bool,
+    /// FSDP parameter offload to the host.
+    pub param_offload: bool,
+    /// FSDP optimizer-state offload to the host.
+    pub optimizer_offload: bool,
+    /// The generation phase of an RL step, when there is one.
+    pub rollout: Option<Rollout>,
+    /// The model's hidden size as the configuration alone implies it, for an estimate that
+    /// carries no shape.
+    pub hidden_without_shape: f64,
+}
+
+/// One rollout engine's load in a step.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rollout {
+    /// Tokens one engine holds in flight: sequences × their length.
+    pub demand_tokens: f64,
+    /// The engine's tensor-parallel size.
+    pub tensor_parallel: u32,
+}
+
+/// The hidden size [`Knobs::hidden_without_shape`] assumes for a trainer that loads a named
+/// model (its estimate always carries a shape, or a stand-in's).
+pub const HIDDEN_WITHOUT_SHAPE: f64 = 4096.0;
+
+impl Workload {
+    /// What the configuration trades speed for.
+    pub fn knobs(&self) -> Knobs {
+        match self {
+            Workload::Verl(v) => v.knobs(),
+            Workload::Areal(a) => a.knobs(),
+            Workload::Torchrun(t) => t.knobs(),
+            Workload::RlSwarm(r) => r.knobs(),
+        }
+    }
+
+    /// What the job's own rollout server holds in a process of its own (AReaL's SGLang
+    /// server) on a card of `capacity_gib`; 0 where the engine lives in the trainer's process.
+    pub fn own_engine_gib(&self, capacity_gib: f64) -> f64 {
+        match self {
+            Workload::Areal(a) => a.own_engine_gib(capacity_gib),
+            _ => 0.0,
+        }
+    }
+}
+
 /// Estimate memory for a configuration and find the first failure, if any.
 pub fn estimate(cfg: &SimConfig) -> Estimate {
     match &cfg.workload {
@@ -172,5 +223,13 @@ mod tests {
         assert_eq!(Trainer::parse("rl_swarm"), Some(Trainer::RlSwarm));
         assert_eq!(Trainer::parse(" RLSwarm "), Some(Trainer::RlSwarm));
         assert_eq!(Trainer::parse("deepspeed"), None);
+    }
+
+    #[test]
+    fn every_trainer_has_its_entry() {
+        for t in Trainer::ALL {
+            let m = t.model();
+            assert!(!m.name.is_empty() && !m.how_to_know.is_empty(), "{t:?}");
+        }
     }
 }

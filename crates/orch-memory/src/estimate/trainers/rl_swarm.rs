@@ -22,7 +22,10 @@
 //! name, its [`Workload`] from a plan, what else orch asks of it).
 
 use super::torchrun::layer_blocks;
-use super::{ARCHITECTURE_FROM_EXPERIMENT, Plan, Trainer, TrainerModel, Workload};
+use super::{
+    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, Plan, Rollout, Trainer,
+    TrainerModel, Workload,
+};
 use crate::estimate::GIB;
 use crate::estimate::allocator::{Event, Site, alloc, walk};
 use crate::estimate::config::Precision;
@@ -575,6 +578,24 @@ fn workload(p: &Plan) -> (Workload, Option<Arch>) {
         Workload::RlSwarm(RlSwarmConfig::from_overrides(p.keys, p.card_gib, None)),
         Some(p.shape()),
     )
+}
+
+impl RlSwarmConfig {
+    /// What it trades speed for: checkpointing, and Hugging Face `generate` for the node's own
+    /// prompts (its KV cache never short, one GPU).
+    pub fn knobs(&self) -> Knobs {
+        let demand = (self.num_train_samples.max(1)
+            * (k::RS_PROMPT_TOKENS as u64 + self.max_new_tokens)) as f64;
+        Knobs {
+            gradient_checkpointing: self.gradient_checkpointing,
+            rollout: Some(Rollout {
+                demand_tokens: demand,
+                tensor_parallel: 1,
+            }),
+            hidden_without_shape: HIDDEN_WITHOUT_SHAPE,
+            ..Knobs::default()
+        }
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //! The module also reads the trainer's own keys ([`TorchrunConfig`]) and registers it ([`MODEL`]: its
 //! name, its [`Workload`] from a plan, what else orch asks of it).
 
-use super::{Plan, Trainer, TrainerModel, Workload};
+use super::{Knobs, Plan, Trainer, TrainerModel, Workload};
 use crate::estimate::GIB;
 use crate::estimate::allocator::{Event, Site, alloc, walk};
 use crate::estimate::config::Precision;
@@ -587,4 +587,17 @@ fn workload(p: &Plan) -> (Workload, Option<Arch>) {
         Workload::Torchrun(TorchrunConfig::with_shape(p.keys, p.gpus, p.known.cloned())),
         None,
     )
+}
+
+impl TorchrunConfig {
+    /// What it trades speed for: checkpointing only (no rollout); without a shape, the hidden
+    /// size its parameter count and depth imply (12·h² parameters per layer).
+    pub fn knobs(&self) -> Knobs {
+        Knobs {
+            gradient_checkpointing: self.gradient_checkpointing,
+            hidden_without_shape: (self.params_m * 1e6 / (12.0 * f64::from(self.n_layers.max(1))))
+                .sqrt(),
+            ..Knobs::default()
+        }
+    }
 }

@@ -6,7 +6,10 @@
 //! The module also reads the trainer's own keys ([`VerlConfig`]) and registers it ([`MODEL`]: its
 //! name, its [`Workload`] from a plan, what else orch asks of it).
 
-use super::{ARCHITECTURE_FROM_EXPERIMENT, Plan, Trainer, TrainerModel, Workload};
+use super::{
+    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, Plan, Rollout, Trainer,
+    TrainerModel, Workload,
+};
 use crate::estimate::GIB;
 use crate::estimate::activations::activation_events;
 use crate::estimate::allocator::{Event, Site, Walk, alloc, walk};
@@ -588,4 +591,25 @@ fn workload(p: &Plan) -> (Workload, Option<Arch>) {
         ..VerlConfig::from_overrides(p.keys)
     };
     (Workload::Verl(v), Some(p.shape()))
+}
+
+impl VerlConfig {
+    /// What it trades speed for: checkpointing, both offloads, and vLLM's rollout (the
+    /// batch's sequences spread over the engines, `tensor_parallel` GPUs each).
+    pub fn knobs(&self) -> Knobs {
+        let engines = (u64::from(self.n_gpus_per_node * self.nnodes)
+            / u64::from(self.tensor_parallel))
+        .max(1);
+        let in_flight = (self.train_batch_size * self.rollout_n).div_ceil(engines);
+        Knobs {
+            gradient_checkpointing: self.gradient_checkpointing,
+            param_offload: self.param_offload,
+            optimizer_offload: self.optimizer_offload,
+            rollout: Some(Rollout {
+                demand_tokens: in_flight as f64 * self.seq_len() as f64,
+                tensor_parallel: self.tensor_parallel,
+            }),
+            hidden_without_shape: HIDDEN_WITHOUT_SHAPE,
+        }
+    }
 }
