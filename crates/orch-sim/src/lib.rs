@@ -57,6 +57,11 @@ pub fn main(trainer: &str, args: &[String]) -> i32 {
     run(trainer, args, &env, &mut sink)
 }
 
+/// The trainers `orch sim-train` stands in for, by name (the registry in `trainers/`).
+pub fn simulated_trainers() -> Vec<&'static str> {
+    trainers::ALL.iter().map(|s| s.trainer.name()).collect()
+}
+
 /// A sink that keeps the waiting and drops the words: a node other than rank 0's.
 struct Silent<'a>(&'a mut dyn Sink);
 
