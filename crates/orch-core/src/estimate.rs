@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use orch_memory::estimate::{
-    ConfigShape, Estimate, Hardware, Plan as TrainerPlan, SimConfig, Trainer, Workload,
+    ConfigShape, Estimate, Hardware, PlanInput, SimConfig, Trainer, Workload,
 };
 use orch_memory::overrides::Overrides;
 use orch_memory::shape::Arch;
@@ -223,7 +223,7 @@ impl Estimator {
             Architecture::Known { shape, .. } => Some(shape.clone()),
             Architecture::Unknown { .. } => None,
         };
-        let (workload, arch) = (self.trainer.model().workload)(&TrainerPlan {
+        let (workload, arch) = (self.trainer.model().workload)(&PlanInput {
             keys: &keys,
             gpus: plan.resources.gpus,
             card_gib: setup.profile.gpu.memory_gib,

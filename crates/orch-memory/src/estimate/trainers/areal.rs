@@ -7,7 +7,7 @@
 //! name, its [`Workload`] from a plan, what else orch asks of it).
 
 use super::{
-    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, Plan, Rollout, Trainer,
+    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, PlanInput, Rollout, Trainer,
     TrainerModel, Workload,
 };
 use crate::estimate::GIB;
@@ -288,7 +288,7 @@ pub static MODEL: TrainerModel = TrainerModel {
 };
 
 /// AReaL's configuration from a plan, on the model's shape (or a stand-in of its size).
-fn workload(p: &Plan) -> (Workload, Option<Arch>) {
+fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
     (
         Workload::Areal(ArealConfig::from_overrides(p.keys)),
         Some(p.shape()),

@@ -3,7 +3,7 @@
 //!
 //! A trainer's module holds what the estimator knows of it: the configuration it reads from
 //! the trainer's own keys (`VerlConfig`, …), how a plan's keys become that configuration
-//! ([`Plan`] → [`Workload`]), and the assembly that lists its allocations in the order the
+//! ([`PlanInput`] → [`Workload`]), and the assembly that lists its allocations in the order the
 //! trainer makes them. [`Trainer`] names them, [`Workload`] carries one's configuration, and
 //! [`Trainer::model`] is the table of what the rest of orch asks of a trainer (its name, where
 //! its model's shape comes from, how its log reports); [`estimate`] dispatches here. This is
@@ -58,7 +58,7 @@ pub enum Workload {
 
 /// What a plan gives the estimator, for a trainer's module to build its [`Workload`] from.
 #[derive(Debug, Clone, Copy)]
-pub struct Plan<'a> {
+pub struct PlanInput<'a> {
     /// The plan's keys as the trainer reads them from the rendered script.
     pub keys: &'a Overrides,
     /// GPUs per node.
@@ -73,7 +73,7 @@ pub struct Plan<'a> {
     pub sequence_tokens: Option<f64>,
 }
 
-impl Plan<'_> {
+impl PlanInput<'_> {
     /// The known shape, else a stand-in of the model's size (the trainers that load a named
     /// model).
     pub fn shape(&self) -> Arch {
@@ -99,7 +99,7 @@ pub struct TrainerModel {
     /// Other spellings [`Trainer::parse`] takes.
     pub aliases: &'static [&'static str],
     /// Its [`Workload`] from a plan, with the shape the estimate uses when it takes one.
-    pub workload: fn(&Plan) -> (Workload, Option<Arch>),
+    pub workload: fn(&PlanInput) -> (Workload, Option<Arch>),
     /// Where the model's shape comes from when the trainer reads it from its own training
     /// config (the user's script) rather than from the experiment's model.
     pub config_shape: Option<ConfigShape>,

@@ -23,7 +23,7 @@
 
 use super::torchrun::layer_blocks;
 use super::{
-    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, Plan, Rollout, Trainer,
+    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, PlanInput, Rollout, Trainer,
     TrainerModel, Workload,
 };
 use crate::estimate::GIB;
@@ -573,7 +573,7 @@ pub static MODEL: TrainerModel = TrainerModel {
 
 /// rl-swarm's configuration from a plan (the card's own memory decides its VRAM rule when no
 /// model is named), on the model's shape (or a stand-in of its size).
-fn workload(p: &Plan) -> (Workload, Option<Arch>) {
+fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
     (
         Workload::RlSwarm(RlSwarmConfig::from_overrides(p.keys, p.card_gib, None)),
         Some(p.shape()),

@@ -13,7 +13,7 @@
 //! The module also reads the trainer's own keys ([`TorchrunConfig`]) and registers it ([`MODEL`]: its
 //! name, its [`Workload`] from a plan, what else orch asks of it).
 
-use super::{Knobs, Plan, Trainer, TrainerModel, Workload};
+use super::{Knobs, PlanInput, Trainer, TrainerModel, Workload};
 use crate::estimate::GIB;
 use crate::estimate::allocator::{Event, Site, alloc, walk};
 use crate::estimate::config::Precision;
@@ -582,7 +582,7 @@ pub static MODEL: TrainerModel = TrainerModel {
 
 /// torchrun's configuration from a plan: without a shape, seed 003's fit scaled by the
 /// model's size (the estimate takes no separate shape).
-fn workload(p: &Plan) -> (Workload, Option<Arch>) {
+fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
     (
         Workload::Torchrun(TorchrunConfig::with_shape(p.keys, p.gpus, p.known.cloned())),
         None,

@@ -7,7 +7,7 @@
 //! name, its [`Workload`] from a plan, what else orch asks of it).
 
 use super::{
-    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, Plan, Rollout, Trainer,
+    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, PlanInput, Rollout, Trainer,
     TrainerModel, Workload,
 };
 use crate::estimate::GIB;
@@ -585,7 +585,7 @@ pub static MODEL: TrainerModel = TrainerModel {
 
 /// verl's configuration from a plan, with the real tokens per sequence an earlier attempt
 /// logged, on the model's shape (or a stand-in of its size).
-fn workload(p: &Plan) -> (Workload, Option<Arch>) {
+fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
     let v = VerlConfig {
         observed_tokens_per_sequence: p.sequence_tokens,
         ..VerlConfig::from_overrides(p.keys)
