@@ -86,8 +86,9 @@ pub const TR_CKPT_INPUT_BYTES: f64 = 4.0;
 /// gradient are by far the largest tensors of a step, and each is freed again within it. torch's
 /// allocator (`c10/cuda/CUDACachingAllocator.cpp`, torch 2.5: `get_free_block`,
 /// `should_split`, `release_blocks`) serves a request from the smallest cached block that
-/// holds it, splits a large-pool block whenever more than 1 MiB (`kSmallSize`) would be left,
-/// and gives a segment back to the device only when no piece of it is in use. Once those
+/// holds it, splits a large-pool block whenever more than 1 MiB (`kSmallSize`) would be left
+/// (`max_split_size_mb` unset), and gives a segment back to the device only when no piece of
+/// it is in use. Once those
 /// blocks are freed they are the largest cached blocks, so the smaller tensors allocated
 /// meanwhile (the bf16 gradient of the logits, the gradients `zero_grad(set_to_none=True)`
 /// re-creates, AdamW's state in the first step) are split out of them; the next micro-batch's
