@@ -1,6 +1,6 @@
 //! torch's caching allocator, replayed: a trainer's allocations in order, against a GPU's
-//! capacity, with fragmentation slack; the first allocation that does not fit is the OOM, with
-//! the numbers torch's message reports.
+//! capacity, with fragmentation slack and any blocks the trainer says are stranded; the first
+//! allocation that does not fit is the OOM, with the numbers torch's message reports.
 
 /// Where a tensor is allocated; picks the traceback the report prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,9 @@
 //!   `model.d_model`…; [`torchrun_shape`](super::config::torchrun_shape)): physics
 //!   ([`physics_events`]) — fp32 master weights, AdamW state, DDP buckets, autocast's
 //!   low-precision weight copies, per-layer activations of a Hugging Face decoder layer under
-//!   autocast, the fp32 logits and loss, then the backward trading activations for gradients.
+//!   autocast, the fp32 logits and loss, then the backward trading activations for gradients;
+//!   the caching allocator keeps one fp32 logits-sized block stranded beside its slack
+//!   ([`k::TR_STRANDED_LOGITS_BLOCKS`]).
 //! - **Only a size** (`model.params_m`, seed 003's script of the user's own): an empirical fit
 //!   to the seed's three measurements, scaled by model size ([`events`]) — static memory,
 //!   stored activations linear in tokens, and a transient attention-score tensor quadratic in
