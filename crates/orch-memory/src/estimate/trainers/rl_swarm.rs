@@ -700,7 +700,7 @@ mod tests {
                 .take(2)
                 .map(|e| match e {
                     Event::Alloc { gib, .. } => gib,
-                    Event::Free { .. } => 0.0,
+                    Event::Free { .. } | Event::Strand { .. } => 0.0,
                 })
                 .sum::<f64>()
         };

@@ -4,7 +4,9 @@
 //!   `model.d_model`…; [`torchrun_shape`]): physics
 //!   ([`physics_events`]) — fp32 master weights, AdamW state, DDP buckets, autocast's
 //!   low-precision weight copies, per-layer activations of a Hugging Face decoder layer under
-//!   autocast, the fp32 logits and loss, then the backward trading activations for gradients.
+//!   autocast, the fp32 logits and loss, then the backward trading activations for gradients;
+//!   the caching allocator keeps one fp32 logits-sized block stranded beside its slack
+//!   ([`k::TR_STRANDED_LOGITS_BLOCKS`]).
 //! - **Only a size** (`model.params_m`, seed 003's script of the user's own): an empirical fit
 //!   to the seed's three measurements, scaled by model size ([`events`]) — static memory,
 //!   stored activations linear in tokens, and a transient attention-score tensor quadratic in
@@ -373,6 +375,16 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
             stored,
         ));
     }
+    // The previous micro-batch's fp32 `tokens × vocab` blocks, split by smaller tensors since
+    // they were freed, cannot hold this one's first fp32 `tokens × vocab` tensor (a bf16 one
+    // still fits in what is left of them): k::TR_STRANDED_LOGITS_BLOCKS.
+    let fp32 = g(tokens * vocab * 4.0);
+    let stranded = Event::Strand {
+        gib: k::TR_STRANDED_LOGITS_BLOCKS * fp32,
+    };
+    if !amp {
+        events.push(stranded.clone());
+    }
     let logits_low = g(tokens * vocab * if amp { 2.0 } else { 4.0 });
     events.push(alloc(
         Site::LogitsBf16,
@@ -386,9 +398,9 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
             gib: copies - g(2.0 * head),
         });
     }
-    let fp32 = g(tokens * vocab * 4.0);
     let mut loss = 0.0;
     if amp {
+        events.push(stranded);
         events.push(alloc(Site::LogitsFp32, "logits upcast to fp32", fp32, fp32));
         loss += fp32;
     }
@@ -477,7 +489,13 @@ pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
     let frag = hw.frag();
     let (events, mut train_items, arch, note) = match &t.shape {
         Some(a) => {
-            let events = physics_events(t, a);
+            let mut events = physics_events(t, a);
+            if hw.expandable_segments {
+                // Expandable segments grow one mapping per stream instead of cutting separate
+                // segments: that stays [`k::FRAG_EXPANDABLE`]'s model (no measurement with
+                // them in the H100 grid).
+                events.retain(|e| !matches!(e, Event::Strand { .. }));
+            }
             let items = summed_items(&events);
             let note = format!(
                 "torchrun: {} ({:.1}M params) from the training config's architecture",
@@ -502,10 +520,23 @@ pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
         0,
         item("CUDA context + NCCL (non-PyTorch)", k::CUDA_CTX_GIB),
     );
+    let stranded: f64 = events
+        .iter()
+        .map(|e| match e {
+            Event::Strand { gib } => *gib,
+            _ => 0.0,
+        })
+        .sum();
     train_items.push(item(
         format!("allocator slack ({:.0}% fragmentation)", frag * 100.0),
-        demand.reserved_peak_gib - demand.allocated_peak_gib,
+        demand.reserved_peak_gib - demand.allocated_peak_gib - stranded,
     ));
+    if stranded > 0.0 {
+        train_items.push(item(
+            "cached fp32 logits-sized block split by smaller tensors (stranded)",
+            stranded,
+        ));
+    }
     let mut notes = t.notes.clone();
     notes.push(note);
     let host = k::HOST_BASE_GIB + k::TR_HOST_PER_RANK_GIB * t.nproc as f64;

@@ -362,17 +362,18 @@ fn thousands(n: u64) -> String {
 fn step_line(ctx: &Ctx, r: &Run, step: u64, step_s: f64) -> String {
     let ids = &ctx.ids;
     let seq = r.v.seq_len() as f64;
-    let resp = metric(
-        ids,
-        "resp",
-        step,
-        r.v.max_response_length as f64 * 0.6,
-        r.v.max_response_length as f64 * 0.45,
-    );
+    // The rollouts hold what the memory truth packs: prompt + response = the estimate's
+    // `fill()` share of the padded length on every step (the real tokens orch reads back from
+    // verl's two means). The prompts vary a little from batch to batch, the responses take
+    // the rest.
+    let real = r.v.fill() * seq;
+    let prompt_mean = r.v.fill() * r.v.max_prompt_length as f64;
+    let prompt = metric(ids, "prompt", step, prompt_mean * 1.03, prompt_mean * 0.97);
+    let resp = real - prompt;
     let gpus = (r.v.n_gpus_per_node * r.v.nnodes) as f64;
     let tokens_per_gpu = seq * 0.6 * (r.v.train_batch_size * r.v.rollout_n) as f64 / gpus;
     format!(
-        "step:{step} - global_seqlen/mean:{:.1} - actor/entropy:{:.3} - actor/pg_loss:{:.4} - actor/pg_clipfrac:{:.4} - actor/ppo_kl:{:.5} - actor/grad_norm:{:.3} - perf/mfu/actor:0.000 - perf/max_memory_allocated_gb:{:.2} - perf/max_memory_reserved_gb:{:.2} - perf/cpu_memory_used_gb:{:.2} - actor/lr:{} - critic/score/mean:{:.3} - critic/rewards/mean:{:.3} - response_length/mean:{:.1} - timing_s/gen:{:.3} - timing_s/update_actor:{:.3} - timing_s/step:{:.3} - perf/total_num_tokens:{:.0} - perf/time_per_step:{:.3} - perf/throughput:{:.1}",
+        "step:{step} - global_seqlen/mean:{:.1} - actor/entropy:{:.3} - actor/pg_loss:{:.4} - actor/pg_clipfrac:{:.4} - actor/ppo_kl:{:.5} - actor/grad_norm:{:.3} - perf/mfu/actor:0.000 - perf/max_memory_allocated_gb:{:.2} - perf/max_memory_reserved_gb:{:.2} - perf/cpu_memory_used_gb:{:.2} - actor/lr:{} - critic/score/mean:{:.3} - critic/rewards/mean:{:.3} - response_length/mean:{:.1} - prompt_length/mean:{:.1} - timing_s/gen:{:.3} - timing_s/update_actor:{:.3} - timing_s/step:{:.3} - perf/total_num_tokens:{:.0} - perf/time_per_step:{:.3} - perf/throughput:{:.1}",
         tokens_per_gpu,
         metric(ids, "entropy", step, 0.62, 0.38),
         metric(ids, "pg_loss", step, 0.012, -0.004),
@@ -386,6 +387,7 @@ fn step_line(ctx: &Ctx, r: &Run, step: u64, step_s: f64) -> String {
         metric(ids, "score", step, 0.21, 0.64),
         metric(ids, "reward", step, 0.21, 0.64),
         resp,
+        prompt,
         step_s * 0.5,
         step_s * 0.5,
         step_s,
