@@ -412,7 +412,7 @@ pub struct CompletionsArgs {
 #[cfg(feature = "sim")]
 #[derive(Debug, Args)]
 pub struct SimTrainArgs {
-    /// verl, areal, torchrun or rl-swarm
+    /// The trainer to simulate, by its registered name (an unknown name lists them)
     pub trainer: String,
     /// The trainer's own arguments
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
