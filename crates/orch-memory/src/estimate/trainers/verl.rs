@@ -217,13 +217,10 @@ impl Actor {
         let world = (f64::from(v.n_gpus_per_node) * f64::from(v.nnodes)).max(1.0);
         let p = arch.params;
         let fill = if v.use_remove_padding { v.fill() } else { 1.0 };
-        // With dynamic batching verl packs a micro-batch to `ppo_max_token_len_per_gpu × sp`
-        // real tokens for the whole sequence-parallel group (`dp_actor.py` `update_policy`:
-        // `max_token_len = ppo_max_token_len_per_gpu * ulysses_sequence_parallel_size`, at
-        // a31a8f251 and b178a3cd5), so each GPU holds the budget itself; a fixed micro-batch is
-        // per data-parallel rank and split over the group.
+        // A fixed micro-batch is per data-parallel rank and split over the sequence-parallel
+        // group; a dynamic one is what [`dynamic_micro_tokens`] finds.
         let tokens = if v.use_dynamic_bsz {
-            v.ppo_max_token_len_per_gpu as f64
+            dynamic_micro_tokens(v, world, fill)
         } else {
             v.micro_batch_per_gpu as f64 * v.seq_len() as f64 * fill / v.ulysses_sp as f64
         };
@@ -253,6 +250,30 @@ impl Actor {
     fn adam(&self) -> f64 {
         2.0 * self.params
     }
+}
+
+/// Real tokens one GPU holds in a micro-batch with dynamic batching (`use_dynamic_bsz`).
+///
+/// verl splits each data-parallel rank's share of a mini-batch (`ppo_mini_batch_size × n /
+/// (world / sp)` sequences: `fsdp_workers.py` `ActorRolloutRefWorker.__init__`) into
+/// `ceil(real tokens / (ppo_max_token_len_per_gpu × sp))` micro-batches, no more than it has
+/// sequences, and balances their real tokens (`verl/utils/seqlen_balancing.py`
+/// `rearrange_micro_batches` → `get_seqlen_balanced_partitions(..., equal_size=False)`;
+/// `dp_actor.py` `update_policy` passes `max_token_len = ppo_max_token_len_per_gpu *
+/// ulysses_sequence_parallel_size`; volcengine/verl at fa23b696d, a31a8f251 and b178a3cd5).
+/// So a micro-batch holds the mini-batch's tokens over that count, at most the budget: when
+/// the rank's mini-batch is a little over one budget, it is two half-full micro-batches. The
+/// group's micro-batch is split over its `sp` GPUs.
+fn dynamic_micro_tokens(v: &VerlConfig, world: f64, fill: f64) -> f64 {
+    let sp = v.ulysses_sp.max(1) as f64;
+    let dp_ranks = (world / sp).floor().max(1.0);
+    let sequences = (v.ppo_mini_batch_size as f64 * v.rollout_n as f64 / dp_ranks)
+        .floor()
+        .max(1.0);
+    let total = sequences * v.seq_len() as f64 * fill;
+    let budget = (v.ppo_max_token_len_per_gpu as f64 * sp).max(1.0);
+    let micro_batches = (total / budget).ceil().clamp(1.0, sequences);
+    total / micro_batches / sp
 }
 
 /// What stays on the GPU through the generation phase (verl offloads only what it is told to).
