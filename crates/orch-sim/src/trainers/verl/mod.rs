@@ -359,17 +359,26 @@ fn thousands(n: u64) -> String {
     out
 }
 
+/// The step's mean prompt and response lengths as printed (one decimal). The rollouts hold what
+/// the memory truth packs: prompt + response = the estimate's `fill()` share of the padded
+/// length, `real`, on every step (the real tokens orch reads back from verl's two means). The
+/// prompts vary a little from batch to batch (`prompt`), the responses take the rest. Both are
+/// rounded as printed first, so the printed means add up to one figure on every step, whichever
+/// step orch reads last.
+fn lengths(real: f64, prompt: f64) -> (f64, f64) {
+    let tenth = |x: f64| (x * 10.0).round() / 10.0;
+    let prompt = tenth(prompt);
+    (prompt, tenth(real) - prompt)
+}
+
 fn step_line(ctx: &Ctx, r: &Run, step: u64, step_s: f64) -> String {
     let ids = &ctx.ids;
     let seq = r.v.seq_len() as f64;
-    // The rollouts hold what the memory truth packs: prompt + response = the estimate's
-    // `fill()` share of the padded length on every step (the real tokens orch reads back from
-    // verl's two means). The prompts vary a little from batch to batch, the responses take
-    // the rest.
-    let real = r.v.fill() * seq;
     let prompt_mean = r.v.fill() * r.v.max_prompt_length as f64;
-    let prompt = metric(ids, "prompt", step, prompt_mean * 1.03, prompt_mean * 0.97);
-    let resp = real - prompt;
+    let (prompt, resp) = lengths(
+        r.v.fill() * seq,
+        metric(ids, "prompt", step, prompt_mean * 1.03, prompt_mean * 0.97),
+    );
     let gpus = (r.v.n_gpus_per_node * r.v.nnodes) as f64;
     let tokens_per_gpu = seq * 0.6 * (r.v.train_batch_size * r.v.rollout_n) as f64 / gpus;
     format!(
@@ -460,6 +469,18 @@ mod tests {
         v.push(format!("trainer.default_local_dir={}", dir.display()));
         v.extend(args(extra));
         v
+    }
+
+    #[test]
+    fn the_printed_lengths_add_up_to_one_figure_whatever_the_prompt() {
+        let printed = |x: f64| format!("{x:.1}").parse::<f64>().unwrap();
+        let sums: Vec<String> = (0..200)
+            .map(|i| {
+                let (p, r) = super::lengths(975.35, 300.0 + f64::from(i) * 0.037);
+                format!("{:.1}", printed(p) + printed(r))
+            })
+            .collect();
+        assert!(sums.iter().all(|s| s == "975.4"), "{sums:?}");
     }
 
     #[test]
