@@ -49,7 +49,7 @@ pub use config::{
     VerlConfig, Workload, parse_backend, rl_swarm_keys, torchrun_architecture, torchrun_shape,
 };
 pub use hardware::{Hardware, Trainer};
-pub use output::{Estimate, FailAt, FailKind, Failure, Item};
+pub use output::{Estimate, FailAt, FailKind, Failure, Item, StaticPart};
 pub use sglang::sglang_in_use_gib;
 pub use torchrun::torchrun_no_ckpt_factor;
 
