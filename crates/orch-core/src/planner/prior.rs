@@ -123,11 +123,11 @@ impl Split {
         self.tokens *= k;
     }
 
-    /// `×1.52 static, ×0.30 tokens`.
+    /// `static part ×1.47, token part ×0.30`.
     pub fn describe(&self) -> String {
         format!(
-            "static part ×{:.2}, token part ×{:.2} (fitted to {} measured peaks)",
-            self.fixed, self.tokens, self.points
+            "static part ×{:.2}, token part ×{:.2}",
+            self.fixed, self.tokens
         )
     }
 }

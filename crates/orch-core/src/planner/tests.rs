@@ -759,3 +759,69 @@ fn two_measured_peaks_calibrate_the_static_and_token_parts_apart() {
         chosen.describe()
     );
 }
+
+/// A climbed attempt climbs again: the run stepped down to micro batch 1 (the stand-in of the
+/// test above, truth `1.05 × static + 0.25 × tokens`), climbed to micro batch 2 on one scale,
+/// and micro batch 2 runs. Its measured peak with the one micro batch 1 left calibrates the two
+/// parts apart, and micro batch 4 — which fits in truth, and which one scale from either peak
+/// predicts at more than 51 GiB on the 44.4 GiB A40 — is the next climb.
+#[test]
+fn a_climbed_attempt_climbs_again_once_two_peaks_tell_the_parts_apart() {
+    let (setup, written) = load("pretrain-512m", "a40", &[]);
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    let truth = |plan: &Plan| {
+        let e = estimator.estimate(&setup, plan).estimate;
+        let fixed = e.train_static.unwrap().reserved_gib;
+        ((1.05 * fixed + 0.25 * (e.train_reserved_gib - fixed)) * 100.0).round() / 100.0
+    };
+    let micro2 = candidate(&setup, &written, &[0, 0, 2]);
+    let micro1 = candidate(&setup, &written, &[0, 0, 3]);
+    let running = observed(&setup, &estimator, &micro2, Some(truth(&micro2)));
+    let spec = setup.template.spec.climb.clone().unwrap();
+    let pace = super::climb::Pace {
+        step: 120,
+        total: 2000,
+        step_s: 2.0,
+        startup_s: Some(60.0),
+        queue_s: 0.0,
+        checkpoint_every: 50,
+        peak_gib: truth(&micro2),
+    };
+    let tried: HashSet<String> = [&written, &micro1, &micro2]
+        .iter()
+        .map(|p| p.canonical(&setup))
+        .collect();
+    let climb_with = |obs: &[crate::evidence_store::Observation]| {
+        let prior = super::Prior::from_observations(obs, super::prior::Reports::default(), None);
+        let mut notes = Vec::new();
+        let climb = super::climb::climb(
+            &Context {
+                setup: &setup,
+                estimator: Some(&estimator),
+                written: &written,
+                current: &micro2,
+                failures: &[],
+                tried: &tried,
+                prior: &prior,
+            },
+            &spec,
+            &pace,
+            &mut notes,
+        );
+        (climb, notes)
+    };
+    // The running attempt's peak alone: one scale, nothing faster predicted to fit.
+    let (climb, notes) = climb_with(std::slice::from_ref(&running));
+    assert!(climb.is_none(), "{notes:?}");
+    // With the peak micro batch 1 measured before it: micro batch 4.
+    let earlier = observed(&setup, &estimator, &micro1, Some(truth(&micro1)));
+    let (climb, notes) = climb_with(&[earlier, running]);
+    let climb = climb.unwrap_or_else(|| panic!("no climb: {notes:?}"));
+    assert_eq!(
+        value(&climb.to.plan, "micro_batch_size"),
+        "4",
+        "{}",
+        climb.to.describe()
+    );
+    assert!(climb.value.expected_s > 0.0, "{:?}", climb.value);
+}
