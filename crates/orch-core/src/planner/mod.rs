@@ -704,8 +704,11 @@ impl Search<'_> {
 
     /// `plan` estimated on the usable card with `margin` of it kept free, as calibrated, and
     /// that usable card on the estimate's unscaled figures. With a two-part calibration the
-    /// card depends on the plan's own parts ([`Learned::factor`]): estimated once on the
-    /// single scale's card to learn them, again on its own where that differs.
+    /// card depends on the plan's own parts ([`Learned::factor`]): estimated on the single
+    /// scale's card to learn them, and again on its own card only where the verdict could
+    /// differ there (the figures are the card's to hold, capacity ignored; a GPU OOM comes
+    /// where the peak passes the card), which keeps a decision's estimates near one per
+    /// candidate.
     fn estimate_calibrated(&self, plan: &Plan, margin: f64) -> (PlanEstimate, f64) {
         let capacity = self.setup.profile.gpu.memory_gib;
         let usable = self.learned.usable_gib(capacity);
@@ -714,8 +717,9 @@ impl Search<'_> {
             return (first, usable);
         }
         let own = self.learned.usable_for(capacity, &first);
-        if (own - usable).abs() <= 1e-9 * usable.max(1.0) {
-            return (first, usable);
+        let fits_own = first.gpu_peak_gib() <= own * (1.0 - margin);
+        if fits_own == first.estimate.failure.is_none() {
+            return (first, own);
         }
         (self.estimate(plan, own * (1.0 - margin)), own)
     }
