@@ -11,8 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use orch_memory::estimate::{
-    ArealConfig, Estimate, Hardware, RlSwarmConfig, SimConfig, TorchrunConfig, Trainer, VerlConfig,
-    Workload,
+    ConfigShape, Estimate, Hardware, PlanInput, SimConfig, Trainer, Workload,
 };
 use orch_memory::overrides::Overrides;
 use orch_memory::shape::Arch;
@@ -88,8 +87,8 @@ impl PlanEstimate {
 /// Why a plan cannot be estimated.
 #[derive(Debug, thiserror::Error)]
 pub enum EstimateError {
-    #[error("template `{template}` has no memory estimator (its `simulator:` is `{simulator}`)")]
-    NoEstimator { template: String, simulator: String },
+    #[error("template `{template}` has no memory estimator (its `trainer:` is `{trainer}`)")]
+    NoEstimator { template: String, trainer: String },
     #[error("experiment `{experiment}`, the model's architecture: {error}")]
     Architecture {
         experiment: String,
@@ -124,15 +123,14 @@ impl Estimator {
     /// (the template's model key) has that model's architecture resolved here too.
     pub fn new(setup: &Setup, plan: &Plan) -> Result<Self, EstimateError> {
         let spec = &setup.template.spec;
-        let trainer =
-            Trainer::parse(&spec.simulator).ok_or_else(|| EstimateError::NoEstimator {
-                template: setup.template.name.clone(),
-                simulator: spec.simulator.clone(),
-            })?;
+        let trainer = Trainer::parse(&spec.trainer).ok_or_else(|| EstimateError::NoEstimator {
+            template: setup.template.name.clone(),
+            trainer: spec.trainer.clone(),
+        })?;
         let model = setup.experiment.file.model.clone().unwrap_or_default();
-        let architecture = match trainer {
-            Trainer::Torchrun => torchrun_architecture(setup, plan)?,
-            _ => architecture(setup, &model)?,
+        let architecture = match trainer.model().config_shape {
+            Some(lookup) => config_architecture(setup, plan, lookup)?,
+            None => architecture(setup, &model)?,
         };
         let architecture = forced_unknown().unwrap_or(architecture);
         let mut others = BTreeMap::new();
@@ -198,7 +196,7 @@ impl Estimator {
             .and_then(|key| plan.overrides.get(key))
             .and_then(|s| s.value.as_str().map(str::to_string));
         match named {
-            Some(m) if m != self.model && self.trainer != Trainer::Torchrun => {
+            Some(m) if m != self.model && self.trainer.model().config_shape.is_none() => {
                 let arch = self
                     .others
                     .get(&m)
@@ -251,37 +249,14 @@ impl Estimator {
             Architecture::Known { shape, .. } => Some(shape.clone()),
             Architecture::Unknown { .. } => None,
         };
-        let (workload, arch) = match self.trainer {
-            Trainer::Verl => (
-                Workload::Verl(VerlConfig {
-                    observed_tokens_per_sequence: self.sequence_tokens,
-                    ..VerlConfig::from_overrides(&keys)
-                }),
-                Some(known.unwrap_or_else(|| orch_memory::shape::stand_in(&model))),
-            ),
-            Trainer::Areal => (
-                Workload::Areal(ArealConfig::from_overrides(&keys)),
-                Some(known.unwrap_or_else(|| orch_memory::shape::stand_in(&model))),
-            ),
-            // The card's own memory decides rl-swarm's VRAM rule when no model is named.
-            Trainer::RlSwarm => (
-                Workload::RlSwarm(RlSwarmConfig::from_overrides(
-                    &keys,
-                    setup.profile.gpu.memory_gib,
-                    None,
-                )),
-                Some(known.unwrap_or_else(|| orch_memory::shape::stand_in(&model))),
-            ),
-            // Without a shape, torchrun's estimate is seed 003's fit scaled by the model's size.
-            Trainer::Torchrun => (
-                Workload::Torchrun(TorchrunConfig::with_shape(
-                    &keys,
-                    plan.resources.gpus,
-                    known,
-                )),
-                None,
-            ),
-        };
+        let (workload, arch) = (self.trainer.model().workload)(&PlanInput {
+            keys: &keys,
+            gpus: plan.resources.gpus,
+            card_gib: setup.profile.gpu.memory_gib,
+            model: &model,
+            known: known.as_ref(),
+            sequence_tokens: self.sequence_tokens,
+        });
         let estimate = orch_memory::estimate::estimate(&SimConfig {
             hw,
             workload: workload.clone(),
@@ -302,12 +277,7 @@ impl Estimator {
 
 /// What would make the architecture known to `trainer`'s estimate.
 pub fn how_to_know(trainer: Trainer) -> &'static str {
-    match trainer {
-        Trainer::Torchrun => {
-            "state the model's shape in the training config (`model.architecture.*` config.json keys or `model.config: PATH`)"
-        }
-        _ => "give the experiment `architecture:` (config.json keys or a path)",
-    }
+    trainer.model().how_to_know
 }
 
 /// Estimate `plan`'s memory on its profile.
@@ -391,16 +361,17 @@ fn experiment_dir(setup: &Setup) -> PathBuf {
     setup.experiment_dir()
 }
 
-/// torchrun runs the user's own script: the shape is what its training config states, if
-/// anything.
-fn torchrun_architecture(setup: &Setup, plan: &Plan) -> Result<Architecture, EstimateError> {
+/// A trainer that runs the user's own script (torchrun): the shape is what its training
+/// config states, if anything, as the trainer's `lookup` reads it.
+fn config_architecture(
+    setup: &Setup,
+    plan: &Plan,
+    lookup: ConfigShape,
+) -> Result<Architecture, EstimateError> {
     let env = |k: &str| std::env::var(k).ok();
     let keys = trainer_keys(setup, plan);
     let base = experiment_dir(setup);
-    let found = match sorted(
-        setup,
-        orch_memory::estimate::torchrun_architecture(&keys, &base, &env),
-    )? {
+    let found = match sorted(setup, lookup(&keys, &base, &env))? {
         Ok(found) => found,
         Err(unknown) => return Ok(unknown),
     };

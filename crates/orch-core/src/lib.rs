@@ -19,7 +19,6 @@ pub mod notify;
 pub mod outcome;
 pub mod plan;
 pub mod planner;
-pub mod progress;
 pub mod render;
 pub mod reporter;
 pub mod run;

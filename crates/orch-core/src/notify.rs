@@ -3,13 +3,13 @@
 //! argument (`on_event: ["notify-send", "orch"]` in an experiment, or `--on-event CMD`).
 //! The hook never holds the run up: it runs in the background and is killed after 30 s.
 //! Its failures are the user's to fix (it is their command), so they are printed through the
-//! output layer ([`crate::progress::say`]) like other events, not hidden among diagnostics.
+//! output layer ([`crate::reporter::say`]) like other events, not hidden among diagnostics.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::progress::say;
+use crate::reporter::say;
 
 /// Run `hook` (argv) with `event`; failures are reported on stderr, never fatal.
 pub fn notify(hook: &[String], event: &serde_json::Value) {

@@ -6,9 +6,12 @@
 //! line that redraws, nothing under `--quiet` but results). They hold no terminal type: the run
 //! line is a [`RunLine`] the report hands out.
 //!
-//! [`crate::progress::Progress`] is today's report (indicatif lines or plain stderr lines); the
-//! machine's tests drive it with a quiet one.
+//! The report lives in the binary (`orch/progress`: indicatif lines or plain stderr lines),
+//! so nothing in this crate knows how a terminal looks; the machine's tests drive a silent one.
+//! The one exception is [`say`]: a plain line on stderr for the two messages that arise where
+//! no report is at hand (the ledger's torn-line warning, an `on_event` hook's failure).
 
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
@@ -178,4 +181,11 @@ pub trait RunLine: Send + Sync {
     fn show(&self, status: &RunStatus<'_>);
     /// Take the line away (the run is over, or handed off).
     fn clear(&self);
+}
+
+/// Print a message a user needs to see on stderr, whatever the display state (a run's hook
+/// failing, a torn ledger line, where no [`Report`] is at hand). Write errors are ignored, not
+/// panicked on: a closed stderr must not stop a run.
+pub fn say(message: impl AsRef<str>) {
+    let _ = writeln!(std::io::stderr().lock(), "{}", message.as_ref());
 }

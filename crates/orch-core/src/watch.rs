@@ -8,13 +8,13 @@
 //! job's state ([`RunDriver::observe`]), which may end the attempt and start the next. It polls
 //! less often while nothing changes. Where the scheduler is expensive to ask (Slurm, polled
 //! every 30 s by default), it reads the live jobs' exit files about once a second in between
-//! ([`Scheduler::exited`]) and answers a job that exited at once; what only the scheduler knows
+//! ([`Backend::exited`](crate::backend::Backend::exited)) and answers a job that exited at once; what only the scheduler knows
 //! (pending → running, a kill by signal, a node failure) waits for its tick. The loop ends when
 //! no run needs this orch any more.
 
 use std::time::{Duration, Instant};
 
-use crate::backend::{JobRef, Scheduler};
+use crate::backend::JobRef;
 use crate::ledger::{RunRecord, RunState};
 use crate::reporter::{RunEvent, WatchEvent};
 use crate::run::Phase;
@@ -23,9 +23,9 @@ pub use crate::run::{Ctx, FollowUp, RunDriver};
 
 /// Drive every run to its end; returns their records in the same order, and whether Ctrl-C
 /// stopped the watcher.
-pub async fn drive<B: Scheduler>(
+pub async fn drive(
     mut drivers: Vec<RunDriver>,
-    ctx: &Ctx<'_, B>,
+    ctx: &Ctx<'_>,
 ) -> anyhow::Result<(Vec<RunRecord>, bool)> {
     // A resumed run whose attempt is out keeps the slot (and the GPUs) its ledger records,
     // before any other run is given one.
@@ -60,7 +60,7 @@ pub async fn drive<B: Scheduler>(
             signal = signals.recv() => {
                 interrupted = true;
                 if let Some(name) = signal {
-                    ctx.progress.watch(&WatchEvent::Signal { name });
+                    ctx.report.watch(&WatchEvent::Signal { name });
                 }
                 interrupt(&mut drivers, ctx).await?;
                 break;
@@ -81,7 +81,7 @@ pub async fn drive<B: Scheduler>(
         let states = match ctx.backend.poll(&live).await {
             Ok(states) => states,
             Err(e) => {
-                ctx.progress.watch(&WatchEvent::PollFailed {
+                ctx.report.watch(&WatchEvent::PollFailed {
                     backend: ctx.backend.name(),
                     error: &format!("{e:#}"),
                 });
@@ -145,7 +145,7 @@ impl Signals {
 /// would meet the same disk, and runs waiting for a slot would wait for one that is never given
 /// back: the watcher stops driving them all, saying once what failed and how to go on. Returns
 /// whether it stopped.
-fn stop_for_room<B: Scheduler>(drivers: &[RunDriver], ctx: &Ctx<'_, B>) -> bool {
+fn stop_for_room(drivers: &[RunDriver], ctx: &Ctx<'_>) -> bool {
     let Some(why) = drivers.iter().find_map(RunDriver::stopped) else {
         return false;
     };
@@ -154,14 +154,14 @@ fn stop_for_room<B: Scheduler>(drivers: &[RunDriver], ctx: &Ctx<'_, B>) -> bool 
         .filter(|d| d.stopped().is_some() || d.is_active())
         .map(|d| d.run().id.as_str())
         .collect();
-    ctx.progress
+    ctx.report
         .watch(&WatchEvent::StoppedForRoom { why, runs: &left });
     true
 }
 
 /// Take a run as far as it goes without news; a run that cannot even be submitted ends failed
 /// (or stops, when orch cannot write its files).
-async fn advance<B: Scheduler>(d: &mut RunDriver, ctx: &Ctx<'_, B>) -> anyhow::Result<()> {
+async fn advance(d: &mut RunDriver, ctx: &Ctx<'_>) -> anyhow::Result<()> {
     if let Err(e) = d.advance(ctx).await {
         if crate::atomic::is_out_of_room(&e) {
             d.stop(&e, ctx);
@@ -171,7 +171,7 @@ async fn advance<B: Scheduler>(d: &mut RunDriver, ctx: &Ctx<'_, B>) -> anyhow::R
         if !matches!(d.phase(), Phase::Ended(_)) {
             d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;
         }
-        ctx.progress
+        ctx.report
             .event(d.name(), &RunEvent::CouldNotSubmit { error: &msg });
     }
     Ok(())
@@ -179,13 +179,13 @@ async fn advance<B: Scheduler>(d: &mut RunDriver, ctx: &Ctx<'_, B>) -> anyhow::R
 
 /// Give back the slots of runs whose job is no longer out, then let waiting runs take them,
 /// first in the queue first. Returns whether any run started an attempt.
-async fn admit<B: Scheduler>(drivers: &mut [RunDriver], ctx: &Ctx<'_, B>) -> anyhow::Result<bool> {
+async fn admit(drivers: &mut [RunDriver], ctx: &Ctx<'_>) -> anyhow::Result<bool> {
     let Some(slots) = ctx.slots else {
         return Ok(false);
     };
     for d in drivers.iter_mut() {
         if d.cancel_waiting(None)? {
-            ctx.progress.event(d.name(), &RunEvent::CancelledWaiting);
+            ctx.report.event(d.name(), &RunEvent::CancelledWaiting);
         }
     }
     for d in drivers.iter().filter(|d| !d.needs_slot()) {
@@ -212,13 +212,10 @@ async fn admit<B: Scheduler>(drivers: &mut [RunDriver], ctx: &Ctx<'_, B>) -> any
 
 /// Ctrl-C: local jobs are cancelled (nothing else would watch them); elsewhere they keep
 /// running and the user is told how to stop them.
-async fn interrupt<B: Scheduler>(
-    drivers: &mut [RunDriver],
-    ctx: &Ctx<'_, B>,
-) -> anyhow::Result<()> {
+async fn interrupt(drivers: &mut [RunDriver], ctx: &Ctx<'_>) -> anyhow::Result<()> {
     let not_ended = |d: &&mut RunDriver| !matches!(d.phase(), Phase::Ended(_));
     if ctx.backend.cancels_on_interrupt() {
-        ctx.progress.watch(&WatchEvent::Interrupted);
+        ctx.report.watch(&WatchEvent::Interrupted);
         // One job that cannot be cancelled does not keep the others running.
         for d in drivers.iter_mut().filter(not_ended) {
             let cancelled = match d.cancel(ctx).await {
@@ -226,7 +223,7 @@ async fn interrupt<B: Scheduler>(
                 Err(e) => Err(e),
             };
             if let Err(e) = cancelled {
-                ctx.progress.event(
+                ctx.report.event(
                     d.name(),
                     &RunEvent::CouldNotCancel {
                         error: &format!("{e:#}"),
@@ -238,13 +235,13 @@ async fn interrupt<B: Scheduler>(
     } else {
         for d in drivers.iter_mut().filter(not_ended) {
             if d.is_waiting() {
-                ctx.progress.watch(&WatchEvent::InterruptedWaiting {
+                ctx.report.watch(&WatchEvent::InterruptedWaiting {
                     run: d.name(),
                     id: &d.run().id,
                 });
                 continue;
             }
-            ctx.progress.watch(&WatchEvent::InterruptedLive {
+            ctx.report.watch(&WatchEvent::InterruptedLive {
                 run: d.name(),
                 backend: ctx.backend.name(),
                 id: &d.run().id,
@@ -256,10 +253,10 @@ async fn interrupt<B: Scheduler>(
 
 /// Between polls: the jobs whose exit files say they ended are answered now (their logs read,
 /// the failure classified, the next attempt submitted). Returns whether any was.
-async fn answer_exited<B: Scheduler>(
+async fn answer_exited(
     drivers: &mut [RunDriver],
     live: &[JobRef],
-    ctx: &Ctx<'_, B>,
+    ctx: &Ctx<'_>,
 ) -> anyhow::Result<bool> {
     if live.is_empty() {
         return Ok(false);

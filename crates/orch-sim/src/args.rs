@@ -1,8 +1,7 @@
 //! The trainers' own command lines, parsed the way the real trainers would see them:
 //! Hydra `key=value` overrides (verl, AReaL), YAML config files flattened to dotted keys
-//! (AReaL `--config`, torchrun `--config`), and torchrun-script flags.
-
-use std::path::PathBuf;
+//! (AReaL `--config`, torchrun `--config`), and `--flag VALUE` pairs ([`take_flag`]); a trainer's
+//! own flags are read in its module under `trainers/`.
 
 pub use orch_memory::overrides::{Overrides, parse_bool, parse_u64, unquote};
 
@@ -29,41 +28,6 @@ pub fn take_flag(args: &mut Vec<String>, name: &str) -> Option<String> {
         i += 1;
     }
     None
-}
-
-/// Parsed torchrun-script command line.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct TorchrunArgs {
-    /// `--config FILE`.
-    pub config: Option<PathBuf>,
-    /// `--output_dir D`.
-    pub output_dir: Option<String>,
-    /// `--resume_from D/step_N`.
-    pub resume_from: Option<String>,
-    /// `--nproc_per_node` if the caller passed torchrun's own flag through.
-    pub nproc_per_node: Option<u32>,
-    /// `key=value` overrides after the flags (some scripts accept them).
-    pub overrides: Vec<String>,
-}
-
-/// Split a torchrun script's command line into its flags and overrides.
-pub fn parse_torchrun(args: &[String]) -> TorchrunArgs {
-    let mut a: Vec<String> = args.to_vec();
-    let config = take_flag(&mut a, "config").map(PathBuf::from);
-    let output_dir = take_flag(&mut a, "output_dir");
-    let resume_from = take_flag(&mut a, "resume_from");
-    let nproc_per_node = take_flag(&mut a, "nproc_per_node").and_then(|v| v.parse().ok());
-    let overrides = a
-        .into_iter()
-        .filter(|s| !s.starts_with('-') && s.contains('='))
-        .collect();
-    TorchrunArgs {
-        config,
-        output_dir,
-        resume_from,
-        nproc_per_node,
-        overrides,
-    }
 }
 
 #[cfg(test)]
@@ -167,21 +131,5 @@ mod tests {
         assert_eq!(o.get_suffix("micro_batch_size").as_deref(), Some("2"));
         assert!(o.bool_or("gradient_checkpointing", false));
         assert_eq!(o.get("empty"), None);
-    }
-
-    #[test]
-    fn torchrun_flags() {
-        let t = parse_torchrun(&strings(&[
-            "--config",
-            "cfg.yaml",
-            "--output_dir=out",
-            "--resume-from",
-            "out/step_5",
-            "--nproc_per_node=4",
-        ]));
-        assert_eq!(t.config, Some(PathBuf::from("cfg.yaml")));
-        assert_eq!(t.output_dir.as_deref(), Some("out"));
-        assert_eq!(t.resume_from.as_deref(), Some("out/step_5"));
-        assert_eq!(t.nproc_per_node, Some(4));
     }
 }

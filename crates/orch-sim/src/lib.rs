@@ -14,8 +14,8 @@
 //! estimator's verdict (one memory model, not two).
 //!
 //! Layout: [`args`] (Hydra / YAML / flags), [`outputs`] (the real trainers' failure output as text templates under
-//! `outputs/`), [`report`] (filling the messages in; ids and time stamps), and one runner per
-//! trainer (`verl/`, `areal.rs`, `torchrun.rs`).
+//! `outputs/`), [`report`] (filling the messages in; ids and time stamps), and one module per
+//! trainer under `trainers/`, registered in `trainers/mod.rs` (the only place that names them).
 
 #![warn(missing_docs)]
 
@@ -24,11 +24,8 @@ pub mod outputs;
 pub mod report;
 pub mod truth;
 
-mod areal;
 mod devices;
-mod rl_swarm;
-mod torchrun;
-mod verl;
+mod trainers;
 
 use std::io::Write;
 use std::path::Path;
@@ -41,8 +38,8 @@ pub use orch_memory::estimate::{
 use report::Ids;
 use truth::Truth;
 
-/// Entry point of the hidden `orch sim-train` subcommand. `trainer` is "verl", "areal" or
-/// "torchrun"; `args` are the trainer's own arguments as the real trainer would receive them.
+/// Entry point of the hidden `orch sim-train` subcommand. `trainer` is a registered simulated
+/// trainer's name; `args` are the trainer's own arguments as the real trainer would receive them.
 /// Returns the process exit code.
 pub fn main(trainer: &str, args: &[String]) -> i32 {
     let env = SimEnv::from_vars(|k| std::env::var(k).ok());
@@ -58,6 +55,11 @@ pub fn main(trainer: &str, args: &[String]) -> i32 {
         }
     };
     run(trainer, args, &env, &mut sink)
+}
+
+/// The trainers `orch sim-train` stands in for, by name (the registry in `trainers/`).
+pub fn simulated_trainers() -> Vec<&'static str> {
+    trainers::ALL.iter().map(|s| s.trainer.name()).collect()
 }
 
 /// A sink that keeps the waiting and drops the words: a node other than rank 0's.
@@ -98,9 +100,10 @@ pub fn run(trainer: &str, args: &[String], env: &SimEnv, sink: &mut dyn Sink) ->
 }
 
 fn run_trainer(trainer: &str, args: &[String], env: &SimEnv, sink: &mut dyn Sink) -> i32 {
-    let Some(t) = Trainer::parse(trainer) else {
+    let Some(sim) = trainers::find(trainer) else {
         sink.err(&format!(
-            "orch sim-train: unknown trainer {trainer:?} (expected verl, areal, torchrun or rl-swarm)"
+            "orch sim-train: unknown trainer {trainer:?} (expected {})",
+            trainers::names()
         ));
         return 2;
     };
@@ -109,12 +112,7 @@ fn run_trainer(trainer: &str, args: &[String], env: &SimEnv, sink: &mut dyn Sink
         env,
         ids: Ids::new(trainer, args),
     };
-    match t {
-        Trainer::Verl => verl::run(&mut ctx, args),
-        Trainer::Areal => areal::run(&mut ctx, args),
-        Trainer::Torchrun => torchrun::run(&mut ctx, args),
-        Trainer::RlSwarm => rl_swarm::run(&mut ctx, args),
-    }
+    (sim.run)(&mut ctx, args)
 }
 
 /// Where the simulator writes, and how it waits.

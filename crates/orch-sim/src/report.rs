@@ -91,7 +91,8 @@ impl Stamp {
             iso: s.trim_end_matches('Z').to_string(),
         }
     }
-    fn part(&self, a: usize, b: usize) -> &str {
+    /// The characters `a..b` of the ISO form (`00` where it is short).
+    pub(crate) fn part(&self, a: usize, b: usize) -> &str {
         self.iso.get(a..b).unwrap_or("00")
     }
     /// vLLM: `11-21 04:38:12`.
@@ -106,16 +107,6 @@ impl Stamp {
     /// SGLang: `2025-11-21 04:38:12`.
     pub fn sglang(&self) -> String {
         format!("{} {}", self.part(0, 10), self.part(11, 19))
-    }
-    /// AReaL (realhf logging): `20251121-04:38:12.123`.
-    pub fn areal(&self) -> String {
-        format!(
-            "{}{}{}-{}",
-            self.part(0, 4),
-            self.part(5, 7),
-            self.part(8, 10),
-            self.part(11, 23)
-        )
     }
     /// torch elastic summary: `2025-11-21_04:38:12`.
     pub fn elastic(&self) -> String {
@@ -446,7 +437,7 @@ mod tests {
         };
         assert_eq!(s.vllm(), "11-21 04:38:12");
         assert_eq!(s.sglang(), "2025-11-21 04:38:12");
-        assert_eq!(s.areal(), "20251121-04:38:12.123");
+        assert_eq!(crate::trainers::areal::stamp(&s), "20251121-04:38:12.123");
         assert_eq!(s.elastic(), "2025-11-21_04:38:12");
         assert_eq!(s.ray(), "2025-11-21 04:38:12,123");
         assert_eq!(py_float(0.6), "0.6");

@@ -19,9 +19,10 @@
 //! RAM is not scaled.
 
 use orch_memory::calibration::{Residual, residuals};
-use orch_memory::estimate::{Estimate, FailKind, SimConfig, Trainer, estimate};
+use orch_memory::estimate::{Estimate, FailKind, SimConfig, estimate};
 
 use crate::report::{fnv1a, splitmix};
+use crate::trainers::RESIDUALS_FALLBACK;
 
 /// Which truth the simulator runs by.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -90,10 +91,10 @@ pub fn draw(est: &Estimate, seed: u64) -> Drawn {
     let (from, rows) = match all.get(own) {
         Some(rows) if !rows.is_empty() => (own.to_string(), rows.clone()),
         _ => (
-            Trainer::Verl.name().to_string(),
-            all.get(Trainer::Verl.name())
+            RESIDUALS_FALLBACK.name().to_string(),
+            all.get(RESIDUALS_FALLBACK.name())
                 .cloned()
-                .expect("calibration/residuals.yaml has verl's rows"),
+                .expect("calibration/residuals.yaml has the fallback trainer's rows"),
         ),
     };
     let key = format!(

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use orch_core::backend::{self, KINDS, Kind};
 use orch_core::plan::SetArg;
 
 /// Render, submit, watch and rescue GPU training jobs: on an out-of-memory failure orch steps
@@ -99,15 +100,16 @@ pub struct ConfigArgs {
     pub sets: Vec<SetArg>,
 }
 
-/// Which backend runs jobs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BackendKind {
-    /// Local processes (the default when no `sbatch` is on PATH)
-    Local,
-    /// Slurm: sbatch, squeue/sacct/scontrol, scancel (the default when `sbatch` is on PATH or --host is given)
-    Slurm,
-    /// A machine with no scheduler, over SSH (`--host`): orch starts the job itself
-    Ssh,
+/// `--backend`: the backends the registry lists ([`orch_core::backend::KINDS`]), each with its
+/// help line, read as the backend's [`Kind`].
+fn backend_kind() -> impl clap::builder::TypedValueParser<Value = &'static Kind> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        KINDS
+            .iter()
+            .map(|k| PossibleValue::new(k.name).help(k.about)),
+    )
+    .map(|name| backend::kind(&name).expect("a listed backend"))
 }
 
 /// What `submit` does with a configuration predicted not to fit.
@@ -148,8 +150,8 @@ pub struct SubmitArgs {
     pub config: ConfigArgs,
 
     /// Where jobs run
-    #[arg(long, value_enum, help_heading = "Running")]
-    pub backend: Option<BackendKind>,
+    #[arg(long, value_parser = backend_kind(), help_heading = "Running")]
+    pub backend: Option<&'static Kind>,
 
     #[command(flatten)]
     pub host: HostArgs,
@@ -410,7 +412,7 @@ pub struct CompletionsArgs {
 #[cfg(feature = "sim")]
 #[derive(Debug, Args)]
 pub struct SimTrainArgs {
-    /// verl, areal, torchrun or rl-swarm
+    /// The trainer to simulate, by its registered name (an unknown name lists them)
     pub trainer: String,
     /// The trainer's own arguments
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]

@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod progress;
 pub mod report;
 
 use std::io::Write;

@@ -54,6 +54,24 @@ fn unknown_yaml_key_is_an_error_with_its_line() {
 }
 
 #[test]
+fn a_template_with_the_old_simulator_key_is_refused_with_its_new_name() {
+    // `simulator:` became `trainer:` (issue 25): an upgraded project's own template is refused
+    // at load, naming the file, the line and the key to write instead.
+    let old = include_str!("../../../templates/verl-grpo/template.yaml")
+        .replace("\ntrainer: verl\n", "\nsimulator: verl\n");
+    let orch = Orch::new().file("templates/verl-grpo/template.yaml", &old);
+    let run = orch.expect(&["render", "diamonds-seed0"], 2);
+    assert!(
+        run.stderr
+            .contains("templates/verl-grpo/template.yaml:4:1: ")
+            && run
+                .stderr
+                .contains("`simulator:` was renamed `trainer:` (it names the trainer"),
+        "{run:?}"
+    );
+}
+
+#[test]
 fn unknown_trainer_key_is_refused_with_a_suggestion() {
     let orch = Orch::new();
     let run = refused(

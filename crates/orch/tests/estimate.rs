@@ -252,10 +252,11 @@ fn a_shape_stated_twice_is_refused_and_a_map_given_as_one_value_is_read() {
 /// torchrun's estimate against a real H100: `examples/torchrun/train.py` on one NVIDIA H100
 /// 80GB HBM3, Qwen2.5-0.5B and 1.5B shapes, micro batch 1–16 with and without checkpointing
 /// (`crates/orch-core/data/throughput/h100-train-py.jsonl`, its README says how it was
-/// measured). Every fit/OOM verdict must be right; the peak it predicts is compared with the
-/// peak torch reserved. What it shows (printed with --nocapture): the mean error is small,
-/// but with checkpointing at the larger micro batches the allocator's reserve runs ahead of
-/// the estimate (−11 % and −20 %), the unsafe side, which the bounds below hold it to.
+/// measured). Every fit/OOM verdict must be right, and the peak the caching allocator
+/// reserves (the device peak less the CUDA context, which `torch.cuda.max_memory_reserved`
+/// does not count) must be within 10 % of what torch reported on every measured row (the
+/// table is printed with --nocapture; docs/ESTIMATOR.md has it before and after the
+/// allocator's stranded-block term).
 #[test]
 fn torchruns_estimate_against_a_real_h100() {
     let grid = std::fs::read_to_string(
@@ -290,7 +291,14 @@ fn torchruns_estimate_against_a_real_h100() {
         );
         let orch = Orch::new().file("experiments/grid.yaml", &experiment);
         let e = orch.expect(&["estimate", "grid", "--json"], 0).json();
-        let predicted = e["gpu_peak_gib"].as_f64().unwrap();
+        let outside_torch: f64 = e["train"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["label"].as_str().unwrap().contains("non-PyTorch"))
+            .map(|i| i["gib"].as_f64().unwrap())
+            .sum();
+        let predicted = e["gpu_peak_gib"].as_f64().unwrap() - outside_torch;
         let fits = e["verdict"] != "does_not_fit";
         let ran = r["outcome"] == "ok";
         assert_eq!(fits, ran, "verdict wrong for {line}: {e}");
@@ -300,7 +308,7 @@ fn torchruns_estimate_against_a_real_h100() {
             errors.push(predicted / m - 1.0);
         }
         table.push_str(&format!(
-            "{model:14} micro {:>2} ckpt {:5} {:8} measured {:>6} predicted {predicted:6.1}{}\n",
+            "{model:14} micro {:>2} ckpt {:5} {:8} reserved: measured {:>6} predicted {predicted:6.1}{}\n",
             r["micro_batch_size"],
             r["gradient_checkpointing"],
             r["outcome"].as_str().unwrap(),
@@ -318,11 +326,11 @@ fn torchruns_estimate_against_a_real_h100() {
         errors.len()
     );
     assert!(rows >= 15 && errors.len() >= 11, "the grid shrank: {table}");
-    assert!(mean < 0.07, "mean |error| {:.1} %:\n{table}", mean * 100.0);
+    assert!(mean < 0.05, "mean |error| {:.1} %:\n{table}", mean * 100.0);
     for e in &errors {
         assert!(
-            (-0.21..=0.10).contains(e),
-            "a peak outside −21 %…+10 %:\n{table}"
+            e.abs() <= 0.10,
+            "a reserved peak off by more than 10 %:\n{table}"
         );
     }
 }

@@ -18,3 +18,4 @@ mod reliability;
 mod report_page;
 mod rl_swarm;
 mod snapshots;
+mod trainers;

@@ -803,6 +803,24 @@ fn a_second_run_on_the_same_card_starts_where_the_first_ended() {
             .is_some(),
         "{evidence}"
     );
+    // The attempt that trained logged verl's `prompt_length/mean` and `response_length/mean`:
+    // the real tokens per sequence (the simulator's rollouts hold the default 0.635 of the
+    // 512 + 1024 padded tokens), which the next estimates pack instead of the default share.
+    let logged = 0.635 * 1536.0;
+    let tokens = observed[1]["measured"]["sequence_tokens"].as_f64();
+    assert!(
+        tokens.is_some_and(|t| (t / logged - 1.0).abs() < 0.01),
+        "{evidence}"
+    );
+    let json = orch
+        .expect(&["estimate", "diamonds-seed0", "--json"], 0)
+        .json();
+    let calibrated = json["calibration"]["sequence_tokens"].as_f64();
+    assert!(
+        calibrated.is_some_and(|t| (t / logged - 1.0).abs() < 0.01),
+        "{}",
+        json["calibration"]
+    );
     let text = orch.expect(&["estimate", "diamonds-seed0"], 0).stdout;
     assert!(
         text.contains(&format!(
@@ -811,6 +829,7 @@ fn a_second_run_on_the_same_card_starts_where_the_first_ended() {
         )),
         "{text}"
     );
+    assert!(text.contains("real tokens per sequence logged"), "{text}");
 
     let run = orch.expect(&submit, 0);
     let second = run.json();

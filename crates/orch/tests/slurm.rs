@@ -375,7 +375,7 @@ fn an_sbatch_that_times_out_after_creating_the_job_does_not_duplicate_it() {
 fn memory_hog_project(orch: Orch) -> Orch {
     orch.file(
         "templates/memhog/template.yaml",
-        "description: allocates host memory\nsimulator: verl\nfiles:\n  - {source: job.sbatch.j2, output: job.sbatch}\nkeys: keys.yaml\n",
+        "description: allocates host memory\ntrainer: verl\nfiles:\n  - {source: job.sbatch.j2, output: job.sbatch}\nkeys: keys.yaml\n",
     )
     .file("templates/memhog/keys.yaml", "alloc_mb: 64\n")
     .file(

@@ -597,3 +597,68 @@ fn orch_refuses_before_submission_what_verl_refuses() {
     // Both verdicts occur, so the comparison can fail either way.
     assert!(orch_verdicts.iter().any(|v| v.1) && orch_verdicts.iter().any(|v| !v.1));
 }
+
+/// The torchrun template's keys.yaml states the defaults orch assumes for a key the experiment
+/// leaves out (the estimator reads them, a climb reads `max_steps`); the rendered training
+/// config leaves such a key out, so `examples/torchrun/train.py` applies its own. Both must be
+/// the same numbers: the script's own `read_settings` on an empty config is asked for them.
+#[test]
+fn torchrun_keys_defaults_are_what_train_py_does_without_them() {
+    let keys: BTreeMap<String, serde_yaml::Value> = serde_yaml::from_str(
+        &std::fs::read_to_string(repo_root().join("templates/torchrun-yaml/keys.yaml")).unwrap(),
+    )
+    .unwrap();
+    let script = r#"
+import importlib.util, json, sys
+sys.path.insert(0, sys.argv[1])
+import stubs
+stubs.install(["torch", "transformers"])
+spec = importlib.util.spec_from_file_location("train", sys.argv[2])
+train = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(train)
+print(json.dumps(train.read_settings(lambda key, default=None: default)))
+"#;
+    let output = Command::new(venv_python("verl"))
+        .arg("-c")
+        .arg(script)
+        .arg(repo_root().join("tools/trainer-configs"))
+        .arg(repo_root().join("examples/torchrun/train.py"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "train.py's read_settings failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let settings: BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(&output.stdout).unwrap();
+    // read_settings' names for the keys it renames.
+    let renamed = [
+        ("micro", "micro_batch_size"),
+        ("accum", "gradient_accumulation_steps"),
+        ("seq", "max_seq_len"),
+    ];
+    let mut compared = 0;
+    let mut differ = Vec::new();
+    for (name, value) in &settings {
+        let key = renamed
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(name.as_str(), |(_, k)| k);
+        let Some(ours) = keys.get(key) else { continue };
+        compared += 1;
+        let ours = serde_json::to_value(ours).unwrap();
+        if ours.as_f64() != value.as_f64() || (ours.as_f64().is_none() && &ours != value) {
+            differ.push(format!("{key}: keys.yaml {ours}, train.py {value}"));
+        }
+    }
+    assert!(
+        compared >= 10,
+        "only {compared} keys compared: {settings:?}"
+    );
+    assert!(
+        differ.is_empty(),
+        "templates/torchrun-yaml/keys.yaml disagrees with train.py's defaults:\n{}",
+        differ.join("\n")
+    );
+}

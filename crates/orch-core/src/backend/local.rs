@@ -14,8 +14,23 @@ use anyhow::Context;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use super::{JobEnd, JobRef, JobSpec, JobState};
+use super::{Backend, Call, HostUse, JobEnd, JobRef, JobSpec, JobState, Kind, Open, RunsOn};
 use crate::host::boot_id;
+
+/// The local backend in the registry ([`super::KINDS`]).
+pub const KIND: Kind = Kind {
+    name: "local",
+    about: "Local processes (the default when no `sbatch` is on PATH)",
+    host: HostUse::Refused,
+    runs_on: RunsOn::Here,
+    open,
+};
+
+fn open(with: Open) -> anyhow::Result<Box<dyn Backend>> {
+    Ok(Box::new(Local {
+        tick: with.tick(0.25),
+    }))
+}
 
 /// The wrapper: claim the attempt directory by creating `pid` (noclobber: a second start of
 /// the same attempt exits at once and touches nothing), then run the job and record its exit
@@ -34,6 +49,32 @@ if ! { printf '%s\n' "$code" > exit_code.tmp && mv exit_code.tmp exit_code; }; t
 #[derive(Debug)]
 pub struct Local {
     pub tick: Duration,
+}
+
+// `Local::submit` and the like name the inherent methods below, which `orch cancel` and the
+// slot bookkeeping also call directly (synchronous where they can be).
+impl Backend for Local {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+    fn tick(&self) -> Duration {
+        self.tick
+    }
+    fn submit<'a>(&'a self, spec: &'a JobSpec) -> Call<'a, JobRef> {
+        Box::pin(Local::submit(self, spec))
+    }
+    fn poll<'a>(&'a self, jobs: &'a [JobRef]) -> Call<'a, HashMap<String, JobState>> {
+        Box::pin(async move { Ok(Local::poll(self, jobs)) })
+    }
+    fn find<'a>(&'a self, dir: &'a Path, _name: &'a str) -> Call<'a, Option<JobRef>> {
+        Box::pin(async move { Ok(Local::find(self, dir)) })
+    }
+    fn cancel<'a>(&'a self, job: &'a JobRef) -> Call<'a, ()> {
+        Box::pin(Local::cancel(self, job))
+    }
+    fn cancels_on_interrupt(&self) -> bool {
+        true
+    }
 }
 
 impl Local {

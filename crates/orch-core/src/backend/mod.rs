@@ -2,447 +2,200 @@
 //! jobs in one call, cancel — so that the watcher can drive any number of runs with one query
 //! per tick whatever the backend.
 //!
-//! [`Scheduler`] is that interface as a trait: the run machine ([`crate::run`]) is written
-//! against it, [`Backend`] (the enum of real backends) implements it, and the machine's unit
-//! tests drive it with a fake that starts no process.
+//! [`Backend`] is that interface as one object-safe trait: the run machine ([`crate::run`]) is
+//! written against it, each backend is one module implementing it (`local`, `slurm`, `ssh`),
+//! and the machine's unit tests drive it with a fake that starts no process. [`KINDS`] is the
+//! registry: the one list of backends, each a [`Kind`] — its `--backend` name (also what the
+//! ledger records), what it needs of `--host`, where its jobs run, and how it is opened — so
+//! that adding a backend is its module and one line there. [`open`] wraps every backend it
+//! opens in [`traced::Traced`], which traces each call (`-vv`).
 
+pub mod job;
 pub mod local;
 pub mod slurm;
 pub mod ssh;
+pub mod traced;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
+
+use orch_ssh::remote::Remote;
+use orch_ssh::tail::Source;
+
+pub use job::{FollowUpJob, JobEnd, JobRef, JobSpec, JobState};
+
+/// Every backend this orch knows, in the order `--help` lists them.
+pub const KINDS: &[Kind] = &[local::KIND, slurm::KIND, ssh::KIND];
 
 /// How often the watcher reads live jobs' exit files between two scheduler queries, where
 /// those queries are expensive (Slurm's default poll is 30 s): a failed job is answered within
 /// about this long, and the controller is still asked only once per poll interval.
 pub const EXIT_FILE_CHECK: Duration = Duration::from_secs(1);
 
-/// What a backend needs to start one attempt.
-#[derive(Debug, Clone)]
-pub struct JobSpec {
-    /// Scheduler job name (`orch-<run>-a<N>`).
-    pub name: String,
-    /// The rendered job script (first template file).
-    pub script: PathBuf,
-    /// The attempt directory; the job runs there.
-    pub dir: PathBuf,
-    pub stdout: PathBuf,
-    pub stderr: PathBuf,
-    /// The GPU indices the job may use (`CUDA_VISIBLE_DEVICES`), when orch shares the
-    /// machine's GPUs among its jobs.
-    pub devices: Option<Vec<u32>>,
-}
+/// A backend call in progress: the trait's async methods return it boxed, which keeps
+/// [`Backend`] object-safe (`Box<dyn Backend>`). Not `Send`: the watcher drives every run on
+/// one task.
+pub type Call<'a, T> = Pin<Box<dyn Future<Output = anyhow::Result<T>> + 'a>>;
 
-/// A submitted job.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct JobRef {
-    pub id: String,
-    pub dir: PathBuf,
-}
-
-/// How a job ended, as the backend saw it. The ledger stores it as its [`JobEnd::describe`] text
-/// (`failed (exit code 1)`, `node_fail (n3)`), which [`str::parse`] reads back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobEnd {
-    /// Exit code 0.
-    Completed,
-    /// A non-zero exit, or a failure the scheduler reports without one.
-    Failed {
-        /// The job's exit code, when it is known.
-        exit_code: Option<i32>,
-    },
-    /// Cancelled (by orch, a person, or the scheduler).
-    Cancelled,
-    /// The scheduler's time limit.
-    Timeout,
-    /// The scheduler's (cgroup) memory limit.
-    OutOfMemory,
-    /// The node died under the job.
-    NodeFail {
-        /// The failed node, when the scheduler names it (excluded from the next attempt).
-        node: Option<String>,
-    },
-    /// Preempted by a higher-priority job.
-    Preempted,
-    /// The job vanished without a trace of how it ended.
-    Lost,
-    /// orch cancelled it: running, but its logs had not grown for this long.
-    Hung {
-        /// Seconds without log output.
-        silent_secs: u64,
-    },
-    /// The trainer reported a failure and carried on past it (a line its template declares:
-    /// genrl's `Error occurred during training, continuing...`) as often as the template says
-    /// ends the run; orch stopped it, or it exited 0 after it.
-    Swallowed {
-        /// Reports counted.
-        count: u32,
-    },
-}
-
-impl JobEnd {
-    /// Short text for the ledger.
-    pub fn describe(&self) -> String {
-        match self {
-            JobEnd::Completed => "completed".into(),
-            JobEnd::Failed { exit_code: Some(c) } => format!("failed (exit code {c})"),
-            JobEnd::Failed { exit_code: None } => "failed".into(),
-            JobEnd::Cancelled => "cancelled".into(),
-            JobEnd::Timeout => "timeout".into(),
-            JobEnd::OutOfMemory => "out_of_memory".into(),
-            JobEnd::NodeFail { node: Some(n) } => format!("node_fail ({n})"),
-            JobEnd::NodeFail { node: None } => "node_fail".into(),
-            JobEnd::Preempted => "preempted".into(),
-            JobEnd::Lost => "lost".into(),
-            JobEnd::Hung { silent_secs } => format!("hung (no log output for {silent_secs} s)"),
-            JobEnd::Swallowed { count } => format!("swallowed failure ({count} reported)"),
-        }
-    }
-
-    /// The exit code the ledger records: 0 for success, the job's code for a plain failure.
-    pub fn exit_code(&self) -> Option<i32> {
-        match self {
-            JobEnd::Completed => Some(0),
-            JobEnd::Failed { exit_code } => *exit_code,
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for JobEnd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.describe())
-    }
-}
-
-impl std::str::FromStr for JobEnd {
-    type Err = String;
-
-    /// The inverse of [`JobEnd::describe`].
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let inner = |prefix: &str| {
-            s.strip_prefix(prefix)
-                .and_then(|rest| rest.strip_suffix(')'))
-        };
-        Ok(match s {
-            "completed" => JobEnd::Completed,
-            "failed" => JobEnd::Failed { exit_code: None },
-            "cancelled" => JobEnd::Cancelled,
-            "timeout" => JobEnd::Timeout,
-            "out_of_memory" => JobEnd::OutOfMemory,
-            "node_fail" => JobEnd::NodeFail { node: None },
-            "preempted" => JobEnd::Preempted,
-            "lost" => JobEnd::Lost,
-            _ => {
-                if let Some(code) = inner("failed (exit code ").and_then(|c| c.parse().ok()) {
-                    JobEnd::Failed {
-                        exit_code: Some(code),
-                    }
-                } else if let Some(node) = inner("node_fail (") {
-                    JobEnd::NodeFail {
-                        node: Some(node.to_string()),
-                    }
-                } else if let Some(secs) = inner("hung (no log output for ")
-                    .and_then(|r| r.strip_suffix(" s"))
-                    .and_then(|n| n.parse().ok())
-                {
-                    JobEnd::Hung { silent_secs: secs }
-                } else if let Some(count) = inner("swallowed failure (")
-                    .and_then(|r| r.strip_suffix(" reported"))
-                    .and_then(|n| n.parse().ok())
-                {
-                    JobEnd::Swallowed { count }
-                } else {
-                    return Err(format!("unknown job state `{s}` in the ledger"));
-                }
-            }
-        })
-    }
-}
-
-/// A job's state at one poll.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JobState {
-    Pending,
-    Running,
-    Finished(JobEnd),
-}
-
-/// The backends orch can use.
-#[derive(Debug)]
-pub enum Backend {
-    Local(local::Local),
-    Slurm(slurm::Slurm),
-    /// A machine reached over SSH, no scheduler.
-    Ssh(ssh::SshMachine),
-}
-
-impl Backend {
-    pub fn name(&self) -> &'static str {
-        match self {
-            Backend::Local(_) => "local",
-            Backend::Slurm(_) => "slurm",
-            Backend::Ssh(_) => "ssh",
-        }
-    }
-
-    /// How often to poll when nothing changes.
-    pub fn tick(&self) -> Duration {
-        match self {
-            Backend::Local(b) => b.tick,
-            Backend::Slurm(b) => b.tick,
-            Backend::Ssh(b) => b.tick,
-        }
-    }
-
-    /// Start a job.
-    pub async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
-        use tracing::Instrument;
-        let span = tracing::debug_span!("submit", backend = self.name(), job = %spec.name);
-        let started = std::time::Instant::now();
-        let job = async {
-            match self {
-                Backend::Local(b) => b.submit(spec).await,
-                Backend::Slurm(b) => b.submit(spec).await,
-                Backend::Ssh(b) => b.submit(spec).await,
-            }
-        }
-        .instrument(span)
-        .await;
-        match &job {
-            Ok(j) => {
-                tracing::debug!(backend = self.name(), job = %spec.name, id = %j.id, took = ?started.elapsed(), "job submitted")
-            }
-            Err(e) => {
-                tracing::debug!(backend = self.name(), job = %spec.name, took = ?started.elapsed(), "submission failed: {e:#}")
-            }
-        }
-        job
-    }
-
-    /// The state of every job in one query.
-    pub async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        let started = std::time::Instant::now();
-        let states = match self {
-            Backend::Local(b) => Ok(b.poll(jobs)),
-            Backend::Slurm(b) => b.poll(jobs).await,
-            Backend::Ssh(b) => b.poll(jobs).await,
-        };
-        match &states {
-            Ok(s) => {
-                tracing::trace!(backend = self.name(), jobs = jobs.len(), answered = s.len(), took = ?started.elapsed(), "poll")
-            }
-            Err(e) => {
-                tracing::debug!(backend = self.name(), jobs = jobs.len(), took = ?started.elapsed(), "poll failed: {e:#}")
-            }
-        }
-        states
-    }
-
-    /// Jobs known to have ended from their exit files alone (no scheduler call); see
-    /// [`Scheduler::exited`].
-    pub async fn exited(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        let ended = match self {
-            Backend::Slurm(b) => b.exited(jobs).await,
-            Backend::Local(_) | Backend::Ssh(_) => Ok(HashMap::new()),
-        };
-        tracing::trace!(
-            backend = self.name(),
-            jobs = jobs.len(),
-            ended = ended.as_ref().map_or(0, |e| e.len()),
-            "exit files read"
-        );
-        ended
-    }
-
-    /// How often [`Backend::exited`] is worth calling between polls.
-    pub fn exit_check(&self) -> Option<Duration> {
-        match self {
-            Backend::Slurm(b) if b.tick > EXIT_FILE_CHECK => Some(EXIT_FILE_CHECK),
-            _ => None,
-        }
-    }
-
-    /// A job already submitted for this attempt (orch died before recording its id): by the
-    /// attempt directory's pid file locally, by job name on Slurm.
-    /// An error means orch cannot tell (and so must not submit the attempt again).
-    pub async fn find(&self, dir: &std::path::Path, name: &str) -> anyhow::Result<Option<JobRef>> {
-        tracing::debug!(
-            backend = self.name(),
-            job = name,
-            "looking for a job already submitted"
-        );
-        Ok(match self {
-            Backend::Local(b) => b.find(dir),
-            Backend::Slurm(b) => b.find_by_name(name).await?.map(|id| JobRef {
-                id,
-                dir: dir.to_path_buf(),
-            }),
-            Backend::Ssh(b) => b.find(dir).await?,
-        })
-    }
-
-    /// Where a job's log is: the attempt directory here, or its copy on the remote host.
-    pub fn log_source(&self, job: &JobRef, name: &str) -> orch_ssh::tail::Source {
-        let local = job.dir.join(name);
-        match self {
-            Backend::Slurm(b) if b.host().is_some() => orch_ssh::tail::Source::Remote(
-                b.host().expect("remote").clone(),
-                b.cluster_path(&local),
-            ),
-            Backend::Ssh(b) => {
-                orch_ssh::tail::Source::Remote(b.remote.clone(), b.remote_dir(&local))
-            }
-            _ => orch_ssh::tail::Source::Local(local),
-        }
-    }
-
-    /// How a job sees a local path under the runs directory (the remote copy's path).
-    pub fn job_path(&self, local: &std::path::Path) -> PathBuf {
-        match self {
-            Backend::Slurm(b) => PathBuf::from(b.cluster_path(local)),
-            Backend::Ssh(b) => PathBuf::from(b.remote_dir(local)),
-            Backend::Local(_) => local.to_path_buf(),
-        }
-    }
-
-    /// The remote host's name and runs directory, if the backend works on one.
-    pub fn remote(&self) -> Option<&std::sync::Arc<orch_ssh::remote::Remote>> {
-        match self {
-            Backend::Slurm(b) => b.host(),
-            Backend::Ssh(b) => Some(&b.remote),
-            Backend::Local(_) => None,
-        }
-    }
-
-    /// Stop a job.
-    pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
-        tracing::debug!(backend = self.name(), id = %job.id, "cancel");
-        match self {
-            Backend::Local(b) => b.cancel(job).await,
-            Backend::Slurm(b) => b.cancel(job).await,
-            Backend::Ssh(b) => b.cancel(job).await,
-        }
-    }
-}
-
-/// A Slurm job that runs `command` once job `after` ends (`submit --detach`).
-#[derive(Debug, Clone)]
-pub struct FollowUpJob<'a> {
-    /// Scheduler job name (`orch-<run>-f<N>`).
-    pub name: &'a str,
-    /// The job it waits for.
-    pub after: &'a str,
-    /// The partition the attempt runs in.
-    pub partition: &'a str,
-    /// Working directory (the project directory).
-    pub cwd: &'a Path,
-    /// Its output file.
-    pub log: &'a Path,
-    /// `orch … resume RUN --detach --quiet`.
-    pub command: &'a [String],
-}
-
-/// What the run machine needs from a backend.
-#[allow(async_fn_in_trait)] // used with generics only, never as `dyn`
-pub trait Scheduler {
-    /// The backend's name, as the ledger records it (`local`, `slurm`, `ssh`).
+/// What the run machine needs from a backend. An implementation writes its async methods as
+/// `Box::pin(async move { … })`.
+pub trait Backend {
+    /// The backend's name, as the ledger records it (`local`, `slurm`, `ssh`): its [`Kind`]'s.
     fn name(&self) -> &'static str;
     /// How often to poll when nothing changes.
     fn tick(&self) -> Duration;
     /// Start a job.
-    async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef>;
+    fn submit<'a>(&'a self, spec: &'a JobSpec) -> Call<'a, JobRef>;
     /// The state of every job in one query.
-    async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>>;
-    /// A job already submitted for this attempt; an error means the backend cannot tell.
-    async fn find(&self, dir: &Path, name: &str) -> anyhow::Result<Option<JobRef>>;
+    fn poll<'a>(&'a self, jobs: &'a [JobRef]) -> Call<'a, HashMap<String, JobState>>;
+    /// A job already submitted for this attempt (orch died before recording its id): by the
+    /// attempt directory's pid file, or by job name where a scheduler names jobs. An error
+    /// means the backend cannot tell (and so orch must not submit the attempt again).
+    fn find<'a>(&'a self, dir: &'a Path, name: &'a str) -> Call<'a, Option<JobRef>>;
     /// Stop a job.
-    async fn cancel(&self, job: &JobRef) -> anyhow::Result<()>;
-    /// Where a job's log is.
-    fn log_source(&self, job: &JobRef, name: &str) -> orch_ssh::tail::Source;
-    /// How a job sees a local path under the runs directory.
-    fn job_path(&self, local: &Path) -> PathBuf;
+    fn cancel<'a>(&'a self, job: &'a JobRef) -> Call<'a, ()>;
+    /// The machine the backend works on over SSH (its name and runs directory), if any.
+    fn remote(&self) -> Option<&Arc<Remote>> {
+        None
+    }
+    /// Where a job's log is: by default the attempt directory here.
+    fn log_source(&self, job: &JobRef, name: &str) -> Source {
+        Source::Local(job.dir.join(name))
+    }
+    /// How a job sees a local path under the runs directory: by default the path itself.
+    fn job_path(&self, local: &Path) -> PathBuf {
+        local.to_path_buf()
+    }
     /// Jobs are children of this machine that nobody else watches (local): an interrupted
     /// orch cancels them instead of leaving them running.
-    fn cancels_on_interrupt(&self) -> bool;
-    /// How often [`Scheduler::exited`] is worth calling between polls; `None` when polling is
+    fn cancels_on_interrupt(&self) -> bool {
+        false
+    }
+    /// How often [`Backend::exited`] is worth calling between polls; `None` when polling is
     /// as cheap (a local process, an SSH machine without a scheduler).
     fn exit_check(&self) -> Option<Duration> {
         None
     }
     /// Jobs known to have ended from their exit files alone, without asking the scheduler;
-    /// jobs whose end only the scheduler can explain are left to [`Scheduler::poll`].
-    async fn exited(&self, _jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        Ok(HashMap::new())
+    /// jobs whose end only the scheduler can explain are left to [`Backend::poll`].
+    fn exited<'a>(&'a self, _jobs: &'a [JobRef]) -> Call<'a, HashMap<String, JobState>> {
+        Box::pin(async { Ok(HashMap::new()) })
     }
-    /// Whether follow-up jobs can carry a run on ([`Scheduler::submit_follow_up`]).
+    /// Whether follow-up jobs can carry a run on ([`Backend::submit_follow_up`]).
     fn follows_up(&self) -> bool {
         false
     }
     /// Submit a follow-up job; returns its id.
-    async fn submit_follow_up(&self, job: &FollowUpJob<'_>) -> anyhow::Result<String> {
-        anyhow::bail!(
-            "the {} backend has no follow-up jobs ({})",
-            self.name(),
-            job.name
-        )
+    fn submit_follow_up<'a>(&'a self, job: &'a FollowUpJob<'a>) -> Call<'a, String> {
+        Box::pin(async move {
+            anyhow::bail!(
+                "the {} backend has no follow-up jobs ({})",
+                self.name(),
+                job.name
+            )
+        })
     }
 }
 
-impl Scheduler for Backend {
-    fn name(&self) -> &'static str {
-        Backend::name(self)
+/// One backend as the registry knows it: everything the commands decide before (or without)
+/// opening it.
+#[derive(Debug)]
+pub struct Kind {
+    /// `--backend NAME`, and what the ledger records as a run's `backend:`.
+    pub name: &'static str,
+    /// Its line in `--backend`'s help.
+    pub about: &'static str,
+    /// What it makes of `--host`.
+    pub host: HostUse,
+    /// Where its jobs run, which decides GPU detection, slots and the defaults that follow.
+    pub runs_on: RunsOn,
+    /// Open it.
+    pub open: fn(Open) -> anyhow::Result<Box<dyn Backend>>,
+}
+
+/// What a backend makes of `--host`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostUse {
+    /// It runs here; `--host` is refused.
+    Refused,
+    /// It works here or on the host, which is this (`a login node`).
+    Optional(&'static str),
+    /// It needs one, which is this (`a machine without a scheduler`).
+    Required(&'static str),
+}
+
+/// Where a backend's jobs run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunsOn {
+    /// This machine: its GPUs are read here and shared among the jobs (slots), and without
+    /// them the jobs are simulated CPU processes.
+    Here,
+    /// The one machine `--host` names: its GPUs are read there and shared among the jobs.
+    Host,
+    /// Nodes a scheduler allocates: no GPUs of its own to read, jobs may span nodes and use
+    /// the scheduler's containers, and a restarted job queues again.
+    Cluster,
+}
+
+impl RunsOn {
+    /// One machine whose GPUs orch itself shares out.
+    pub fn one_machine(self) -> bool {
+        self != RunsOn::Cluster
     }
-    fn tick(&self) -> Duration {
-        Backend::tick(self)
+}
+
+/// What a backend is opened with.
+#[derive(Debug, Clone)]
+pub struct Open {
+    /// The host (`--host`, or a recorded run's), connected.
+    pub remote: Option<Arc<Remote>>,
+    /// `--poll-interval`, seconds; each backend has its own default.
+    pub poll: Option<f64>,
+    /// The local runs directory, absolute (mirrored under a host's runs directory).
+    pub local_root: PathBuf,
+}
+
+impl Open {
+    /// The poll interval: `--poll-interval`, else `default` seconds.
+    pub fn tick(&self, default: f64) -> Duration {
+        Duration::from_secs_f64(self.poll.unwrap_or(default).max(0.01))
     }
-    async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
-        Backend::submit(self, spec).await
-    }
-    async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        Backend::poll(self, jobs).await
-    }
-    async fn find(&self, dir: &Path, name: &str) -> anyhow::Result<Option<JobRef>> {
-        Backend::find(self, dir, name).await
-    }
-    async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
-        Backend::cancel(self, job).await
-    }
-    fn log_source(&self, job: &JobRef, name: &str) -> orch_ssh::tail::Source {
-        Backend::log_source(self, job, name)
-    }
-    fn job_path(&self, local: &Path) -> PathBuf {
-        Backend::job_path(self, local)
-    }
-    fn cancels_on_interrupt(&self) -> bool {
-        matches!(self, Backend::Local(_))
-    }
-    fn exit_check(&self) -> Option<Duration> {
-        Backend::exit_check(self)
-    }
-    async fn exited(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        Backend::exited(self, jobs).await
-    }
-    fn follows_up(&self) -> bool {
-        matches!(self, Backend::Slurm(_))
-    }
-    async fn submit_follow_up(&self, job: &FollowUpJob<'_>) -> anyhow::Result<String> {
-        match self {
-            Backend::Slurm(slurm) => {
-                slurm
-                    .submit_follow_up(
-                        job.name,
-                        job.after,
-                        job.partition,
-                        job.cwd,
-                        job.log,
-                        job.command,
-                    )
-                    .await
+}
+
+/// The backend named `name` (`--backend`, a recorded run's `backend:`).
+pub fn kind(name: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.name == name)
+}
+
+/// Open a backend of `kind`, every call traced.
+pub fn open(kind: &Kind, with: Open) -> anyhow::Result<Box<dyn Backend>> {
+    Ok(Box::new(traced::Traced((kind.open)(with)?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_backend_is_found_by_its_one_name_and_opens_as_itself() {
+        for k in KINDS {
+            assert_eq!(KINDS.iter().filter(|o| o.name == k.name).count(), 1);
+            assert_eq!(kind(k.name).map(|found| found.runs_on), Some(k.runs_on));
+            if matches!(k.host, HostUse::Required(_)) {
+                continue; // needs a connected host
             }
-            _ => anyhow::bail!("the {} backend has no follow-up jobs", self.name()),
+            let with = Open {
+                remote: None,
+                poll: None,
+                local_root: PathBuf::from("/runs"),
+            };
+            // The ledger records `name()`; a recorded run is reopened by it.
+            assert_eq!(open(k, with).unwrap().name(), k.name);
         }
+        assert!(kind("pbs").is_none());
     }
 }

@@ -23,9 +23,13 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow, bail};
 
-use super::{JobEnd, JobRef, JobSpec, JobState};
+use super::{
+    Backend, Call, EXIT_FILE_CHECK, FollowUpJob, HostUse, JobEnd, JobRef, JobSpec, JobState, Kind,
+    Open, RunsOn,
+};
 use orch_ssh::remote::Remote;
 use orch_ssh::retry::{Attempt, Backoff, retry};
+use orch_ssh::tail::Source;
 
 /// How commands wait for a controller that is busy or down: 1 s doubling up to 30 s, ±25 %
 /// jitter; how many tries is [`Slurm::retries`].
@@ -110,6 +114,23 @@ impl fmt::Debug for Notices {
     }
 }
 
+/// The Slurm backend in the registry ([`super::KINDS`]).
+pub const KIND: Kind = Kind {
+    name: "slurm",
+    about: "Slurm: sbatch, squeue/sacct/scontrol, scancel (the default when `sbatch` is on PATH or --host is given)",
+    host: HostUse::Optional("a login node"),
+    runs_on: RunsOn::Cluster,
+    open,
+};
+
+fn open(with: Open) -> anyhow::Result<Box<dyn Backend>> {
+    let tick = with.tick(30.0);
+    Ok(Box::new(match with.remote {
+        None => Slurm::new(tick),
+        Some(host) => Slurm::remote(tick, host, with.local_root),
+    }))
+}
+
 /// How orch talks to Slurm.
 #[derive(Debug)]
 pub struct Slurm {
@@ -123,6 +144,65 @@ pub struct Slurm {
     remote: Option<(Arc<Remote>, PathBuf)>,
     /// Where messages for the user go.
     notices: Notices,
+}
+
+impl Backend for Slurm {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+    fn tick(&self) -> Duration {
+        self.tick
+    }
+    fn submit<'a>(&'a self, spec: &'a JobSpec) -> Call<'a, JobRef> {
+        Box::pin(Slurm::submit(self, spec))
+    }
+    fn poll<'a>(&'a self, jobs: &'a [JobRef]) -> Call<'a, HashMap<String, JobState>> {
+        Box::pin(Slurm::poll(self, jobs))
+    }
+    fn find<'a>(&'a self, dir: &'a Path, name: &'a str) -> Call<'a, Option<JobRef>> {
+        Box::pin(async move {
+            Ok(self.find_by_name(name).await?.map(|id| JobRef {
+                id,
+                dir: dir.to_path_buf(),
+            }))
+        })
+    }
+    fn cancel<'a>(&'a self, job: &'a JobRef) -> Call<'a, ()> {
+        Box::pin(Slurm::cancel(self, job))
+    }
+    fn remote(&self) -> Option<&Arc<Remote>> {
+        self.host()
+    }
+    fn log_source(&self, job: &JobRef, name: &str) -> Source {
+        let local = job.dir.join(name);
+        match self.host() {
+            Some(host) => Source::Remote(host.clone(), self.cluster_path(&local)),
+            None => Source::Local(local),
+        }
+    }
+    fn job_path(&self, local: &Path) -> PathBuf {
+        PathBuf::from(self.cluster_path(local))
+    }
+    fn exit_check(&self) -> Option<Duration> {
+        (self.tick > EXIT_FILE_CHECK).then_some(EXIT_FILE_CHECK)
+    }
+    fn exited<'a>(&'a self, jobs: &'a [JobRef]) -> Call<'a, HashMap<String, JobState>> {
+        Box::pin(Slurm::exited(self, jobs))
+    }
+    fn follows_up(&self) -> bool {
+        true
+    }
+    fn submit_follow_up<'a>(&'a self, job: &'a FollowUpJob<'a>) -> Call<'a, String> {
+        Box::pin(Slurm::submit_follow_up(
+            self,
+            job.name,
+            job.after,
+            job.partition,
+            job.cwd,
+            job.log,
+            job.command,
+        ))
+    }
 }
 
 impl Slurm {

@@ -14,9 +14,33 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use super::{JobEnd, JobRef, JobSpec, JobState, local::WRAPPER};
+use super::{
+    Backend, Call, HostUse, JobEnd, JobRef, JobSpec, JobState, Kind, Open, RunsOn, local::WRAPPER,
+};
+use crate::error::UsageError;
 use orch_ssh::remote::Remote;
 use orch_ssh::shell_quote;
+use orch_ssh::tail::Source;
+
+/// The SSH-machine backend in the registry ([`super::KINDS`]).
+pub const KIND: Kind = Kind {
+    name: "ssh",
+    about: "A machine with no scheduler, over SSH (`--host`): orch starts the job itself",
+    host: HostUse::Required("a machine without a scheduler"),
+    runs_on: RunsOn::Host,
+    open,
+};
+
+fn open(with: Open) -> anyhow::Result<Box<dyn Backend>> {
+    let Some(remote) = with.remote.clone() else {
+        return Err(UsageError("--backend ssh needs --host".into()).into());
+    };
+    Ok(Box::new(SshMachine {
+        remote,
+        local_root: with.local_root.clone(),
+        tick: with.tick(2.0),
+    }))
+}
 
 /// Runs jobs as detached processes on a remote machine.
 #[derive(Debug)]
@@ -27,6 +51,36 @@ pub struct SshMachine {
     pub local_root: PathBuf,
     /// Poll interval.
     pub tick: Duration,
+}
+
+impl Backend for SshMachine {
+    fn name(&self) -> &'static str {
+        KIND.name
+    }
+    fn tick(&self) -> Duration {
+        self.tick
+    }
+    fn submit<'a>(&'a self, spec: &'a JobSpec) -> Call<'a, JobRef> {
+        Box::pin(SshMachine::submit(self, spec))
+    }
+    fn poll<'a>(&'a self, jobs: &'a [JobRef]) -> Call<'a, HashMap<String, JobState>> {
+        Box::pin(SshMachine::poll(self, jobs))
+    }
+    fn find<'a>(&'a self, dir: &'a Path, _name: &'a str) -> Call<'a, Option<JobRef>> {
+        Box::pin(SshMachine::find(self, dir))
+    }
+    fn cancel<'a>(&'a self, job: &'a JobRef) -> Call<'a, ()> {
+        Box::pin(SshMachine::cancel(self, job))
+    }
+    fn remote(&self) -> Option<&Arc<Remote>> {
+        Some(&self.remote)
+    }
+    fn log_source(&self, job: &JobRef, name: &str) -> Source {
+        Source::Remote(self.remote.clone(), self.remote_dir(&job.dir.join(name)))
+    }
+    fn job_path(&self, local: &Path) -> PathBuf {
+        PathBuf::from(self.remote_dir(local))
+    }
 }
 
 impl SshMachine {

@@ -302,7 +302,15 @@ pub fn parse_yaml<T: DeserializeOwned>(doc: &Doc) -> Result<T, ConfigError> {
     })
 }
 
-/// For serde's "unknown field `x`, expected one of `a`, `b`": the closest known field, and
+/// Keys that were renamed: (old, new, what the new name says). An old key is refused with its
+/// new name rather than read as an alias, so a file has one spelling and the error says the fix.
+const RENAMED_KEYS: &[(&str, &str, &str)] = &[(
+    "simulator",
+    "trainer",
+    "it names the trainer whose estimator, simulator, throughput model and log measurements apply",
+)];
+
+/// For serde's "unknown field `x`, expected one of `a`, `b`": a renamed key's new name, the closest known field, and
 /// under a profile's `slurm:`, where any other `#SBATCH` option goes.
 fn unknown_field_hint(path: &str, text: &str) -> String {
     let Some(rest) = text.split("unknown field `").nth(1) else {
@@ -318,6 +326,12 @@ fn unknown_field_hint(path: &str, text: &str) -> String {
                 .collect()
         })
         .unwrap_or_default();
+    if let Some((_, new, why)) = RENAMED_KEYS
+        .iter()
+        .find(|(old, new, _)| *old == name && known.contains(new))
+    {
+        return format!("; `{name}:` was renamed `{new}:` ({why}): rename the key");
+    }
     let mut hint = crate::error::suggest(name, known.iter().copied())
         .map(|s| format!(" (did you mean `{s}`?)"))
         .unwrap_or_default();

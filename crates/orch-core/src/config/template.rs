@@ -14,8 +14,10 @@ use crate::error::ConfigError;
 #[serde(deny_unknown_fields)]
 pub struct TemplateSpec {
     pub description: String,
-    /// Which simulated trainer stands in when there is no GPU (`verl`, `areal`, `torchrun`).
-    pub simulator: String,
+    /// Which trainer runs (`verl`, `areal`, `torchrun`, `rl-swarm`): its memory estimator,
+    /// simulated stand-in, throughput model and log measurements. Formerly `simulator:`, which
+    /// is refused with the new name.
+    pub trainer: String,
     /// Files to render, in order; the first is the job script.
     pub files: Vec<TemplateFile>,
     /// A YAML file in the template directory: `dotted.key: default` for every key the trainer

@@ -223,7 +223,7 @@ impl RunDir {
             drop_torn_tail(&path).with_context(|| format!("cannot repair {}", path.display()))?;
         if let Some((n, bytes)) = torn {
             // Said once: the line is gone after this.
-            crate::progress::say(format!(
+            crate::reporter::say(format!(
                 "warning: {}:{n}: cut a torn last line ({bytes} bytes; an orch stopped while writing it, so that event was never acted on)",
                 path.display()
             ));

@@ -87,8 +87,9 @@ fn seconds_between(from: &str, to: &str) -> Option<f64> {
     Some(to.duration_since(from).map_or(0.0, |d| d.as_secs_f64()))
 }
 
-/// What a run cost in GPU-hours: the attempt that succeeded and the ones that did not (failed
-/// or cancelled).
+/// What a run cost in GPU-hours: the attempts whose training the run kept (the one that
+/// succeeded, and any a climb stopped at a checkpoint to continue faster) and the ones it did
+/// not (failed, or cancelled otherwise).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct GpuHours {
     pub succeeded: f64,
@@ -358,8 +359,13 @@ impl RunRecord {
                 "changes_semantics": a.changes_semantics,
                 "resume": a.resume,
                 "checkpoint_warning": a.checkpoint_warning,
+                "why": a.why,
+                "changes": a.changes,
                 "job_id": a.job_id,
                 "outcome": a.outcome,
+                "job_state": a.job_state.as_ref().map(JobEnd::describe),
+                "exit_code": a.exit_code,
+                "decision": a.decision.as_ref().map(ToString::to_string),
                 "evidence": a.evidence,
                 "overrides": a.overrides,
                 "devices": a.devices,
@@ -386,7 +392,9 @@ impl RunRecord {
         for a in &self.attempts {
             if let Some(h) = a.gpu_hours() {
                 any = true;
-                if a.outcome == Some(Outcome::Succeeded) {
+                let climbed = matches!(a.decision, Some(Decision::Climb(_)))
+                    && a.outcome == Some(Outcome::Cancelled);
+                if a.outcome == Some(Outcome::Succeeded) || climbed {
                     out.succeeded += h;
                 } else {
                     out.failed += h;
@@ -504,6 +512,47 @@ mod gpu_hours_tests {
             "cancelled",
         );
         assert_eq!(r.attempts[1].gpu_hours(), Some(0.0));
+    }
+
+    #[test]
+    fn an_attempt_a_climb_stopped_counts_as_kept_and_another_cancel_as_not() {
+        let mut r = RunRecord::created(&created()).unwrap();
+        // Climbed: decided first, then stopped at its checkpoint (1 GPU-hour kept).
+        attempt(
+            &mut r,
+            1,
+            Some(1),
+            (
+                "2026-01-01T10:00:00Z",
+                Some("2026-01-01T10:00:00Z"),
+                "2026-01-01T11:00:00Z",
+            ),
+            "cancelled",
+        );
+        r.apply(event(serde_json::json!({
+            "event": "decided", "ts": "2026-01-01T10:59:00Z", "attempt": 1,
+            "decision": "climb micro_batch_x2", "reason": "measured peak leaves room",
+        })))
+        .unwrap();
+        // A user's cancel while running (2 GPU-hours lost).
+        attempt(
+            &mut r,
+            2,
+            Some(2),
+            (
+                "2026-01-01T11:00:00Z",
+                Some("2026-01-01T11:00:00Z"),
+                "2026-01-01T12:00:00Z",
+            ),
+            "cancelled",
+        );
+        let h = r.gpu_hours().unwrap();
+        assert_eq!((h.succeeded, h.failed), (1.0, 2.0));
+        let json = r.to_json();
+        assert_eq!(json["attempts"][0]["decision"], "climb micro_batch_x2");
+        assert_eq!(json["attempts"][1]["job_state"], "failed (exit code 1)");
+        assert_eq!(json["attempts"][1]["exit_code"], 1);
+        assert!(json["attempts"][0]["why"].is_string());
     }
 
     #[test]

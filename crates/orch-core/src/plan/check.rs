@@ -39,7 +39,7 @@ impl Plan {
                 )),
                 Some(KeyProblem::Unknown(hint)) => problems.push(format!(
                     "{key} (from {}): not a key the {} trainer accepts{hint}; prefix it with `+` to add a new key on purpose",
-                    setting.source, template.spec.simulator
+                    setting.source, template.spec.trainer
                 )),
                 None => {
                     if let Some(why) = template

@@ -8,7 +8,7 @@
 //! held by other programs (torch names each process) is taken off the card.
 
 use orch_classify::{FailureClass, MemoryFacts, ProcessUse, Stage};
-use orch_memory::estimate::{FailAt, Workload};
+use orch_memory::estimate::FailAt;
 
 use crate::estimate::PlanEstimate;
 use crate::plan::Plan;
@@ -26,19 +26,7 @@ pub const NO_HOLDER_GIB: f64 = 1.0;
 /// What the job's own rollout server holds in a process of its own (AReaL's SGLang server), as
 /// predicted for the failed plan; 0 where the engine lives in the trainer's process (verl).
 fn own_engine_gib(predicted: &PlanEstimate, capacity_gib: f64) -> f64 {
-    match &predicted.workload {
-        Workload::Areal(a) => {
-            let hw = orch_memory::estimate::Hardware {
-                gpu_name: String::new(),
-                gpu_mem_gib: capacity_gib,
-                gpus_per_node: a.n_gpus_per_node,
-                host_mem_gib: 0.0,
-                expandable_segments: false,
-            };
-            orch_memory::estimate::sglang_in_use_gib(&hw, a)
-        }
-        _ => 0.0,
-    }
+    predicted.workload.own_engine_gib(capacity_gib)
 }
 
 /// One failed attempt, as the planner sees it.

@@ -414,10 +414,10 @@ pub struct Reports {
 impl Reports {
     /// How `trainer` reports.
     pub fn of(trainer: orch_memory::estimate::Trainer) -> Reports {
-        use orch_memory::estimate::Trainer;
+        let model = trainer.model();
         Reports {
-            tokens_per_gpu: matches!(trainer, Trainer::Verl),
-            peak_is_lower_bound: matches!(trainer, Trainer::Areal),
+            tokens_per_gpu: model.log_tokens_per_gpu,
+            peak_is_lower_bound: model.log_peak_is_lower_bound,
         }
     }
 }

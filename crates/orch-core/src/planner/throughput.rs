@@ -16,7 +16,7 @@
 //! - more GPUs shorten the step but lose a little per GPU to communication
 //!   ([`SCALING_PER_DOUBLING`]); the figure is per GPU because GPU-hours are what a run costs.
 
-use orch_memory::estimate::{GIB, Workload};
+use orch_memory::estimate::GIB;
 
 use crate::estimate::PlanEstimate;
 
@@ -81,62 +81,25 @@ pub struct Throughput {
 pub fn predict(e: &PlanEstimate, base_gpus: u32, capacity_gib: f64) -> Throughput {
     let mut costs: Vec<(String, f64)> = Vec::new();
     let est = &e.estimate;
+    let knobs = e.workload.knobs();
     let hidden = est
         .arch
         .as_ref()
         .map(|a| f64::from(a.hidden))
-        .unwrap_or_else(|| torchrun_hidden(&e.workload));
-    let (train, rollout) = match &e.workload {
-        Workload::Torchrun(t) => {
-            let mut train = train_time(&mut costs, est.tokens_per_micro, hidden);
-            if t.gradient_checkpointing {
-                train *= cost(&mut costs, "activation recompute", RECOMPUTE_TIME);
-            }
-            (train, None)
-        }
-        Workload::Verl(v) => {
-            let mut train = train_time(&mut costs, est.tokens_per_micro, hidden);
-            if v.gradient_checkpointing {
-                train *= cost(&mut costs, "activation recompute", RECOMPUTE_TIME);
-            }
-            if v.param_offload {
-                train *= cost(&mut costs, "parameter offload", PARAM_OFFLOAD_TIME);
-            }
-            if v.optimizer_offload {
-                train *= cost(&mut costs, "optimizer offload", OPTIMIZER_OFFLOAD_TIME);
-            }
-            let engines =
-                (u64::from(v.n_gpus_per_node * v.nnodes) / u64::from(v.tensor_parallel)).max(1);
-            let in_flight = (v.train_batch_size * v.rollout_n).div_ceil(engines);
-            let demand = in_flight as f64 * v.seq_len() as f64;
-            (
-                train,
-                Some(rollout_time(&mut costs, e, demand, v.tensor_parallel)),
-            )
-        }
-        Workload::RlSwarm(r) => {
-            let mut train = train_time(&mut costs, est.tokens_per_micro, hidden);
-            if r.gradient_checkpointing {
-                train *= cost(&mut costs, "activation recompute", RECOMPUTE_TIME);
-            }
-            // Hugging Face `generate` for the node's own prompts, its KV cache never short.
-            let demand = (r.num_train_samples.max(1)
-                * (orch_memory::estimate::k::RS_PROMPT_TOKENS as u64 + r.max_new_tokens))
-                as f64;
-            (train, Some(rollout_time(&mut costs, e, demand, 1)))
-        }
-        Workload::Areal(a) => {
-            let mut train = train_time(&mut costs, est.tokens_per_micro, hidden);
-            if a.gradient_checkpointing {
-                train *= cost(&mut costs, "activation recompute", RECOMPUTE_TIME);
-            }
-            let per_server = a
-                .max_concurrent_rollouts
-                .div_ceil(u64::from(a.gen_dp.max(1)));
-            let demand = per_server as f64 * (a.prompt_len + a.max_new_tokens) as f64;
-            (train, Some(rollout_time(&mut costs, e, demand, a.gen_tp)))
-        }
-    };
+        .unwrap_or(knobs.hidden_without_shape);
+    let mut train = train_time(&mut costs, est.tokens_per_micro, hidden);
+    if knobs.gradient_checkpointing {
+        train *= cost(&mut costs, "activation recompute", RECOMPUTE_TIME);
+    }
+    if knobs.param_offload {
+        train *= cost(&mut costs, "parameter offload", PARAM_OFFLOAD_TIME);
+    }
+    if knobs.optimizer_offload {
+        train *= cost(&mut costs, "optimizer offload", OPTIMIZER_OFFLOAD_TIME);
+    }
+    let rollout = knobs
+        .rollout
+        .map(|r| rollout_time(&mut costs, e, r.demand_tokens, r.tensor_parallel));
     let mut step = match rollout {
         Some(r) => ROLLOUT_SHARE * r + (1.0 - ROLLOUT_SHARE) * train,
         None => train,
@@ -203,15 +166,6 @@ fn rollout_time(costs: &mut Vec<(String, f64)>, e: &PlanEstimate, demand: f64, t
         );
     }
     time
-}
-
-/// A torchrun model's hidden size when the estimate carries no shape: from the parameter
-/// count and depth (12·h² parameters per layer).
-fn torchrun_hidden(w: &Workload) -> f64 {
-    match w {
-        Workload::Torchrun(t) => (t.params_m * 1e6 / (12.0 * f64::from(t.n_layers.max(1)))).sqrt(),
-        _ => 4096.0,
-    }
 }
 
 #[cfg(test)]

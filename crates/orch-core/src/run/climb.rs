@@ -19,7 +19,7 @@
 use anyhow::Context as _;
 
 use super::{Ctx, Phase, RunDriver};
-use crate::backend::{JobEnd, JobRef, Scheduler};
+use crate::backend::{JobEnd, JobRef};
 use crate::ledger::Decision;
 use crate::plan::Plan;
 use crate::planner::climb::Pace;
@@ -48,11 +48,7 @@ struct ClimbFile {
 impl RunDriver {
     /// Live and running: stop the job for a decided climb once its checkpoint is written, or
     /// decide one. Returns whether the run moved on.
-    pub(super) async fn climb<B: Scheduler>(
-        &mut self,
-        job: JobRef,
-        ctx: &Ctx<'_, B>,
-    ) -> anyhow::Result<bool> {
+    pub(super) async fn climb(&mut self, job: JobRef, ctx: &Ctx<'_>) -> anyhow::Result<bool> {
         if !self.journal.cached().climb {
             return Ok(false);
         }
@@ -77,7 +73,7 @@ impl RunDriver {
             if !due {
                 return Ok(false);
             }
-            ctx.progress
+            ctx.report
                 .event(self.name(), &RunEvent::ClimbStopping { job: &job.id });
             let stop = self
                 .journal
@@ -87,7 +83,7 @@ impl RunDriver {
             crate::atomic::write_atomic(&stop, b"")?;
             if let Err(e) = ctx.backend.cancel(&job).await {
                 // Still live: the next tick tries again.
-                ctx.progress.event(
+                ctx.report.event(
                     self.name(),
                     &RunEvent::BackendFailed {
                         error: &format!("{e:#}"),
@@ -134,7 +130,7 @@ impl RunDriver {
         crate::atomic::write_atomic(&path, serde_yaml::to_string(&file)?.as_bytes())?;
         self.decided(n, Decision::Climb(climb.to.label.clone()), &climb.to.why)?;
         self.climb_after = Some(after);
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::ClimbDecided {
                 decision: &climb.to.describe(),

@@ -45,7 +45,7 @@ use anyhow::Context;
 
 pub use phase::{Finish, Live, Pace, Pending, Phase, Queue, Resumed};
 
-use crate::backend::{Backend, Scheduler};
+use crate::backend::Backend;
 use crate::config::Catalog;
 use crate::estimate::Estimator;
 use crate::gpus::{Slots, Waiting};
@@ -57,13 +57,13 @@ use crate::reporter::{Report, RunEvent, RunLine, RunStatus};
 const MEASURED_EVERY: Duration = Duration::from_secs(60);
 
 /// What every run in one watcher shares.
-pub struct Ctx<'a, B = Backend> {
+pub struct Ctx<'a> {
     /// Templates, ladders and profiles.
     pub catalog: &'a Catalog,
     /// Where jobs run.
-    pub backend: &'a B,
+    pub backend: &'a dyn Backend,
     /// Run lines and messages.
-    pub progress: &'a dyn Report,
+    pub report: &'a dyn Report,
     /// A running job whose logs do not grow for this long is declared hung.
     pub hang_timeout: Duration,
     /// Hand each submitted attempt to a Slurm follow-up job instead of watching it.
@@ -100,7 +100,7 @@ pub struct RunDriver {
     tried: HashSet<String>,
     /// Scripts call the simulated trainer (decided when the run was created).
     simulate: bool,
-    bar: Box<dyn RunLine>,
+    status_line: Box<dyn RunLine>,
     started: Instant,
     last_line: String,
     /// Why the next attempt waits for a slot, while it does.
@@ -124,11 +124,11 @@ impl RunDriver {
         plan: Plan,
         run: RunDir,
         max_attempts: u32,
-        progress: &dyn Report,
+        report: &dyn Report,
     ) -> anyhow::Result<Self> {
         let lock = run.lock()?;
         let journal = Journal::open(run)?;
-        let bar = progress.line(&plan.experiment);
+        let status_line = report.line(&plan.experiment);
         Ok(RunDriver {
             phase: Phase::Queued(Pending::default()),
             _lock: lock,
@@ -141,7 +141,7 @@ impl RunDriver {
             attempt: 0,
             max_attempts,
             tried: HashSet::new(),
-            bar,
+            status_line,
             started: Instant::now(),
             last_line: String::new(),
             waiting: None,
@@ -158,8 +158,8 @@ impl RunDriver {
     pub async fn reattach(
         catalog: &Catalog,
         run: RunDir,
-        backend: &impl Scheduler,
-        progress: &dyn Report,
+        backend: &dyn Backend,
+        report: &dyn Report,
     ) -> anyhow::Result<Self> {
         let lock = run.lock()?;
         let journal = Journal::open(run)?;
@@ -177,7 +177,7 @@ impl RunDriver {
             attempt: record.attempts.last().map(|a| a.attempt).unwrap_or(0),
             max_attempts: record.max_attempts,
             tried,
-            bar: progress.line(&record.experiment),
+            status_line: report.line(&record.experiment),
             started: Instant::now(),
             last_line: String::new(),
             waiting: None,
@@ -187,7 +187,7 @@ impl RunDriver {
             learn_before_first: None,
         };
         driver.phase = match Phase::from_record(&record) {
-            Resumed::Phase(Phase::Unsure) => driver.recover(backend, progress).await?,
+            Resumed::Phase(Phase::Unsure) => driver.recover(backend, report).await?,
             Resumed::Phase(phase) => phase,
             Resumed::Watch(job) => {
                 // Picked up while it runs: its cost started when an earlier orch saw it running.
@@ -197,7 +197,7 @@ impl RunDriver {
             }
         };
         if matches!(driver.phase, Phase::Ended(_)) {
-            driver.bar.clear();
+            driver.status_line.clear();
         }
         Ok(driver)
     }
@@ -413,7 +413,7 @@ impl RunDriver {
         )
     }
 
-    /// Redraw the run's progress line.
+    /// Redraw the run's status line.
     pub fn redraw(&self) {
         let waiting = self.waiting.as_ref().map(Waiting::describe);
         let state = match (&self.phase, &waiting) {
@@ -421,7 +421,7 @@ impl RunDriver {
             (Phase::Live(live), _) => live.queue.as_str(),
             _ => "done",
         };
-        self.bar.show(&RunStatus {
+        self.status_line.show(&RunStatus {
             state,
             attempt: self.attempt,
             max_attempts: self.max_attempts,
@@ -462,7 +462,7 @@ impl RunDriver {
 
     /// Before the first attempt: preflight again on what the store learned since submission.
     /// The pending reason and changes are replaced when the choice changes.
-    pub(crate) fn learn_before_first(&mut self, pending: &mut Pending, progress: &dyn Report) {
+    pub(crate) fn learn_before_first(&mut self, pending: &mut Pending, report: &dyn Report) {
         let Some(known) = self.learn_before_first.take() else {
             return;
         };
@@ -496,7 +496,7 @@ impl RunDriver {
             prior.attempts - known,
             if prior.attempts - known == 1 { "" } else { "s" }
         );
-        progress.event(self.name(), &RunEvent::Replanned { why: &why });
+        report.event(self.name(), &RunEvent::Replanned { why: &why });
         *pending = Pending {
             changes: self.written.changes_to(&plan),
             why,

@@ -7,7 +7,7 @@ use std::time::Instant;
 use orch_classify::{MeasureReader, Measured, Scanner, SwallowRule, SwallowWatch, Swallowed};
 use orch_ssh::tail::{Tail, last_line};
 
-use crate::backend::{JobEnd, JobRef, Scheduler};
+use crate::backend::{Backend, JobEnd, JobRef};
 use crate::ledger::{EvidenceRecord, RunRecord, RunState};
 use crate::outcome::Outcome;
 use crate::plan::ChangeRecord;
@@ -312,7 +312,7 @@ impl LogEnd {
 
 impl Live {
     /// Follow a submitted job's logs from their start.
-    pub fn new(job: JobRef, backend: &impl Scheduler, swallowed: &[SwallowRule]) -> Live {
+    pub fn new(job: JobRef, backend: &dyn Backend, swallowed: &[SwallowRule]) -> Live {
         let log = |label: &str| LogFile {
             label: label.into(),
             tail: Tail::at(backend.log_source(&job, label)),

@@ -9,13 +9,13 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use super::{Ctx, FollowUp, Phase, RunDriver};
-use crate::backend::{FollowUpJob, JobEnd, JobRef, JobSpec, JobState, Scheduler};
+use crate::backend::{Backend, Call, FollowUpJob, JobEnd, JobRef, JobSpec, JobState};
 use crate::config::Catalog;
 use crate::config::experiment::Experiment;
 use crate::ledger::{Decision, Event, FORMAT, Ledger, RunRecord, RunState, now};
 use crate::outcome::Outcome;
 use crate::plan::Setup;
-use crate::progress::Progress;
+use crate::reporter::{Report, RunEvent, RunLine, RunStatus, WatchEvent};
 use orch_classify::FailureClass;
 
 const OOM: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. \
@@ -141,7 +141,7 @@ impl Fake {
     }
 }
 
-impl Scheduler for Fake {
+impl Backend for Fake {
     fn name(&self) -> &'static str {
         "fake"
     }
@@ -155,92 +155,101 @@ impl Scheduler for Fake {
     fn exit_check(&self) -> Option<Duration> {
         self.expensive_polls.then_some(Duration::from_millis(1))
     }
-    async fn exited(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        // The jobs that ended with an exit code (not those killed by a signal).
-        let states = self.states(jobs);
-        Ok(states
-            .into_iter()
-            .filter(|(_, s)| {
-                matches!(
-                    s,
-                    JobState::Finished(
-                        JobEnd::Completed
-                            | JobEnd::Failed {
-                                exit_code: Some(0..128)
-                            }
+    fn exited<'a>(&'a self, jobs: &'a [JobRef]) -> Call<'a, HashMap<String, JobState>> {
+        Box::pin(async move {
+            // The jobs that ended with an exit code (not those killed by a signal).
+            let states = self.states(jobs);
+            Ok(states
+                .into_iter()
+                .filter(|(_, s)| {
+                    matches!(
+                        s,
+                        JobState::Finished(
+                            JobEnd::Completed
+                                | JobEnd::Failed {
+                                    exit_code: Some(0..128)
+                                }
+                        )
                     )
-                )
-            })
-            .collect())
-    }
-    async fn submit(&self, spec: &JobSpec) -> anyhow::Result<JobRef> {
-        let act = self.script.lock().unwrap().pop_front();
-        let act = act.or_else(|| self.then.clone()).unwrap_or_else(ok);
-        let text = match &act {
-            Act::End(_, text) => text.to_string(),
-            Act::Hang | Act::Steps(_) | Act::StepsThen(..) => String::new(),
-            Act::NoRoom => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::StorageFull,
-                    format!("cannot write {}", spec.stdout.display()),
-                )
-                .into());
-            }
-            Act::EndAfterNoise(_, noise, text) => {
-                let line =
-                    "Training Progress:  41%|####      | 412/1000 [1:02:11<1:29:12,  9.10s/it]\n";
-                let mut s = line.repeat(noise / line.len() + 1);
-                s.push_str(text);
-                s
-            }
-        };
-        std::fs::write(&spec.stderr, text)?;
-        std::fs::write(&spec.stdout, "")?;
-        let mut jobs = self.jobs.lock().unwrap();
-        let id = (jobs.len() + 1).to_string();
-        jobs.insert(
-            id.clone(),
-            FakeJob {
-                name: spec.name.clone(),
-                act,
-                cancelled: false,
-                stdout: spec.stdout.clone(),
-                steps: 0,
-            },
-        );
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("submit {}", spec.name));
-        Ok(JobRef {
-            id,
-            dir: spec.dir.clone(),
+                })
+                .collect())
         })
     }
-    async fn poll(&self, jobs: &[JobRef]) -> anyhow::Result<HashMap<String, JobState>> {
-        self.polls
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Ok(self.states(jobs))
+    fn submit<'a>(&'a self, spec: &'a JobSpec) -> Call<'a, JobRef> {
+        Box::pin(async move {
+            let act = self.script.lock().unwrap().pop_front();
+            let act = act.or_else(|| self.then.clone()).unwrap_or_else(ok);
+            let text = match &act {
+                Act::End(_, text) => text.to_string(),
+                Act::Hang | Act::Steps(_) | Act::StepsThen(..) => String::new(),
+                Act::NoRoom => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::StorageFull,
+                        format!("cannot write {}", spec.stdout.display()),
+                    )
+                    .into());
+                }
+                Act::EndAfterNoise(_, noise, text) => {
+                    let line = "Training Progress:  41%|####      | 412/1000 [1:02:11<1:29:12,  9.10s/it]\n";
+                    let mut s = line.repeat(noise / line.len() + 1);
+                    s.push_str(text);
+                    s
+                }
+            };
+            std::fs::write(&spec.stderr, text)?;
+            std::fs::write(&spec.stdout, "")?;
+            let mut jobs = self.jobs.lock().unwrap();
+            let id = (jobs.len() + 1).to_string();
+            jobs.insert(
+                id.clone(),
+                FakeJob {
+                    name: spec.name.clone(),
+                    act,
+                    cancelled: false,
+                    stdout: spec.stdout.clone(),
+                    steps: 0,
+                },
+            );
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("submit {}", spec.name));
+            Ok(JobRef {
+                id,
+                dir: spec.dir.clone(),
+            })
+        })
     }
-    async fn find(&self, dir: &Path, name: &str) -> anyhow::Result<Option<JobRef>> {
-        let jobs = self.jobs.lock().unwrap();
-        Ok(jobs
-            .iter()
-            .find(|(_, j)| j.name == name)
-            .map(|(id, _)| JobRef {
-                id: id.clone(),
-                dir: dir.to_path_buf(),
-            }))
+    fn poll<'a>(&'a self, jobs: &'a [JobRef]) -> Call<'a, HashMap<String, JobState>> {
+        Box::pin(async move {
+            self.polls
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            Ok(self.states(jobs))
+        })
     }
-    async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
-        if let Some(j) = self.jobs.lock().unwrap().get_mut(&job.id) {
-            j.cancelled = true;
-        }
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("cancel {}", job.id));
-        Ok(())
+    fn find<'a>(&'a self, dir: &'a Path, name: &'a str) -> Call<'a, Option<JobRef>> {
+        Box::pin(async move {
+            let jobs = self.jobs.lock().unwrap();
+            Ok(jobs
+                .iter()
+                .find(|(_, j)| j.name == name)
+                .map(|(id, _)| JobRef {
+                    id: id.clone(),
+                    dir: dir.to_path_buf(),
+                }))
+        })
+    }
+    fn cancel<'a>(&'a self, job: &'a JobRef) -> Call<'a, ()> {
+        Box::pin(async move {
+            if let Some(j) = self.jobs.lock().unwrap().get_mut(&job.id) {
+                j.cancelled = true;
+            }
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("cancel {}", job.id));
+            Ok(())
+        })
     }
     fn log_source(&self, job: &JobRef, name: &str) -> orch_ssh::tail::Source {
         orch_ssh::tail::Source::Local(job.dir.join(name))
@@ -254,20 +263,38 @@ impl Scheduler for Fake {
     fn follows_up(&self) -> bool {
         self.follows_up
     }
-    async fn submit_follow_up(&self, job: &FollowUpJob<'_>) -> anyhow::Result<String> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push(format!("follow-up {}", job.after));
-        Ok(format!("f{}", job.after))
+    fn submit_follow_up<'a>(&'a self, job: &'a FollowUpJob<'a>) -> Call<'a, String> {
+        Box::pin(async move {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("follow-up {}", job.after));
+            Ok(format!("f{}", job.after))
+        })
     }
+}
+
+/// A report that shows nothing: the tests read the ledger, not the words.
+struct Silent;
+
+impl Report for Silent {
+    fn event(&self, _run: &str, _event: &RunEvent<'_>) {}
+    fn watch(&self, _event: &WatchEvent<'_>) {}
+    fn line(&self, _run: &str) -> Box<dyn RunLine> {
+        Box::new(Silent)
+    }
+}
+
+impl RunLine for Silent {
+    fn show(&self, _status: &RunStatus<'_>) {}
+    fn clear(&self) {}
 }
 
 /// A project directory with the built-in catalog, its runs, and the fake.
 struct World {
     dir: tempfile::TempDir,
     catalog: Catalog,
-    progress: Progress,
+    report: Silent,
     fake: Fake,
     hang_timeout: Duration,
     follow_up: Option<FollowUp>,
@@ -279,7 +306,7 @@ impl World {
         World {
             catalog: Catalog::new(dir.path()),
             dir,
-            progress: Progress::new(true, false),
+            report: Silent,
             fake,
             hang_timeout: Duration::from_secs(3600),
             follow_up: None,
@@ -290,11 +317,11 @@ impl World {
         Ledger::new(self.dir.path().join("runs"))
     }
 
-    fn ctx(&self) -> Ctx<'_, Fake> {
+    fn ctx(&self) -> Ctx<'_> {
         Ctx {
             catalog: &self.catalog,
             backend: &self.fake,
-            progress: &self.progress,
+            report: &self.report,
             hang_timeout: self.hang_timeout,
             follow_up: self.follow_up.clone(),
             slots: None,
@@ -335,13 +362,13 @@ impl World {
             serde_yaml::to_string(&plan).unwrap().as_bytes(),
         )
         .unwrap();
-        RunDriver::new(setup, plan, run, max_attempts, &self.progress).unwrap()
+        RunDriver::new(setup, plan, run, max_attempts, &self.report).unwrap()
     }
 
     /// Pick a run up from its ledger, as `orch resume` does.
     async fn reattach(&self, id: &str) -> RunDriver {
         let run = self.ledger().open(id).unwrap();
-        RunDriver::reattach(&self.catalog, run, &self.fake, &self.progress)
+        RunDriver::reattach(&self.catalog, run, &self.fake, &self.report)
             .await
             .unwrap()
     }
@@ -645,7 +672,7 @@ async fn a_cancel_waits_for_a_submission_in_flight_and_then_sees_its_job() {
 }
 
 /// Take `n` transitions that need no news from the backend.
-async fn steps(d: &mut RunDriver, ctx: &Ctx<'_, Fake>, n: usize) {
+async fn steps(d: &mut RunDriver, ctx: &Ctx<'_>, n: usize) {
     for _ in 0..n {
         assert!(d.step(ctx).await.unwrap());
     }
@@ -775,7 +802,7 @@ fn climber(world: &World, experiment: &str) -> RunDriver {
         serde_yaml::to_string(&chosen.plan).unwrap().as_bytes(),
     )
     .unwrap();
-    RunDriver::new(setup, written.clone(), run, 5, &world.progress)
+    RunDriver::new(setup, written.clone(), run, 5, &world.report)
         .unwrap()
         .preflighted(written, chosen)
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Context;
 
 use super::{Ctx, Finish, Live, Pending, Phase, Queue, RunDriver};
-use crate::backend::{FollowUpJob, JobEnd, JobRef, JobSpec, JobState, Scheduler};
+use crate::backend::{Backend, FollowUpJob, JobEnd, JobRef, JobSpec, JobState};
 use crate::gpus::{Grant, Waiting};
 use crate::ledger::{Decision, Event, RunState, crash_point, now};
 use crate::outcome::Outcome;
@@ -23,20 +23,20 @@ use orch_classify::FailureClass;
 impl RunDriver {
     /// Take every transition that needs no news from the backend, until the run waits on a job
     /// or is over. On an error the phase is [`Phase::Broken`]; the caller ends the run.
-    pub async fn advance<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<()> {
+    pub async fn advance(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         while self.step(ctx).await? {}
         Ok(())
     }
 
     /// Take one transition, if the phase has one that needs no news; false if it has none.
-    pub async fn step<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<bool> {
+    pub async fn step(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<bool> {
         let next = match std::mem::replace(&mut self.phase, Phase::Broken) {
             // `orch cancel` came between the decision and the next attempt: none is rendered.
             Phase::Queued(_) if self.cancel_requested()? => self.cancelled_before(self.attempt + 1),
             Phase::Queued(mut pending) => match self.take_slot(ctx) {
                 Grant::Go(devices) => {
                     self.learn_lengths();
-                    self.learn_before_first(&mut pending, ctx.progress);
+                    self.learn_before_first(&mut pending, ctx.report);
                     self.render(ctx, pending, devices)
                 }
                 Grant::Wait(waiting) => {
@@ -46,7 +46,7 @@ impl RunDriver {
                 }
                 Grant::Never(why) => Err(anyhow::anyhow!("{why}")),
             },
-            Phase::Unsure => self.recover(ctx.backend, ctx.progress).await,
+            Phase::Unsure => self.recover(ctx.backend, ctx.report).await,
             Phase::Submitting => self.launch(ctx).await,
             Phase::Finished(finish) => {
                 self.learn_lengths();
@@ -65,7 +65,7 @@ impl RunDriver {
     }
 
     /// A slot for the next attempt (`Go` at once without slots); with GPU slots, its devices.
-    fn take_slot<B: Scheduler>(&self, ctx: &Ctx<'_, B>) -> Grant {
+    fn take_slot(&self, ctx: &Ctx<'_>) -> Grant {
         let Some(slots) = ctx.slots else {
             return Grant::Go(Vec::new());
         };
@@ -73,7 +73,7 @@ impl RunDriver {
     }
 
     /// Queued, waiting for a slot: say so once per attempt, then keep the line current.
-    fn wait<B: Scheduler>(&mut self, waiting: Waiting, ctx: &Ctx<'_, B>) {
+    fn wait(&mut self, waiting: Waiting, ctx: &Ctx<'_>) {
         // Said when the run starts waiting and when what it waits for changes (a card taken
         // by another program), not each time the queue moves.
         let news = self
@@ -81,7 +81,7 @@ impl RunDriver {
             .as_ref()
             .is_none_or(|w| w.what != waiting.what || w.outside != waiting.outside);
         if news {
-            ctx.progress.event(
+            ctx.report.event(
                 self.name(),
                 &RunEvent::Waiting {
                     attempt: self.attempt + 1,
@@ -95,9 +95,9 @@ impl RunDriver {
     }
 
     /// Queued → Submitting: render the next attempt and record the intent to submit it.
-    fn render<B: Scheduler>(
+    fn render(
         &mut self,
-        ctx: &Ctx<'_, B>,
+        ctx: &Ctx<'_>,
         pending: Pending,
         devices: Vec<u32>,
     ) -> anyhow::Result<Phase> {
@@ -166,8 +166,8 @@ impl RunDriver {
     /// the job is looked up (by pid file or job name) and only submitted if it is not there.
     pub(super) async fn recover(
         &mut self,
-        backend: &impl Scheduler,
-        progress: &dyn Report,
+        backend: &dyn Backend,
+        report: &dyn Report,
     ) -> anyhow::Result<Phase> {
         let n = self.attempt;
         let record = self.journal.record()?;
@@ -184,7 +184,7 @@ impl RunDriver {
         let Some(job) = found else {
             return Ok(Phase::Submitting);
         };
-        progress.event(
+        report.event(
             &record.experiment,
             &RunEvent::Recovered {
                 attempt: n,
@@ -229,7 +229,7 @@ impl RunDriver {
     /// run's submit lock, which `orch cancel` takes to record its request: a cancel recorded
     /// before the look stops the submission; one recorded after sees the job id and stops the
     /// job.
-    async fn launch<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
+    async fn launch(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<Phase> {
         let n = self.attempt;
         let _submitting = self
             .journal
@@ -267,7 +267,7 @@ impl RunDriver {
         if ctx.follow_up.is_some() && ctx.backend.follows_up() {
             match self.hand_off(&job, ctx).await {
                 Ok(()) => return Ok(Phase::HandedOff),
-                Err(e) => ctx.progress.event(
+                Err(e) => ctx.report.event(
                     self.name(),
                     &RunEvent::HandOffFailed {
                         error: &format!("{e:#}"),
@@ -276,7 +276,7 @@ impl RunDriver {
                 ),
             }
         }
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::Submitted {
                 attempt: n,
@@ -306,11 +306,7 @@ impl RunDriver {
 
     /// Live → HandedOff: submit the job that carries the run on once `job` ends. The caller
     /// sets the phase (on an error the job is still watched from here).
-    async fn hand_off<B: Scheduler>(
-        &mut self,
-        job: &JobRef,
-        ctx: &Ctx<'_, B>,
-    ) -> anyhow::Result<()> {
+    async fn hand_off(&mut self, job: &JobRef, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         let follow = ctx.follow_up.as_ref().context("no follow-up command")?;
         let n = self.attempt;
         let run = self.journal.run().clone();
@@ -340,7 +336,7 @@ impl RunDriver {
             attempt: n,
             job_id: id.clone(),
         })?;
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::HandedOff {
                 attempt: n,
@@ -349,16 +345,16 @@ impl RunDriver {
                 log: &log,
             },
         );
-        self.bar.clear();
+        self.status_line.clear();
         Ok(())
     }
 
     /// Live: what the backend said of the job at this tick. Ends, hangs and hand-offs move
     /// the run on; a failure to do so ends it. Returns whether anything changed.
-    pub async fn observe<B: Scheduler>(
+    pub async fn observe(
         &mut self,
         state: Option<&JobState>,
-        ctx: &Ctx<'_, B>,
+        ctx: &Ctx<'_>,
     ) -> anyhow::Result<bool> {
         let Phase::Live(live) = &self.phase else {
             return Ok(false);
@@ -371,7 +367,7 @@ impl RunDriver {
             // `orch cancel` recorded its request, and may not stop this job (it looked before
             // the job was submitted, or it died): this orch asks too, once, and records the
             // end when the backend reports it.
-            ctx.progress
+            ctx.report
                 .event(self.name(), &RunEvent::CancelRequested { job: &job.id });
             match ctx.backend.cancel(&job).await {
                 Ok(()) => {
@@ -380,7 +376,7 @@ impl RunDriver {
                     }
                 }
                 // Still live: the next tick tries again.
-                Err(e) => ctx.progress.event(
+                Err(e) => ctx.report.event(
                     self.name(),
                     &RunEvent::BackendFailed {
                         error: &format!("{e:#}"),
@@ -404,7 +400,7 @@ impl RunDriver {
                 // A follow-up woke while its attempt still runs (requeued, say): pass it on.
                 match self.hand_off(&job, ctx).await {
                     Ok(()) => self.phase = Phase::HandedOff,
-                    Err(e) => ctx.progress.event(
+                    Err(e) => ctx.report.event(
                         self.name(),
                         &RunEvent::BackendFailed {
                             error: &format!("{e:#}"),
@@ -453,13 +449,13 @@ impl RunDriver {
     }
 
     /// Live → Finished (and on): cancel a running job whose logs stopped growing.
-    async fn hung<B: Scheduler>(
+    async fn hung(
         &mut self,
         job: JobRef,
         silent: std::time::Duration,
-        ctx: &Ctx<'_, B>,
+        ctx: &Ctx<'_>,
     ) -> anyhow::Result<()> {
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::Hung {
                 job: &job.id,
@@ -474,14 +470,9 @@ impl RunDriver {
 
     /// Cancel the live job and record it as ending `end`; when the backend cannot cancel it
     /// yet, say so: it is still live and the next tick tries again.
-    async fn stop_as<B: Scheduler>(
-        &mut self,
-        job: JobRef,
-        end: JobEnd,
-        ctx: &Ctx<'_, B>,
-    ) -> anyhow::Result<()> {
+    async fn stop_as(&mut self, job: JobRef, end: JobEnd, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         if let Err(e) = ctx.backend.cancel(&job).await {
-            ctx.progress.event(
+            ctx.report.event(
                 self.name(),
                 &RunEvent::BackendFailed {
                     error: &format!("{e:#}"),
@@ -496,17 +487,12 @@ impl RunDriver {
     /// Live → Finished (and on): stop a job whose trainer reported a failure and carried on
     /// past it as often as its template says ends the run (genrl trains nothing in any round
     /// after a training OOM it swallowed).
-    async fn swallowed<B: Scheduler>(
-        &mut self,
-        job: JobRef,
-        count: u32,
-        ctx: &Ctx<'_, B>,
-    ) -> anyhow::Result<()> {
+    async fn swallowed(&mut self, job: JobRef, count: u32, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         let evidence = match &self.phase {
             Phase::Live(live) => live.swallowed().map(|s| &s.evidence),
             _ => None,
         };
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::SwallowedStopping {
                 job: &job.id,
@@ -517,7 +503,7 @@ impl RunDriver {
     }
 
     /// Stop the live job (Ctrl-C on a local run) and record it as cancelled.
-    pub async fn cancel<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<()> {
+    pub async fn cancel(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         self.interrupted = true;
         if let Phase::Live(live) = &self.phase {
             ctx.backend.cancel(&live.job).await?;
@@ -527,11 +513,7 @@ impl RunDriver {
     }
 
     /// Live → Finished, then on: the job ended.
-    async fn job_ended<B: Scheduler>(
-        &mut self,
-        end: JobEnd,
-        ctx: &Ctx<'_, B>,
-    ) -> anyhow::Result<()> {
+    async fn job_ended(&mut self, end: JobEnd, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         self.finish(end).await?;
         self.advance(ctx).await
     }
@@ -605,10 +587,10 @@ impl RunDriver {
     }
 
     /// After a failed transition: say why and end the run (unless it already ended).
-    pub fn fail_on_error<B: Scheduler>(
+    pub fn fail_on_error(
         &mut self,
         result: anyhow::Result<()>,
-        ctx: &Ctx<'_, B>,
+        ctx: &Ctx<'_>,
     ) -> anyhow::Result<()> {
         if let Err(e) = result {
             if crate::atomic::is_out_of_room(&e) {
@@ -616,7 +598,7 @@ impl RunDriver {
                 return Ok(());
             }
             let msg = format!("{e:#}");
-            ctx.progress
+            ctx.report
                 .event(self.name(), &RunEvent::Broke { error: &msg });
             if !matches!(self.phase, Phase::Ended(_)) {
                 self.end(RunState::Failed, format!("failed: {msg}"))?;
@@ -628,12 +610,12 @@ impl RunDriver {
     /// orch could not write its own files: stop driving the run without recording anything
     /// more (there may be no room for it). The watcher then stops driving every run and says
     /// once how to go on ([`crate::watch::drive`]).
-    pub fn stop<B: Scheduler>(&mut self, e: &anyhow::Error, _ctx: &Ctx<'_, B>) {
+    pub fn stop(&mut self, e: &anyhow::Error, _ctx: &Ctx<'_>) {
         self.phase = Phase::Stopped(format!("[{}] {e:#}", self.name()));
     }
 
     /// Finished → Ended | Queued: end the run, or decide the next attempt.
-    fn decide<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>, finish: Finish) -> anyhow::Result<Phase> {
+    fn decide(&mut self, ctx: &Ctx<'_>, finish: Finish) -> anyhow::Result<Phase> {
         let n = self.attempt;
         match finish.outcome {
             Outcome::Succeeded => self.succeeded(ctx),
@@ -659,7 +641,7 @@ impl RunDriver {
             }
             Outcome::Cancelled => self.cancelled(ctx),
             Outcome::Failed(class) => {
-                ctx.progress.event(
+                ctx.report.event(
                     self.name(),
                     &RunEvent::AttemptFailed {
                         attempt: n,
@@ -680,14 +662,14 @@ impl RunDriver {
         }
     }
 
-    fn cancelled<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
+    fn cancelled(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<Phase> {
         let n = self.attempt;
-        ctx.progress
+        ctx.report
             .event(self.name(), &RunEvent::Cancelled { attempt: n });
         self.end(RunState::Cancelled, format!("cancelled during attempt {n}"))
     }
 
-    fn succeeded<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>) -> anyhow::Result<Phase> {
+    fn succeeded(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<Phase> {
         let n = self.attempt;
         let record = self.journal.record()?;
         let failures = record
@@ -735,7 +717,7 @@ impl RunDriver {
                 changed.join(", ")
             ));
         }
-        ctx.progress.event(
+        ctx.report.event(
             self.name(),
             &RunEvent::Succeeded {
                 summary: &summary,
@@ -747,9 +729,9 @@ impl RunDriver {
 
     /// Ask the ladder what follows a failure and record the decision. Returns why the next
     /// attempt is made, or None when the run gave up (its phase is then `Ended`).
-    fn next_after<B: Scheduler>(
+    fn next_after(
         &mut self,
-        ctx: &Ctx<'_, B>,
+        ctx: &Ctx<'_>,
         class: FailureClass,
         end: &JobEnd,
     ) -> anyhow::Result<Option<Pending>> {
@@ -760,8 +742,7 @@ impl RunDriver {
         {
             // A climb that ran out of memory: the last good configuration at once.
             self.decided(n, Decision::Back, &why)?;
-            ctx.progress
-                .event(self.name(), &RunEvent::Next { why: &why });
+            ctx.report.event(self.name(), &RunEvent::Next { why: &why });
             let changes = self.plan.changes_to(&plan);
             let changes_semantics =
                 plan.semantics(&self.setup) != self.written.semantics(&self.setup);
@@ -778,7 +759,7 @@ impl RunDriver {
         let next = planner::next(&self.planner_context(&failures, &prior), &mut notes);
         debug_assert!(failures.last().is_some_and(|f| f.class == class));
         for note in &notes {
-            ctx.progress
+            ctx.report
                 .event(self.name(), &RunEvent::PlannerNote { note });
         }
         if n >= self.max_attempts && !matches!(next, Next::GiveUp { .. }) {
@@ -788,7 +769,7 @@ impl RunDriver {
         let pending = match next {
             Next::Move(m) => {
                 self.decided(n, Decision::Step(m.label.clone()), &m.why)?;
-                ctx.progress
+                ctx.report
                     .event(self.name(), &RunEvent::Next { why: &m.describe() });
                 self.plan = m.plan;
                 Pending {
@@ -808,7 +789,7 @@ impl RunDriver {
                     reason.push_str(&format!("; excluding node {node}"));
                 }
                 self.decided(n, Decision::Resume, &reason)?;
-                ctx.progress
+                ctx.report
                     .event(self.name(), &RunEvent::Next { why: &reason });
                 self.plan = plan;
                 Pending {
@@ -878,7 +859,7 @@ impl RunDriver {
         Ok(())
     }
 
-    fn give_up<B: Scheduler>(&mut self, ctx: &Ctx<'_, B>, reason: &str) -> anyhow::Result<()> {
+    fn give_up(&mut self, ctx: &Ctx<'_>, reason: &str) -> anyhow::Result<()> {
         self.decided(self.attempt, Decision::GiveUp, reason)?;
         let tried: Vec<String> = self
             .journal
@@ -895,7 +876,7 @@ impl RunDriver {
             })
             .collect();
         let summary = format!("failed: {reason}; tried: {}", tried.join("; "));
-        ctx.progress
+        ctx.report
             .event(self.name(), &RunEvent::GaveUp { summary: &summary });
         self.end(RunState::Failed, summary).map(drop)
     }
@@ -910,7 +891,7 @@ impl RunDriver {
         };
         self.journal.append(&event)?;
         self.notify(&event);
-        self.bar.clear();
+        self.status_line.clear();
         self.phase = Phase::Ended(state);
         Ok(Phase::Ended(state))
     }

@@ -1,6 +1,6 @@
 //! torch's caching allocator, replayed: a trainer's allocations in order, against a GPU's
-//! capacity, with fragmentation slack; the first allocation that does not fit is the OOM, with
-//! the numbers torch's message reports.
+//! capacity, with fragmentation slack and any blocks the trainer says are stranded; the first
+//! allocation that does not fit is the OOM, with the numbers torch's message reports.
 
 /// Where a tensor is allocated; picks the traceback the report prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +48,13 @@ pub enum Event {
     /// `gib` freed (back to the allocator's reserve, not the device).
     Free {
         /// Size freed.
+        gib: f64,
+    },
+    /// `gib` of cached memory stranded: a freed block that smaller tensors were split out of,
+    /// so it stays reserved but can no longer hold a tensor of its old size. The next
+    /// allocation that does not fit in the rest of the reserve reserves fresh memory on top.
+    Strand {
+        /// Size of the stranded block.
         gib: f64,
     },
 }
@@ -105,15 +112,17 @@ const MAX_CHUNKS: f64 = 4096.0;
 ///
 /// Allocator model: a new tensor either fits in memory the allocator already reserved, or it
 /// needs fresh device memory for itself while everything allocated so far stays reserved with
-/// a `frag` share of slack (fragmentation). The allocation fails when the device would exceed
-/// its capacity.
+/// a `frag` share of slack (fragmentation), plus whatever [`Event::Strand`] left stranded. The
+/// allocation fails when the device would exceed its capacity.
 pub fn walk(capacity: f64, others: &[f64], nontorch: f64, frag: f64, events: &[Event]) -> Walk {
     let others_sum: f64 = others.iter().sum();
     let base = others_sum + nontorch;
     let (mut a, mut r, mut a_peak) = (0.0f64, 0.0f64, 0.0f64);
+    let mut stranded = 0.0f64;
     for ev in events {
         match ev {
             Event::Free { gib } => a = (a - gib).max(0.0),
+            Event::Strand { gib } => stranded += gib.max(0.0),
             Event::Alloc {
                 site,
                 label,
@@ -130,11 +139,8 @@ pub fn walk(capacity: f64, others: &[f64], nontorch: f64, frag: f64, events: &[E
                 while remaining > 1e-12 {
                     let c = remaining.min(chunk);
                     remaining -= c;
-                    let need_r = if r >= a * (1.0 + frag) + c {
-                        r
-                    } else {
-                        a * (1.0 + frag) + c
-                    };
+                    let floor = a * (1.0 + frag) + stranded + c;
+                    let need_r = if r >= floor { r } else { floor };
                     if base + need_r > capacity + 1e-9 {
                         let mut free = (capacity - base - r).max(0.0);
                         if free >= c {

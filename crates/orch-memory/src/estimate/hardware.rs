@@ -1,4 +1,4 @@
-//! The machine a job runs on (as the hardware profile describes it) and which trainer runs.
+//! The machine a job runs on (as the hardware profile describes it).
 
 use super::k;
 
@@ -34,41 +34,6 @@ impl Hardware {
             k::FRAG_EXPANDABLE
         } else {
             k::FRAG
-        }
-    }
-}
-
-/// The trainer being simulated (`orch sim-train <trainer>`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trainer {
-    /// `python3 -m verl.trainer.main_ppo`.
-    Verl,
-    /// `python3 -m areal.launcher.local`.
-    Areal,
-    /// `torchrun train.py`.
-    Torchrun,
-    /// `python -m rgym_exp.runner.swarm_launcher` (Gensyn's rl-swarm, genrl's GRPO trainer).
-    RlSwarm,
-}
-
-impl Trainer {
-    /// The trainer named `s` (case-insensitive), if it is one.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "verl" => Some(Self::Verl),
-            "areal" => Some(Self::Areal),
-            "torchrun" => Some(Self::Torchrun),
-            "rl-swarm" | "rl_swarm" | "rlswarm" => Some(Self::RlSwarm),
-            _ => None,
-        }
-    }
-    /// Its name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Verl => "verl",
-            Self::Areal => "areal",
-            Self::Torchrun => "torchrun",
-            Self::RlSwarm => "rl-swarm",
         }
     }
 }

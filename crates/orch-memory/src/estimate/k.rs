@@ -81,6 +81,22 @@ pub const TR_LAYER_BYTES_FP32: (f64, f64, f64) = (32.0, 8.0, 16.0);
 /// torchrun with checkpointing (non-reentrant, per decoder layer): each layer keeps its input,
 /// the fp32 residual stream (fp32 master weights keep it fp32 under autocast).
 pub const TR_CKPT_INPUT_BYTES: f64 = 4.0;
+/// torchrun with a known architecture: fp32 `tokens × vocab` blocks the caching allocator
+/// keeps stranded at the loss, beyond [`FRAG`]. The fp32 logits, their log-softmax and its
+/// gradient are by far the largest tensors of a step, and each is freed again within it. torch's
+/// allocator (`c10/cuda/CUDACachingAllocator.cpp`, torch 2.5: `get_free_block`,
+/// `should_split`, `release_blocks`) serves a request from the smallest cached block that
+/// holds it, splits a large-pool block whenever more than 1 MiB (`kSmallSize`) would be left
+/// (`max_split_size_mb` unset), and gives a segment back to the device only when no piece of
+/// it is in use. Once those
+/// blocks are freed they are the largest cached blocks, so the smaller tensors allocated
+/// meanwhile (the bf16 gradient of the logits, the gradients `zero_grad(set_to_none=True)`
+/// re-creates, AdamW's state in the first step) are split out of them; the next micro-batch's
+/// fp32 logits no longer fit there and get a fresh segment. Not fitted: one whole block. A
+/// one-constant fit to the 11 measured peaks of the H100 grid (`h100-train-py.jsonl`) gives
+/// 0.87 on the 0.5B rows alone (worst 1.5B row then −4.9 %) and 1.16 on the 1.5B rows alone
+/// (worst 0.5B row +6.7 %); at 1.0 every row is within 5.1 % (docs/ESTIMATOR.md).
+pub const TR_STRANDED_LOGITS_BLOCKS: f64 = 1.0;
 /// DDP's gradient bucket size (`bucket_cap_mb=25`, torch's default), in GiB.
 pub const TR_DDP_BUCKET_GIB: f64 = 25.0 / 1024.0;
 /// rl-swarm (genrl 0.1.11 `GRPOLanguageTrainerModule`): the prompt length every training

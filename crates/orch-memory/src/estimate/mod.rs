@@ -23,17 +23,14 @@
 
 pub mod activations;
 pub mod allocator;
-pub mod areal;
 pub mod config;
 pub mod hardware;
 pub mod host;
 pub mod k;
 pub mod output;
-pub mod rl_swarm;
 pub mod seeds;
 pub mod sglang;
-pub mod torchrun;
-pub mod verl;
+pub mod trainers;
 pub mod vllm;
 
 #[cfg(test)]
@@ -43,25 +40,11 @@ pub(crate) mod tests;
 mod table;
 
 pub use allocator::{Event, OomDetail, Site, Walk, walk};
-pub use areal::areal_colocated;
-pub use config::{
-    ArealConfig, Precision, RS_LARGE_POOL, RS_SMALL_POOL, RlSwarmConfig, SimConfig, TorchrunConfig,
-    VerlConfig, Workload, parse_backend, rl_swarm_keys, torchrun_architecture, torchrun_shape,
-};
-pub use hardware::{Hardware, Trainer};
+pub use config::{Precision, SimConfig};
+pub use hardware::Hardware;
 pub use output::{Estimate, FailAt, FailKind, Failure, Item, StaticPart};
 pub use sglang::sglang_in_use_gib;
-pub use torchrun::torchrun_no_ckpt_factor;
+pub use trainers::*;
 
 /// Bytes per GiB.
 pub const GIB: f64 = 1_073_741_824.0;
-
-/// Estimate memory for a configuration and find the first failure, if any.
-pub fn estimate(cfg: &SimConfig) -> Estimate {
-    match &cfg.workload {
-        Workload::Verl(v) => verl::estimate_verl(&cfg.hw, v, cfg.resumed, cfg.arch.as_ref()),
-        Workload::Areal(a) => areal::estimate_areal(&cfg.hw, a, cfg.arch.as_ref()),
-        Workload::Torchrun(t) => torchrun::estimate_torchrun(&cfg.hw, t),
-        Workload::RlSwarm(r) => rl_swarm::estimate_rl_swarm(&cfg.hw, r, cfg.arch.as_ref()),
-    }
-}

@@ -2,7 +2,7 @@
 //! components in GiB), host memory, and the first failure the real job would hit.
 
 use super::allocator::{Event, OomDetail};
-use super::hardware::Trainer;
+use super::trainers::Trainer;
 use crate::shape::Arch;
 
 /// When, in the run, a failure happens. Steps count from 1 within this run.

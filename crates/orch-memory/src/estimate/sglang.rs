@@ -2,10 +2,10 @@
 //! and its KV pool, plus CUDA graphs outside the fraction.
 
 use super::GIB;
-use super::config::ArealConfig;
 use super::hardware::Hardware;
 use super::k;
 use super::output::{Item, item};
+use super::trainers::ArealConfig;
 use crate::shape::Arch;
 
 /// GiB the SGLang server holds on each of its GPUs.

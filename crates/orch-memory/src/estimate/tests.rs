@@ -75,6 +75,31 @@ fn walk_reports_consistent_oom() {
     assert!(fits.device_peak_gib <= 79.18);
 }
 
+/// A stranded block stays reserved: the next tensor that needs fresh memory reserves on top
+/// of it, and nothing of it counts as allocated.
+#[test]
+fn walk_reserves_fresh_memory_beside_a_stranded_block() {
+    let events = vec![
+        alloc(Site::Params, "a", 10.0, 10.0),
+        alloc(Site::Softmax, "transient", 8.0, 8.0),
+        Event::Free { gib: 8.0 },
+        Event::Strand { gib: 8.0 },
+        alloc(Site::LogitsFp32, "next", 8.0, 8.0),
+    ];
+    let w = walk(f64::INFINITY, &[], 0.0, 0.0, &events);
+    assert!((w.allocated_peak_gib - 18.0).abs() < 1e-9, "{w:?}");
+    assert!((w.reserved_peak_gib - 26.0).abs() < 1e-9, "{w:?}");
+    // Without it the freed block is reused.
+    let reused = walk(
+        f64::INFINITY,
+        &[],
+        0.0,
+        0.0,
+        &[&events[..3], &events[4..]].concat(),
+    );
+    assert!((reused.reserved_peak_gib - 18.0).abs() < 1e-9, "{reused:?}");
+}
+
 #[test]
 fn absurd_sizes_replay_in_bounded_steps() {
     // A 1e30 GiB allocation in 1 MiB tensors, and tensors smaller than the floor: the walk
@@ -668,6 +693,45 @@ fn torchrun_activations_follow_the_architecture() {
         }
         other => panic!("micro 16 × 4096 on 79 GiB: expected an OOM, got {other:?}"),
     }
+}
+
+/// The caching allocator's reserve at the loss: one fp32 `tokens × vocab` block stranded on
+/// top of the fragmentation share, unless expandable segments are on.
+#[test]
+fn torchrun_reserve_holds_one_stranded_fp32_logits_block() {
+    let e = torchrun_llama(1, 4, 2048, true, "bf16");
+    let logits = 4.0 * 2048.0 * 128_256.0 * 4.0 / GIB;
+    let stranded = |e: &Estimate| {
+        e.train_items
+            .iter()
+            .find(|i| i.label.contains("stranded"))
+            .map(|i| i.gib)
+    };
+    assert!((stranded(&e).unwrap() - logits).abs() < 1e-9);
+    let slack = e.train_reserved_gib - e.train_allocated_gib;
+    assert!(slack > logits, "{slack} GiB reserved beyond allocated");
+    let mut o = Overrides::new();
+    let mut args: Vec<String> = LLAMA_3_2_1B
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    args.extend(
+        [
+            "micro_batch_size=4",
+            "max_seq_len=2048",
+            "gradient_checkpointing=true",
+        ]
+        .map(String::from),
+    );
+    o.apply_hydra(&args);
+    let expandable = estimate(&SimConfig {
+        hw: h100(true),
+        workload: Workload::Torchrun(TorchrunConfig::from_overrides(&o, 1)),
+        resumed: false,
+        arch: None,
+    });
+    assert_eq!(stranded(&expandable), None);
+    assert!(expandable.train_reserved_gib < e.train_reserved_gib - logits);
 }
 
 /// Gradient accumulation keeps every gradient resident while the next micro-batch runs its

@@ -3,8 +3,8 @@
 //! numbers behind vLLM's start-up checks.
 
 use super::GIB;
-use super::config::VerlConfig;
 use super::k;
+use super::trainers::VerlConfig;
 use crate::shape::Arch;
 
 /// vLLM's memory on one GPU, from its start-up profile.

@@ -7,15 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use orch_core::backend::local::Local;
-use orch_core::backend::{JobRef, JobState};
+use orch_core::backend::{self, JobRef, JobState, Kind, RunsOn};
 use orch_core::config::Catalog;
 use orch_core::error::UsageError;
 use orch_core::gpus::inventory::{QUERY_APPS, QUERY_GPUS, matching_profile};
 use orch_core::gpus::{Inventory, Slots};
 use orch_core::ledger::{Ledger, RunState};
 use orch_ssh::remote::Remote;
-
-use crate::cli::BackendKind;
 
 /// How long what `nvidia-smi` says of other programs is trusted before it is asked again.
 const APPS_FRESH: Duration = Duration::from_secs(5);
@@ -206,24 +204,21 @@ pub fn announce<'p>(
 /// the local backend without GPUs defaults to the CPU count. `ours` are the runs this orch
 /// drives.
 pub fn slots(
-    kind: BackendKind,
+    kind: &Kind,
     inventory: Option<&Inventory>,
     max_parallel: Option<u32>,
     ledger: &Ledger,
     ours: BTreeSet<String>,
     machine: Machine<'_>,
 ) -> Slots {
-    let devices = match kind {
-        BackendKind::Local | BackendKind::Ssh => {
-            inventory.map(|inv| inv.gpus.iter().map(|g| g.index).collect::<Vec<u32>>())
-        }
-        BackendKind::Slurm => None,
-    };
+    let devices = inventory
+        .filter(|_| kind.runs_on.one_machine())
+        .map(|inv| inv.gpus.iter().map(|g| g.index).collect::<Vec<u32>>());
     let has_devices = devices.is_some();
     let slots = match max_parallel {
         Some(n) => Slots::new(devices, Some(n as usize)),
         // The demo's simulated jobs are CPU processes: no more at once than there are CPUs.
-        None if kind == BackendKind::Local && !has_devices => {
+        None if kind.runs_on == RunsOn::Here && !has_devices => {
             let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
             Slots::new(None, Some(cpus))
                 .limited_by(format!("{cpus} CPUs here; --max-parallel changes it"))
@@ -272,10 +267,15 @@ fn held_by_other_runs(
     let local = Local {
         tick: Duration::from_secs(1),
     };
-    let backend = if host.is_some() { "ssh" } else { "local" };
+    // Runs on the same machine: here, or on the host whose GPUs its backend shares out.
+    let same_machine = if host.is_some() {
+        RunsOn::Host
+    } else {
+        RunsOn::Here
+    };
     for summary in ledger.summaries().into_iter().flatten() {
         if summary.state != RunState::Running
-            || summary.backend != backend
+            || backend::kind(&summary.backend).map(|k| k.runs_on) != Some(same_machine)
             || ours.contains(&summary.run)
         {
             continue;

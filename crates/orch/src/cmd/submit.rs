@@ -4,7 +4,9 @@ use anyhow::Context;
 
 use std::sync::Arc;
 
-use crate::cli::{BackendKind, Preflight, ResumeArgs, SubmitArgs};
+use crate::cli::{Preflight, ResumeArgs, SubmitArgs};
+use crate::progress::Progress;
+use orch_core::backend::{Backend, Kind, RunsOn};
 use orch_core::config::Catalog;
 use orch_core::config::experiment::Experiment;
 use orch_core::config::profile::ContainerRuntime;
@@ -14,7 +16,6 @@ use orch_core::gpus::Inventory;
 use orch_core::ledger::{Event, FORMAT, Ledger, RunState, now};
 use orch_core::plan::{Plan, SetArg, Setup};
 use orch_core::planner::Prior;
-use orch_core::progress::Progress;
 use orch_core::render::AttemptInfo;
 use orch_core::watch::{Ctx, FollowUp, RunDriver, drive};
 use orch_ssh::remote::Remote;
@@ -44,7 +45,7 @@ pub async fn submit(
     let simulate = decide_simulation(&args, target.kind, &progress);
     let members = std::mem::take(&mut target.members);
     let (drivers, detached) = create_runs(
-        ledger, &args, members, &target, &backend, simulate, &progress,
+        ledger, &args, members, &target, &*backend, simulate, &progress,
     )?;
     if !detached.is_empty() {
         return watch_in_background(catalog, ledger, &args, &detached, &progress);
@@ -60,10 +61,10 @@ pub async fn submit(
     );
     let ctx = Ctx {
         catalog,
-        backend: &backend,
-        progress: &progress,
+        backend: &*backend,
+        report: &progress,
         hang_timeout: args.watch.hang_timeout.into(),
-        follow_up: (args.watch.detach && follow_ups(target.kind, &args))
+        follow_up: (args.watch.detach && follow_ups(&*backend, &args))
             .then(|| follow_up(catalog, ledger))
             .transpose()?,
         slots: Some(&slots),
@@ -75,7 +76,7 @@ pub async fn submit(
 /// (the backend, the host), the machine's cards and the profile they imply, and every member
 /// resolved, checked and trial-rendered. An error here leaves nothing behind.
 struct SubmitPlan {
-    kind: BackendKind,
+    kind: &'static Kind,
     remote: Option<Arc<Remote>>,
     /// The GPU machine's cards (local, or a machine over SSH), when it has `nvidia-smi`.
     inventory: Option<Inventory>,
@@ -113,7 +114,7 @@ impl SubmitPlan {
                     args.config.profile = Some(profile.clone());
                     plan.detected = Some(profile);
                 }
-                None if kind == BackendKind::Ssh => {
+                None if kind.runs_on == RunsOn::Host => {
                     return Err(UsageError(format!(
                         "{} has no nvidia-smi, so orch cannot tell its GPUs: pass --profile (see `orch profiles`)",
                         args.host.host.as_deref().unwrap_or("the host")
@@ -137,7 +138,7 @@ impl SubmitPlan {
         if let Some(inv) = plan
             .inventory
             .as_ref()
-            .filter(|_| kind != BackendKind::Slurm)
+            .filter(|_| kind.runs_on.one_machine())
         {
             let say = |line: String| progress.say(line);
             machine::announce(
@@ -154,7 +155,7 @@ impl SubmitPlan {
     /// The machine whose GPUs the jobs use when there is one machine: a host over SSH, else here.
     fn machine(&self) -> Machine<'_> {
         match &self.remote {
-            Some(r) if self.kind == BackendKind::Ssh => Machine::Remote(r),
+            Some(r) if self.kind.runs_on == RunsOn::Host => Machine::Remote(r),
             _ => Machine::Here,
         }
     }
@@ -167,9 +168,9 @@ impl SubmitPlan {
         args: &SubmitArgs,
         progress: &Progress,
     ) -> anyhow::Result<Option<Inventory>> {
-        let inventory = match (self.kind, &self.remote) {
-            (BackendKind::Local, _) => machine::inventory(Machine::Here).await,
-            (BackendKind::Ssh, Some(r)) => machine::inventory(Machine::Remote(r)).await,
+        let inventory = match (self.kind.runs_on, &self.remote) {
+            (RunsOn::Here, _) => machine::inventory(Machine::Here).await,
+            (RunsOn::Host, Some(r)) => machine::inventory(Machine::Remote(r)).await,
             _ => Ok(None),
         };
         match inventory {
@@ -186,14 +187,10 @@ impl SubmitPlan {
     /// More than one node needs a scheduler that allocates them, and so does a Pyxis
     /// container; the other backends run one machine.
     fn refuse_what_the_backend_cannot_run(&self) -> Result<(), UsageError> {
-        if self.kind == BackendKind::Slurm {
+        if !self.kind.runs_on.one_machine() {
             return Ok(());
         }
-        let name = if self.kind == BackendKind::Ssh {
-            "ssh"
-        } else {
-            "local"
-        };
+        let name = self.kind.name;
         if let Some((setup, plan, _)) = self.members.iter().find(|(_, p, _)| p.resources.nodes > 1)
         {
             return Err(UsageError(format!(
@@ -221,7 +218,7 @@ fn create_runs(
     args: &SubmitArgs,
     members: Vec<(Setup, Plan, Option<Estimator>)>,
     target: &SubmitPlan,
-    backend: &orch_core::backend::Backend,
+    backend: &dyn Backend,
     simulate: bool,
     progress: &Progress,
 ) -> anyhow::Result<(Vec<RunDriver>, Vec<String>)> {
@@ -296,7 +293,7 @@ fn create_runs(
         // Follow-up jobs need orch and the run directory on the cluster's file system, which
         // holds only on the login node itself; anywhere else — or when --max-parallel holds
         // runs back, which needs one watcher for all of them — a background watcher does it.
-        if args.watch.detach && !follow_ups(target.kind, args) {
+        if args.watch.detach && !follow_ups(backend, args) {
             detached.push(run.id.clone());
             continue;
         }
@@ -316,20 +313,21 @@ fn create_runs(
     Ok((drivers, detached))
 }
 
-/// Whether runs climb: `--climb` / `--no-climb`, else on everywhere but Slurm (where a
-/// restart queues again, and a detached run's follow-up job is what would decide it).
-fn climbs(kind: BackendKind, args: &SubmitArgs) -> bool {
+/// Whether runs climb: `--climb` / `--no-climb`, else on one machine but not on a cluster
+/// (Slurm, where a restart queues again, and a detached run's follow-up job is what would
+/// decide it).
+fn climbs(kind: &Kind, args: &SubmitArgs) -> bool {
     if args.no_climb {
         return false;
     }
-    args.climb || kind != BackendKind::Slurm
+    args.climb || kind.runs_on.one_machine()
 }
 
-/// Whether `--detach` hands attempts to Slurm follow-up jobs: on the login node itself, and
-/// only when no `--max-parallel` holds runs back (a follow-up drives one run; the limit needs
-/// one watcher over all of them).
-fn follow_ups(kind: BackendKind, args: &SubmitArgs) -> bool {
-    kind == BackendKind::Slurm && args.host.host.is_none() && args.watch.max_parallel.is_none()
+/// Whether `--detach` hands attempts to follow-up jobs (Slurm's): on the login node itself,
+/// and only when no `--max-parallel` holds runs back (a follow-up drives one run; the limit
+/// needs one watcher over all of them).
+fn follow_ups(backend: &dyn Backend, args: &SubmitArgs) -> bool {
+    backend.follows_up() && args.host.host.is_none() && args.watch.max_parallel.is_none()
 }
 
 /// Resolve, check and trial-render every experiment before anything is created or submitted.
@@ -671,7 +669,7 @@ pub async fn resume(
     let first = first.clone();
     let backend = backend_for_record(&first, args.watch.poll_interval, ledger).await?;
     let limited = args.watch.max_parallel.is_some() || first.max_parallel.is_some();
-    if args.watch.detach && (first.backend != "slurm" || first.host.is_some() || limited) {
+    if args.watch.detach && (!backend.follows_up() || first.host.is_some() || limited) {
         let ids: Vec<String> = runs.iter().map(|(r, _)| r.id.clone()).collect();
         let log = spawn_watcher(catalog, ledger, &ids, &args.watch)?;
         progress.say(format!(
@@ -702,7 +700,7 @@ pub async fn resume(
             progress.say(format!("[{}] warning: {damage}", record.experiment));
         }
         let id = run.id.clone();
-        match RunDriver::reattach(catalog, run, &backend, &progress).await {
+        match RunDriver::reattach(catalog, run, &*backend, &progress).await {
             Ok(driver) => drivers.push(driver),
             // With --all, a run another orch is driving is that orch's business.
             Err(e) if args.all && e.downcast_ref::<UsageError>().is_some() => {
@@ -720,27 +718,28 @@ pub async fn resume(
         .or(records.iter().filter_map(|r| r.max_parallel).min());
     let kind = backend_kind(&first)?;
     let at = match backend.remote() {
-        Some(r) if kind == BackendKind::Ssh => Machine::Remote(r),
+        Some(r) if kind.runs_on == RunsOn::Host => Machine::Remote(r),
         _ => Machine::Here,
     };
-    let inventory = match kind {
-        BackendKind::Local | BackendKind::Ssh => machine::inventory(at).await.unwrap_or_else(|e| {
+    let inventory = if kind.runs_on.one_machine() {
+        machine::inventory(at).await.unwrap_or_else(|e| {
             progress.say(format!(
                 "warning: {e:#}; jobs get no GPU slots of their own"
             ));
             None
-        }),
-        BackendKind::Slurm => None,
+        })
+    } else {
+        None
     };
     let ours = drivers.iter().map(|d| d.run().id.clone()).collect();
     let slots = machine::slots(kind, inventory.as_ref(), max_parallel, ledger, ours, at);
     let ctx = Ctx {
         catalog,
-        backend: &backend,
-        progress: &progress,
+        backend: &*backend,
+        report: &progress,
         hang_timeout: args.watch.hang_timeout.into(),
         follow_up: (args.watch.detach
-            && first.backend == "slurm"
+            && backend.follows_up()
             && first.host.is_none()
             && max_parallel.is_none())
         .then(|| follow_up(catalog, ledger))
@@ -799,7 +798,7 @@ pub fn dry_run_info(plan: &Plan) -> AttemptInfo {
 
 /// Whether rendered scripts call the simulated trainer: `--simulate`/`--no-simulate`, then
 /// `ORCH_SIMULATE`, else on the local backend when this machine has no `nvidia-smi`.
-fn decide_simulation(args: &SubmitArgs, kind: BackendKind, progress: &Progress) -> bool {
+fn decide_simulation(args: &SubmitArgs, kind: &Kind, progress: &Progress) -> bool {
     if args.simulate {
         return true;
     }
@@ -809,7 +808,7 @@ fn decide_simulation(args: &SubmitArgs, kind: BackendKind, progress: &Progress) 
     if let Ok(v) = std::env::var("ORCH_SIMULATE") {
         return !matches!(v.as_str(), "" | "0" | "false" | "no");
     }
-    let simulate = kind == BackendKind::Local && find_on_path("nvidia-smi").is_none();
+    let simulate = kind.runs_on == RunsOn::Here && find_on_path("nvidia-smi").is_none();
     if simulate {
         progress.say(
             "orch: no GPU here (no nvidia-smi on PATH): jobs run orch's SIMULATED trainer, which estimates \

@@ -10,9 +10,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::args::Overrides;
-use super::report;
-use super::{Ctx, TAG, metric, step_from_path, write_file};
+use crate::args::Overrides;
+use crate::report;
+use crate::{Ctx, TAG, metric, step_from_path, write_file};
+use orch_memory::estimate::Site;
 use orch_memory::estimate::{
     self as memory, FailAt, FailKind, Failure, GIB, SimConfig, VerlConfig, Workload,
 };
@@ -361,17 +362,18 @@ fn thousands(n: u64) -> String {
 fn step_line(ctx: &Ctx, r: &Run, step: u64, step_s: f64) -> String {
     let ids = &ctx.ids;
     let seq = r.v.seq_len() as f64;
-    let resp = metric(
-        ids,
-        "resp",
-        step,
-        r.v.max_response_length as f64 * 0.6,
-        r.v.max_response_length as f64 * 0.45,
-    );
+    // The rollouts hold what the memory truth packs: prompt + response = the estimate's
+    // `fill()` share of the padded length on every step (the real tokens orch reads back from
+    // verl's two means). The prompts vary a little from batch to batch, the responses take
+    // the rest.
+    let real = r.v.fill() * seq;
+    let prompt_mean = r.v.fill() * r.v.max_prompt_length as f64;
+    let prompt = metric(ids, "prompt", step, prompt_mean * 1.03, prompt_mean * 0.97);
+    let resp = real - prompt;
     let gpus = (r.v.n_gpus_per_node * r.v.nnodes) as f64;
     let tokens_per_gpu = seq * 0.6 * (r.v.train_batch_size * r.v.rollout_n) as f64 / gpus;
     format!(
-        "step:{step} - global_seqlen/mean:{:.1} - actor/entropy:{:.3} - actor/pg_loss:{:.4} - actor/pg_clipfrac:{:.4} - actor/ppo_kl:{:.5} - actor/grad_norm:{:.3} - perf/mfu/actor:0.000 - perf/max_memory_allocated_gb:{:.2} - perf/max_memory_reserved_gb:{:.2} - perf/cpu_memory_used_gb:{:.2} - actor/lr:{} - critic/score/mean:{:.3} - critic/rewards/mean:{:.3} - response_length/mean:{:.1} - timing_s/gen:{:.3} - timing_s/update_actor:{:.3} - timing_s/step:{:.3} - perf/total_num_tokens:{:.0} - perf/time_per_step:{:.3} - perf/throughput:{:.1}",
+        "step:{step} - global_seqlen/mean:{:.1} - actor/entropy:{:.3} - actor/pg_loss:{:.4} - actor/pg_clipfrac:{:.4} - actor/ppo_kl:{:.5} - actor/grad_norm:{:.3} - perf/mfu/actor:0.000 - perf/max_memory_allocated_gb:{:.2} - perf/max_memory_reserved_gb:{:.2} - perf/cpu_memory_used_gb:{:.2} - actor/lr:{} - critic/score/mean:{:.3} - critic/rewards/mean:{:.3} - response_length/mean:{:.1} - prompt_length/mean:{:.1} - timing_s/gen:{:.3} - timing_s/update_actor:{:.3} - timing_s/step:{:.3} - perf/total_num_tokens:{:.0} - perf/time_per_step:{:.3} - perf/throughput:{:.1}",
         tokens_per_gpu,
         metric(ids, "entropy", step, 0.62, 0.38),
         metric(ids, "pg_loss", step, 0.012, -0.004),
@@ -385,6 +387,7 @@ fn step_line(ctx: &Ctx, r: &Run, step: u64, step_s: f64) -> String {
         metric(ids, "score", step, 0.21, 0.64),
         metric(ids, "reward", step, 0.21, 0.64),
         resp,
+        prompt,
         step_s * 0.5,
         step_s * 0.5,
         step_s,
@@ -399,11 +402,54 @@ fn step_line(ctx: &Ctx, r: &Run, step: u64, step_s: f64) -> String {
     )
 }
 
+/// verl's failure outputs: the worker's error, Hydra's banner, the driver's Ray-wrapped
+/// traceback down to the worker's exception.
+pub(crate) mod messages {
+    /// torch OOM in `update_actor` (`{site_frames}`: a `frames/verl_*.txt`).
+    pub const GPU_OOM: &str = include_str!("../../../outputs/verl/gpu_oom.txt");
+    /// vLLM's wake-up (`cumem_allocator.cpp`) OOM in `generate_sequences`.
+    pub const VLLM_WAKE_UP: &str = include_str!("../../../outputs/verl/vllm_wake_up.txt");
+    /// vLLM's free-memory check in `init_device` at start-up.
+    pub const VLLM_INIT_DEVICE: &str = include_str!("../../../outputs/verl/vllm_init_device.txt");
+    /// vLLM's KV-cache checks in `_initialize_kv_caches` at start-up.
+    pub const VLLM_KV_CACHE: &str = include_str!("../../../outputs/verl/vllm_kv_cache.txt");
+    /// Ray's memory monitor kills a worker in `init_model`.
+    pub const HOST_OOM_INIT: &str = include_str!("../../../outputs/verl/host_oom_init.txt");
+    /// Ray's memory monitor kills a worker in `update_actor`.
+    pub const HOST_OOM_UPDATE: &str = include_str!("../../../outputs/verl/host_oom_update.txt");
+    /// `_check_resource_available`: more GPUs requested than the node has.
+    pub const NOT_ENOUGH_GPUS: &str = include_str!("../../../outputs/verl/not_enough_gpus.txt");
+}
+
+/// The frames from `ActorRolloutRefWorker.update_actor` (`verl/workers/fsdp_workers.py`)
+/// down to the failing allocation, by allocation site: one `outputs/frames/verl_*.txt`.
+pub(crate) fn site_frames(site: Site) -> &'static str {
+    match site {
+        Site::Softmax => include_str!("../../../outputs/frames/verl_softmax.txt"),
+        Site::Activations | Site::Attention | Site::Gather => {
+            include_str!("../../../outputs/frames/verl_forward.txt")
+        }
+        Site::LogitsBf16 => {
+            include_str!("../../../outputs/frames/verl_logits_bf16.txt")
+        }
+        Site::LogitsFp32 => {
+            include_str!("../../../outputs/frames/verl_logits_fp32.txt")
+        }
+        Site::Recompute | Site::Grads => {
+            include_str!("../../../outputs/frames/verl_backward.txt")
+        }
+        Site::Optim => include_str!("../../../outputs/frames/verl_optim.txt"),
+        Site::Params | Site::RefParams | Site::Static => {
+            include_str!("../../../outputs/frames/verl_load_params.txt")
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use regex::Regex;
 
-    use super::super::testing::*;
+    use crate::testing::*;
 
     fn args(pairs: &[(&str, &str)]) -> Vec<String> {
         pairs.iter().map(|(k, v)| format!("{k}={v}")).collect()

@@ -2,17 +2,196 @@
 //! engine). Generation phase: FSDP state kept resident plus vLLM awake; training phase
 //! (`update_actor`): params, optimizer state and grads reloaded, activations and logits, with
 //! vLLM asleep. The first failure is found in the order the real run meets them.
+//!
+//! The module also reads the trainer's own keys ([`VerlConfig`]) and registers it ([`MODEL`]: its
+//! name, its [`Workload`] from a plan, what else orch asks of it).
 
-use super::GIB;
-use super::activations::activation_events;
-use super::allocator::{Event, Site, Walk, alloc, walk};
-use super::config::VerlConfig;
-use super::hardware::{Hardware, Trainer};
-use super::host::{VerlHost, host_limit};
-use super::k;
-use super::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
-use super::vllm::Vllm;
+use super::{
+    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, PlanInput, Rollout, Trainer,
+    TrainerModel, Workload,
+};
+use crate::estimate::GIB;
+use crate::estimate::activations::activation_events;
+use crate::estimate::allocator::{Event, Site, Walk, alloc, walk};
+use crate::estimate::hardware::Hardware;
+use crate::estimate::host::host_limit;
+use crate::estimate::k;
+use crate::estimate::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
+use crate::estimate::vllm::Vllm;
 use crate::shape::{Arch, lookup};
+
+use crate::overrides::Overrides;
+
+/// What the simulator reads from verl's Hydra config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerlConfig {
+    /// `actor_rollout_ref.model.path` (the architecture is looked up from it).
+    pub model_path: String,
+    /// `data.train_batch_size`: prompts per step.
+    pub train_batch_size: u64,
+    /// `actor.ppo_mini_batch_size`: prompts per optimizer step.
+    pub ppo_mini_batch_size: u64,
+    /// Per-GPU micro-batch, resolved from `ppo_micro_batch_size_per_gpu` (or the deprecated
+    /// global `ppo_micro_batch_size`, or the whole mini-batch when neither is set).
+    pub micro_batch_per_gpu: u64,
+    /// `actor.use_dynamic_bsz`: micro-batches packed to a token budget instead of a count.
+    pub use_dynamic_bsz: bool,
+    /// `actor.ppo_max_token_len_per_gpu`: that token budget.
+    pub ppo_max_token_len_per_gpu: u64,
+    /// `actor.ulysses_sequence_parallel_size`: sequence-parallel degree (splits tokens).
+    pub ulysses_sp: u64,
+    /// `rollout.n`: responses sampled per prompt.
+    pub rollout_n: u64,
+    /// `rollout.gpu_memory_utilization`: vLLM's share of the GPU.
+    pub gpu_memory_utilization: f64,
+    /// `rollout.tensor_model_parallel_size`: vLLM's tensor-parallel size.
+    pub tensor_parallel: u32,
+    /// `rollout.max_model_len`, when given.
+    pub max_model_len: Option<u64>,
+    /// `rollout.max_num_batched_tokens`: sizes vLLM's activation workspace.
+    pub max_num_batched_tokens: u64,
+    /// `rollout.free_cache_engine`: vLLM sleeps (frees its KV cache) during training.
+    pub free_cache_engine: bool,
+    /// `actor.fsdp_config.param_offload`: actor params in host RAM between phases.
+    pub param_offload: bool,
+    /// `actor.fsdp_config.optimizer_offload`: AdamW state in host RAM between phases.
+    pub optimizer_offload: bool,
+    /// `model.enable_gradient_checkpointing`.
+    pub gradient_checkpointing: bool,
+    /// `model.use_remove_padding`: micro-batches hold only real tokens.
+    pub use_remove_padding: bool,
+    /// `actor.use_kl_loss`: a bf16 reference model sits on the GPU.
+    pub use_kl_loss: bool,
+    /// The actor update computes the entropy of the logits: `actor.calculate_entropy` or a
+    /// non-zero `actor.entropy_coeff` (verl ≥ 0.4, `verl/workers/actor/dp_actor.py`
+    /// `update_policy`: `calculate_entropy = self.config.calculate_entropy or (entropy_coeff
+    /// != 0)` at b178a3cd5; since verl#1100, 25b0f2262, v0.4.0). Both default off in verl's
+    /// `ppo_trainer.yaml` (`entropy_coeff: 0`).
+    pub entropy: bool,
+    /// `ref.fsdp_config.param_offload`: the reference model lives in host RAM.
+    pub ref_param_offload: bool,
+    /// A PPO critic shares the GPUs (verl's `need_critic`, `verl/trainer/ppo/utils.py` at
+    /// b178a3cd5: `critic.enable` when set, else `algorithm.adv_estimator == gae`, verl's
+    /// default estimator; v0.3's `ray_trainer.py` the same without `critic.enable`).
+    pub use_critic: bool,
+    /// `critic.model.path`, when given (else the actor's model is assumed).
+    pub critic_model_path: Option<String>,
+    /// `critic.model.fsdp_config.param_offload`.
+    pub critic_param_offload: bool,
+    /// `critic.model.fsdp_config.optimizer_offload`.
+    pub critic_optimizer_offload: bool,
+    /// `data.max_prompt_length`.
+    pub max_prompt_length: u64,
+    /// `data.max_response_length`.
+    pub max_response_length: u64,
+    /// `trainer.n_gpus_per_node`.
+    pub n_gpus_per_node: u32,
+    /// `trainer.nnodes`.
+    pub nnodes: u32,
+    /// Real tokens per sequence (prompt + response) an earlier attempt of this model logged:
+    /// verl's `prompt_length/mean` + `response_length/mean`, which `compute_data_metrics`
+    /// (`verl/trainer/ppo/metric_utils.py`, volcengine/verl at 07c9cf137) logs every step.
+    /// With padding removed a micro-batch holds these, not the padded length; None: the
+    /// documented default share of it, [`k::REMOVE_PADDING_FILL`].
+    pub observed_tokens_per_sequence: Option<f64>,
+    /// What was assumed, for the banner.
+    pub notes: Vec<String>,
+}
+
+const RO: &str = "actor_rollout_ref.rollout.";
+const ACTOR: &str = "actor_rollout_ref.actor.";
+
+impl VerlConfig {
+    /// Read verl's keys, with the defaults of verl's `ppo_trainer.yaml` for anything not given.
+    pub fn from_overrides(o: &Overrides) -> Self {
+        let a = |k: &str| format!("{ACTOR}{k}");
+        let r = |k: &str| format!("{RO}{k}");
+        let n_gpus_per_node = o.u64_or("trainer.n_gpus_per_node", 8).max(1) as u32;
+        let nnodes = o.u64_or("trainer.nnodes", 1).max(1) as u32;
+        let world = u64::from(n_gpus_per_node) * u64::from(nnodes);
+        let rollout_n = o.u64_or(&r("n"), 1).max(1);
+        let mini = o.u64_or(&a("ppo_mini_batch_size"), 256).max(1);
+        let ulysses_sp = o.u64_or(&a("ulysses_sequence_parallel_size"), 1).max(1);
+        let mut notes = Vec::new();
+        let micro = match (
+            o.u64_opt(&a("ppo_micro_batch_size_per_gpu")),
+            o.u64_opt(&a("ppo_micro_batch_size")),
+        ) {
+            (Some(m), _) => m.max(1),
+            (None, Some(global)) => (global / world).max(1),
+            (None, None) => {
+                let whole = (mini.saturating_mul(rollout_n) / (world / ulysses_sp).max(1)).max(1);
+                notes.push(format!(
+                    "no ppo_micro_batch_size_per_gpu: one micro-batch per mini-batch ({whole} sequences per GPU)"
+                ));
+                whole
+            }
+        };
+        Self {
+            model_path: o.str_or(
+                "actor_rollout_ref.model.path",
+                "~/models/deepseek-llm-7b-chat",
+            ),
+            train_batch_size: o.u64_or("data.train_batch_size", 1024),
+            ppo_mini_batch_size: mini,
+            micro_batch_per_gpu: micro,
+            use_dynamic_bsz: o.bool_or(&a("use_dynamic_bsz"), false),
+            ppo_max_token_len_per_gpu: o.u64_or(&a("ppo_max_token_len_per_gpu"), 16384),
+            ulysses_sp,
+            rollout_n,
+            gpu_memory_utilization: o.f64_or(&r("gpu_memory_utilization"), 0.5),
+            tensor_parallel: o.u64_or(&r("tensor_model_parallel_size"), 2).max(1) as u32,
+            max_model_len: o.u64_opt(&r("max_model_len")),
+            max_num_batched_tokens: o.u64_or(&r("max_num_batched_tokens"), 8192),
+            free_cache_engine: o.bool_or(&r("free_cache_engine"), true),
+            param_offload: o.bool_or(&a("fsdp_config.param_offload"), false),
+            optimizer_offload: o.bool_or(&a("fsdp_config.optimizer_offload"), false),
+            gradient_checkpointing: o.bool_or(
+                "actor_rollout_ref.model.enable_gradient_checkpointing",
+                true,
+            ),
+            use_remove_padding: o.bool_or("actor_rollout_ref.model.use_remove_padding", true),
+            use_kl_loss: o.bool_or(&a("use_kl_loss"), false),
+            entropy: o.bool_or(&a("calculate_entropy"), false)
+                || o.f64_or(&a("entropy_coeff"), 0.0) != 0.0,
+            ref_param_offload: o.bool_or("actor_rollout_ref.ref.fsdp_config.param_offload", false),
+            use_critic: o
+                .get("critic.enable")
+                .and_then(|v| crate::overrides::parse_bool(&v))
+                .unwrap_or_else(|| o.str_or("algorithm.adv_estimator", "gae") == "gae"),
+            critic_model_path: o.get("critic.model.path"),
+            critic_param_offload: o.bool_or("critic.model.fsdp_config.param_offload", false),
+            critic_optimizer_offload: o
+                .bool_or("critic.model.fsdp_config.optimizer_offload", false),
+            max_prompt_length: o.u64_or("data.max_prompt_length", 512),
+            max_response_length: o.u64_or("data.max_response_length", 512),
+            n_gpus_per_node,
+            nnodes,
+            observed_tokens_per_sequence: None,
+            notes,
+        }
+    }
+
+    /// The share of the padded length (`seq_len`) a sequence really holds once padding is
+    /// removed: the logged lengths when an earlier attempt gave them, else the default.
+    pub fn fill(&self) -> f64 {
+        match self.observed_tokens_per_sequence {
+            Some(t) if t > 0.0 && self.seq_len() > 0 => (t / self.seq_len() as f64).min(1.0),
+            _ => k::REMOVE_PADDING_FILL,
+        }
+    }
+
+    /// Prompt + response: the longest sequence a rollout produces.
+    pub fn seq_len(&self) -> u64 {
+        self.max_prompt_length
+            .saturating_add(self.max_response_length)
+    }
+
+    /// vLLM's max_model_len: explicit, else prompt + response (what verl passes).
+    pub fn max_model_len(&self) -> u64 {
+        self.max_model_len.unwrap_or(self.seq_len())
+    }
+}
 
 /// The FSDP actor's per-GPU state (GiB), sharded over every GPU of the job.
 struct Actor {
@@ -391,5 +570,88 @@ pub(crate) fn estimate_verl(
         failure,
         notes,
         arch: Some(arch),
+    }
+}
+
+/// verl in the trainer registry ([`super::Trainer::model`]): its log's tokens/s is per GPU.
+pub static MODEL: TrainerModel = TrainerModel {
+    name: "verl",
+    aliases: &[],
+    workload,
+    config_shape: None,
+    how_to_know: ARCHITECTURE_FROM_EXPERIMENT,
+    log_tokens_per_gpu: true,
+    log_peak_is_lower_bound: false,
+};
+
+/// verl's configuration from a plan, with the real tokens per sequence an earlier attempt
+/// logged, on the model's shape (or a stand-in of its size).
+fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
+    let v = VerlConfig {
+        observed_tokens_per_sequence: p.sequence_tokens,
+        ..VerlConfig::from_overrides(p.keys)
+    };
+    (Workload::Verl(v), Some(p.shape()))
+}
+
+impl VerlConfig {
+    /// What it trades speed for: checkpointing, both offloads, and vLLM's rollout (the
+    /// batch's sequences spread over the engines, `tensor_parallel` GPUs each).
+    pub fn knobs(&self) -> Knobs {
+        let engines = (u64::from(self.n_gpus_per_node * self.nnodes)
+            / u64::from(self.tensor_parallel))
+        .max(1);
+        let in_flight = (self.train_batch_size * self.rollout_n).div_ceil(engines);
+        Knobs {
+            gradient_checkpointing: self.gradient_checkpointing,
+            param_offload: self.param_offload,
+            optimizer_offload: self.optimizer_offload,
+            rollout: Some(Rollout {
+                demand_tokens: in_flight as f64 * self.seq_len() as f64,
+                tensor_parallel: self.tensor_parallel,
+            }),
+            hidden_without_shape: HIDDEN_WITHOUT_SHAPE,
+        }
+    }
+}
+
+/// verl's host RAM per node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerlHost {
+    /// Ray, raylet, dataloaders and one process per GPU worker.
+    pub base_gib: f64,
+    /// After worker init: base + fp32 params offloaded at init (`param_offload`).
+    pub init_gib: f64,
+    /// After the first update: + AdamW state offloaded after it (`optimizer_offload`).
+    pub steady_gib: f64,
+}
+
+impl VerlHost {
+    /// Host RAM for `v` on a node of `p` parameters' model.
+    pub fn new(v: &VerlConfig, p: f64) -> Self {
+        let nodes = v.nnodes.max(1) as f64;
+        let base = k::HOST_BASE_GIB + k::HOST_PER_GPU_GIB * v.n_gpus_per_node as f64;
+        let params = if v.param_offload {
+            4.0 * p / nodes / GIB
+        } else {
+            0.0
+        };
+        let adam = if v.optimizer_offload {
+            8.0 * p / nodes / GIB
+        } else {
+            0.0
+        };
+        let init = base + params;
+        Self {
+            base_gib: base,
+            init_gib: init,
+            steady_gib: init + adam,
+        }
+    }
+
+    /// What the worker Ray kills holds when the node is at `total` GiB (its share of the
+    /// offloaded state plus its own process).
+    pub fn worker_gib(&self, v: &VerlConfig, total: f64) -> f64 {
+        k::HOST_PER_GPU_GIB + (total - self.base_gib) / v.n_gpus_per_node as f64
     }
 }

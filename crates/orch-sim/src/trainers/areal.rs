@@ -9,10 +9,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::args::{Overrides, take_flag};
-use super::outputs::{self, Framework, Vars};
-use super::report::{self, OwnProcess};
-use super::{Ctx, TAG, metric, write_file};
+use crate::args::{Overrides, take_flag};
+use crate::outputs::Vars;
+use crate::report::{self, OwnProcess};
+use crate::{Ctx, TAG, metric, write_file};
+use orch_memory::estimate::Site;
 use orch_memory::estimate::{
     self as memory, ArealConfig, FailAt, FailKind, Failure, GIB, SimConfig, Workload,
     areal_colocated,
@@ -52,7 +53,7 @@ fn recover_info(dir: &Path) -> Option<u64> {
 
 /// AReaL's realhf log time stamp.
 fn ts() -> String {
-    report::Stamp::now().areal()
+    stamp(&report::Stamp::now())
 }
 
 /// SGLang's log prefix, with the TP rank for the scheduler's lines.
@@ -95,7 +96,7 @@ fn read_config(ctx: &mut Ctx, args: &[String]) -> Step<(Overrides, String)> {
         && let Err(e) = o.merge_yaml_file(Path::new(path))
     {
         let vars = Vars::new().set("path", path).set("error", format!("{e:#}"));
-        ctx.err_template(outputs::areal::CONFIG_MISSING, &vars);
+        ctx.err_template(messages::CONFIG_MISSING, &vars);
         return Err(ctx.finish(1, "simulated AReaL: config file unreadable"));
     }
     let positional = o.apply_hydra(&rest);
@@ -425,12 +426,12 @@ fn step_done(ctx: &mut Ctx, r: &Run, step: u64, seqs: u64) {
 /// The launcher's `JobException` after `job` ("trainer" or "llm_server") failed.
 fn launcher_failed(r: &Run, job: &str) -> String {
     Vars::new()
-        .set("areal_time", report::Stamp::now().areal())
+        .set("areal_time", stamp(&report::Stamp::now()))
         .set("server_pid", r.server_pid)
         .set("torchrun_pid", r.torchrun_pid)
         .set("run_name", &r.run_name)
         .set("job", job)
-        .text(outputs::areal::LAUNCHER_FAILED)
+        .text(messages::LAUNCHER_FAILED)
 }
 
 /// torch elastic's report that the trainer ended with `exitcode`, and what the launcher adds.
@@ -451,33 +452,77 @@ fn trainer_failed(r: &Run, exitcode: i32) -> Vars {
 fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
     let (template, vars) = match &f.kind {
         FailKind::SglangNotEnough { .. } => (
-            outputs::areal::SGLANG_NOT_ENOUGH,
+            messages::SGLANG_NOT_ENOUGH,
             Vars::new()
                 .set("sglang_time", report::Stamp::now().sglang())
                 .set("message", report::sglang_not_enough())
                 .block("launcher_failed", launcher_failed(r, "llm_server")),
         ),
         FailKind::GpuOom(d) => (
-            outputs::areal::GPU_OOM,
+            messages::GPU_OOM,
             trainer_failed(r, 1)
                 .set("entry", &r.entry)
                 .set(
                     "oom",
                     report::torch_oom_message(d, &[r.server_pid], OwnProcess::Pid(r.trainer_pid)),
                 )
-                .block(
-                    "site_frames",
-                    outputs::site_frames(d.site, Framework::Areal),
-                ),
+                .block("site_frames", site_frames(d.site)),
         ),
         // The kernel's OOM killer takes the trainer; torch elastic reports the SIGKILL.
-        FailKind::HostOom { .. } => (outputs::areal::HOST_OOM, trainer_failed(r, -9)),
+        FailKind::HostOom { .. } => (messages::HOST_OOM, trainer_failed(r, -9)),
         other => unreachable!("not an AReaL failure: {other:?}"),
     };
     ctx.err_template(template, &vars);
     ctx.finish(
         1,
-        &format!("simulated AReaL failure: {}", super::describe(f)),
+        &format!("simulated AReaL failure: {}", crate::describe(f)),
+    )
+}
+
+/// AReaL's failure outputs: the failing process's own output, torch elastic's summary where
+/// the trainer died, and the local launcher's `JobException`.
+pub(crate) mod messages {
+    /// The launcher stops the other processes and raises `JobException` (`{job}` failed).
+    pub const LAUNCHER_FAILED: &str = include_str!("../../outputs/areal/launcher_failed.txt");
+    /// SGLang's scheduler fails to allocate its KV pool.
+    pub const SGLANG_NOT_ENOUGH: &str = include_str!("../../outputs/areal/sglang_not_enough.txt");
+    /// torch OOM in the trainer's `train_batch` (`{site_frames}`: a `frames/areal_*.txt`).
+    pub const GPU_OOM: &str = include_str!("../../outputs/areal/gpu_oom.txt");
+    /// The kernel's OOM killer takes the trainer; torch elastic reports the SIGKILL.
+    pub const HOST_OOM: &str = include_str!("../../outputs/areal/host_oom.txt");
+    /// `--config` names a file that cannot be read.
+    pub const CONFIG_MISSING: &str = include_str!("../../outputs/areal/config_missing.txt");
+}
+
+/// The frames from `FSDPEngine.train_batch` (`areal/engine/fsdp_engine.py`) down to the
+/// failing allocation, by allocation site: one `outputs/frames/areal_*.txt`.
+pub(crate) fn site_frames(site: Site) -> &'static str {
+    match site {
+        Site::Softmax => include_str!("../../outputs/frames/areal_softmax.txt"),
+        Site::Activations | Site::Attention | Site::Gather => {
+            include_str!("../../outputs/frames/areal_forward.txt")
+        }
+        Site::LogitsBf16 | Site::LogitsFp32 => {
+            include_str!("../../outputs/frames/areal_logits.txt")
+        }
+        Site::Recompute | Site::Grads => {
+            include_str!("../../outputs/frames/areal_backward.txt")
+        }
+        Site::Optim => include_str!("../../outputs/frames/areal_optim.txt"),
+        Site::Params | Site::RefParams | Site::Static => {
+            include_str!("../../outputs/frames/areal_params.txt")
+        }
+    }
+}
+
+/// AReaL's time stamp (realhf logging): `20251121-04:38:12.123`.
+pub(crate) fn stamp(s: &report::Stamp) -> String {
+    format!(
+        "{}{}{}-{}",
+        s.part(0, 4),
+        s.part(5, 7),
+        s.part(8, 10),
+        s.part(11, 23)
     )
 }
 
@@ -485,7 +530,7 @@ fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
 mod tests {
     use regex::Regex;
 
-    use super::super::testing::*;
+    use crate::testing::*;
 
     fn args(fileroot: &std::path::Path, pairs: &[(&str, &str)]) -> Vec<String> {
         let mut v: Vec<String> = vec!["trial_name=trial0".into()];

@@ -5,18 +5,19 @@
 //! It is the run machine's [`Report`]: the machine hands it typed [`RunEvent`]s and it puts them
 //! in words here, in one place.
 //!
-//! Everything here writes through `std::io::Write` and ignores write errors: a closed or broken
-//! stderr must not panic the library (as `eprintln!` would) in the middle of driving a run.
-//! Diagnostics for developers go through `tracing` instead, off unless asked for.
+//! Everything here writes through `std::io::Write` and ignores write errors
+//! ([`orch_core::reporter::say`]): a closed or broken stderr must not panic orch (as
+//! `eprintln!` would) in the middle of driving a run. Diagnostics for developers go through
+//! `tracing` instead, off unless asked for.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::gpus::slots::list;
-use crate::outcome::EvidenceRecord;
-use crate::reporter::{Report, RunEvent, RunLine, RunStatus, WatchEvent};
+use orch_core::gpus::slots::list;
+use orch_core::outcome::EvidenceRecord;
+use orch_core::reporter::{Report, RunEvent, RunLine, RunStatus, WatchEvent, say};
 
 /// All progress output of one command.
 #[derive(Debug, Clone)]
@@ -99,17 +100,20 @@ impl Report for Progress {
     }
 
     fn line(&self, run: &str) -> Box<dyn RunLine> {
-        Box::new(self.bar(run))
+        Box::new(Line(self.bar(run)))
     }
 }
 
-impl RunLine for ProgressBar {
+/// A run's status line: one spinner among the command's.
+struct Line(ProgressBar);
+
+impl RunLine for Line {
     fn show(&self, status: &RunStatus<'_>) {
         let mut line = status.last_line.to_string();
         if line.chars().count() > 100 {
             line = line.chars().take(99).collect::<String>() + "…";
         }
-        self.set_message(format!(
+        self.0.set_message(format!(
             "{} · attempt {}/{} · {} · {} · {line}",
             status.state,
             status.attempt,
@@ -120,7 +124,7 @@ impl RunLine for ProgressBar {
     }
 
     fn clear(&self) {
-        self.finish_and_clear();
+        self.0.finish_and_clear();
     }
 }
 
@@ -240,12 +244,6 @@ fn evidence_line(evidence: Option<&EvidenceRecord>) -> String {
         line.push_str(&format!("\n    memory: {memory}"));
     }
     line
-}
-
-/// Print a message a user needs to see on stderr, whatever the display state (a run's hook
-/// failing, where no [`Progress`] is at hand). Write errors are ignored, not panicked on.
-pub fn say(message: impl AsRef<str>) {
-    let _ = writeln!(std::io::stderr().lock(), "{}", message.as_ref());
 }
 
 /// `1m 05s`, `42s`.

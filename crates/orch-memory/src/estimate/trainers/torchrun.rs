@@ -1,25 +1,201 @@
 //! torchrun: a plain DDP + AdamW script. Two models, chosen by what the training config says:
 //!
 //! - **The architecture is stated** (`model.architecture.*`, `model.config`, or train.py's
-//!   `model.d_model`…; [`torchrun_shape`](super::config::torchrun_shape)): physics
+//!   `model.d_model`…; [`torchrun_shape`]): physics
 //!   ([`physics_events`]) — fp32 master weights, AdamW state, DDP buckets, autocast's
 //!   low-precision weight copies, per-layer activations of a Hugging Face decoder layer under
-//!   autocast, the fp32 logits and loss, then the backward trading activations for gradients.
+//!   autocast, the fp32 logits and loss, then the backward trading activations for gradients;
+//!   the caching allocator keeps one fp32 logits-sized block stranded beside its slack
+//!   ([`k::TR_STRANDED_LOGITS_BLOCKS`]).
 //! - **Only a size** (`model.params_m`, seed 003's script of the user's own): an empirical fit
 //!   to the seed's three measurements, scaled by model size ([`events`]) — static memory,
 //!   stored activations linear in tokens, and a transient attention-score tensor quadratic in
 //!   sequence length, allocated in the first layer already.
+//!
+//! The module also reads the trainer's own keys ([`TorchrunConfig`]) and registers it ([`MODEL`]: its
+//! name, its [`Workload`] from a plan, what else orch asks of it).
 
-use super::GIB;
-use super::allocator::{Event, Site, alloc, walk};
-use super::config::{Precision, TorchrunConfig};
-use super::hardware::{Hardware, Trainer};
-use super::host::host_limit;
-use super::k;
-use super::output::{
+use super::{Knobs, PlanInput, Trainer, TrainerModel, Workload};
+use crate::estimate::GIB;
+use crate::estimate::allocator::{Event, Site, alloc, walk};
+use crate::estimate::config::Precision;
+use crate::estimate::hardware::Hardware;
+use crate::estimate::host::host_limit;
+use crate::estimate::k;
+use crate::estimate::output::{
     Estimate, FailAt, FailKind, Failure, Item, StaticPart, item, items_from_events, summed_items,
 };
 use crate::shape::Arch;
+use std::path::Path;
+
+use crate::arch::{ArchError, Architecture};
+use crate::overrides::{self, Overrides};
+use crate::resolve::{ArchSource, expand_home};
+
+/// What the simulator reads from a torchrun script's YAML config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TorchrunConfig {
+    /// `model.params_m`: parameters in millions.
+    pub params_m: f64,
+    /// `micro_batch_size` per GPU.
+    pub micro_batch_size: u64,
+    /// `gradient_accumulation_steps`.
+    pub gradient_accumulation_steps: u64,
+    /// `max_seq_len`.
+    pub max_seq_len: u64,
+    /// `gradient_checkpointing`.
+    pub gradient_checkpointing: bool,
+    /// `precision`.
+    pub precision: Precision,
+    /// `model.n_layers`.
+    pub n_layers: u32,
+    /// Processes (one per GPU).
+    pub nproc: u32,
+    /// The model's shape, when the training config states it ([`torchrun_shape`]): the
+    /// estimate is then computed from the architecture, else it is seed 003's fit by size.
+    pub shape: Option<Arch>,
+    /// What was assumed, for the banner.
+    pub notes: Vec<String>,
+}
+
+/// The model's shape as a torchrun training config states it, read the way
+/// `examples/torchrun/train.py` reads it: `model.architecture.*` (Hugging Face `config.json`
+/// keys), else `model.config` (a `config.json` or model directory; `~` expanded, a relative
+/// path taken from `base`), else the Llama-style keys `model.d_model`, `model.n_layers`,
+/// `model.n_heads`, `model.n_kv_heads`, `model.d_ffn`, `model.vocab_size`,
+/// `model.tie_word_embeddings` with the script's defaults. `Ok(None)` when the config names
+/// none of them (a script of the user's own: the estimate falls back to the fit); an error
+/// when it names them with values no model has, or a file that cannot be read.
+pub fn torchrun_architecture(
+    o: &Overrides,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<(Architecture, ArchSource)>, ArchError> {
+    let u = |key: &'static str| -> Result<Option<u64>, ArchError> {
+        match o.get(key) {
+            None => Ok(None),
+            Some(v) => overrides::parse_u64(&v)
+                .map(Some)
+                .ok_or(ArchError::NotPositive { key }),
+        }
+    };
+    let need = |key: &'static str| u(key)?.ok_or(ArchError::Missing { key });
+    let flag = |key: &str| o.get(key).and_then(|v| overrides::parse_bool(&v));
+    let (arch, source) = if let Some(hidden) = u("model.architecture.hidden_size")? {
+        let heads = u("model.architecture.num_attention_heads")?.unwrap_or((hidden / 64).max(1));
+        let arch = Architecture {
+            hidden_size: hidden,
+            num_hidden_layers: need("model.architecture.num_hidden_layers")?,
+            num_attention_heads: heads,
+            num_key_value_heads: u("model.architecture.num_key_value_heads")?,
+            head_dim: u("model.architecture.head_dim")?,
+            intermediate_size: need("model.architecture.intermediate_size")?,
+            vocab_size: need("model.architecture.vocab_size")?,
+            tie_word_embeddings: flag("model.architecture.tie_word_embeddings").unwrap_or(false),
+            model_type: o.get("model.architecture.model_type"),
+            attention_bias: flag("model.architecture.attention_bias"),
+        };
+        let keys = "model.architecture.*";
+        (arch, ArchSource::TrainingConfig { keys })
+    } else if let Some(path) = o.get("model.config") {
+        let path = base.join(expand_home(Path::new(overrides::unquote(&path)), env));
+        let arch = Architecture::from_config_file(&path)?;
+        (arch, ArchSource::ConfigFile { path })
+    } else if let Some(d_model) = u("model.d_model")? {
+        let heads = u("model.n_heads")?.unwrap_or((d_model / 64).max(1));
+        let arch = Architecture {
+            hidden_size: d_model,
+            num_hidden_layers: u("model.n_layers")?.unwrap_or(k::TR_LAYERS_DEFAULT as u64),
+            num_attention_heads: heads,
+            num_key_value_heads: Some(u("model.n_kv_heads")?.unwrap_or(heads)),
+            head_dim: None,
+            intermediate_size: u("model.d_ffn")?.unwrap_or(d_model.saturating_mul(4)),
+            vocab_size: u("model.vocab_size")?.unwrap_or(32_000),
+            tie_word_embeddings: flag("model.tie_word_embeddings").unwrap_or(false),
+            model_type: Some("llama".into()),
+            attention_bias: Some(false),
+        };
+        let keys = "model.d_model, model.n_layers, …";
+        (arch, ArchSource::TrainingConfig { keys })
+    } else {
+        return Ok(None);
+    };
+    arch.validate()?;
+    Ok(Some((arch, source)))
+}
+
+/// [`torchrun_architecture`] as the trainer itself resolves it (from its working directory),
+/// as the shape the estimate uses; `None` when the config states none, or states one the
+/// trainer would fail to build (orch refuses those before submitting).
+pub fn torchrun_shape(o: &Overrides) -> Option<Arch> {
+    let env = |k: &str| std::env::var(k).ok();
+    let (arch, _) = torchrun_architecture(o, Path::new("."), &env).ok()??;
+    let name = arch.model_type.clone().unwrap_or_else(|| "model".into());
+    Some(Arch::from_architecture(&name, &arch, true))
+}
+
+impl TorchrunConfig {
+    /// Read the script's keys (also one nesting level down), with the script's defaults.
+    pub fn from_overrides(o: &Overrides, nproc: u32) -> Self {
+        Self::with_shape(o, nproc, torchrun_shape(o))
+    }
+
+    /// [`from_overrides`](Self::from_overrides) with the model's shape already resolved
+    /// (`None`: estimate from the fit).
+    pub fn with_shape(o: &Overrides, nproc: u32, shape: Option<Arch>) -> Self {
+        let mut notes = Vec::new();
+        // A stated architecture decides the size; else the config's `params_m`.
+        let params_m = shape
+            .as_ref()
+            .map(|a| a.params / 1e6)
+            .or_else(|| o.f64_opt("model.params_m"))
+            .or_else(|| o.f64_opt("model_params_m"))
+            .or_else(|| o.get_suffix("params_m").and_then(|v| v.parse().ok()))
+            .unwrap_or_else(|| {
+                notes.push(format!(
+                    "no model.params_m in the config; assuming {} M parameters",
+                    k::TR_REF_PARAMS_M
+                ));
+                k::TR_REF_PARAMS_M
+            });
+        let num = |key: &str, d: u64| {
+            o.get_suffix(key)
+                .and_then(|v| overrides::parse_u64(&v))
+                .unwrap_or(d)
+                .max(1)
+        };
+        let precision = match o
+            .get_suffix("precision")
+            .unwrap_or_default()
+            .to_lowercase()
+            .as_str()
+        {
+            "fp32" | "float32" | "32" => Precision::Fp32,
+            "fp16" | "float16" | "16" => Precision::Fp16,
+            _ => Precision::Bf16,
+        };
+        Self {
+            params_m: params_m.max(1.0),
+            micro_batch_size: num("micro_batch_size", 1),
+            gradient_accumulation_steps: num("gradient_accumulation_steps", 1),
+            max_seq_len: num("max_seq_len", 1024),
+            gradient_checkpointing: o
+                .get_suffix("gradient_checkpointing")
+                .and_then(|v| overrides::parse_bool(&v))
+                .unwrap_or(false),
+            precision,
+            n_layers: shape.as_ref().map(|a| a.layers).unwrap_or_else(|| {
+                o.get("model.n_layers")
+                    .and_then(|v| overrides::parse_u64(&v))
+                    .unwrap_or(k::TR_LAYERS_DEFAULT as u64)
+                    .clamp(1, u64::from(u32::MAX)) as u32
+            }),
+            nproc: nproc.max(1),
+            shape,
+            notes,
+        }
+    }
+}
 
 /// torchrun's activation multiplier without checkpointing: all `34·h` bytes per layer instead of
 /// the `2·h` layer input plus one `34·h` recompute (Korthikanti et al.).
@@ -199,6 +375,16 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
             stored,
         ));
     }
+    // The previous micro-batch's fp32 `tokens × vocab` blocks, split by smaller tensors since
+    // they were freed, cannot hold this one's first fp32 `tokens × vocab` tensor (a bf16 one
+    // still fits in what is left of them): k::TR_STRANDED_LOGITS_BLOCKS.
+    let fp32 = g(tokens * vocab * 4.0);
+    let stranded = Event::Strand {
+        gib: k::TR_STRANDED_LOGITS_BLOCKS * fp32,
+    };
+    if !amp {
+        events.push(stranded.clone());
+    }
     let logits_low = g(tokens * vocab * if amp { 2.0 } else { 4.0 });
     events.push(alloc(
         Site::LogitsBf16,
@@ -212,9 +398,9 @@ pub(crate) fn physics_events(t: &TorchrunConfig, a: &Arch) -> Vec<Event> {
             gib: copies - g(2.0 * head),
         });
     }
-    let fp32 = g(tokens * vocab * 4.0);
     let mut loss = 0.0;
     if amp {
+        events.push(stranded);
         events.push(alloc(Site::LogitsFp32, "logits upcast to fp32", fp32, fp32));
         loss += fp32;
     }
@@ -303,7 +489,13 @@ pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
     let frag = hw.frag();
     let (events, mut train_items, arch, note) = match &t.shape {
         Some(a) => {
-            let events = physics_events(t, a);
+            let mut events = physics_events(t, a);
+            if hw.expandable_segments {
+                // Expandable segments grow one mapping per stream instead of cutting separate
+                // segments: that stays [`k::FRAG_EXPANDABLE`]'s model (no measurement with
+                // them in the H100 grid).
+                events.retain(|e| !matches!(e, Event::Strand { .. }));
+            }
             let items = summed_items(&events);
             let note = format!(
                 "torchrun: {} ({:.1}M params) from the training config's architecture",
@@ -338,10 +530,23 @@ pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
         0,
         item("CUDA context + NCCL (non-PyTorch)", k::CUDA_CTX_GIB),
     );
+    let stranded: f64 = events
+        .iter()
+        .map(|e| match e {
+            Event::Strand { gib } => *gib,
+            _ => 0.0,
+        })
+        .sum();
     train_items.push(item(
         format!("allocator slack ({:.0}% fragmentation)", frag * 100.0),
-        demand.reserved_peak_gib - demand.allocated_peak_gib,
+        demand.reserved_peak_gib - demand.allocated_peak_gib - stranded,
     ));
+    if stranded > 0.0 {
+        train_items.push(item(
+            "cached fp32 logits-sized block split by smaller tensors (stranded)",
+            stranded,
+        ));
+    }
     let mut notes = t.notes.clone();
     notes.push(note);
     let host = k::HOST_BASE_GIB + k::TR_HOST_PER_RANK_GIB * t.nproc as f64;
@@ -406,4 +611,38 @@ fn fit_items(t: &TorchrunConfig, fit: &Fit, events: &[Event]) -> Vec<Item> {
     ));
     train_items.push(item("attention scores (one layer, transient)", quad));
     train_items
+}
+
+/// torchrun in the trainer registry ([`super::Trainer::model`]): it runs the user's own
+/// script, so the model's shape is what its training config states.
+pub static MODEL: TrainerModel = TrainerModel {
+    name: "torchrun",
+    aliases: &[],
+    workload,
+    config_shape: Some(torchrun_architecture),
+    how_to_know: "state the model's shape in the training config (`model.architecture.*` config.json keys or `model.config: PATH`)",
+    log_tokens_per_gpu: false,
+    log_peak_is_lower_bound: false,
+};
+
+/// torchrun's configuration from a plan: without a shape, seed 003's fit scaled by the
+/// model's size (the estimate takes no separate shape).
+fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
+    (
+        Workload::Torchrun(TorchrunConfig::with_shape(p.keys, p.gpus, p.known.cloned())),
+        None,
+    )
+}
+
+impl TorchrunConfig {
+    /// What it trades speed for: checkpointing only (no rollout); without a shape, the hidden
+    /// size its parameter count and depth imply (12·h² parameters per layer).
+    pub fn knobs(&self) -> Knobs {
+        Knobs {
+            gradient_checkpointing: self.gradient_checkpointing,
+            hidden_without_shape: (self.params_m * 1e6 / (12.0 * f64::from(self.n_layers.max(1))))
+                .sqrt(),
+            ..Knobs::default()
+        }
+    }
 }

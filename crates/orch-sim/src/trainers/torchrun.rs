@@ -8,10 +8,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::args::{Overrides, TorchrunArgs, parse_torchrun};
-use super::outputs::{self, Vars};
-use super::report::{self, OwnProcess};
-use super::{Ctx, TAG, metric, step_from_path, write_file};
+use crate::args::{Overrides, take_flag};
+use crate::outputs::Vars;
+use crate::report::{self, OwnProcess};
+use crate::{Ctx, TAG, metric, step_from_path, write_file};
+use orch_memory::estimate::Site;
 use orch_memory::estimate::{
     self as memory, FailKind, Failure, SimConfig, TorchrunConfig, Workload,
 };
@@ -58,7 +59,7 @@ fn read_config(ctx: &mut Ctx, targs: &TorchrunArgs) -> Step<(Overrides, Vec<Stri
                 let vars = Vars::new()
                     .set("path", path.display())
                     .set("error", format!("{e:#}"));
-                ctx.err_template(outputs::torchrun::CONFIG_MISSING, &vars);
+                ctx.err_template(messages::CONFIG_MISSING, &vars);
                 return Err(ctx.finish(1, "simulated torchrun: config file unreadable"));
             }
         }
@@ -142,7 +143,7 @@ fn start_up(ctx: &mut Ctx, r: &Run) -> Step<()> {
     let vars = Vars::new()
         .set("glog", report::Stamp::now().glog())
         .set("agent", r.agent);
-    ctx.err_template(outputs::torchrun::ELASTIC_BANNER, &vars);
+    ctx.err_template(messages::ELASTIC_BANNER, &vars);
     let t = &r.t;
     ctx.out(format!(
         "[rank0] config: micro_batch_size={} gradient_accumulation_steps={} max_seq_len={} gradient_checkpointing={} precision={} world_size={} global_batch={}",
@@ -244,7 +245,7 @@ fn train(ctx: &mut Ctx, r: &Run) -> Step<i32> {
     ))
 }
 
-/// Every GPU memory figure of `est` times `k` ([`super::SimEnv::memory_scale`]).
+/// Every GPU memory figure of `est` times `k` ([`crate::SimEnv::memory_scale`]).
 fn scale_memory(est: &mut memory::Estimate, k: f64) {
     est.capacity_gib *= k;
     est.train_peak_gib *= k;
@@ -308,30 +309,94 @@ fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
     };
     let (template, vars) = match &f.kind {
         FailKind::GpuOom(d) => (
-            outputs::torchrun::GPU_OOM,
+            messages::GPU_OOM,
             child_failed(1)
                 .set("rank1", rank0 + 1)
                 .set(
                     "oom",
                     report::torch_oom_message(d, &[], OwnProcess::ThisProcess),
                 )
-                .block("site_frames", outputs::torchrun_site_frames(d.site)),
+                .block("site_frames", site_frames(d.site)),
         ),
-        FailKind::HostOom { .. } => (outputs::torchrun::HOST_OOM, child_failed(-9)),
+        FailKind::HostOom { .. } => (messages::HOST_OOM, child_failed(-9)),
         other => unreachable!("not a torchrun failure: {other:?}"),
     };
     ctx.err_template(template, &vars);
     ctx.finish(
         1,
-        &format!("simulated torchrun failure: {}", super::describe(f)),
+        &format!("simulated torchrun failure: {}", crate::describe(f)),
     )
+}
+
+/// torchrun's outputs (a plain DDP script, `training/train.py`): torch elastic's banner and
+/// the failures.
+pub(crate) mod messages {
+    /// torch elastic's warning banner at launch (`OMP_NUM_THREADS`).
+    pub const ELASTIC_BANNER: &str = include_str!("../../outputs/torchrun/elastic_banner.txt");
+    /// torch OOM in rank 0 (`{site_frames}`: a `frames/torchrun_*.txt`).
+    pub const GPU_OOM: &str = include_str!("../../outputs/torchrun/gpu_oom.txt");
+    /// The kernel's OOM killer takes rank 0; torch elastic reports the SIGKILL.
+    pub const HOST_OOM: &str = include_str!("../../outputs/torchrun/host_oom.txt");
+    /// `--config` names a file that cannot be read.
+    pub const CONFIG_MISSING: &str = include_str!("../../outputs/torchrun/config_missing.txt");
+}
+
+/// The frames from torchrun's `train_step` down to the failing allocation, by site: the
+/// attention scores or the MLP in the forward, the fp32 loss over the vocabulary, AdamW's
+/// state, or else the backward.
+pub(crate) fn site_frames(site: Site) -> &'static str {
+    match site {
+        Site::Attention => include_str!("../../outputs/frames/torchrun_attention.txt"),
+        Site::Activations => include_str!("../../outputs/frames/torchrun_mlp.txt"),
+        Site::Optim => include_str!("../../outputs/frames/torchrun_optim.txt"),
+        Site::LogitsFp32 | Site::Softmax => include_str!("../../outputs/frames/torchrun_loss.txt"),
+        _ => include_str!("../../outputs/frames/torchrun_backward.txt"),
+    }
+}
+
+/// Parsed torchrun-script command line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct TorchrunArgs {
+    /// `--config FILE`.
+    pub config: Option<PathBuf>,
+    /// `--output_dir D`.
+    pub output_dir: Option<String>,
+    /// `--resume_from D/step_N`.
+    pub resume_from: Option<String>,
+    /// `--nproc_per_node` if the caller passed torchrun's own flag through.
+    pub nproc_per_node: Option<u32>,
+    /// `key=value` overrides after the flags (some scripts accept them).
+    pub overrides: Vec<String>,
+}
+
+/// Split a torchrun script's command line into its flags and overrides.
+pub(crate) fn parse_torchrun(args: &[String]) -> TorchrunArgs {
+    let mut a: Vec<String> = args.to_vec();
+    let config = take_flag(&mut a, "config").map(PathBuf::from);
+    let output_dir = take_flag(&mut a, "output_dir");
+    let resume_from = take_flag(&mut a, "resume_from");
+    let nproc_per_node = take_flag(&mut a, "nproc_per_node").and_then(|v| v.parse().ok());
+    let overrides = a
+        .into_iter()
+        .filter(|s| !s.starts_with('-') && s.contains('='))
+        .collect();
+    TorchrunArgs {
+        config,
+        output_dir,
+        resume_from,
+        nproc_per_node,
+        overrides,
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use regex::Regex;
 
-    use super::super::testing::*;
+    use super::parse_torchrun;
+    use crate::testing::*;
 
     fn config(dir: &std::path::Path, micro: u32, seq: u32) -> std::path::PathBuf {
         let p = dir.join(format!("train_{micro}_{seq}.yaml"));
@@ -403,5 +468,22 @@ mod tests {
             .map(|c| c[1].parse().unwrap())
             .collect();
         assert_eq!(steps, vec![5, 6]);
+    }
+
+    #[test]
+    fn torchrun_flags() {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let t = parse_torchrun(&strings(&[
+            "--config",
+            "cfg.yaml",
+            "--output_dir=out",
+            "--resume-from",
+            "out/step_5",
+            "--nproc_per_node=4",
+        ]));
+        assert_eq!(t.config, Some(PathBuf::from("cfg.yaml")));
+        assert_eq!(t.output_dir.as_deref(), Some("out"));
+        assert_eq!(t.resume_from.as_deref(), Some("out/step_5"));
+        assert_eq!(t.nproc_per_node, Some(4));
     }
 }

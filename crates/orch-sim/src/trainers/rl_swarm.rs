@@ -20,10 +20,11 @@
 
 use std::path::PathBuf;
 
-use super::args::{Overrides, take_flag};
-use super::outputs::{self, Vars};
-use super::report::{self, OwnProcess};
-use super::{Ctx, TAG, metric};
+use crate::args::{Overrides, take_flag};
+use crate::outputs::Vars;
+use crate::report::{self, OwnProcess};
+use crate::{Ctx, TAG, metric};
+use orch_memory::estimate::Site;
 use orch_memory::estimate::{
     self as memory, FailAt, FailKind, Failure, RlSwarmConfig, SimConfig, Workload,
 };
@@ -235,13 +236,13 @@ fn swallowed_round(ctx: &mut Ctx, f: &Failure, round: u64) -> Step<bool> {
                 "oom",
                 report::torch_oom_message(d, &[], OwnProcess::ThisProcess),
             )
-            .block("site_frames", outputs::rl_swarm_site_frames(d.site, true));
-        for line in vars.lines(outputs::rl_swarm::GAME_RUN_EXCEPTION) {
+            .block("site_frames", site_frames(d.site, true));
+        for line in vars.lines(messages::GAME_RUN_EXCEPTION) {
             ctx.out(line);
         }
         let what = format!(
             "simulated rl-swarm failure swallowed as genrl does (ORCH_SIM_SWALLOW): {}; run_game returned",
-            super::describe(f)
+            crate::describe(f)
         );
         return Err(ctx.finish(0, &what));
     }
@@ -249,7 +250,7 @@ fn swallowed_round(ctx: &mut Ctx, f: &Failure, round: u64) -> Step<bool> {
     log(ctx, "INFO", "Error occurred during training, continuing...");
     ctx.out(format!(
         "{TAG} simulated genrl swallowed {} (ORCH_SIM_SWALLOW); the round trained nothing",
-        super::describe(f)
+        crate::describe(f)
     ));
     log(ctx, "INFO", &format!("🐝 Joining round: {}", round + 1));
     Ok(true)
@@ -258,7 +259,7 @@ fn swallowed_round(ctx: &mut Ctx, f: &Failure, round: u64) -> Step<bool> {
 /// Print the real failure output for `f` and return the exit code: Hydra's banner and the
 /// traceback (`outputs/rl_swarm/*.txt`) for a GPU OOM; the kernel's kill for host memory.
 fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
-    let what = format!("simulated rl-swarm failure: {}", super::describe(f));
+    let what = format!("simulated rl-swarm failure: {}", crate::describe(f));
     match &f.kind {
         FailKind::GpuOom(d) => {
             let given: Vec<String> = r.o.given.iter().map(|g| format!("'{g}'")).collect();
@@ -270,12 +271,12 @@ fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
                 )
                 .block(
                     "site_frames",
-                    outputs::rl_swarm_site_frames(d.site, matches!(f.at, FailAt::Rollout { .. })),
+                    site_frames(d.site, matches!(f.at, FailAt::Rollout { .. })),
                 );
             let template = if f.at == FailAt::Init {
-                outputs::rl_swarm::GPU_OOM_INIT
+                messages::GPU_OOM_INIT
             } else {
-                outputs::rl_swarm::GPU_OOM
+                messages::GPU_OOM
             };
             ctx.err_template(template, &vars);
             ctx.finish(1, &what)
@@ -289,11 +290,43 @@ fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
     }
 }
 
+/// rl-swarm's failure outputs: Hydra's banner (the launcher sets `HYDRA_FULL_ERROR=1`) and the
+/// whole Python traceback from `swarm_launcher.py`.
+pub(crate) mod messages {
+    /// torch OOM in a round (`{site_frames}`: a `frames/rl_swarm_*.txt`).
+    pub const GPU_OOM: &str = include_str!("../../outputs/rl_swarm/gpu_oom.txt");
+    /// torch OOM while genrl moves the model to the GPU, re-raised by Hydra's `instantiate`.
+    pub const GPU_OOM_INIT: &str = include_str!("../../outputs/rl_swarm/gpu_oom_init.txt");
+    /// What genrl 0.1.11's `run_game` logs with `get_logger().exception(..., stack_info=True)`
+    /// below its `Exception occurred during game run.` line when a round raises (a generation
+    /// OOM), before it returns and the process exits 0.
+    pub const GAME_RUN_EXCEPTION: &str =
+        include_str!("../../outputs/rl_swarm/game_run_exception.txt");
+}
+
+/// The frames from genrl's `run_game_round` down to the failing allocation: the generation call
+/// when the node `generating` (its KV cache, the sampling logits), else by site in the training
+/// step — the forward, the logits' contiguous copy, the log-softmax, the backward, Adam's state.
+pub(crate) fn site_frames(site: Site, generating: bool) -> &'static str {
+    if generating {
+        return include_str!("../../outputs/frames/rl_swarm_generate.txt");
+    }
+    match site {
+        Site::Activations | Site::Attention | Site::LogitsBf16 => {
+            include_str!("../../outputs/frames/rl_swarm_forward.txt")
+        }
+        Site::LogitsFp32 => include_str!("../../outputs/frames/rl_swarm_logits.txt"),
+        Site::Softmax => include_str!("../../outputs/frames/rl_swarm_softmax.txt"),
+        Site::Optim => include_str!("../../outputs/frames/rl_swarm_optim.txt"),
+        _ => include_str!("../../outputs/frames/rl_swarm_backward.txt"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use regex::Regex;
 
-    use super::super::testing::*;
+    use crate::testing::*;
     use orch_memory::estimate::rl_swarm_keys::MODEL as MODEL_KEY;
 
     fn rtx4090() -> crate::SimEnv {

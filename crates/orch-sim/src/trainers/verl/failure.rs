@@ -4,10 +4,10 @@
 //! prints it to stderr. The text is `outputs/verl/*.txt`; this file picks the template and fills
 //! in the pids, actor ids and messages.
 
-use super::super::Ctx;
-use super::super::outputs::{self, Framework, Vars};
-use super::super::report::{self, OwnProcess, RayOom};
 use super::Run;
+use crate::Ctx;
+use crate::outputs::Vars;
+use crate::report::{self, OwnProcess, RayOom};
 use orch_memory::estimate::{FailAt, FailKind, Failure};
 
 /// What every verl failure output names: the overrides Hydra echoes, the TaskRunner, the
@@ -37,19 +37,20 @@ fn vllm_start_up(kind: &FailKind) -> Option<(&'static str, String)> {
             util,
             requested_gib,
         } => Some((
-            outputs::verl::VLLM_INIT_DEVICE,
+            super::messages::VLLM_INIT_DEVICE,
             report::vllm_free_memory(*free_gib, *total_gib, *util, *requested_gib),
         )),
-        FailKind::VllmNoCacheBlocks { .. } => {
-            Some((outputs::verl::VLLM_KV_CACHE, report::vllm_no_cache_blocks()))
-        }
+        FailKind::VllmNoCacheBlocks { .. } => Some((
+            super::messages::VLLM_KV_CACHE,
+            report::vllm_no_cache_blocks(),
+        )),
         FailKind::VllmMaxLen {
             max_model_len,
             needed_gib,
             available_gib,
             estimated_max_len,
         } => Some((
-            outputs::verl::VLLM_KV_CACHE,
+            super::messages::VLLM_KV_CACHE,
             report::vllm_max_len(
                 *max_model_len,
                 *needed_gib,
@@ -76,11 +77,11 @@ fn fill(ctx: &Ctx, r: &Run, f: &Failure) -> (&'static str, Vars) {
                     "oom",
                     report::torch_oom_message(d, &[], OwnProcess::ThisProcess),
                 )
-                .block("site_frames", outputs::site_frames(d.site, Framework::Verl));
-            (outputs::verl::GPU_OOM, vars)
+                .block("site_frames", super::site_frames(d.site));
+            (super::messages::GPU_OOM, vars)
         }
         FailKind::VllmWakeUp { .. } => (
-            outputs::verl::VLLM_WAKE_UP,
+            super::messages::VLLM_WAKE_UP,
             common_vars(ctx, r, "generate_sequences"),
         ),
         FailKind::HostOom {
@@ -103,9 +104,9 @@ fn fill(ctx: &Ctx, r: &Run, f: &Failure) -> (&'static str, Vars) {
                 .set("node", ctx.ids.hex("node", 56))
                 .set("ray_oom", ray_oom);
             let template = if f.at == FailAt::Init {
-                outputs::verl::HOST_OOM_INIT
+                super::messages::HOST_OOM_INIT
             } else {
-                outputs::verl::HOST_OOM_UPDATE
+                super::messages::HOST_OOM_UPDATE
             };
             (template, vars)
         }
@@ -116,7 +117,7 @@ fn fill(ctx: &Ctx, r: &Run, f: &Failure) -> (&'static str, Vars) {
             let vars = common_vars(ctx, r, "init_workers")
                 .set("available", available)
                 .set("required", required);
-            (outputs::verl::NOT_ENOUGH_GPUS, vars)
+            (super::messages::NOT_ENOUGH_GPUS, vars)
         }
         FailKind::SglangNotEnough { .. } => unreachable!("verl uses vLLM"),
         FailKind::VllmFreeMemory { .. }
@@ -131,6 +132,6 @@ pub(super) fn fail_exit(ctx: &mut Ctx, r: &Run, f: &Failure) -> i32 {
     ctx.err_template(template, &vars);
     ctx.finish(
         1,
-        &format!("simulated verl failure: {}", super::super::describe(f)),
+        &format!("simulated verl failure: {}", crate::describe(f)),
     )
 }

@@ -17,16 +17,216 @@
 //! Round 1 allocates Adam's state after its backward (the optimizer step); from round 2 it is
 //! resident before the forward. Both orders are replayed, and the generation phase of both
 //! rounds: the first that does not fit is the failure.
+//!
+//! The module also reads the trainer's own keys ([`RlSwarmConfig`]) and registers it ([`MODEL`]: its
+//! name, its [`Workload`] from a plan, what else orch asks of it).
 
-use super::GIB;
-use super::allocator::{Event, Site, alloc, walk};
-use super::config::RlSwarmConfig;
-use super::hardware::{Hardware, Trainer};
-use super::host::host_limit;
-use super::k;
-use super::output::{Estimate, FailAt, FailKind, Failure, item, items_from_events, summed_items};
 use super::torchrun::layer_blocks;
+use super::{
+    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, PlanInput, Rollout, Trainer,
+    TrainerModel, Workload,
+};
+use crate::estimate::GIB;
+use crate::estimate::allocator::{Event, Site, alloc, walk};
+use crate::estimate::config::Precision;
+use crate::estimate::hardware::Hardware;
+use crate::estimate::host::host_limit;
+use crate::estimate::k;
+use crate::estimate::output::{
+    Estimate, FailAt, FailKind, Failure, item, items_from_events, summed_items,
+};
 use crate::shape::{Arch, lookup};
+
+use crate::overrides::{self, Overrides};
+
+/// The rl-swarm keys the memory model reads, as `rgym_exp/config/rg-swarm.yaml` (gensyn-ai/rl-swarm
+/// at 0737c2e, the last commit with `rgym_exp/`) and genrl 0.1.11's `GRPOTrainerConfig` name
+/// them (`templates/rl-swarm/keys.yaml` lists them all).
+pub mod rl_swarm_keys {
+    /// The model `AutoModelForCausalLM.from_pretrained` loads (`${oc.env:MODEL_NAME, …}` in
+    /// the YAML: the `MODEL_NAME` run_rl_swarm.sh asks for, else the VRAM rule).
+    pub const MODEL: &str = "game_manager.trainer.models.0.pretrained_model_name_or_path";
+    /// The trainer's dtype (`${training.dtype}`): genrl casts the whole model to it.
+    pub const DTYPE: &str = "game_manager.trainer.config.dtype";
+    /// The user-facing dtype the trainer's interpolates.
+    pub const TRAINING_DTYPE: &str = "training.dtype";
+    /// genrl's `GRPOTrainerConfig.enable_gradient_checkpointing` (default true; not in the YAML).
+    pub const GRADIENT_CHECKPOINTING: &str =
+        "game_manager.trainer.config.enable_gradient_checkpointing";
+    /// Completions per prompt (`${training.num_generations}`).
+    pub const NUM_GENERATIONS: &str = "game_manager.trainer.config.num_generations";
+    /// The user-facing count the trainer's interpolates.
+    pub const TRAINING_NUM_GENERATIONS: &str = "training.num_generations";
+    /// The node's own prompts per round.
+    pub const NUM_TRAIN_SAMPLES: &str = "game_manager.data_manager.num_train_samples";
+    /// Prompts (with their completions) taken from swarm peers per round
+    /// (`${training.num_transplant_trees}`).
+    pub const NUM_TRANSPLANT_TREES: &str = "game_manager.data_manager.num_transplant_trees";
+    /// The user-facing count the data manager's interpolates.
+    pub const TRAINING_NUM_TRANSPLANT_TREES: &str = "training.num_transplant_trees";
+    /// genrl's `GRPOTrainerConfig.max_new_tokens` (default 256; not in the YAML).
+    pub const MAX_NEW_TOKENS: &str = "game_manager.trainer.config.max_new_tokens";
+    /// genrl's KL coefficient (default 0.0: no reference model; not in the YAML).
+    pub const BETA: &str = "game_manager.trainer.config.beta";
+    /// The seed's fork only (upstream genrl steps the optimizer once per round).
+    pub const GRADIENT_ACCUMULATION_STEPS: &str = "training.gradient_accumulation_steps";
+    /// The models `gpu_model_choice` picks from at ≥ 40 GiB.
+    pub const LARGE_POOL: &str = "default_large_model_pool";
+    /// The models it picks from below.
+    pub const SMALL_POOL: &str = "default_small_model_pool";
+}
+
+/// rl-swarm's `default_large_model_pool` at 0737c2e.
+pub const RS_LARGE_POOL: [&str; 3] = [
+    "nvidia/AceInstruct-1.5B",
+    "dnotitia/Smoothie-Qwen3-1.7B",
+    "Gensyn/Qwen2.5-1.5B-Instruct",
+];
+/// rl-swarm's `default_small_model_pool` at 0737c2e.
+pub const RS_SMALL_POOL: [&str; 2] = ["Gensyn/Qwen2.5-0.5B-Instruct", "Qwen/Qwen3-0.6B"];
+
+/// What the memory model reads from an rl-swarm node's Hydra config (genrl 0.1.11's GRPO
+/// trainer: one process, one GPU, the model cast to `dtype`, `torch.optim.Adam`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RlSwarmConfig {
+    /// The model the node trains.
+    pub model: String,
+    /// `training.dtype`: weights, gradients, Adam state and activations all take it.
+    pub precision: Precision,
+    /// `enable_gradient_checkpointing`.
+    pub gradient_checkpointing: bool,
+    /// Completions per prompt.
+    pub num_generations: u64,
+    /// The node's own prompts per round.
+    pub num_train_samples: u64,
+    /// Peers' prompts added to the round's training batch (at most).
+    pub num_transplant_trees: u64,
+    /// Completion length cap.
+    pub max_new_tokens: u64,
+    /// KL coefficient; non-zero puts a reference model on the GPU.
+    pub beta: f64,
+    /// The seed's fork: rounds per optimizer step (gradients stay resident in between).
+    pub gradient_accumulation_steps: u64,
+    /// What was assumed, for the banner.
+    pub notes: Vec<String>,
+}
+
+/// A Hydra/YAML list as the overrides hold it (`[a,b]`, `["a", "b"]`), its items unquoted.
+fn list_items(text: &str) -> Vec<String> {
+    text.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split(',')
+        .map(|s| overrides::unquote(s.trim()).to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+impl RlSwarmConfig {
+    /// Read rl-swarm's keys with the YAML's and genrl's defaults. The model is the config's
+    /// (an override of the model key), else `model_name` (the `MODEL_NAME` environment
+    /// variable), else what the VRAM rule picks on a card of `vram_gib`: a random member of
+    /// the pool upstream, the pool's first here.
+    pub fn from_overrides(o: &Overrides, vram_gib: f64, model_name: Option<&str>) -> Self {
+        use rl_swarm_keys as key;
+        let mut notes = Vec::new();
+        let either = |a: &str, b: &str| o.get(a).or_else(|| o.get(b));
+        let model = match (
+            o.get(key::MODEL),
+            model_name.filter(|m| !m.trim().is_empty()),
+        ) {
+            (Some(m), _) => m,
+            (None, Some(m)) => {
+                notes.push(format!("model from MODEL_NAME: {m}"));
+                m.trim().to_string()
+            }
+            (None, None) => {
+                let large = vram_gib >= k::RS_LARGE_POOL_MIN_VRAM_GIB;
+                let (pool_key, default): (&str, &[&str]) = if large {
+                    (key::LARGE_POOL, &RS_LARGE_POOL)
+                } else {
+                    (key::SMALL_POOL, &RS_SMALL_POOL)
+                };
+                let pool = o
+                    .get(pool_key)
+                    .map(|t| list_items(&t))
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| default.iter().map(|s| s.to_string()).collect());
+                let m = pool[0].clone();
+                notes.push(format!(
+                    "no MODEL_NAME: gpu_model_choice picks from {pool_key} ({vram_gib:.2} GiB {} {} GiB) at random; simulating its first, {m}",
+                    if large { "≥" } else { "<" },
+                    k::RS_LARGE_POOL_MIN_VRAM_GIB
+                ));
+                m
+            }
+        };
+        let precision = match either(key::DTYPE, key::TRAINING_DTYPE)
+            .unwrap_or_else(|| "float32".into())
+            .trim()
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "float16" | "fp16" | "half" => Precision::Fp16,
+            "bfloat16" | "bf16" => Precision::Bf16,
+            _ => Precision::Fp32,
+        };
+        let count = |a: &str, b: &str, d: u64| {
+            either(a, b)
+                .and_then(|v| overrides::parse_u64(&v))
+                .unwrap_or(d)
+        };
+        Self {
+            model,
+            precision,
+            gradient_checkpointing: o.bool_or(key::GRADIENT_CHECKPOINTING, true),
+            num_generations: count(key::NUM_GENERATIONS, key::TRAINING_NUM_GENERATIONS, 2).max(1),
+            num_train_samples: o.u64_or(key::NUM_TRAIN_SAMPLES, 2),
+            num_transplant_trees: count(
+                key::NUM_TRANSPLANT_TREES,
+                key::TRAINING_NUM_TRANSPLANT_TREES,
+                2,
+            ),
+            max_new_tokens: o.u64_or(key::MAX_NEW_TOKENS, 256).max(1),
+            beta: o.f64_or(key::BETA, 0.0),
+            gradient_accumulation_steps: o.u64_or(key::GRADIENT_ACCUMULATION_STEPS, 1).max(1),
+            notes,
+        }
+    }
+
+    /// Bytes per element of everything the model holds (`model.to(dtype)`).
+    pub fn bytes_per_element(&self) -> f64 {
+        if self.precision == Precision::Fp32 {
+            4.0
+        } else {
+            2.0
+        }
+    }
+
+    /// The dtype as `training.dtype` spells it.
+    pub fn dtype_name(&self) -> &'static str {
+        match self.precision {
+            Precision::Fp32 => "float32",
+            Precision::Fp16 => "float16",
+            Precision::Bf16 => "bfloat16",
+        }
+    }
+
+    /// Sequences in one training step: the node's own prompts and up to
+    /// `num_transplant_trees` of its peers', each with `num_generations` completions.
+    pub fn train_sequences(&self) -> u64 {
+        (self.num_train_samples + self.num_transplant_trees)
+            .saturating_mul(self.num_generations)
+            .max(1)
+    }
+
+    /// Samples (own prompts × completions) per optimizer step: what the run trains on.
+    pub fn samples_per_update(&self) -> u64 {
+        self.num_train_samples
+            .saturating_mul(self.num_generations)
+            .saturating_mul(self.gradient_accumulation_steps)
+    }
+}
 
 /// Sizes of one node's configuration on one model, in GiB.
 struct Sizes {
@@ -284,7 +484,9 @@ pub(crate) fn estimate_rl_swarm(
         if matches!(at, FailAt::Train { .. }) {
             if train
                 .as_ref()
-                .is_none_or(|t: &super::allocator::Walk| need.device_peak_gib > t.device_peak_gib)
+                .is_none_or(|t: &crate::estimate::allocator::Walk| {
+                    need.device_peak_gib > t.device_peak_gib
+                })
             {
                 train = Some(need);
             }
@@ -359,12 +561,50 @@ pub(crate) fn estimate_rl_swarm(
     }
 }
 
+/// rl-swarm in the trainer registry ([`super::Trainer::model`]).
+pub static MODEL: TrainerModel = TrainerModel {
+    name: "rl-swarm",
+    aliases: &["rl_swarm", "rlswarm"],
+    workload,
+    config_shape: None,
+    how_to_know: ARCHITECTURE_FROM_EXPERIMENT,
+    log_tokens_per_gpu: false,
+    log_peak_is_lower_bound: false,
+};
+
+/// rl-swarm's configuration from a plan (the card's own memory decides its VRAM rule when no
+/// model is named), on the model's shape (or a stand-in of its size).
+fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
+    (
+        Workload::RlSwarm(RlSwarmConfig::from_overrides(p.keys, p.card_gib, None)),
+        Some(p.shape()),
+    )
+}
+
+impl RlSwarmConfig {
+    /// What it trades speed for: checkpointing, and Hugging Face `generate` for the node's own
+    /// prompts (its KV cache never short, one GPU).
+    pub fn knobs(&self) -> Knobs {
+        let demand = (self.num_train_samples.max(1)
+            * (k::RS_PROMPT_TOKENS as u64 + self.max_new_tokens)) as f64;
+        Knobs {
+            gradient_checkpointing: self.gradient_checkpointing,
+            rollout: Some(Rollout {
+                demand_tokens: demand,
+                tensor_parallel: 1,
+            }),
+            hidden_without_shape: HIDDEN_WITHOUT_SHAPE,
+            ..Knobs::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::seeds::rl_swarm_seed_004;
-    use super::super::tests::hw;
-    use super::super::*;
     use super::train_events;
+    use crate::estimate::seeds::rl_swarm_seed_004;
+    use crate::estimate::tests::hw;
+    use crate::estimate::*;
     use crate::overrides::Overrides;
 
     /// An RTX 4090 as the rtx4090 profile describes it (expandable segments on).
@@ -461,7 +701,7 @@ mod tests {
                 .take(2)
                 .map(|e| match e {
                     Event::Alloc { gib, .. } => gib,
-                    Event::Free { .. } => 0.0,
+                    Event::Free { .. } | Event::Strand { .. } => 0.0,
                 })
                 .sum::<f64>()
         };

@@ -1,0 +1,328 @@
+//! AReaL's per-GPU memory: an SGLang server and an FSDP trainer (launched with torchrun), which
+//! share GPUs when the node has too few for both. The trainer loads the model in bf16 and runs
+//! AdamW on it (8 B/param) sharded over its GPUs; SGLang holds its whole static fraction all the
+//! time, so on a shared GPU it is "another process" in the trainer's OOM message.
+//!
+//! The module also reads the trainer's own keys ([`ArealConfig`]) and registers it ([`MODEL`]: its
+//! name, its [`Workload`] from a plan, what else orch asks of it).
+
+use super::{
+    ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, PlanInput, Rollout, Trainer,
+    TrainerModel, Workload,
+};
+use crate::estimate::GIB;
+use crate::estimate::activations::activation_events;
+use crate::estimate::allocator::{Event, Site, alloc, walk};
+use crate::estimate::hardware::Hardware;
+use crate::estimate::host::host_limit;
+use crate::estimate::k;
+use crate::estimate::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
+use crate::estimate::sglang::Sglang;
+use crate::shape::{Arch, lookup};
+
+use crate::overrides::Overrides;
+
+/// What the simulator reads from an AReaL GRPO config.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArealConfig {
+    /// `actor.path` (the architecture is looked up from it).
+    pub model_path: String,
+    /// `sglang.mem_fraction_static`: SGLang's share of the GPU.
+    pub mem_fraction_static: f64,
+    /// `train_dataset.batch_size`: prompts per step.
+    pub batch_size: u64,
+    /// `gconfig.n_samples`: responses per prompt.
+    pub n_samples: u64,
+    /// `gconfig.max_new_tokens`.
+    pub max_new_tokens: u64,
+    /// `train_dataset.max_length`.
+    pub prompt_len: u64,
+    /// `actor.mb_spec.max_tokens_per_mb`: the trainer's micro-batch token budget.
+    pub max_tokens_per_mb: u64,
+    /// `rollout.max_concurrent_rollouts`.
+    pub max_concurrent_rollouts: u64,
+    /// `actor.gradient_checkpointing`.
+    pub gradient_checkpointing: bool,
+    /// SGLang: data-parallel servers (`rollout.backend` / `allocation_mode`).
+    pub gen_dp: u32,
+    /// SGLang: tensor-parallel size per server.
+    pub gen_tp: u32,
+    /// FSDP trainer data-parallel size.
+    pub train_dp: u32,
+    /// `cluster.n_gpus_per_node`.
+    pub n_gpus_per_node: u32,
+}
+
+/// `sglang:d4p1t1` / `fsdp:d4p1t1` / `sglang.d4p1t1` → (d, p, t).
+pub fn parse_backend(s: &str) -> Option<(u32, u32, u32)> {
+    let spec = s.rsplit([':', '.']).next()?;
+    let mut dims = (1u32, 1u32, 1u32);
+    let mut seen = false;
+    let mut chars = spec.chars().peekable();
+    while let Some(c) = chars.next() {
+        let mut num = String::new();
+        while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+            num.push(d);
+            chars.next();
+        }
+        let Ok(n) = num.parse::<u32>() else { continue };
+        seen = true;
+        match c {
+            'd' => dims.0 = n,
+            'p' => dims.1 = n,
+            't' => dims.2 = n,
+            _ => {}
+        }
+    }
+    seen.then_some(dims)
+}
+
+impl ArealConfig {
+    /// Read AReaL's keys, with the defaults of AReaL's `gsm8k_grpo.yaml` for anything not given.
+    pub fn from_overrides(o: &Overrides) -> Self {
+        let (mut gen_dp, mut gen_tp, mut train_dp) = (4, 1, 4);
+        if let Some(alloc) = o.get("allocation_mode") {
+            // Legacy `sglang.d4p1t1+d4p1t1` / `sglang:d4p1t1+fsdp:d4p1t1`.
+            let mut parts = alloc.split('+');
+            if let Some((d, _, t)) = parts.next().and_then(parse_backend) {
+                (gen_dp, gen_tp) = (d, t);
+            }
+            if let Some((d, _, _)) = parts.next().and_then(parse_backend) {
+                train_dp = d;
+            }
+        }
+        if let Some((d, _, t)) = o.get("rollout.backend").as_deref().and_then(parse_backend) {
+            (gen_dp, gen_tp) = (d, t);
+        }
+        if let Some((d, _, _)) = o.get("actor.backend").as_deref().and_then(parse_backend) {
+            train_dp = d;
+        }
+        Self {
+            model_path: o.str_or("actor.path", "Qwen/Qwen2.5-1.5B-Instruct"),
+            mem_fraction_static: o.f64_or("sglang.mem_fraction_static", 0.8),
+            batch_size: o.u64_or("train_dataset.batch_size", 256).max(1),
+            n_samples: o.u64_or("gconfig.n_samples", 4).max(1),
+            max_new_tokens: o.u64_or("gconfig.max_new_tokens", 1024),
+            prompt_len: o.u64_or("train_dataset.max_length", 1024),
+            max_tokens_per_mb: o.u64_or("actor.mb_spec.max_tokens_per_mb", 10240).max(1),
+            max_concurrent_rollouts: o.u64_or("rollout.max_concurrent_rollouts", 256).max(1),
+            gradient_checkpointing: o.bool_or("actor.gradient_checkpointing", true),
+            gen_dp: gen_dp.max(1),
+            gen_tp: gen_tp.max(1),
+            train_dp: train_dp.max(1),
+            n_gpus_per_node: o.u64_or("cluster.n_gpus_per_node", 8).max(1) as u32,
+        }
+    }
+}
+
+/// AReaL: is the SGLang server on the trainer's GPUs?
+pub fn areal_colocated(hw: &Hardware, a: &ArealConfig) -> bool {
+    a.gen_dp.saturating_mul(a.gen_tp).saturating_add(a.train_dp) > hw.gpus_per_node
+}
+
+/// The trainer's allocations: (step 1, step 2 on). Step 1 allocates weights → activations →
+/// logits → grads → AdamW, so it fails on a small activation tensor with little in use (seed
+/// 000); from step 2 on AdamW state is resident before the forward pass.
+fn trainer_events(arch: &Arch, a: &ArealConfig, dp: f64, tokens: f64) -> (Vec<Event>, Vec<Event>) {
+    let weights = 2.0 * arch.params / dp / GIB;
+    let unit = arch.largest_unit_params() * 2.0 / dp / GIB;
+    let layer_bf16 = arch.layer_params() * 2.0 / GIB;
+    let logits_unit = tokens * arch.vocab as f64 / GIB;
+    let w = alloc(Site::Params, "weights bf16", weights, unit);
+    let g = alloc(Site::Grads, "grads bf16", weights, unit);
+    let o = alloc(Site::Optim, "AdamW m+v bf16", 2.0 * weights, unit);
+    let gather = alloc(
+        Site::Gather,
+        "FSDP all-gather buffers (2 layers bf16)",
+        if dp > 1.0 { 2.0 * layer_bf16 } else { 0.0 },
+        layer_bf16,
+    );
+    let acts = activation_events(arch, tokens, a.gradient_checkpointing);
+    let logits = [
+        alloc(
+            Site::LogitsBf16,
+            "logits bf16",
+            2.0 * logits_unit,
+            2.0 * logits_unit,
+        ),
+        alloc(
+            Site::LogitsFp32,
+            "log-softmax fp32",
+            (k::AREAL_LOGITS_BYTES - 2.0) * logits_unit,
+            (k::AREAL_LOGITS_BYTES - 2.0) * logits_unit,
+        ),
+    ];
+    let mut first = vec![w.clone(), gather.clone()];
+    first.extend(acts.iter().cloned());
+    first.extend(logits.iter().cloned());
+    first.extend([g.clone(), o.clone()]);
+    let mut steady = vec![w, o, gather, g];
+    steady.extend(acts);
+    steady.extend(logits);
+    (first, steady)
+}
+
+/// Notes on the model and on how the backends' GPUs map onto the node.
+fn notes(hw: &Hardware, a: &ArealConfig, arch: &Arch, dp: f64, colocated: bool) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !arch.known {
+        notes.push(format!(
+            "model {:?} not in the table: {}",
+            a.model_path, arch.name
+        ));
+    }
+    if (a.train_dp as f64) > dp {
+        notes.push(format!(
+            "actor.backend asks for {} trainer GPUs (AReaL's default is fsdp:d4p1t1), the node has {}; sharding over {dp}",
+            a.train_dp, hw.gpus_per_node
+        ));
+    }
+    if !colocated {
+        notes.push(format!(
+            "SGLang ({} GPU(s)) and the trainer ({} GPU(s)) fit side by side on {} GPUs: not colocated",
+            a.gen_dp.saturating_mul(a.gen_tp),
+            a.train_dp,
+            hw.gpus_per_node
+        ));
+    }
+    notes
+}
+
+/// AReaL's estimate.
+pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch>) -> Estimate {
+    let arch = known.cloned().unwrap_or_else(|| lookup(&a.model_path));
+    let c = hw.gpu_mem_gib;
+    let frag = hw.frag();
+    let colocated = areal_colocated(hw, a);
+    let dp = a.train_dp.min(hw.gpus_per_node).max(1) as f64;
+    let sglang = Sglang::profile(&arch, hw, a);
+    let tokens = a.max_tokens_per_mb.max(a.max_new_tokens) as f64;
+    let (first, steady) = trainer_events(&arch, a, dp, tokens);
+
+    let others: Vec<f64> = if colocated {
+        vec![sglang.in_use_gib]
+    } else {
+        vec![]
+    };
+    let demand = walk(f64::INFINITY, &others, k::CUDA_CTX_GIB, frag, &steady);
+    let first_walk = walk(c, &others, k::CUDA_CTX_GIB, frag, &first);
+    let steady_walk = walk(c, &others, k::CUDA_CTX_GIB, frag, &steady);
+    let mut train_items: Vec<Item> = Vec::new();
+    if colocated {
+        train_items.push(item(
+            "SGLang server (colocated, other process)",
+            sglang.in_use_gib,
+        ));
+    }
+    train_items.push(item(
+        "trainer CUDA context + NCCL (non-PyTorch)",
+        k::CUDA_CTX_GIB,
+    ));
+    train_items.extend(items_from_events(&steady));
+    train_items.push(item(
+        format!("allocator slack ({:.0}% fragmentation)", frag * 100.0),
+        demand.reserved_peak_gib - demand.allocated_peak_gib,
+    ));
+
+    let host = k::HOST_BASE_GIB + k::HOST_PER_GPU_GIB * hw.gpus_per_node as f64;
+    let failure = if sglang.kv_pool_gib <= 0.0 {
+        Some(Failure {
+            at: FailAt::Init,
+            kind: FailKind::SglangNotEnough {
+                mem_fraction: a.mem_fraction_static,
+            },
+        })
+    } else if host > host_limit(hw) {
+        Some(Failure {
+            at: FailAt::Init,
+            kind: FailKind::HostOom {
+                used_gib: host.min(hw.host_mem_gib * 0.99),
+                total_gib: hw.host_mem_gib,
+                worker_gib: k::HOST_PER_GPU_GIB,
+                task: "trainer".into(),
+            },
+        })
+    } else if let Some(oom) = first_walk.oom {
+        Some(Failure {
+            at: FailAt::Train { step: 1 },
+            kind: FailKind::GpuOom(oom),
+        })
+    } else {
+        steady_walk.oom.map(|oom| Failure {
+            at: FailAt::Train { step: 2 },
+            kind: FailKind::GpuOom(oom),
+        })
+    };
+
+    Estimate {
+        trainer: Trainer::Areal,
+        capacity_gib: c,
+        gpus: hw.gpus_per_node,
+        frag,
+        tokens_per_micro: tokens,
+        train_items,
+        train_peak_gib: demand.device_peak_gib,
+        train_allocated_gib: demand.allocated_peak_gib,
+        train_reserved_gib: demand.reserved_peak_gib,
+        train_static: None,
+        rollout_items: sglang.items(a),
+        rollout_peak_gib: sglang.in_use_gib,
+        kv_cache_gib: Some(sglang.kv_pool_gib),
+        host_peak_gib: host,
+        host_limit_gib: hw.host_mem_gib,
+        failure,
+        notes: notes(hw, a, &arch, dp, colocated),
+        arch: Some(arch),
+    }
+}
+
+/// AReaL in the trainer registry ([`super::Trainer::model`]): its log's `Memory-Usage` is what
+/// was in use when it logged, not torch's peak.
+pub static MODEL: TrainerModel = TrainerModel {
+    name: "areal",
+    aliases: &[],
+    workload,
+    config_shape: None,
+    how_to_know: ARCHITECTURE_FROM_EXPERIMENT,
+    log_tokens_per_gpu: false,
+    log_peak_is_lower_bound: true,
+};
+
+/// AReaL's configuration from a plan, on the model's shape (or a stand-in of its size).
+fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
+    (
+        Workload::Areal(ArealConfig::from_overrides(p.keys)),
+        Some(p.shape()),
+    )
+}
+
+impl ArealConfig {
+    /// What it trades speed for: checkpointing, and SGLang's rollout (the concurrent
+    /// rollouts spread over the generation servers).
+    pub fn knobs(&self) -> Knobs {
+        let per_server = self
+            .max_concurrent_rollouts
+            .div_ceil(u64::from(self.gen_dp.max(1)));
+        Knobs {
+            gradient_checkpointing: self.gradient_checkpointing,
+            rollout: Some(Rollout {
+                demand_tokens: per_server as f64 * (self.prompt_len + self.max_new_tokens) as f64,
+                tensor_parallel: self.gen_tp,
+            }),
+            hidden_without_shape: HIDDEN_WITHOUT_SHAPE,
+            ..Knobs::default()
+        }
+    }
+
+    /// What its SGLang server holds, in a process of its own, on a card of `capacity_gib`.
+    pub fn own_engine_gib(&self, capacity_gib: f64) -> f64 {
+        let hw = Hardware {
+            gpu_name: String::new(),
+            gpu_mem_gib: capacity_gib,
+            gpus_per_node: self.n_gpus_per_node,
+            host_mem_gib: 0.0,
+            expandable_segments: false,
+        };
+        crate::estimate::sglang_in_use_gib(&hw, self)
+    }
+}
