@@ -139,9 +139,11 @@ impl Learned {
         let est = &e.estimate;
         match (self.split, est.train_static) {
             (Some(split), Some(fixed)) if est.train_peak_gib >= est.rollout_peak_gib => {
-                let tokens = (est.train_reserved_gib - fixed.reserved_gib).max(0.0);
-                let peak = e.gpu_peak_gib();
-                split.factor(peak, peak - tokens)
+                if split.allocated {
+                    split.factor(est.train_allocated_gib, fixed.allocated_gib)
+                } else {
+                    split.factor(est.train_reserved_gib, fixed.reserved_gib)
+                }
             }
             _ => self.scale,
         }

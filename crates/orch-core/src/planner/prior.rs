@@ -61,6 +61,11 @@ pub struct Split {
     pub tokens: f64,
     /// Measured peaks it was fitted to.
     pub points: usize,
+    /// Fitted to allocated figures (torch's `max_memory_allocated`), else reserved ones.
+    /// Allocated first: the allocator's slack changes with its settings (expandable segments)
+    /// by another factor in the estimate than in truth, and two peaks measured under different
+    /// settings would put that difference into the token part.
+    pub allocated: bool,
 }
 
 impl Split {
@@ -105,6 +110,7 @@ impl Split {
             fixed,
             tokens,
             points: points.len(),
+            allocated: false,
         };
         split.raise_to(points.iter().map(|p| (p.0, p.1, p.2)));
         Some(split)
@@ -121,6 +127,16 @@ impl Split {
             .fold(1.0, f64::max);
         self.fixed *= k;
         self.tokens *= k;
+    }
+
+    /// The `(total, static)` of a prediction in the figure this split was fitted to.
+    pub fn parts(&self, pr: &PredictedMemory) -> Option<(f64, f64)> {
+        let (total, fixed) = if self.allocated {
+            (pr.allocated_gib?, pr.static_allocated_gib?)
+        } else {
+            (pr.reserved_gib?, pr.static_reserved_gib?)
+        };
+        (total > 0.0).then_some((total, fixed))
     }
 
     /// `static part ×1.47, token part ×0.30`.
@@ -192,7 +208,11 @@ impl Prior {
         // For the two-part fit: (measured, static, token part) of each measured peak, and
         // (needed, static, token part) of each unpredicted out-of-memory, on the device.
         let mut points: Vec<(f64, f64, f64)> = Vec::new();
-        let mut needs: Vec<(f64, f64, f64)> = Vec::new();
+        let mut allocated_points: Vec<(f64, f64, f64)> = Vec::new();
+        // (measured reserved, predicted reserved, predicted allocated, its static part): an
+        // allocated fit must not predict a measured reserved peak low (the slack it leaves out).
+        let mut slack: Vec<(f64, f64, f64, f64)> = Vec::new();
+        let mut needs: Vec<(f64, PredictedMemory)> = Vec::new();
         // The estimates this prior corrects pack the latest logged sequence length; a ratio
         // of a prediction that packed another (the default share, before any was logged) would
         // count the lengths' difference twice, so only predictions made alike calibrate.
@@ -228,12 +248,7 @@ impl Prior {
                         .unwrap_or(pr.capacity_gib)
                         .max(pr.capacity_gib);
                     let r = needed / pr.peak_gib;
-                    if let (Some(fixed), Some(reserved)) = (pr.static_reserved_gib, pr.reserved_gib)
-                    {
-                        // On the device: the static part is all but what the tokens add.
-                        let tokens = (reserved - fixed).max(0.0);
-                        needs.push((needed, pr.peak_gib - tokens, tokens));
-                    }
+                    needs.push((needed, pr.clone()));
                     if floor.as_ref().is_none_or(|(f, _)| r > *f) {
                         floor = Some((r, from.clone()));
                     }
@@ -241,6 +256,19 @@ impl Prior {
                 continue;
             }
             let Some(m) = &o.measured else { continue };
+            // The two-part fit's allocated point, where the log and the prediction state both.
+            if let (Some(meas), Some(pr)) = (m.peak_allocated_gib, predicted.filter(|pr| alike(pr)))
+                && let (Some(total), Some(fixed)) = (pr.allocated_gib, pr.static_allocated_gib)
+                && total > 0.0
+                && !trainer.peak_is_lower_bound
+                && (o.outcome == Outcome::Succeeded || m.steps.is_some_and(|n| n >= 1))
+            {
+                let fixed = fixed.clamp(0.0, total);
+                allocated_points.push((meas, fixed, total - fixed));
+                if let (Some(res), Some(pred_res)) = (m.peak_reserved_gib, pr.reserved_gib) {
+                    slack.push((res, pred_res, total, fixed));
+                }
+            }
             // A figure counts once the attempt trained: one logged after the model loaded and
             // before the first step (then cancelled, preempted or hung) is not its peak.
             if o.outcome != Outcome::Succeeded && m.steps.is_none_or(|n| n < 1) {
@@ -312,8 +340,34 @@ impl Prior {
             (None, None) => None,
         };
         p.scale = scale.map(|s| s.max(MIN_SCALE));
-        p.split = Split::fit(&points).map(|mut split| {
-            split.raise_to(needs.into_iter());
+        let allocated = Split::fit(&allocated_points).map(|mut split| {
+            split.allocated = true;
+            // Its factor is applied to the whole prediction, slack included: raised until no
+            // measured reserved peak is predicted low.
+            let k = slack
+                .iter()
+                .map(|(res, pred_res, total, fixed)| {
+                    res / (split.factor(*total, *fixed) * pred_res)
+                })
+                .fold(1.0, f64::max);
+            split.fixed *= k;
+            split.tokens *= k;
+            split
+        });
+        p.split = allocated.or_else(|| Split::fit(&points)).map(|mut split| {
+            // An out-of-memory's device figure, as this split predicts it: its factor on the
+            // prediction's device peak.
+            let device: Vec<(f64, f64, f64)> = needs
+                .iter()
+                .filter_map(|(needed, pr)| {
+                    let (total, fixed) = split.parts(pr)?;
+                    // f × peak ≥ needed, in the split's own figures: a·S + b·D ≥ needed ×
+                    // total / peak.
+                    (pr.peak_gib > 0.0)
+                        .then(|| (needed / pr.peak_gib * total, fixed, total - fixed))
+                })
+                .collect();
+            split.raise_to(device.into_iter());
             split
         });
         if let Some((r, from)) = &ratio {
@@ -680,5 +734,44 @@ mod tests {
             None,
         );
         assert_eq!(p.split, None);
+    }
+
+    #[test]
+    fn allocated_figures_fit_the_parts_and_the_slack_raises_them() {
+        // Predicted allocated 40 = 30 + 10 and 60 = 30 + 30 (reserved 2 GiB above); in truth
+        // allocated is 1.5 × static + 0.3 × tokens. The second ran with expandable segments:
+        // its reserved peak leaves less slack, which a reserved fit would put in the token part.
+        let with = |settings: &str, predicted: f64, alloc: f64, res: f64| {
+            let mut o = obs(settings, Outcome::Succeeded, predicted, Some(res));
+            let pr = o.predicted.as_mut().unwrap();
+            pr.static_allocated_gib = Some(30.0);
+            pr.static_reserved_gib = Some(31.0);
+            o.measured.as_mut().unwrap().peak_allocated_gib = Some(alloc);
+            o
+        };
+        // Allocated: obs() predicts allocated = predicted − 2 (40 and 60 for 42 and 62).
+        let p = Prior::from_observations(
+            &[with("a", 42.0, 48.0, 50.0), with("b", 62.0, 54.0, 55.0)],
+            PER_GPU,
+            None,
+        );
+        let split = p.split.unwrap();
+        assert!(split.allocated, "{split:?}");
+        assert!(
+            (split.fixed - 1.5).abs() < 1e-9 && (split.tokens - 0.3).abs() < 1e-9,
+            "{split:?}"
+        );
+        // A measured reserved peak above what the split predicts of the reserved prediction
+        // (60 GiB where ×1.2 of 42 is 50.4) raises both parts until it is not predicted low.
+        let p = Prior::from_observations(
+            &[with("a", 42.0, 48.0, 60.0), with("b", 62.0, 54.0, 55.0)],
+            PER_GPU,
+            None,
+        );
+        let split = p.split.unwrap();
+        assert!(
+            (split.factor(40.0, 30.0) * 42.0 - 60.0).abs() < 1e-9,
+            "{split:?}"
+        );
     }
 }

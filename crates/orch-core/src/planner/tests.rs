@@ -746,12 +746,13 @@ fn two_measured_peaks_calibrate_the_static_and_token_parts_apart() {
     let (prior, chosen, _) = preflight_after(&with_oom);
     let raised = prior.split.unwrap();
     let e = estimator.estimate(&setup, &micro4);
-    let tokens = e.estimate.train_reserved_gib - e.estimate.train_static.unwrap().reserved_gib;
+    let mut learned = super::evidence::Learned::from_prior(&prior);
+    learned.split = Some(raised);
     assert!(
-        raised.peak(e.gpu_peak_gib(), e.gpu_peak_gib() - tokens)
-            >= setup.profile.gpu.memory_gib - 0.01,
+        e.gpu_peak_gib() * learned.factor(&e) >= setup.profile.gpu.memory_gib - 0.01,
         "{raised:?}"
     );
+
     assert_eq!(
         value(&chosen.plan, "micro_batch_size"),
         "2",
