@@ -149,6 +149,32 @@ impl Estimator {
         })
     }
 
+    /// What it predicts for `plan`, as the ledger and the evidence store keep it (GiB to two
+    /// decimals); `calibrated_by`: the earlier measured attempts the run was calibrated by.
+    pub fn predicted_memory(
+        &self,
+        setup: &Setup,
+        plan: &Plan,
+        calibrated_by: Option<u32>,
+    ) -> crate::ledger::PredictedMemory {
+        let round2 = |x: f64| (x * 100.0).round() / 100.0;
+        let e = self.estimate(setup, plan);
+        crate::ledger::PredictedMemory {
+            peak_gib: round2(e.gpu_peak_gib()),
+            capacity_gib: round2(setup.profile.gpu.memory_gib),
+            train_peak_gib: Some(round2(e.estimate.train_peak_gib)),
+            allocated_gib: Some(round2(e.estimate.train_allocated_gib)),
+            reserved_gib: Some(round2(e.estimate.train_reserved_gib)),
+            fit: Some(e.fit.as_str().to_string()),
+            band_pct: orch_memory::calibration::band(e.trainer).map(|b| b.over_pct),
+            architecture_known: Some(self.knows_architecture()),
+            calibrated_by,
+            sequence_tokens: self.sequence_tokens().map(round2),
+            static_reserved_gib: e.estimate.train_static.map(|s| round2(s.reserved_gib)),
+            static_allocated_gib: e.estimate.train_static.map(|s| round2(s.allocated_gib)),
+        }
+    }
+
     /// Estimate with the sequence length earlier attempts logged (None: the default share).
     pub fn set_sequence_tokens(&mut self, tokens: Option<f64>) {
         self.sequence_tokens = tokens;

@@ -149,6 +149,10 @@ fn scaled(mut e: Estimate, f: f64) -> Estimate {
     e.train_peak_gib *= f;
     e.train_allocated_gib *= f;
     e.train_reserved_gib *= f;
+    if let Some(fixed) = e.train_static.as_mut() {
+        fixed.allocated_gib *= f;
+        fixed.reserved_gib *= f;
+    }
     e.rollout_peak_gib *= f;
     e.kv_cache_gib = e.kv_cache_gib.map(|k| k * f);
     if let Some(fail) = e.failure.as_mut() {

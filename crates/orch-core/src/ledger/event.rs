@@ -148,6 +148,14 @@ pub struct PredictedMemory {
     /// length. A measured/predicted ratio only calibrates predictions made the same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence_tokens: Option<f64>,
+    /// Of `reserved_gib`, the part no token of the micro-batch adds (the same step with an
+    /// empty micro-batch), where the estimate separates it: with two measured peaks the
+    /// planner calibrates this part and the rest apart (`planner::prior`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub static_reserved_gib: Option<f64>,
+    /// Of `allocated_gib`, the same part.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub static_allocated_gib: Option<f64>,
 }
 
 /// One line of `events.jsonl`.

@@ -25,6 +25,9 @@ use super::space::{self, Candidate, counts_of};
 use super::{Context, MEMORY_CLASSES, Move, Search, margin_with};
 use crate::config::template::ClimbSpec;
 
+/// Two modelled throughputs within this fraction of each other are the same speed.
+const SAME_SPEED: f64 = 0.01;
+
 /// What the running attempt measured of its pace, and where it is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pace {
@@ -160,6 +163,7 @@ pub fn climb(
         .iter()
         .find(|s| crate::evidence_store::settings(setup, &s.candidate.plan) == current)?;
     let now_speed = now.throughput.relative;
+    let (now_modelled, now_measured) = (now.modelled, now.measured);
     // What the running attempt trains (the plan as written, or what a step down had to change):
     // a climb keeps it.
     let running = cx.current.semantics(setup);
@@ -170,6 +174,11 @@ pub fn climb(
             && s.semantics == running
             && s.same_gpus
             && s.throughput.relative > now_speed
+            // Faster as measured against measured, else by the model too, not only through
+            // the measured scale: a measured configuration's figure there carries the model's
+            // error, and a target the model cannot tell from the running one (a host-side
+            // setting) would pay a restart for that error alone.
+            && (s.measured && now_measured || s.modelled > now_modelled * (1.0 + SAME_SPEED))
             && failed_peak.is_none_or(|f| s.estimate.gpu_peak_gib() < f)
             && !cx
                 .current

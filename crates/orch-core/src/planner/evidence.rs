@@ -114,6 +114,9 @@ pub struct Learned {
     /// Predictions are multiplied by this (≥ 1): the most any failure showed the estimator
     /// undercounting.
     pub scale: f64,
+    /// Earlier measured peaks' two-part calibration ([`super::prior::Split`]): for a
+    /// prediction that separates its static part it replaces `scale` ([`Learned::factor`]).
+    pub split: Option<super::prior::Split>,
     /// One clause per lesson, for the decision's reason.
     pub notes: Vec<String>,
 }
@@ -125,8 +128,31 @@ impl Learned {
             unavailable_gib: 0.0,
             holders: Vec::new(),
             scale: 1.0,
+            split: None,
             notes: Vec::new(),
         }
+    }
+
+    /// What `e`'s figures are multiplied by: the split's factor for it where there is a split
+    /// and `e`'s peak is its training step's with the static part separated, else the scale.
+    pub fn factor(&self, e: &PlanEstimate) -> f64 {
+        let est = &e.estimate;
+        match (self.split, est.train_static) {
+            (Some(split), Some(fixed)) if est.train_peak_gib >= est.rollout_peak_gib => {
+                if split.allocated {
+                    split.factor(est.train_allocated_gib, fixed.allocated_gib)
+                } else {
+                    split.factor(est.train_reserved_gib, fixed.reserved_gib)
+                }
+            }
+            _ => self.scale,
+        }
+    }
+
+    /// The card's memory the job can count on for `e`, on `e`'s unscaled figures: the
+    /// usable card divided by [`Learned::factor`].
+    pub fn usable_for(&self, capacity_gib: f64, e: &PlanEstimate) -> f64 {
+        (capacity_gib - self.unavailable_gib).max(0.0) / self.factor(e)
     }
 
     /// What earlier attempts on this card taught ([`super::Prior`]): their scale, which may be
@@ -136,15 +162,17 @@ impl Learned {
         if let Some(scale) = prior.scale {
             learned.scale = scale;
         }
+        learned.split = prior.split;
         // The run's own failures speak for themselves ([`Learned::from_failures_after`]).
         if let Some(scale) = prior
             .scale
             .filter(|_| prior.earlier > 0 || prior.measured > 0)
         {
-            learned.notes.push(format!(
-                "{}: predictions scaled ×{scale:.2}",
-                prior.describe()
-            ));
+            learned.notes.push(match prior.split {
+                // describe() names the split's factors.
+                Some(_) => prior.describe(),
+                None => format!("{}: predictions scaled ×{scale:.2}", prior.describe()),
+            });
         }
         learned
     }
@@ -244,6 +272,15 @@ impl Learned {
             return;
         }
         let ratio = observed.max(floor) / model;
+        // A split predicts this plan by its own factor: a failure above it raises both parts.
+        let by_split = self.factor(predicted);
+        if let Some(split) = self.split.as_mut()
+            && by_split != self.scale
+            && ratio > by_split * (1.0 + SAME_NUMBERS)
+        {
+            split.fixed *= ratio / by_split;
+            split.tokens *= ratio / by_split;
+        }
         if ratio > self.scale * (1.0 + SAME_NUMBERS) {
             self.scale = ratio;
             self.notes.push(format!(

@@ -431,8 +431,8 @@ fn calibrated_preflight(
         let capacity = setup.profile.gpu.memory_gib;
         notes.push(format!(
             "preflight: as written it is the best configuration predicted to fit (peak {:.1} of {:.1} GiB as calibrated){}",
-            best.estimate.gpu_peak_gib() * search.learned.scale,
-            search.learned.usable_gib(capacity) * search.learned.scale,
+            best.estimate.gpu_peak_gib() * search.learned.factor(&best.estimate),
+            (capacity - search.learned.unavailable_gib).max(0.0),
             if best.measured { ", throughput as measured" } else { "" }
         ));
         return None;
@@ -607,7 +607,7 @@ fn nothing_fits(
         .map(|c| {
             // On the scale of the moves' lines: what the job would need, as calibrated.
             let e = search.estimate(&c.plan, capacity);
-            (e.gpu_peak_gib() * search.learned.scale, c)
+            (e.gpu_peak_gib() * search.learned.factor(&e), c)
         })
         .min_by(|a, b| a.0.total_cmp(&b.0));
     match smallest {
@@ -618,7 +618,7 @@ fn nothing_fits(
             ));
             let estimate = search.estimate(&c.plan, usable);
             let written = cx.written.semantics(cx.setup);
-            let scored = search.score(c, estimate, &written);
+            let scored = search.score(c, estimate, &written, usable);
             let mut chosen = search.move_to(cx.current, scored);
             chosen.why = format!(
                 "nothing is predicted to fit; the smallest configuration the ladder allows needs {peak:.1} GiB — trying it once"
@@ -702,6 +702,28 @@ impl Search<'_> {
         self.estimator.estimate_on(self.setup, plan, capacity)
     }
 
+    /// `plan` estimated on the usable card with `margin` of it kept free, as calibrated, and
+    /// that usable card on the estimate's unscaled figures. With a two-part calibration the
+    /// card depends on the plan's own parts ([`Learned::factor`]): estimated on the single
+    /// scale's card to learn them, and again on its own card only where the verdict could
+    /// differ there (the figures are the card's to hold, capacity ignored; a GPU OOM comes
+    /// where the peak passes the card), which keeps a decision's estimates near one per
+    /// candidate.
+    fn estimate_calibrated(&self, plan: &Plan, margin: f64) -> (PlanEstimate, f64) {
+        let capacity = self.setup.profile.gpu.memory_gib;
+        let usable = self.learned.usable_gib(capacity);
+        let first = self.estimate(plan, usable * (1.0 - margin));
+        if self.learned.split.is_none() {
+            return (first, usable);
+        }
+        let own = self.learned.usable_for(capacity, &first);
+        let fits_own = first.gpu_peak_gib() <= own * (1.0 - margin);
+        if fits_own == first.estimate.failure.is_none() {
+            return (first, own);
+        }
+        (self.estimate(plan, own * (1.0 - margin)), own)
+    }
+
     /// The best candidate predicted to fit: same semantics first (else the fewest semantic
     /// values changed), then no more GPUs than asked for (a bigger allocation queues longer),
     /// then throughput, then fewest moves; the first of those the template's rules accept.
@@ -757,8 +779,6 @@ impl Search<'_> {
         notes: &mut Vec<String>,
     ) -> Vec<Scored> {
         let capacity = self.setup.profile.gpu.memory_gib;
-        let usable = self.learned.usable_gib(capacity);
-        let budget = usable * (1.0 - margin);
         let written = self.written.semantics(self.setup);
         // What the card holds for the job in truth (a measured peak is not scaled).
         let room = capacity - self.learned.unavailable_gib;
@@ -786,7 +806,7 @@ impl Search<'_> {
                     Some(Some(k)) => Some(k),
                     None => None,
                 };
-                let estimate = self.estimate(&candidate.plan, budget);
+                let (estimate, usable) = self.estimate_calibrated(&candidate.plan, margin);
                 let fits = match known.and_then(|k| k.peak_gib) {
                     // It ran here, with this peak: the measurement decides, with the same
                     // headroom a prediction gets (the next steps may peak higher).
@@ -796,7 +816,7 @@ impl Search<'_> {
                 if !fits {
                     return None;
                 }
-                let mut scored = self.score(candidate, estimate, &written);
+                let mut scored = self.score(candidate, estimate, &written, usable);
                 if let Some(t) = known.and_then(|k| k.tokens_per_gpu_s) {
                     scored.measured = true;
                     scored.throughput.costs = vec![("measured".into(), 1.0)];
@@ -819,9 +839,15 @@ impl Search<'_> {
         fitting
     }
 
-    /// `candidate`'s throughput and semantics, given its estimate.
-    fn score(&self, candidate: Candidate, estimate: PlanEstimate, written: &Semantics) -> Scored {
-        let usable = self.learned.usable_gib(self.setup.profile.gpu.memory_gib);
+    /// `candidate`'s throughput and semantics, given its estimate and the usable card on the
+    /// estimate's figures.
+    fn score(
+        &self,
+        candidate: Candidate,
+        estimate: PlanEstimate,
+        written: &Semantics,
+        usable: f64,
+    ) -> Scored {
         let throughput = throughput::predict(&estimate, self.written.resources.gpus, usable);
         let semantics = candidate.plan.semantics(self.setup);
         let same_semantics = if written.is_empty() {
@@ -857,8 +883,8 @@ impl Search<'_> {
         let steps = &self.setup.ladder.steps;
         let label = best.candidate.label(steps);
         let capacity = self.setup.profile.gpu.memory_gib;
-        let usable = self.learned.usable_gib(capacity) * self.learned.scale;
-        let peak = best.estimate.gpu_peak_gib() * self.learned.scale;
+        let usable = (capacity - self.learned.unavailable_gib).max(0.0);
+        let peak = best.estimate.gpu_peak_gib() * self.learned.factor(&best.estimate);
         let costs: Vec<String> = best
             .throughput
             .costs

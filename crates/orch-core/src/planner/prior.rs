@@ -10,6 +10,15 @@
 //!   memory failure the estimate did not predict proves the demand exceeded the card: the scale
 //!   is at least `capacity / predicted` for it. The scale is kept within
 //!   [[`MIN_SCALE`], ∞): no extrapolation from one measurement to less than half the model.
+//! - **Two parts, once two peaks say so.** One scale is right only for the configuration it
+//!   was measured on when the estimate is off by different factors for what every step holds
+//!   (weights, gradients, optimizer state) and for what the micro-batch's tokens add
+//!   (activations, logits): a stand-in shape of the model's size is. Where the estimate
+//!   separates the two (the same step with an empty micro-batch) and two or more measured
+//!   peaks differ enough in their token part, the peak is fitted as `a × static + b × tokens`
+//!   by least squares ([`Split`]), each factor kept within a sane range, then raised until no
+//!   measured peak and no unpredicted out-of-memory is under-predicted. With one measurement
+//!   (or parts too alike to tell apart) the single scale stands.
 //! - **Known configurations.** A configuration (its settings) that ran out of memory on this
 //!   card is not a candidate again; one that measured its peak is judged by that peak, not the
 //!   estimate, and one that measured its throughput is ranked by it.
@@ -26,6 +35,118 @@ use crate::outcome::Outcome;
 /// The scale never goes below this: one configuration's measurement does not make every
 /// other configuration less than half of what the model predicts.
 pub const MIN_SCALE: f64 = 0.5;
+
+/// The factor on the static part is kept within [[`MIN_SCALE`], `MAX_STATIC_SCALE`]: a stand-in
+/// shape's weights and optimizer state are of the model's size, so they are not off by more.
+pub const MAX_STATIC_SCALE: f64 = 2.0;
+
+/// The factor on the token part is kept within [`MIN_TOKEN_SCALE`, `MAX_TOKEN_SCALE`]: a
+/// stand-in's activations come from another model's fit and can be off by more than its size
+/// (×0.3 for Qwen2.5-3B's on seed 003's), but not by orders of magnitude.
+pub const MIN_TOKEN_SCALE: f64 = 0.1;
+
+/// See [`MIN_TOKEN_SCALE`].
+pub const MAX_TOKEN_SCALE: f64 = 10.0;
+
+/// Two measured peaks tell the parts apart only when their token parts differ by at least
+/// this fraction: closer, the fit extrapolates from noise.
+pub const MIN_TOKEN_SPREAD: f64 = 0.25;
+
+/// The estimate calibrated in two parts: what every step holds and what the tokens add.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Split {
+    /// The static part of a prediction is multiplied by this.
+    pub fixed: f64,
+    /// The part that grows with the micro-batch's tokens, by this.
+    pub tokens: f64,
+    /// Measured peaks it was fitted to.
+    pub points: usize,
+    /// Fitted to allocated figures (torch's `max_memory_allocated`), else reserved ones.
+    /// Allocated first: the allocator's slack changes with its settings (expandable segments)
+    /// by another factor in the estimate than in truth, and two peaks measured under different
+    /// settings would put that difference into the token part.
+    pub allocated: bool,
+}
+
+impl Split {
+    /// The calibrated figure of a prediction `total` of which `fixed` is static.
+    pub fn peak(&self, total: f64, fixed: f64) -> f64 {
+        let fixed = fixed.clamp(0.0, total);
+        self.fixed * fixed + self.tokens * (total - fixed)
+    }
+
+    /// What `total` is multiplied by: the single scale this split amounts to for it.
+    pub fn factor(&self, total: f64, fixed: f64) -> f64 {
+        if total > 0.0 {
+            self.peak(total, fixed) / total
+        } else {
+            self.fixed
+        }
+    }
+
+    /// Least squares over `(measured, static, tokens)` points (GiB), each factor clamped, then
+    /// raised until no point is under-predicted. None with fewer than two points or token
+    /// parts too alike ([`MIN_TOKEN_SPREAD`]).
+    pub fn fit(points: &[(f64, f64, f64)]) -> Option<Split> {
+        let lo = points.iter().map(|p| p.2).fold(f64::INFINITY, f64::min);
+        let hi = points.iter().map(|p| p.2).fold(0.0, f64::max);
+        if points.len() < 2 || lo <= 0.0 || hi < lo * (1.0 + MIN_TOKEN_SPREAD) {
+            return None;
+        }
+        let sum = |f: &dyn Fn(&(f64, f64, f64)) -> f64| points.iter().map(f).sum::<f64>();
+        let ss = sum(&|p| p.1 * p.1);
+        let sd = sum(&|p| p.1 * p.2);
+        let dd = sum(&|p| p.2 * p.2);
+        let sm = sum(&|p| p.1 * p.0);
+        let dm = sum(&|p| p.2 * p.0);
+        let det = ss * dd - sd * sd;
+        if det <= 1e-9 * ss * dd {
+            return None;
+        }
+        let fixed = ((sm * dd - dm * sd) / det).clamp(MIN_SCALE, MAX_STATIC_SCALE);
+        // The token part's least squares given the (clamped) static factor.
+        let tokens = ((dm - fixed * sd) / dd).clamp(MIN_TOKEN_SCALE, MAX_TOKEN_SCALE);
+        let mut split = Split {
+            fixed,
+            tokens,
+            points: points.len(),
+            allocated: false,
+        };
+        split.raise_to(points.iter().map(|p| (p.0, p.1, p.2)));
+        Some(split)
+    }
+
+    /// Raise both factors alike until every `(needed, static, tokens)` is predicted at least
+    /// at what it needed.
+    fn raise_to(&mut self, needs: impl Iterator<Item = (f64, f64, f64)>) {
+        let k = needs
+            .filter_map(|(need, s, d)| {
+                let at = self.fixed * s + self.tokens * d;
+                (at > 0.0).then(|| need / at)
+            })
+            .fold(1.0, f64::max);
+        self.fixed *= k;
+        self.tokens *= k;
+    }
+
+    /// The `(total, static)` of a prediction in the figure this split was fitted to.
+    pub fn parts(&self, pr: &PredictedMemory) -> Option<(f64, f64)> {
+        let (total, fixed) = if self.allocated {
+            (pr.allocated_gib?, pr.static_allocated_gib?)
+        } else {
+            (pr.reserved_gib?, pr.static_reserved_gib?)
+        };
+        (total > 0.0).then_some((total, fixed))
+    }
+
+    /// `static part ×1.47, token part ×0.30`.
+    pub fn describe(&self) -> String {
+        format!(
+            "static part ×{:.2}, token part ×{:.2}",
+            self.fixed, self.tokens
+        )
+    }
+}
 
 /// What a configuration that ran measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -49,6 +170,9 @@ pub struct Prior {
     pub measured: usize,
     /// Predictions are multiplied by this; None when no attempt says.
     pub scale: Option<f64>,
+    /// The estimate calibrated in two parts, where two measured peaks tell them apart; for a
+    /// prediction that separates them it replaces `scale`.
+    pub split: Option<Split>,
     /// Configurations (settings) that ran, with what they measured.
     pub good: HashMap<String, Known>,
     /// Configurations that ran out of memory on this card, with where.
@@ -81,6 +205,14 @@ impl Prior {
         let mut p = Prior::none();
         let mut ratio: Option<(f64, String)> = None;
         let mut floor: Option<(f64, String)> = None;
+        // For the two-part fit: (measured, static, token part) of each measured peak, and
+        // (needed, static, token part) of each unpredicted out-of-memory, on the device.
+        let mut points: Vec<(f64, f64, f64)> = Vec::new();
+        let mut allocated_points: Vec<(f64, f64, f64)> = Vec::new();
+        // (measured reserved, predicted reserved, predicted allocated, its static part): an
+        // allocated fit must not predict a measured reserved peak low (the slack it leaves out).
+        let mut slack: Vec<(f64, f64, f64, f64)> = Vec::new();
+        let mut needs: Vec<(f64, PredictedMemory)> = Vec::new();
         // The estimates this prior corrects pack the latest logged sequence length; a ratio
         // of a prediction that packed another (the default share, before any was logged) would
         // count the lengths' difference twice, so only predictions made alike calibrate.
@@ -116,6 +248,7 @@ impl Prior {
                         .unwrap_or(pr.capacity_gib)
                         .max(pr.capacity_gib);
                     let r = needed / pr.peak_gib;
+                    needs.push((needed, pr.clone()));
                     if floor.as_ref().is_none_or(|(f, _)| r > *f) {
                         floor = Some((r, from.clone()));
                     }
@@ -123,6 +256,19 @@ impl Prior {
                 continue;
             }
             let Some(m) = &o.measured else { continue };
+            // The two-part fit's allocated point, where the log and the prediction state both.
+            if let (Some(meas), Some(pr)) = (m.peak_allocated_gib, predicted.filter(|pr| alike(pr)))
+                && let (Some(total), Some(fixed)) = (pr.allocated_gib, pr.static_allocated_gib)
+                && total > 0.0
+                && !trainer.peak_is_lower_bound
+                && (o.outcome == Outcome::Succeeded || m.steps.is_some_and(|n| n >= 1))
+            {
+                let fixed = fixed.clamp(0.0, total);
+                allocated_points.push((meas, fixed, total - fixed));
+                if let (Some(res), Some(pred_res)) = (m.peak_reserved_gib, pr.reserved_gib) {
+                    slack.push((res, pred_res, total, fixed));
+                }
+            }
             // A figure counts once the attempt trained: one logged after the model loaded and
             // before the first step (then cancelled, preempted or hung) is not its peak.
             if o.outcome != Outcome::Succeeded && m.steps.is_none_or(|n| n < 1) {
@@ -153,24 +299,33 @@ impl Prior {
                     known.tokens_per_gpu_s = tokens;
                 }
             }
+            // (measured, predicted, its static part) in the same figure, reserved else allocated.
             let pair = match (
                 m.peak_reserved_gib,
                 m.peak_allocated_gib,
                 predicted.filter(|pr| alike(pr)),
             ) {
-                (Some(meas), _, Some(pr)) if pr.reserved_gib.is_some_and(|x| x > 0.0) => {
-                    Some((meas, pr.reserved_gib.unwrap_or_default()))
-                }
-                (_, Some(meas), Some(pr)) if pr.allocated_gib.is_some_and(|x| x > 0.0) => {
-                    Some((meas, pr.allocated_gib.unwrap_or_default()))
-                }
+                (Some(meas), _, Some(pr)) if pr.reserved_gib.is_some_and(|x| x > 0.0) => Some((
+                    meas,
+                    pr.reserved_gib.unwrap_or_default(),
+                    pr.static_reserved_gib,
+                )),
+                (_, Some(meas), Some(pr)) if pr.allocated_gib.is_some_and(|x| x > 0.0) => Some((
+                    meas,
+                    pr.allocated_gib.unwrap_or_default(),
+                    pr.static_allocated_gib,
+                )),
                 _ => None,
             };
-            if let Some((meas, pred)) = pair
+            if let Some((meas, pred, fixed)) = pair
                 // A figure that is only a lower bound of the peak (AReaL's) can prove the
                 // estimate low, never high.
                 && (!trainer.peak_is_lower_bound || meas >= pred)
             {
+                if let Some(fixed) = fixed.filter(|_| !trainer.peak_is_lower_bound) {
+                    let fixed = fixed.clamp(0.0, pred);
+                    points.push((meas, fixed, pred - fixed));
+                }
                 p.measured += 1;
                 let r = meas / pred;
                 if ratio.as_ref().is_none_or(|(x, _)| r > *x) {
@@ -185,6 +340,36 @@ impl Prior {
             (None, None) => None,
         };
         p.scale = scale.map(|s| s.max(MIN_SCALE));
+        let allocated = Split::fit(&allocated_points).map(|mut split| {
+            split.allocated = true;
+            // Its factor is applied to the whole prediction, slack included: raised until no
+            // measured reserved peak is predicted low.
+            let k = slack
+                .iter()
+                .map(|(res, pred_res, total, fixed)| {
+                    res / (split.factor(*total, *fixed) * pred_res)
+                })
+                .fold(1.0, f64::max);
+            split.fixed *= k;
+            split.tokens *= k;
+            split
+        });
+        p.split = allocated.or_else(|| Split::fit(&points)).map(|mut split| {
+            // An out-of-memory's device figure, as this split predicts it: its factor on the
+            // prediction's device peak.
+            let device: Vec<(f64, f64, f64)> = needs
+                .iter()
+                .filter_map(|(needed, pr)| {
+                    let (total, fixed) = split.parts(pr)?;
+                    // f × peak ≥ needed, in the split's own figures: a·S + b·D ≥ needed ×
+                    // total / peak.
+                    (pr.peak_gib > 0.0)
+                        .then(|| (needed / pr.peak_gib * total, fixed, total - fixed))
+                })
+                .collect();
+            split.raise_to(device.into_iter());
+            split
+        });
         if let Some((r, from)) = &ratio {
             p.notes.push(format!(
                 "measured peaks on this card were up to ×{r:.2} the estimate ({from})"
@@ -227,8 +412,10 @@ impl Prior {
                 if self.bad.len() == 1 { "" } else { "s" }
             ));
         }
-        if let Some(scale) = self.scale {
-            parts.push(format!("predictions ×{scale:.2}"));
+        match (self.split, self.scale) {
+            (Some(split), _) => parts.push(format!("predictions: {}", split.describe())),
+            (None, Some(scale)) => parts.push(format!("predictions ×{scale:.2}")),
+            (None, None) => {}
         }
         if let Some(t) = self.sequence_tokens {
             parts.push(format!("{t:.0} real tokens per sequence logged"));
@@ -330,6 +517,8 @@ mod tests {
                 architecture_known: Some(true),
                 calibrated_by: None,
                 sequence_tokens: None,
+                static_reserved_gib: None,
+                static_allocated_gib: None,
             }),
             measured: measured.map(|m| Measured {
                 peak_reserved_gib: Some(m),
@@ -477,5 +666,112 @@ mod tests {
             None,
         );
         assert_eq!(high.scale, Some(1.1), "{high:?}");
+    }
+
+    #[test]
+    fn two_peaks_fit_the_static_and_token_parts_apart() {
+        // The truth: 1.5 × static + 0.3 × tokens of the estimate.
+        let point = |fixed: f64, tokens: f64| (1.5 * fixed + 0.3 * tokens, fixed, tokens);
+        let split = Split::fit(&[point(30.0, 12.0), point(30.0, 24.0)]).unwrap();
+        assert!(
+            (split.fixed - 1.5).abs() < 1e-9 && (split.tokens - 0.3).abs() < 1e-9,
+            "{split:?}"
+        );
+        assert!((split.peak(30.0 + 48.0, 30.0) - (45.0 + 14.4)).abs() < 1e-9);
+        // One peak, or token parts too alike to tell apart: no split (the scale stands).
+        assert_eq!(Split::fit(&[point(30.0, 12.0)]), None);
+        assert_eq!(Split::fit(&[point(30.0, 12.0), point(30.0, 13.0)]), None);
+        // Noise: least squares, then raised until no measured peak is under-predicted.
+        let split =
+            Split::fit(&[(57.0, 30.0, 12.0), (54.0, 30.0, 12.0), (52.5, 30.0, 24.0)]).unwrap();
+        for (m, f, t) in [(57.0, 30.0, 12.0), (52.5, 30.0, 24.0)] {
+            assert!(split.fixed * f + split.tokens * t >= m - 1e-9, "{split:?}");
+        }
+        // Clamped to sane ranges: a token part that shrinks as tokens grow is not believed.
+        let split = Split::fit(&[(60.0, 30.0, 10.0), (50.0, 30.0, 40.0)]).unwrap();
+        assert!(
+            split.tokens >= MIN_TOKEN_SCALE && split.fixed <= MAX_STATIC_SCALE * 1.5,
+            "{split:?}"
+        );
+        assert!(split.fixed * 30.0 + split.tokens * 10.0 >= 60.0 - 1e-9);
+    }
+
+    #[test]
+    fn measured_peaks_with_static_parts_make_a_split() {
+        let with_static = |settings: &str, predicted: f64, fixed: f64, measured: f64| {
+            let mut o = obs(settings, Outcome::Succeeded, predicted, Some(measured));
+            o.predicted.as_mut().unwrap().static_reserved_gib = Some(fixed);
+            o
+        };
+        // Predicted 40 = 30 + 10 and 60 = 30 + 30; in truth 1.5 × static + 0.3 × tokens.
+        let p = Prior::from_observations(
+            &[
+                with_static("a", 40.0, 30.0, 48.0),
+                with_static("b", 60.0, 30.0, 54.0),
+            ],
+            PER_GPU,
+            None,
+        );
+        let split = p.split.unwrap();
+        assert!(
+            (split.fixed - 1.5).abs() < 1e-9 && (split.tokens - 0.3).abs() < 1e-9,
+            "{split:?}"
+        );
+        assert!(
+            p.describe().contains("static part ×1.50, token part ×0.30"),
+            "{}",
+            p.describe()
+        );
+        // The single scale is still kept (the larger ratio, 1.2) for what the split cannot say.
+        assert_eq!(p.scale, Some(1.2));
+        // Without static parts (older lines), no split.
+        let p = Prior::from_observations(
+            &[
+                obs("a", Outcome::Succeeded, 40.0, Some(48.0)),
+                obs("b", Outcome::Succeeded, 60.0, Some(54.0)),
+            ],
+            PER_GPU,
+            None,
+        );
+        assert_eq!(p.split, None);
+    }
+
+    #[test]
+    fn allocated_figures_fit_the_parts_and_the_slack_raises_them() {
+        // Predicted allocated 40 = 30 + 10 and 60 = 30 + 30 (reserved 2 GiB above); in truth
+        // allocated is 1.5 × static + 0.3 × tokens. The second ran with expandable segments:
+        // its reserved peak leaves less slack, which a reserved fit would put in the token part.
+        let with = |settings: &str, predicted: f64, alloc: f64, res: f64| {
+            let mut o = obs(settings, Outcome::Succeeded, predicted, Some(res));
+            let pr = o.predicted.as_mut().unwrap();
+            pr.static_allocated_gib = Some(30.0);
+            pr.static_reserved_gib = Some(31.0);
+            o.measured.as_mut().unwrap().peak_allocated_gib = Some(alloc);
+            o
+        };
+        // Allocated: obs() predicts allocated = predicted − 2 (40 and 60 for 42 and 62).
+        let p = Prior::from_observations(
+            &[with("a", 42.0, 48.0, 50.0), with("b", 62.0, 54.0, 55.0)],
+            PER_GPU,
+            None,
+        );
+        let split = p.split.unwrap();
+        assert!(split.allocated, "{split:?}");
+        assert!(
+            (split.fixed - 1.5).abs() < 1e-9 && (split.tokens - 0.3).abs() < 1e-9,
+            "{split:?}"
+        );
+        // A measured reserved peak above what the split predicts of the reserved prediction
+        // (60 GiB where ×1.2 of 42 is 50.4) raises both parts until it is not predicted low.
+        let p = Prior::from_observations(
+            &[with("a", 42.0, 48.0, 60.0), with("b", 62.0, 54.0, 55.0)],
+            PER_GPU,
+            None,
+        );
+        let split = p.split.unwrap();
+        assert!(
+            (split.factor(40.0, 30.0) * 42.0 - 60.0).abs() < 1e-9,
+            "{split:?}"
+        );
     }
 }

@@ -622,3 +622,207 @@ fn a_move_keeps_the_nodes_a_failure_excluded() {
         m.describe()
     );
 }
+
+/// The ladder's configuration `counts` away from the plan as written (each step's count in
+/// ladder order, the steps after them not taken).
+fn candidate(setup: &Setup, written: &Plan, counts: &[u32]) -> Plan {
+    let ranges = super::ranges_answering(setup, &super::MEMORY_CLASSES);
+    super::space::enumerate(setup, written, &ranges, &HashSet::new())
+        .into_iter()
+        .find(|c| {
+            c.counts.iter().zip(counts).all(|(a, b)| a == b)
+                && c.counts[counts.len()..].iter().all(|n| *n == 0)
+        })
+        .unwrap()
+        .plan
+}
+
+/// What the evidence store would hold after `plan` ran (`reserved`: its measured peak) or ran
+/// out of memory (None), with the prediction the run would have recorded.
+fn observed(
+    setup: &Setup,
+    estimator: &Estimator,
+    plan: &Plan,
+    reserved: Option<f64>,
+) -> crate::evidence_store::Observation {
+    let (outcome, measured) = match reserved {
+        Some(r) => (
+            crate::outcome::Outcome::Succeeded,
+            Some(orch_classify::Measured {
+                peak_reserved_gib: Some(r),
+                steps: Some(10),
+                ..Default::default()
+            }),
+        ),
+        None => (crate::outcome::Outcome::Failed(FailureClass::GpuOom), None),
+    };
+    crate::evidence_store::observe(
+        setup,
+        plan,
+        estimator,
+        false,
+        crate::evidence_store::Attempt {
+            run: "earlier",
+            attempt: 1,
+            outcome,
+            predicted: Some(estimator.predicted_memory(setup, plan, None)),
+            measured,
+            facts: None,
+        },
+    )
+    .unwrap()
+}
+
+/// A stand-in shape (seed 003's fit scaled to 512M parameters) whose static part is 5 % low
+/// and whose token part is 4 × too high: the truth is `1.05 × static + 0.25 × tokens` of the
+/// estimate. One measured peak scales the whole estimate by the larger ratio (×0.82 at micro
+/// batch 1), which still predicts micro batch 4 at 60 GiB on the 44.4 GiB A40: preflight
+/// stops at micro batch 2. Two measured peaks (micro 1 and 2) tell the parts apart, and micro
+/// batch 4 — 40.9 GiB in truth — is predicted to fit and taken.
+#[test]
+fn two_measured_peaks_calibrate_the_static_and_token_parts_apart() {
+    let (setup, written) = load("pretrain-512m", "a40", &[]);
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    assert!(!estimator.knows_architecture());
+    let truth = |plan: &Plan| {
+        let e = estimator.estimate(&setup, plan).estimate;
+        let fixed = e.train_static.unwrap().reserved_gib;
+        1.05 * fixed + 0.25 * (e.train_reserved_gib - fixed)
+    };
+    let (micro4, micro2, micro1) = (
+        // torchrun-yaml: expandable-segments, gradient-checkpointing, halve-micro-batch, …
+        candidate(&setup, &written, &[0, 0, 1]),
+        candidate(&setup, &written, &[0, 0, 2]),
+        candidate(&setup, &written, &[0, 0, 3]),
+    );
+    assert_eq!(value(&micro4, "micro_batch_size"), "4");
+    let reserved = |p: &Plan| Some((truth(p) * 100.0).round() / 100.0);
+    let preflight_after = |obs: &[crate::evidence_store::Observation]| {
+        let prior = super::Prior::from_observations(obs, super::prior::Reports::default(), None);
+        let mut notes = Vec::new();
+        let chosen = super::preflight_with(&setup, &estimator, &written, &prior, &mut notes)
+            .unwrap_or_else(|| panic!("no move: {notes:?}"));
+        (prior, chosen, notes)
+    };
+
+    // One measured peak: the single scale, as before.
+    let (prior, chosen, _) =
+        preflight_after(&[observed(&setup, &estimator, &micro1, reserved(&micro1))]);
+    assert_eq!(prior.split, None);
+    assert_eq!(
+        value(&chosen.plan, "micro_batch_size"),
+        "2",
+        "{}",
+        chosen.describe()
+    );
+
+    // Two: the parts apart, and the larger micro batch that fits in truth.
+    let two = [
+        observed(&setup, &estimator, &micro1, reserved(&micro1)),
+        observed(&setup, &estimator, &micro2, reserved(&micro2)),
+    ];
+    let (prior, chosen, notes) = preflight_after(&two);
+    let split = prior.split.expect("two peaks with different token parts");
+    assert!(
+        (split.fixed - 1.05).abs() < 0.01 && (split.tokens - 0.25).abs() < 0.01,
+        "{split:?}"
+    );
+    assert_eq!(
+        value(&chosen.plan, "micro_batch_size"),
+        "4",
+        "{}",
+        chosen.describe()
+    );
+    assert!(truth(&micro4) < setup.profile.gpu.memory_gib * (1.0 - super::MARGIN_KNOWN));
+    assert!(
+        notes.iter().any(|n| n.contains("token part ×0.25")),
+        "{notes:?}"
+    );
+
+    // Micro batch 4 then ran out of memory here after all: never again, and the split is
+    // raised until it predicts that failure.
+    let mut with_oom = two.to_vec();
+    with_oom.push(observed(&setup, &estimator, &micro4, None));
+    let (prior, chosen, _) = preflight_after(&with_oom);
+    let raised = prior.split.unwrap();
+    let e = estimator.estimate(&setup, &micro4);
+    let mut learned = super::evidence::Learned::from_prior(&prior);
+    learned.split = Some(raised);
+    assert!(
+        e.gpu_peak_gib() * learned.factor(&e) >= setup.profile.gpu.memory_gib - 0.01,
+        "{raised:?}"
+    );
+
+    assert_eq!(
+        value(&chosen.plan, "micro_batch_size"),
+        "2",
+        "{}",
+        chosen.describe()
+    );
+}
+
+/// A climbed attempt climbs again: the run stepped down to micro batch 1 (the stand-in of the
+/// test above, truth `1.05 × static + 0.25 × tokens`), climbed to micro batch 2 on one scale,
+/// and micro batch 2 runs. Its measured peak with the one micro batch 1 left calibrates the two
+/// parts apart, and micro batch 4 — which fits in truth, and which one scale from either peak
+/// predicts at more than 51 GiB on the 44.4 GiB A40 — is the next climb.
+#[test]
+fn a_climbed_attempt_climbs_again_once_two_peaks_tell_the_parts_apart() {
+    let (setup, written) = load("pretrain-512m", "a40", &[]);
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    let truth = |plan: &Plan| {
+        let e = estimator.estimate(&setup, plan).estimate;
+        let fixed = e.train_static.unwrap().reserved_gib;
+        ((1.05 * fixed + 0.25 * (e.train_reserved_gib - fixed)) * 100.0).round() / 100.0
+    };
+    let micro2 = candidate(&setup, &written, &[0, 0, 2]);
+    let micro1 = candidate(&setup, &written, &[0, 0, 3]);
+    let running = observed(&setup, &estimator, &micro2, Some(truth(&micro2)));
+    let spec = setup.template.spec.climb.clone().unwrap();
+    let pace = super::climb::Pace {
+        step: 120,
+        total: 2000,
+        step_s: 2.0,
+        startup_s: Some(60.0),
+        queue_s: 0.0,
+        checkpoint_every: 50,
+        peak_gib: truth(&micro2),
+    };
+    let tried: HashSet<String> = [&written, &micro1, &micro2]
+        .iter()
+        .map(|p| p.canonical(&setup))
+        .collect();
+    let climb_with = |obs: &[crate::evidence_store::Observation]| {
+        let prior = super::Prior::from_observations(obs, super::prior::Reports::default(), None);
+        let mut notes = Vec::new();
+        let climb = super::climb::climb(
+            &Context {
+                setup: &setup,
+                estimator: Some(&estimator),
+                written: &written,
+                current: &micro2,
+                failures: &[],
+                tried: &tried,
+                prior: &prior,
+            },
+            &spec,
+            &pace,
+            &mut notes,
+        );
+        (climb, notes)
+    };
+    // The running attempt's peak alone: one scale, nothing faster predicted to fit.
+    let (climb, notes) = climb_with(std::slice::from_ref(&running));
+    assert!(climb.is_none(), "{notes:?}");
+    // With the peak micro batch 1 measured before it: micro batch 4.
+    let earlier = observed(&setup, &estimator, &micro1, Some(truth(&micro1)));
+    let (climb, notes) = climb_with(&[earlier, running]);
+    let climb = climb.unwrap_or_else(|| panic!("no climb: {notes:?}"));
+    assert_eq!(
+        value(&climb.to.plan, "micro_batch_size"),
+        "4",
+        "{}",
+        climb.to.describe()
+    );
+    assert!(climb.value.expected_s > 0.0, "{:?}", climb.value);
+}

@@ -56,11 +56,6 @@ use crate::reporter::{Report, RunEvent, RunLine, RunStatus};
 /// A live job's measurement is written to the ledger at most this often (and with its end).
 const MEASURED_EVERY: Duration = Duration::from_secs(60);
 
-/// Two decimals, as the ledger keeps GiB.
-fn round2(x: f64) -> f64 {
-    (x * 100.0).round() / 100.0
-}
-
 /// What every run in one watcher shares.
 pub struct Ctx<'a> {
     /// Templates, ladders and profiles.
@@ -363,19 +358,8 @@ impl RunDriver {
     /// What the memory estimator predicts for the current plan, for its `rendered` event.
     pub(crate) fn predicted(&self) -> Option<crate::ledger::PredictedMemory> {
         let estimator = self.estimator.as_ref()?;
-        let e = estimator.estimate(&self.setup, &self.plan);
-        Some(crate::ledger::PredictedMemory {
-            peak_gib: round2(e.gpu_peak_gib()),
-            capacity_gib: round2(self.setup.profile.gpu.memory_gib),
-            train_peak_gib: Some(round2(e.estimate.train_peak_gib)),
-            allocated_gib: Some(round2(e.estimate.train_allocated_gib)),
-            reserved_gib: Some(round2(e.estimate.train_reserved_gib)),
-            fit: Some(e.fit.as_str().to_string()),
-            band_pct: orch_memory::calibration::band(e.trainer).map(|b| b.over_pct),
-            architecture_known: Some(estimator.knows_architecture()),
-            calibrated_by: Some(self.prior().earlier as u32).filter(|n| *n > 0),
-            sequence_tokens: estimator.sequence_tokens().map(round2),
-        })
+        let calibrated_by = Some(self.prior().earlier as u32).filter(|n| *n > 0);
+        Some(estimator.predicted_memory(&self.setup, &self.plan, calibrated_by))
     }
 
     /// Read the live job's logs to their end (the job has ended: its verdict must cover all).

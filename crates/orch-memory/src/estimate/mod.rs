@@ -42,7 +42,7 @@ mod table;
 pub use allocator::{Event, OomDetail, Site, Walk, walk};
 pub use config::{Precision, SimConfig};
 pub use hardware::Hardware;
-pub use output::{Estimate, FailAt, FailKind, Failure, Item};
+pub use output::{Estimate, FailAt, FailKind, Failure, Item, StaticPart};
 pub use sglang::sglang_in_use_gib;
 pub use trainers::*;
 

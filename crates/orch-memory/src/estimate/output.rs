@@ -126,6 +126,16 @@ pub(crate) fn item(label: impl Into<String>, gib: f64) -> Item {
     }
 }
 
+/// The part of the training peak that does not grow with the micro-batch's tokens, in the
+/// figures torch reports (capacity ignored).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StaticPart {
+    /// Of `max_memory_allocated`, GiB.
+    pub allocated_gib: f64,
+    /// Of `max_memory_reserved`, GiB.
+    pub reserved_gib: f64,
+}
+
 /// The simulator's verdict on a configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Estimate {
@@ -149,6 +159,11 @@ pub struct Estimate {
     pub train_allocated_gib: f64,
     /// `max_memory_reserved` of the training process (capacity ignored).
     pub train_reserved_gib: f64,
+    /// The training peak's part that no token of the micro-batch adds (weights, gradients,
+    /// optimizer state, buffers): the same step with an empty micro-batch. What is left of the
+    /// peak grows with the micro-batch's tokens, so a measured peak can calibrate the two parts
+    /// apart. None where the trainer's estimate does not separate them.
+    pub train_static: Option<StaticPart>,
     /// Per-GPU breakdown of the generation phase (verl: FSDP state + vLLM; AReaL: SGLang).
     pub rollout_items: Vec<Item>,
     /// Device total in the generation phase.

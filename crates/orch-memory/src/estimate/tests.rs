@@ -927,3 +927,25 @@ fn logged_sequence_lengths_replace_the_default_fill() {
     };
     assert_eq!(long.fill(), 1.0);
 }
+
+#[test]
+fn torchrun_states_the_static_part_of_its_peak() {
+    // The same step with an empty micro-batch: one figure for every micro batch, below each
+    // peak, and what is left grows with the tokens — for the fit (a size only) and physics.
+    let part = |e: &Estimate| {
+        let fixed = e.train_static.expect("torchrun separates its static part");
+        assert!(fixed.allocated_gib <= fixed.reserved_gib);
+        (
+            fixed.reserved_gib,
+            e.train_reserved_gib - fixed.reserved_gib,
+        )
+    };
+    let (s1, t1) = part(&torchrun(a40(), 1, 2048, true));
+    let (s4, t4) = part(&torchrun(a40(), 4, 2048, true));
+    assert!((s1 - s4).abs() < 1e-9 && s1 > 0.0, "{s1} {s4}");
+    assert!(t1 > 0.0 && (t4 / t1 - 4.0).abs() < 0.2, "{t1} {t4}");
+    let (s1, t1) = part(&torchrun_llama(2, 1, 512, false, "bf16"));
+    let (s4, t4) = part(&torchrun_llama(2, 4, 512, false, "bf16"));
+    assert!((s1 - s4).abs() < 1e-9 && s1 > 0.0, "{s1} {s4}");
+    assert!(t4 > 3.0 * t1, "{t1} {t4}");
+}

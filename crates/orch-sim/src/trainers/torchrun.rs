@@ -251,6 +251,10 @@ fn scale_memory(est: &mut memory::Estimate, k: f64) {
     est.train_peak_gib *= k;
     est.train_allocated_gib *= k;
     est.train_reserved_gib *= k;
+    if let Some(fixed) = est.train_static.as_mut() {
+        fixed.allocated_gib *= k;
+        fixed.reserved_gib *= k;
+    }
     for item in &mut est.train_items {
         item.gib *= k;
     }

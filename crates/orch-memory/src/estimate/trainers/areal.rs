@@ -264,6 +264,7 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
         train_peak_gib: demand.device_peak_gib,
         train_allocated_gib: demand.allocated_peak_gib,
         train_reserved_gib: demand.reserved_peak_gib,
+        train_static: None,
         rollout_items: sglang.items(a),
         rollout_peak_gib: sglang.in_use_gib,
         kv_cache_gib: Some(sglang.kv_pool_gib),

@@ -550,6 +550,7 @@ pub(crate) fn estimate_rl_swarm(
         train_peak_gib: train.device_peak_gib,
         train_allocated_gib: train.allocated_peak_gib,
         train_reserved_gib: train.reserved_peak_gib,
+        train_static: None,
         rollout_items,
         rollout_peak_gib: rollout_peak,
         kv_cache_gib: Some(s.kv),

@@ -23,7 +23,7 @@ use crate::estimate::hardware::Hardware;
 use crate::estimate::host::host_limit;
 use crate::estimate::k;
 use crate::estimate::output::{
-    Estimate, FailAt, FailKind, Failure, Item, item, items_from_events, summed_items,
+    Estimate, FailAt, FailKind, Failure, Item, StaticPart, item, items_from_events, summed_items,
 };
 use crate::shape::Arch;
 use std::path::Path;
@@ -515,6 +515,16 @@ pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
     let m = t.micro_batch_size as f64;
     let s = t.max_seq_len as f64;
     let demand = walk(f64::INFINITY, &[], k::CUDA_CTX_GIB, frag, &events);
+    // The same step with an empty micro-batch: what no token adds.
+    let empty = TorchrunConfig {
+        micro_batch_size: 0,
+        ..t.clone()
+    };
+    let static_events = match &t.shape {
+        Some(a) => physics_events(&empty, a),
+        None => self::events(&empty).1,
+    };
+    let fixed = walk(f64::INFINITY, &[], k::CUDA_CTX_GIB, frag, &static_events);
     let real = walk(c, &[], k::CUDA_CTX_GIB, frag, &events);
     train_items.insert(
         0,
@@ -567,6 +577,10 @@ pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
         train_peak_gib: demand.device_peak_gib,
         train_allocated_gib: demand.allocated_peak_gib,
         train_reserved_gib: demand.reserved_peak_gib,
+        train_static: Some(StaticPart {
+            allocated_gib: fixed.allocated_peak_gib,
+            reserved_gib: fixed.reserved_peak_gib,
+        }),
         rollout_items: vec![],
         rollout_peak_gib: 0.0,
         kv_cache_gib: None,

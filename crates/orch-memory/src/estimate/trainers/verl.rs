@@ -582,6 +582,7 @@ pub(crate) fn estimate_verl(
         train_peak_gib: demand.device_peak_gib,
         train_allocated_gib: demand.allocated_peak_gib,
         train_reserved_gib: demand.reserved_peak_gib,
+        train_static: None,
         rollout_items,
         rollout_peak_gib: res.steady + vllm.requested_gib,
         kv_cache_gib: Some(vllm.kv_gib),
