@@ -33,6 +33,8 @@ set -euo pipefail
 MAX=${1:-8}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ORCH=${ORCH:-$ROOT/target/release/orch}
+# The work happens in its own directory: a relative ORCH is taken from where the script started.
+[[ $ORCH == /* || $ORCH != */* ]] || ORCH=$PWD/$ORCH
 if [[ -z ${NO_BUILD:-} ]]; then
     (cd "$ROOT" && cargo build --release --quiet -p orch)
 fi
