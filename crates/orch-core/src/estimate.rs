@@ -172,6 +172,7 @@ impl Estimator {
             sequence_tokens: self.sequence_tokens().map(round2),
             static_reserved_gib: e.estimate.train_static.map(|s| round2(s.reserved_gib)),
             static_allocated_gib: e.estimate.train_static.map(|s| round2(s.allocated_gib)),
+            model_revision: Some(self.trainer.model().revision),
         }
     }
 

@@ -156,6 +156,10 @@ pub struct PredictedMemory {
     /// Of `allocated_gib`, the same part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub static_allocated_gib: Option<f64>,
+    /// The trainer's memory-model revision that made it (`TrainerModel::revision`); none in
+    /// records written before revisions were kept, which were revision 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_revision: Option<u32>,
 }
 
 /// One line of `events.jsonl`.

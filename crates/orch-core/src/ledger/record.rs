@@ -389,11 +389,14 @@ impl RunRecord {
     pub fn gpu_hours(&self) -> Option<GpuHours> {
         let mut out = GpuHours::default();
         let mut any = false;
-        for a in &self.attempts {
+        for (i, a) in self.attempts.iter().enumerate() {
             if let Some(h) = a.gpu_hours() {
                 any = true;
+                // Stopped for a climb: decided first, then cancelled at its checkpoint, and the
+                // run went on from there (a user's cancel between the two ends the run instead).
                 let climbed = matches!(a.decision, Some(Decision::Climb(_)))
-                    && a.outcome == Some(Outcome::Cancelled);
+                    && a.outcome == Some(Outcome::Cancelled)
+                    && i + 1 < self.attempts.len();
                 if a.outcome == Some(Outcome::Succeeded) || climbed {
                     out.succeeded += h;
                 } else {
@@ -548,6 +551,26 @@ mod gpu_hours_tests {
         );
         let h = r.gpu_hours().unwrap();
         assert_eq!((h.succeeded, h.failed), (1.0, 2.0));
+        // A climb decided, then the user's cancel before the stop: the run ended there.
+        let mut cut = RunRecord::created(&created()).unwrap();
+        attempt(
+            &mut cut,
+            1,
+            Some(1),
+            (
+                "2026-01-01T10:00:00Z",
+                Some("2026-01-01T10:00:00Z"),
+                "2026-01-01T11:00:00Z",
+            ),
+            "cancelled",
+        );
+        cut.apply(event(serde_json::json!({
+            "event": "decided", "ts": "2026-01-01T10:59:00Z", "attempt": 1,
+            "decision": "climb micro_batch_x2", "reason": "measured peak leaves room",
+        })))
+        .unwrap();
+        let h = cut.gpu_hours().unwrap();
+        assert_eq!((h.succeeded, h.failed), (0.0, 1.0));
         let json = r.to_json();
         assert_eq!(json["attempts"][0]["decision"], "climb micro_batch_x2");
         assert_eq!(json["attempts"][1]["job_state"], "failed (exit code 1)");

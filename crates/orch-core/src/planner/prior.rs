@@ -220,10 +220,14 @@ impl Prior {
             .iter()
             .filter_map(|o| o.measured.as_ref().and_then(|m| m.sequence_tokens))
             .next_back();
-        let alike = |pr: &PredictedMemory| match (pr.sequence_tokens, latest) {
-            (None, None) => true,
-            (Some(a), Some(b)) => (a - b).abs() <= 0.05 * b,
-            _ => false,
+        // Nor does a prediction of another revision of the memory model (an older orch's).
+        let alike = |pr: &PredictedMemory| {
+            pr.model_revision.unwrap_or(1) == trainer.revision
+                && match (pr.sequence_tokens, latest) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => (a - b).abs() <= 0.05 * b,
+                    _ => false,
+                }
         };
         for o in obs {
             let from = format!("run {} attempt {}", o.run, o.attempt);
@@ -354,22 +358,27 @@ impl Prior {
             split.tokens *= k;
             split
         });
-        p.split = allocated.or_else(|| Split::fit(&points)).map(|mut split| {
-            // An out-of-memory's device figure, as this split predicts it: its factor on the
-            // prediction's device peak.
-            let device: Vec<(f64, f64, f64)> = needs
-                .iter()
-                .filter_map(|(needed, pr)| {
-                    let (total, fixed) = split.parts(pr)?;
-                    // f × peak ≥ needed, in the split's own figures: a·S + b·D ≥ needed ×
-                    // total / peak.
-                    (pr.peak_gib > 0.0)
-                        .then(|| (needed / pr.peak_gib * total, fixed, total - fixed))
-                })
-                .collect();
-            split.raise_to(device.into_iter());
-            split
-        });
+        p.split = allocated
+            .or_else(|| Split::fit(&points))
+            // An out-of-memory whose prediction does not separate the parts cannot bound the
+            // split: the single scale (which it raised) stays in charge.
+            .filter(|split| needs.iter().all(|(_, pr)| split.parts(pr).is_some()))
+            .map(|mut split| {
+                // An out-of-memory's device figure, as this split predicts it: its factor on the
+                // prediction's device peak.
+                let device: Vec<(f64, f64, f64)> = needs
+                    .iter()
+                    .filter_map(|(needed, pr)| {
+                        let (total, fixed) = split.parts(pr)?;
+                        // f × peak ≥ needed, in the split's own figures: a·S + b·D ≥ needed ×
+                        // total / peak.
+                        (pr.peak_gib > 0.0)
+                            .then(|| (needed / pr.peak_gib * total, fixed, total - fixed))
+                    })
+                    .collect();
+                split.raise_to(device.into_iter());
+                split
+            });
         if let Some((r, from)) = &ratio {
             p.notes.push(format!(
                 "measured peaks on this card were up to ×{r:.2} the estimate ({from})"
@@ -455,7 +464,7 @@ pub fn load_with(
 }
 
 /// How a trainer's log states what it measured.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct Reports {
     /// Its tokens/s is per GPU (verl's `perf/throughput`) rather than for the whole job
     /// (train.py's `tokens/s`).
@@ -463,6 +472,8 @@ pub struct Reports {
     /// Its memory figure is what was in use when it logged, not torch's peak (AReaL's
     /// `Memory-Usage` lines: see `orch_classify::measure`).
     pub peak_is_lower_bound: bool,
+    /// Its memory model's revision: only predictions of this one are calibrated against.
+    pub revision: u32,
 }
 
 impl Reports {
@@ -472,6 +483,7 @@ impl Reports {
         Reports {
             tokens_per_gpu: model.log_tokens_per_gpu,
             peak_is_lower_bound: model.log_peak_is_lower_bound,
+            revision: model.revision,
         }
     }
 }
@@ -486,6 +498,11 @@ mod tests {
     const PER_GPU: Reports = Reports {
         tokens_per_gpu: true,
         peak_is_lower_bound: false,
+        revision: 1,
+    };
+    const PLAIN: Reports = Reports {
+        tokens_per_gpu: false,
+        ..PER_GPU
     };
 
     fn obs(settings: &str, outcome: Outcome, predicted: f64, measured: Option<f64>) -> Observation {
@@ -519,6 +536,7 @@ mod tests {
                 sequence_tokens: None,
                 static_reserved_gib: None,
                 static_allocated_gib: None,
+                model_revision: Some(1),
             }),
             measured: measured.map(|m| Measured {
                 peak_reserved_gib: Some(m),
@@ -537,7 +555,7 @@ mod tests {
                 obs("a", Outcome::Succeeded, 60.0, Some(45.0)),
                 obs("b", Outcome::Succeeded, 40.0, Some(32.0)),
             ],
-            Reports::default(),
+            PLAIN,
             None,
         );
         assert_eq!(p.scale, Some(0.8)); // the larger of 0.75 and 0.8
@@ -653,6 +671,7 @@ mod tests {
         let areal = Reports {
             tokens_per_gpu: false,
             peak_is_lower_bound: true,
+            revision: 1,
         };
         let low = Prior::from_observations(
             &[obs("a", Outcome::Succeeded, 60.0, Some(30.0))],
@@ -666,6 +685,56 @@ mod tests {
             None,
         );
         assert_eq!(high.scale, Some(1.1), "{high:?}");
+    }
+
+    #[test]
+    fn a_prediction_of_another_revision_of_the_memory_model_calibrates_nothing() {
+        let oom = Outcome::Failed(FailureClass::GpuOom);
+        let revised = Reports {
+            revision: 2,
+            ..PER_GPU
+        };
+        let old = [
+            obs("a", Outcome::Succeeded, 60.0, Some(45.0)),
+            obs("big", oom, 70.0, None),
+        ];
+        let p = Prior::from_observations(&old, revised, None);
+        // What ran and what failed is still known; the old estimate's errors are not carried.
+        assert_eq!(p.scale, None, "{p:?}");
+        assert!(p.good.contains_key("a") && p.bad.contains_key("big"));
+        // A record without a revision is revision 1; the same revision calibrates.
+        let mut unstamped = old.clone();
+        for o in &mut unstamped {
+            o.predicted.as_mut().unwrap().model_revision = None;
+        }
+        let p = Prior::from_observations(&unstamped, PER_GPU, None);
+        assert!((p.scale.unwrap() - 79.18 / 71.0).abs() < 1e-9, "{p:?}");
+    }
+
+    #[test]
+    fn an_oom_without_parts_keeps_the_split_out() {
+        let with_parts = |settings: &str, predicted: f64, fixed: f64, measured: f64| {
+            let mut o = obs(settings, Outcome::Succeeded, predicted, Some(measured));
+            o.predicted.as_mut().unwrap().static_reserved_gib = Some(fixed);
+            o
+        };
+        // The truth: 1.5 × static + 0.3 × tokens; two peaks whose token parts differ.
+        let peaks = [
+            with_parts("a", 42.0, 30.0, 48.6),
+            with_parts("b", 54.0, 30.0, 52.2),
+        ];
+        let p = Prior::from_observations(&peaks, PER_GPU, None);
+        assert!(p.split.is_some(), "{p:?}");
+        let mut with_oom = peaks.to_vec();
+        with_oom.push(obs(
+            "big",
+            Outcome::Failed(FailureClass::GpuOom),
+            70.0,
+            None,
+        ));
+        let p = Prior::from_observations(&with_oom, PER_GPU, None);
+        assert_eq!(p.split, None, "{p:?}");
+        assert!(p.scale.unwrap() >= 79.18 / 71.0, "{p:?}");
     }
 
     #[test]

@@ -698,7 +698,11 @@ fn two_measured_peaks_calibrate_the_static_and_token_parts_apart() {
     assert_eq!(value(&micro4, "micro_batch_size"), "4");
     let reserved = |p: &Plan| Some((truth(p) * 100.0).round() / 100.0);
     let preflight_after = |obs: &[crate::evidence_store::Observation]| {
-        let prior = super::Prior::from_observations(obs, super::prior::Reports::default(), None);
+        let prior = super::Prior::from_observations(
+            obs,
+            super::prior::Reports::of(orch_memory::estimate::Trainer::Torchrun),
+            None,
+        );
         let mut notes = Vec::new();
         let chosen = super::preflight_with(&setup, &estimator, &written, &prior, &mut notes)
             .unwrap_or_else(|| panic!("no move: {notes:?}"));
@@ -793,7 +797,11 @@ fn a_climbed_attempt_climbs_again_once_two_peaks_tell_the_parts_apart() {
         .map(|p| p.canonical(&setup))
         .collect();
     let climb_with = |obs: &[crate::evidence_store::Observation]| {
-        let prior = super::Prior::from_observations(obs, super::prior::Reports::default(), None);
+        let prior = super::Prior::from_observations(
+            obs,
+            super::prior::Reports::of(orch_memory::estimate::Trainer::Torchrun),
+            None,
+        );
         let mut notes = Vec::new();
         let climb = super::climb::climb(
             &Context {

@@ -162,8 +162,9 @@ impl RunDriver {
         };
         let measured = live.measured()?;
         let (step, step_s) = live.pace.stable(spec.warmup_steps, spec.stable_steps)?;
-        // The run's length as the experiment states it: a template's default is not what the
-        // trainer uses when the key is left out (torchrun-yaml's keys say 100000, train.py 100).
+        // The run's length as the experiment states it: a template's default is what orch's
+        // example script does without the key, not necessarily the user's own script (the
+        // torchrun template runs any `vars.entry`).
         let total = self.plan_value(&spec.total_steps_key, false)?;
         let checkpoint_every = self.plan_value(&spec.checkpoint_every_key, true)?;
         let queued: Vec<f64> = self

@@ -286,6 +286,7 @@ pub static MODEL: TrainerModel = TrainerModel {
     how_to_know: ARCHITECTURE_FROM_EXPERIMENT,
     log_tokens_per_gpu: false,
     log_peak_is_lower_bound: true,
+    revision: 1,
 };
 
 /// AReaL's configuration from a plan, on the model's shape (or a stand-in of its size).

@@ -109,6 +109,12 @@ pub struct TrainerModel {
     pub log_tokens_per_gpu: bool,
     /// Its log's memory figure is what was in use when it logged, not torch's peak.
     pub log_peak_is_lower_bound: bool,
+    /// The revision of its memory model: raised whenever a change to the estimator moves its
+    /// prediction of a configuration. Predictions are stored with it, and a measured peak
+    /// calibrates only predictions of the same revision (a ratio to an older, different
+    /// prediction would carry that difference into every new one). Predictions stored before
+    /// revisions were recorded are revision 1.
+    pub revision: u32,
 }
 
 /// The usual answer to [`TrainerModel::how_to_know`].

@@ -570,6 +570,7 @@ pub static MODEL: TrainerModel = TrainerModel {
     how_to_know: ARCHITECTURE_FROM_EXPERIMENT,
     log_tokens_per_gpu: false,
     log_peak_is_lower_bound: false,
+    revision: 1,
 };
 
 /// rl-swarm's configuration from a plan (the card's own memory decides its VRAM rule when no

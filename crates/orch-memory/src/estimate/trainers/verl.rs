@@ -603,6 +603,8 @@ pub static MODEL: TrainerModel = TrainerModel {
     how_to_know: ARCHITECTURE_FROM_EXPERIMENT,
     log_tokens_per_gpu: true,
     log_peak_is_lower_bound: false,
+    // 2: a dynamic micro-batch holds its balanced share, not the whole token budget.
+    revision: 2,
 };
 
 /// verl's configuration from a plan, with the real tokens per sequence an earlier attempt
