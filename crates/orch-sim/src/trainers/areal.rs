@@ -42,8 +42,7 @@ struct Run {
     port: u32,
 }
 
-/// A step's outcome: go on, or end the run with this exit code.
-type Step<T> = Result<T, i32>;
+use super::Step;
 
 fn recover_info(dir: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(dir.join("recover_info.json")).ok()?;

@@ -15,6 +15,9 @@ mod rl_swarm;
 mod torchrun;
 mod verl;
 
+/// A step of a simulated run: go on with its result, or end the run with this exit code.
+pub(crate) type Step<T> = Result<T, i32>;
+
 /// One simulated trainer: which trainer's estimate it prints around, and its runner.
 pub(crate) struct SimTrainer {
     /// The trainer it stands in for.

@@ -41,8 +41,7 @@ struct Run {
     max_round: u64,
 }
 
-/// A step's outcome: go on, or end the run with this exit code.
-type Step<T> = Result<T, i32>;
+use super::Step;
 
 /// Simulate the node with the launcher's own `args`; the exit code.
 pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {

@@ -36,8 +36,7 @@ struct Run {
     rank0: u32,
 }
 
-/// A step's outcome: go on, or end the run with this exit code.
-type Step<T> = Result<T, i32>;
+use super::Step;
 
 /// Simulate torchrun with the trainer's own `args`; the exit code.
 pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {

@@ -88,8 +88,7 @@ impl Run {
     }
 }
 
-/// A step's outcome: go on, or end the run with this exit code.
-type Step<T> = Result<T, i32>;
+use crate::trainers::Step;
 
 /// Simulate verl with the trainer's own `args`; the exit code.
 pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
