@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::support::sshd::Sshd;
-use crate::support::{Orch, attempts, fake_nvidia_smi, finished, orch_bin, write_exe};
+use crate::support::{Orch, QWEN3B, attempts, fake_nvidia_smi, finished, orch_bin, write_exe};
 
 /// The sshd these tests share (not the ones orch-ssh's tests start).
 fn sshd() -> &'static Sshd {
@@ -379,4 +379,57 @@ fn cancel_of_a_cloud_run_kills_the_remote_process_group() {
         "0",
         "the remote job still runs"
     );
+}
+
+#[test]
+fn a_climb_on_a_cloud_machine_stops_the_remote_job_and_resumes_there() {
+    // As the local climb test (tests/local_loop.rs), on the SSH backend, where climbing is on
+    // by default: the steps are read from the remote log, the remote job is stopped at its
+    // checkpoint, and the faster configuration resumes from the checkpoint on that machine.
+    let (orch, remote) = remote_orch();
+    let orch = orch
+        .env("ORCH_PREFLIGHT", "on")
+        .file("experiments/qwen3b.yaml", QWEN3B);
+    let mut args = on_host(
+        "ssh",
+        &remote,
+        &["--poll-interval", "0.3", "--json", "--profile", "h100-80g"],
+    );
+    args[1] = "qwen3b".into();
+    for env in [
+        "env.ORCH_SIM_STEPS=100",
+        "env.ORCH_SIM_STEP_SECONDS=0.2",
+        "env.ORCH_SIM_MEMORY_SCALE=0.7",
+    ] {
+        args.extend(["--set".to_string(), env.to_string()]);
+    }
+    let run = orch.expect(&strs(&args), 0);
+    let json = run.json();
+    let list = attempts(&json);
+    assert_eq!(json["state"], "succeeded", "{}", run.stderr);
+    assert_eq!(list.len(), 2, "{}", run.stderr);
+    assert_eq!(list[0]["outcome"], "cancelled", "{json}");
+    assert!(
+        list[0]["decision"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("climb ")),
+        "{json}"
+    );
+    assert_eq!(list[1]["resume"], true, "{json}");
+    assert_eq!(list[1]["outcome"], "succeeded", "{json}");
+    assert_eq!(list[1]["changes_semantics"], false, "{json}");
+    // The second attempt continued from the first one's checkpoint on the remote machine.
+    let id = json["run"].as_str().unwrap();
+    let log = std::fs::read_to_string(remote.join(id).join("attempts/2/stdout.log")).unwrap();
+    let first_step: u64 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("step ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no step line: {log}"));
+    assert!(
+        first_step > 1,
+        "started again from step {first_step}: {log}"
+    );
+    // Kept time, not failed: the climbed attempt's GPU-hours count with the success.
+    let hours = &json["gpu_hours"];
+    assert!(hours["failed"].as_f64() == Some(0.0), "{json}");
 }

@@ -408,3 +408,13 @@ fn diamonds_without_preemption() -> String {
     }
     out
 }
+
+/// A Qwen2.5-3B-shaped model (config.json values from models/qwen2.5.yaml) pretrained with
+/// torchrun on four H100s, written with a micro batch the card cannot hold.
+pub const QWEN3B: &str = "description: torchrun pretraining of a Qwen2.5-3B-shaped model\n\
+template: torchrun-yaml\nprofile: h100-80g\nladder: torchrun-yaml\nmodel: Qwen/Qwen2.5-3B\n\
+train_files: data/train.bin\nseed: 0\n\
+architecture: {hidden_size: 2048, num_hidden_layers: 36, num_attention_heads: 16, \
+num_key_value_heads: 2, intermediate_size: 11008, vocab_size: 151936, tie_word_embeddings: true}\n\
+overrides:\n  micro_batch_size: 16\n  gradient_accumulation_steps: 2\n  max_seq_len: 2048\n  \
+gradient_checkpointing: false\n  precision: bf16\n  max_steps: 100\n  save_every: 1\n";
