@@ -280,6 +280,13 @@ impl Learned {
         {
             split.fixed *= ratio / by_split;
             split.tokens *= ratio / by_split;
+            self.notes.push(format!(
+                "the {} demand was at least {:.2} GiB where the estimate said {:.2}: the measured parts raised to {}",
+                phase.as_str(),
+                observed.max(floor),
+                model,
+                split.describe()
+            ));
         }
         if ratio > self.scale * (1.0 + SAME_NUMBERS) {
             self.scale = ratio;
