@@ -753,6 +753,35 @@ async fn a_run_stopped_at_any_crash_point_resumes_from_its_ledger_and_submits_ea
     }
 }
 
+#[tokio::test]
+async fn a_resumed_watcher_does_not_time_a_start_up_it_did_not_see() {
+    let world = World::new(Fake::new([ok()]));
+    let ctx = world.ctx();
+    let mut d = world.submit(5);
+    let id = d.run().id.clone();
+    steps(&mut d, &ctx, 2).await;
+    d.observe(Some(&JobState::Running), &ctx).await.unwrap();
+    let Phase::Live(live) = d.phase() else {
+        panic!("not live: {}", d.phase().name())
+    };
+    assert!(live.pace.running_at.is_some());
+    assert!(live.running_since.is_some());
+    // Another orch takes the run on while the job runs: its start-up is not this orch's to
+    // time (a climb then weighs the template's restart_s).
+    drop(d);
+    let mut resumed = world.reattach(&id).await;
+    resumed
+        .observe(Some(&JobState::Running), &ctx)
+        .await
+        .unwrap();
+    let Phase::Live(live) = resumed.phase() else {
+        panic!("not live: {}", resumed.phase().name())
+    };
+    assert!(live.running_since.is_some());
+    assert!(live.pace.running_at.is_none());
+    assert_eq!(live.pace.startup_s(), None);
+}
+
 /// A Qwen2.5-3B-shaped model pretrained with torchrun, written with a micro batch no card
 /// holds, checkpointing every step, for a long run.
 const CLIMBER: &str = "description: climbs\ntemplate: torchrun-yaml\nprofile: h100-80g\n\

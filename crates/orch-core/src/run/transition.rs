@@ -413,7 +413,12 @@ impl RunDriver {
                 if live.queue != Queue::Running {
                     // The clock starts when the job starts, not while it queues.
                     live.last_growth = Instant::now();
-                    live.pace.running_at.get_or_insert_with(Instant::now);
+                    // The start-up a climb weighs is measured only from a start this orch saw:
+                    // a job an earlier watcher saw running (this orch resumed it) has its first
+                    // steps in the log already, and would read as starting in no time.
+                    if live.running_since.is_none() {
+                        live.pace.running_at.get_or_insert_with(Instant::now);
+                    }
                 }
                 if live.running_since.is_none() {
                     let ts = now();
