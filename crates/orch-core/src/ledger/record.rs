@@ -519,24 +519,29 @@ mod gpu_hours_tests {
 
     #[test]
     fn an_attempt_a_climb_stopped_counts_as_kept_and_another_cancel_as_not() {
-        let mut r = RunRecord::created(&created()).unwrap();
-        // Climbed: decided first, then stopped at its checkpoint (1 GPU-hour kept).
-        attempt(
-            &mut r,
-            1,
-            Some(1),
-            (
-                "2026-01-01T10:00:00Z",
-                Some("2026-01-01T10:00:00Z"),
-                "2026-01-01T11:00:00Z",
-            ),
-            "cancelled",
-        );
-        r.apply(event(serde_json::json!({
-            "event": "decided", "ts": "2026-01-01T10:59:00Z", "attempt": 1,
-            "decision": "climb micro_batch_x2", "reason": "measured peak leaves room",
-        })))
-        .unwrap();
+        // An hour on one GPU, a climb decided, then the job cancelled.
+        let climb_decided = || {
+            let mut r = RunRecord::created(&created()).unwrap();
+            attempt(
+                &mut r,
+                1,
+                Some(1),
+                (
+                    "2026-01-01T10:00:00Z",
+                    Some("2026-01-01T10:00:00Z"),
+                    "2026-01-01T11:00:00Z",
+                ),
+                "cancelled",
+            );
+            r.apply(event(serde_json::json!({
+                "event": "decided", "ts": "2026-01-01T10:59:00Z", "attempt": 1,
+                "decision": "climb micro_batch_x2", "reason": "measured peak leaves room",
+            })))
+            .unwrap();
+            r
+        };
+        // Climbed: stopped at its checkpoint and the run went on (1 GPU-hour kept).
+        let mut r = climb_decided();
         // A user's cancel while running (2 GPU-hours lost).
         attempt(
             &mut r,
@@ -552,24 +557,7 @@ mod gpu_hours_tests {
         let h = r.gpu_hours().unwrap();
         assert_eq!((h.succeeded, h.failed), (1.0, 2.0));
         // A climb decided, then the user's cancel before the stop: the run ended there.
-        let mut cut = RunRecord::created(&created()).unwrap();
-        attempt(
-            &mut cut,
-            1,
-            Some(1),
-            (
-                "2026-01-01T10:00:00Z",
-                Some("2026-01-01T10:00:00Z"),
-                "2026-01-01T11:00:00Z",
-            ),
-            "cancelled",
-        );
-        cut.apply(event(serde_json::json!({
-            "event": "decided", "ts": "2026-01-01T10:59:00Z", "attempt": 1,
-            "decision": "climb micro_batch_x2", "reason": "measured peak leaves room",
-        })))
-        .unwrap();
-        let h = cut.gpu_hours().unwrap();
+        let h = climb_decided().gpu_hours().unwrap();
         assert_eq!((h.succeeded, h.failed), (0.0, 1.0));
         let json = r.to_json();
         assert_eq!(json["attempts"][0]["decision"], "climb micro_batch_x2");
