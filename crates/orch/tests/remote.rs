@@ -389,6 +389,8 @@ fn a_climb_on_a_cloud_machine_stops_the_remote_job_and_resumes_there() {
     let (orch, remote) = remote_orch();
     let orch = orch
         .env("ORCH_PREFLIGHT", "on")
+        // The climb's reasons (orch_core::run::climb) reach the failure message.
+        .env("ORCH_LOG", "orch_core::run::climb=debug")
         .file("experiments/qwen3b.yaml", QWEN3B);
     let mut args = on_host(
         "ssh",
@@ -396,9 +398,13 @@ fn a_climb_on_a_cloud_machine_stops_the_remote_job_and_resumes_there() {
         &["--poll-interval", "0.3", "--json", "--profile", "h100-80g"],
     );
     args[1] = "qwen3b".into();
+    // Long enough that a climb pays against a restart over SSH on a loaded CI machine (~4 s
+    // measured there, and the first look at the pace only ~20 steps in): 100 steps of 0.2 s
+    // saved too little to pay for it. The run's length orch weighs is `max_steps`.
     for env in [
-        "env.ORCH_SIM_STEPS=100",
-        "env.ORCH_SIM_STEP_SECONDS=0.2",
+        "max_steps=300",
+        "env.ORCH_SIM_STEPS=300",
+        "env.ORCH_SIM_STEP_SECONDS=0.12",
         "env.ORCH_SIM_MEMORY_SCALE=0.7",
     ] {
         args.extend(["--set".to_string(), env.to_string()]);

@@ -40,6 +40,9 @@ pub struct Pace {
     /// Seconds from the job starting to its first step (model and checkpoint load), when
     /// this orch saw both.
     pub startup_s: Option<f64>,
+    /// Seconds from submitting the job to its first step, when this orch submitted it: an
+    /// upper bound on the start-up (it includes the queue wait) where that was not seen.
+    pub startup_bound_s: Option<f64>,
     /// Seconds this run's attempts waited in the queue, on average.
     pub queue_s: f64,
     /// The checkpoint interval, in steps.
@@ -73,7 +76,12 @@ impl Value {
         let at = pace.step.div_ceil(every) * every;
         let remaining = pace.total.saturating_sub(at);
         let saved_s = remaining as f64 * pace.step_s * (1.0 - 1.0 / speedup);
-        let restart_s = pace.startup_s.unwrap_or(spec.restart_s) + pace.queue_s + pace.step_s;
+        let startup_s = pace.startup_s.unwrap_or_else(|| {
+            // The template's figure is a prior; a bound this run measured caps it.
+            pace.startup_bound_s
+                .map_or(spec.restart_s, |bound| bound.min(spec.restart_s))
+        });
+        let restart_s = startup_s + pace.queue_s + pace.step_s;
         let p = oom_chance;
         // An OOM costs the failed attempt's start and first step, and the restart back.
         let expected_s = (1.0 - p) * (saved_s - restart_s) - p * (2.0 * restart_s + pace.step_s);
@@ -271,6 +279,7 @@ mod tests {
             total,
             step_s: 2.0,
             startup_s: None,
+            startup_bound_s: None,
             queue_s: 0.0,
             checkpoint_every: 10,
             peak_gib: 40.0,
@@ -304,6 +313,14 @@ mod tests {
         assert!((queued.restart_s - 312.0).abs() < 1e-9, "{queued:?}");
         // 190 steps × 2 s × (1 − 1/1.5) = 126.7 s saved < 312 s: it does not pay.
         assert!(queued.expected_s < 0.0, "{queued:?}");
+        // Where the job was not seen starting, the time from submission to the first step
+        // caps the template's figure, and never raises it.
+        p.startup_s = None;
+        p.queue_s = 0.0;
+        p.startup_bound_s = Some(5.0);
+        assert!((Value::of(&p, &spec(), 1.5, 0.0).restart_s - 7.0).abs() < 1e-9);
+        p.startup_bound_s = Some(600.0);
+        assert!((Value::of(&p, &spec(), 1.5, 0.0).restart_s - 62.0).abs() < 1e-9);
         assert_eq!(duration(45.0), "45 s");
         assert_eq!(duration(600.0), "10 min");
         assert_eq!(duration(9000.0), "2.5 h");

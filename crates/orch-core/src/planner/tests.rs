@@ -788,6 +788,7 @@ fn a_climbed_attempt_climbs_again_once_two_peaks_tell_the_parts_apart() {
         total: 2000,
         step_s: 2.0,
         startup_s: Some(60.0),
+        startup_bound_s: None,
         queue_s: 0.0,
         checkpoint_every: 50,
         peak_gib: truth(&micro2),

@@ -179,6 +179,7 @@ impl RunDriver {
             total,
             step_s,
             startup_s: live.pace.startup_s(),
+            startup_bound_s: live.pace.startup_bound_s(),
             queue_s: if queued.is_empty() {
                 0.0
             } else {

@@ -161,6 +161,8 @@ pub struct Live {
 /// step a climb is decided by (the trainer's own step times are not in every log format).
 #[derive(Debug, Default, Clone)]
 pub struct Pace {
+    /// When this orch submitted the job (not known of a job it recovered or resumed).
+    pub submitted_at: Option<Instant>,
     /// When the job was seen running.
     pub running_at: Option<Instant>,
     /// The first steps seen, with when (at most [`Pace::KEPT`]).
@@ -191,6 +193,15 @@ impl Pace {
         let running = self.running_at?;
         // A step read before the job was seen running says nothing of its start-up.
         (*first >= running).then(|| first.duration_since(running).as_secs_f64())
+    }
+
+    /// Seconds from this orch submitting the job to its first step: at most the start-up plus
+    /// the queue wait, all that is known of the start-up when the first step arrived before
+    /// a poll saw the job running (a loaded login node, a slow SSH round trip).
+    pub fn startup_bound_s(&self) -> Option<f64> {
+        let (_, first) = self.first.first()?;
+        let submitted = self.submitted_at?;
+        Some(first.saturating_duration_since(submitted).as_secs_f64())
     }
 
     /// `(latest step, seconds per step)` over the steps after the first `warmup` seen, when
@@ -311,6 +322,13 @@ impl LogEnd {
 }
 
 impl Live {
+    /// Follow the logs of a job this orch has just submitted, timing its start-up from now.
+    pub fn submitted(job: JobRef, backend: &dyn Backend, swallowed: &[SwallowRule]) -> Live {
+        let mut live = Live::new(job, backend, swallowed);
+        live.pace.submitted_at = Some(Instant::now());
+        live
+    }
+
     /// Follow a submitted job's logs from their start.
     pub fn new(job: JobRef, backend: &dyn Backend, swallowed: &[SwallowRule]) -> Live {
         let log = |label: &str| LogFile {
@@ -473,5 +491,28 @@ mod log_end_tests {
             Some((1, "killed mid-line".into()))
         );
         assert_eq!(fed(&["\n\n"]), None);
+    }
+}
+
+#[cfg(test)]
+mod pace_tests {
+    use std::time::{Duration, Instant};
+
+    use super::Pace;
+
+    #[test]
+    fn a_first_step_read_before_the_job_was_seen_running_only_bounds_the_start_up() {
+        let submitted = Instant::now();
+        let mut pace = Pace {
+            submitted_at: Some(submitted),
+            ..Pace::default()
+        };
+        pace.first.push((1, submitted + Duration::from_secs(3)));
+        pace.running_at = Some(submitted + Duration::from_secs(4));
+        assert_eq!(pace.startup_s(), None);
+        assert_eq!(pace.startup_bound_s(), Some(3.0));
+        // Seen running first: the start-up itself.
+        pace.running_at = Some(submitted + Duration::from_secs(1));
+        assert_eq!(pace.startup_s(), Some(2.0));
     }
 }

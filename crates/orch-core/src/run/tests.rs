@@ -765,6 +765,7 @@ async fn a_resumed_watcher_does_not_time_a_start_up_it_did_not_see() {
         panic!("not live: {}", d.phase().name())
     };
     assert!(live.pace.running_at.is_some());
+    assert!(live.pace.submitted_at.is_some());
     assert!(live.running_since.is_some());
     // Another orch takes the run on while the job runs: its start-up is not this orch's to
     // time (a climb then weighs the template's restart_s).
@@ -780,6 +781,7 @@ async fn a_resumed_watcher_does_not_time_a_start_up_it_did_not_see() {
     assert!(live.running_since.is_some());
     assert!(live.pace.running_at.is_none());
     assert_eq!(live.pace.startup_s(), None);
+    assert_eq!(live.pace.startup_bound_s(), None);
 }
 
 /// A Qwen2.5-3B-shaped model pretrained with torchrun, written with a micro batch no card

@@ -287,7 +287,7 @@ impl RunDriver {
                 devices: devices.as_deref(),
             },
         );
-        Ok(Phase::Live(Live::new(
+        Ok(Phase::Live(Live::submitted(
             job,
             ctx.backend,
             &self.setup.template.spec.swallowed,
