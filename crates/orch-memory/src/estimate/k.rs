@@ -22,6 +22,19 @@ pub const REMOVE_PADDING_FILL: f64 = 0.635;
 /// `logprobs_from_logits` (flash-attn's `cross_entropy_loss`, `inplace_backward=True`,
 /// `verl/utils/torch_functional.py` at b178a3cd5) writes the gradient into the logits.
 pub const VERL_LOGITS_BYTES: f64 = 10.0;
+/// verl `entropy_from_logits_with_chunking` under `entropy_checkpointing`, per token per vocab
+/// entry of one chunk: its `.float()` copy (4), softmax (4) and `softmax * logits` (4) in
+/// flight at once (`verl/utils/torch_functional.py` at b178a3cd5, L258-262).
+pub const VERL_ENTROPY_CHUNK_BYTES: f64 = 12.0;
+/// verl fused kernels, torch backend: the most one chunk's backward holds at once, per token
+/// per vocab entry (`_fused_linear_for_ppo_bwd`, `verl/utils/experimental/torch_functional.py`
+/// at b178a3cd5, L40-72): the fp32 logits (4), `probs` (4), `one_hot_input` (4), `one_hot_input
+/// - probs` (4) and its product with `dlog_probs` (4).
+pub const VERL_FUSED_TORCH_BWD_BYTES: f64 = 20.0;
+/// The same when the entropy is a term of the loss (`dentropy` given): `dlogits` (4) stays
+/// while `log_probs` (4), `log_probs + entropy` and the products (4 + 4, two at a time) are
+/// made, 28 B in all.
+pub const VERL_FUSED_TORCH_BWD_ENTROPY_BYTES: f64 = 8.0;
 /// AReaL: bf16 logits (2) and one fp32 buffer of the compiled, fused log-softmax (4).
 pub const AREAL_LOGITS_BYTES: f64 = 6.0;
 /// Activations per token per hidden unit per layer without checkpointing, bf16

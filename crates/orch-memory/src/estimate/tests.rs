@@ -807,6 +807,192 @@ fn verl_entropy_pass_only_when_the_update_computes_it() {
     assert!(coeff.failure.is_some());
 }
 
+/// The loss's tensors of a verl estimate (logits, entropy, fused working sets), GiB.
+fn loss_gib(e: &Estimate) -> f64 {
+    e.train_items
+        .iter()
+        .filter(|i| {
+            ["logits", "softmax", "entropy", "fused"]
+                .iter()
+                .any(|w| i.label.contains(w))
+        })
+        .map(|i| i.gib)
+        .sum()
+}
+
+/// Seed 002's diamonds (31.2k tokens of Qwen2.5-7B per micro-batch, entropy in the loss) with
+/// `extra` on top.
+fn diamonds_with(extra: &[(&'static str, &'static str)]) -> Estimate {
+    verl(h100(false), &with(&diamonds(), extra))
+}
+
+/// verl's fused kernels compute log-probs and entropy from the hidden states a chunk at a
+/// time: the 44 GiB of bf16 logits, fp32 copy and softmax of seed 002's micro-batch become one
+/// 512-token chunk's backward (28 B × 512 × 152,064 = 2.03 GiB), and the seed fits.
+#[test]
+fn verl_fused_kernels_hold_one_chunk_instead_of_the_logits() {
+    let plain = diamonds_with(&[]);
+    let fused = diamonds_with(&[("actor_rollout_ref.model.use_fused_kernels", "True")]);
+    assert!(
+        (loss_gib(&plain) - 44.2).abs() < 0.1,
+        "{}",
+        loss_gib(&plain)
+    );
+    assert!(
+        (loss_gib(&fused) - 2.03).abs() < 0.01,
+        "{}",
+        loss_gib(&fused)
+    );
+    assert!(
+        !fused
+            .train_items
+            .iter()
+            .any(|i| i.label.contains("lm_head")),
+        "{:?}",
+        fused.train_items
+    );
+    // The peak falls by the logits less the chunk, give or take the allocator's slack.
+    let saved = plain.train_peak_gib - fused.train_peak_gib;
+    let expected = loss_gib(&plain) - loss_gib(&fused);
+    assert!(
+        saved > 0.9 * expected && saved < 1.15 * expected,
+        "{saved} vs {expected}"
+    );
+    assert!(plain.failure.is_some());
+    assert!(fused.failure.is_none(), "{:?}", fused.failure);
+    // Without the entropy in the loss the backward's chunk needs 20 B, not 28.
+    let logged = diamonds_with(&[
+        ("actor_rollout_ref.model.use_fused_kernels", "True"),
+        ("actor_rollout_ref.actor.entropy_coeff", "0"),
+        ("actor_rollout_ref.actor.calculate_entropy", "True"),
+    ]);
+    assert!((loss_gib(&logged) / loss_gib(&fused) - 20.0 / 28.0).abs() < 1e-9);
+}
+
+/// The actor's own key wins over the model's (verl's `actor.use_fused_kernels` defaults to the
+/// model's); the triton backend holds per-token statistics and one bf16 vocabulary split.
+#[test]
+fn verl_fused_kernels_keys_and_backends() {
+    let v = |extra: &[(&'static str, &'static str)]| {
+        VerlConfig::from_overrides(&with(&diamonds(), extra)).fused_kernels
+    };
+    assert_eq!(v(&[]), None);
+    assert_eq!(
+        v(&[("actor_rollout_ref.actor.use_fused_kernels", "true")]),
+        Some(FusedKernels::Torch { chunk_tokens: 512 })
+    );
+    assert_eq!(
+        v(&[
+            ("actor_rollout_ref.model.use_fused_kernels", "true"),
+            ("actor_rollout_ref.actor.use_fused_kernels", "false"),
+        ]),
+        None
+    );
+    let triton = &[
+        ("actor_rollout_ref.model.use_fused_kernels", "true"),
+        (
+            "actor_rollout_ref.model.fused_kernel_options.impl_backend",
+            "triton",
+        ),
+    ];
+    assert_eq!(
+        v(triton),
+        Some(FusedKernels::Triton {
+            stat_split: 1024,
+            dlogits_split: 9504
+        })
+    );
+    let e = diamonds_with(triton);
+    // 31.2k tokens × 9504 × 2 B of d_logits; 3 × 149 splits × 4 B of statistics.
+    let tokens = e.tokens_per_micro;
+    let expected = (2.0 * 9504.0 + 12.0 * 149.0) * tokens / GIB;
+    assert!((loss_gib(&e) - expected).abs() < 1e-9, "{}", loss_gib(&e));
+    assert!(loss_gib(&e) < loss_gib(&diamonds_with(&triton[..1])));
+}
+
+/// `entropy_from_logits_with_chunking` under autograd still keeps every chunk's fp32 copy and
+/// softmax for the backward: the same bytes in 2048-token tensors (the OOM asks for one chunk,
+/// not 17.66 GiB). Only with `entropy_checkpointing`, and the entropy outside the loss, does
+/// the update hold no more than one chunk's working set; in the loss the backward's
+/// recomputation brings it all back.
+#[test]
+fn verl_entropy_chunking_and_checkpointing() {
+    let plain = diamonds_with(&[]);
+    let chunked = diamonds_with(&[(
+        "actor_rollout_ref.actor.entropy_from_logits_with_chunking",
+        "True",
+    )]);
+    let chunk_fp32 = 4.0 * 2048.0 * 152_064.0 / GIB;
+    // The held tensors are the same; one chunk's product comes on top.
+    assert!((loss_gib(&chunked) - loss_gib(&plain) - chunk_fp32).abs() < 1e-9);
+    assert!((gpu_oom(&plain).tried_gib - 17.68).abs() < 0.01);
+    assert!(gpu_oom(&chunked).tried_gib <= chunk_fp32 + 1e-9);
+
+    let ckpt_in_loss = diamonds_with(&[
+        (
+            "actor_rollout_ref.actor.entropy_from_logits_with_chunking",
+            "True",
+        ),
+        ("actor_rollout_ref.actor.entropy_checkpointing", "True"),
+    ]);
+    assert_eq!(loss_gib(&ckpt_in_loss), loss_gib(&chunked));
+
+    let logged_only: &[(&'static str, &'static str)] = &[
+        ("actor_rollout_ref.actor.entropy_coeff", "0"),
+        ("actor_rollout_ref.actor.calculate_entropy", "True"),
+        ("actor_rollout_ref.actor.entropy_checkpointing", "True"),
+    ];
+    let ckpt = diamonds_with(logged_only);
+    let ckpt_chunked = diamonds_with(
+        &[
+            logged_only,
+            &[(
+                "actor_rollout_ref.actor.entropy_from_logits_with_chunking",
+                "True",
+            )],
+        ]
+        .concat(),
+    );
+    // Whole, the checkpointed entropy's tensors are still made at once in the forward.
+    assert_eq!(ckpt.train_peak_gib, plain.train_peak_gib);
+    // Chunked: bf16 logits plus one chunk's 12 B, where the whole entropy held 8 B per entry.
+    let bf16 = 2.0 * ckpt_chunked.tokens_per_micro * 152_064.0 / GIB;
+    assert!((loss_gib(&ckpt_chunked) - bf16 - 3.0 * chunk_fp32).abs() < 1e-9);
+    assert!(plain.train_peak_gib - ckpt_chunked.train_peak_gib > 25.0);
+    assert!(ckpt_chunked.failure.is_none(), "{:?}", ckpt_chunked.failure);
+}
+
+/// verl's defaults for the new keys change nothing: written out, they predict what leaving them
+/// out does.
+#[test]
+fn verl_fused_and_entropy_defaults_are_verls() {
+    let defaults = diamonds_with(&[
+        ("actor_rollout_ref.model.use_fused_kernels", "False"),
+        ("actor_rollout_ref.actor.use_fused_kernels", "False"),
+        (
+            "actor_rollout_ref.model.fused_kernel_options.impl_backend",
+            "torch",
+        ),
+        (
+            "actor_rollout_ref.actor.entropy_from_logits_with_chunking",
+            "False",
+        ),
+        ("actor_rollout_ref.actor.entropy_checkpointing", "False"),
+    ]);
+    let plain = diamonds_with(&[]);
+    assert_eq!(defaults.train_items, plain.train_items);
+    assert_eq!(defaults.train_peak_gib, plain.train_peak_gib);
+    let v = VerlConfig::from_overrides(&with(&diamonds(), &[]));
+    assert_eq!(
+        (
+            v.fused_kernels,
+            v.entropy_chunk_tokens,
+            v.entropy_checkpointing
+        ),
+        (None, None, false)
+    );
+}
+
 /// Dynamic batching packs at most `ppo_max_token_len_per_gpu × sp` tokens for a
 /// sequence-parallel group, so no GPU holds more than the budget; a fixed micro-batch is split
 /// over the group.

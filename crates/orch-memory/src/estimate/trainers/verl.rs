@@ -68,6 +68,23 @@ pub struct VerlConfig {
     /// != 0)` at b178a3cd5; since verl#1100, 25b0f2262, v0.4.0). Both default off in verl's
     /// `ppo_trainer.yaml` (`entropy_coeff: 0`).
     pub entropy: bool,
+    /// The entropy is a term of the loss (`actor.entropy_coeff` non-zero), so the backward
+    /// runs through it; with `calculate_entropy` alone it is computed and logged only
+    /// (`dp_actor.py` `update_policy`: `policy_loss -= entropy_agg * entropy_coeff` only when
+    /// `entropy_coeff != 0`, volcengine/verl at b178a3cd5).
+    pub entropy_in_loss: bool,
+    /// `actor.use_fused_kernels` (it follows `model.use_fused_kernels`, verl's
+    /// `actor/actor.yaml` at b178a3cd5) with `model.fused_kernel_options.impl_backend`: the
+    /// model returns log-probs and entropy computed from the hidden states, and the logits
+    /// never exist whole. None: off, verl's default.
+    pub fused_kernels: Option<FusedKernels>,
+    /// `actor.entropy_from_logits_with_chunking`: the entropy's fp32 copy and softmax are made
+    /// this many tokens at a time (`entropy_from_logits_with_chunking`'s `chunk_size`, 2048,
+    /// which `dp_actor.py` does not change). None: off, verl's default (`actor/dp_actor.yaml`).
+    pub entropy_chunk_tokens: Option<u64>,
+    /// `actor.entropy_checkpointing`: the entropy runs under `torch.utils.checkpoint`, keeping
+    /// nothing for the backward but its input (off by default, `actor/dp_actor.yaml`).
+    pub entropy_checkpointing: bool,
     /// `ref.fsdp_config.param_offload`: the reference model lives in host RAM.
     pub ref_param_offload: bool,
     /// A PPO critic shares the GPUs (verl's `need_critic`, `verl/trainer/ppo/utils.py` at
@@ -96,6 +113,49 @@ pub struct VerlConfig {
     pub observed_tokens_per_sequence: Option<f64>,
     /// What was assumed, for the banner.
     pub notes: Vec<String>,
+}
+
+/// verl's fused log-prob/entropy kernels (`use_fused_kernels`), by
+/// `fused_kernel_options.impl_backend`; `verl/models/transformers/monkey_patch.py`
+/// `apply_monkey_patch` patches the model's forward with one or the other (volcengine/verl at
+/// b178a3cd5).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FusedKernels {
+    /// `torch` (verl's default, `model/hf_model.yaml`): `FusedLinearForPPO`
+    /// (`verl/utils/experimental/torch_functional.py`), built by `dense_common.py`
+    /// `forward_with_torch_backend` with its default `chunk_size`, 512 tokens: each chunk's
+    /// logits are made in the forward and again in the backward, nothing kept but the hidden
+    /// states.
+    Torch {
+        /// Tokens per chunk.
+        chunk_tokens: u64,
+    },
+    /// `triton`: `linear_cross_entropy` (`verl/utils/kernel/linear_cross_entropy.py`,
+    /// `kernels.py`): per-token statistics over vocabulary splits in the forward, and a bf16
+    /// `d_logits` buffer of one vocabulary split in the backward.
+    Triton {
+        /// Vocabulary entries per split of the forward's statistics (`vocab_per_split =
+        /// 1024`, `efficient_entropy_forward`).
+        stat_split: u64,
+        /// Vocabulary entries per split of the backward's `d_logits` (`vocab_per_split =
+        /// 9504`, `efficient_entropy_backward`'s default `BackwardEnum._Split_Dlogits_N`).
+        dlogits_split: u64,
+    },
+}
+
+impl FusedKernels {
+    /// From `impl_backend`; verl patches nothing for any other value (`apply_monkey_patch`
+    /// returns unless the backend is `triton` or `torch`).
+    fn from_backend(backend: &str) -> Option<Self> {
+        match backend {
+            "torch" => Some(Self::Torch { chunk_tokens: 512 }),
+            "triton" => Some(Self::Triton {
+                stat_split: 1024,
+                dlogits_split: 9504,
+            }),
+            _ => None,
+        }
+    }
 }
 
 const RO: &str = "actor_rollout_ref.rollout.";
@@ -154,6 +214,22 @@ impl VerlConfig {
             use_kl_loss: o.bool_or(&a("use_kl_loss"), false),
             entropy: o.bool_or(&a("calculate_entropy"), false)
                 || o.f64_or(&a("entropy_coeff"), 0.0) != 0.0,
+            entropy_in_loss: o.f64_or(&a("entropy_coeff"), 0.0) != 0.0,
+            fused_kernels: o
+                .get(&a("use_fused_kernels"))
+                .and_then(|b| crate::overrides::parse_bool(&b))
+                .unwrap_or_else(|| o.bool_or("actor_rollout_ref.model.use_fused_kernels", false))
+                .then(|| {
+                    FusedKernels::from_backend(&o.str_or(
+                        "actor_rollout_ref.model.fused_kernel_options.impl_backend",
+                        "torch",
+                    ))
+                })
+                .flatten(),
+            entropy_chunk_tokens: o
+                .bool_or(&a("entropy_from_logits_with_chunking"), false)
+                .then_some(2048),
+            entropy_checkpointing: o.bool_or(&a("entropy_checkpointing"), false),
             ref_param_offload: o.bool_or("actor_rollout_ref.ref.fsdp_config.param_offload", false),
             use_critic: o
                 .get("critic.enable")
@@ -380,34 +456,173 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
         ),
     ];
     events.extend(activation_events(arch, a.tokens, v.gradient_checkpointing));
-    // The loss: the logits as `lm_head` returns them, bf16 (transformers ≥ 4.46 keeps the
-    // model's dtype when no labels are passed; flash-attn's cross-entropy kernel, verl's
-    // `logprobs_from_logits`, writes its gradient in place). The entropy pass, when the update
-    // computes it, adds an fp32 working copy and the fp32 softmax: the 17.66 GiB request of
-    // seed 002 (`k::VERL_LOGITS_BYTES`). Each one tensor, the largest allocations.
-    let logits_unit = a.tokens * arch.vocab as f64 / GIB;
-    events.push(alloc(
+    events.extend(loss_events(arch, v, a.tokens));
+    events
+}
+
+/// The loss's allocations, the largest of the update: the logits and the entropy's working
+/// tensors, or with fused kernels only a chunk's worth of them.
+fn loss_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
+    if let Some(fused) = v.fused_kernels {
+        return fused_events(arch, v, fused, tokens);
+    }
+    // The logits as `lm_head` returns them, bf16 (transformers ≥ 4.46 keeps the model's dtype
+    // when no labels are passed; flash-attn's cross-entropy kernel, verl's
+    // `logprobs_from_logits`, reads them in bf16 and makes no fp32 copy). One tensor.
+    let logits_unit = tokens * arch.vocab as f64 / GIB;
+    let mut events = vec![alloc(
         Site::LogitsBf16,
         "logits bf16 (lm_head)",
         2.0 * logits_unit,
         2.0 * logits_unit,
-    ));
+    )];
     if v.entropy {
-        events.push(alloc(
-            Site::LogitsFp32,
-            "logits fp32 (entropy)",
-            4.0 * logits_unit,
-            4.0 * logits_unit,
-        ));
-        let softmax = (k::VERL_LOGITS_BYTES - 6.0) * logits_unit;
-        events.push(alloc(
-            Site::Softmax,
-            "softmax fp32 (entropy)",
-            softmax,
-            softmax,
-        ));
+        events.extend(entropy_events(arch, v, tokens));
     }
     events
+}
+
+/// The entropy's fp32 tensors over the logits (only when the update computes it).
+///
+/// Whole (verl's default): an fp32 working copy and the fp32 softmax, one tensor each — the
+/// 17.66 GiB request of seed 002 (`k::VERL_LOGITS_BYTES`).
+///
+/// With `entropy_from_logits_with_chunking` (`verl/utils/torch_functional.py` at b178a3cd5,
+/// L241-263): each chunk is `.float()`-copied, softmaxed, and `softmax * logits` summed. The
+/// update runs it with autograd on, which keeps every chunk's fp32 copy (for `logsumexp` and
+/// the product) and softmax (its output) until the backward: the same bytes as whole, in
+/// chunk-sized tensors, plus one chunk's product in flight.
+///
+/// With `entropy_checkpointing` (`dp_actor.py` `_forward_micro_batch` at b178a3cd5, L271-278:
+/// `torch.utils.checkpoint.checkpoint(self.compute_entropy_from_logits, logits_rmpad)`) the
+/// forward keeps nothing: the tensors are made and freed (whole, or one chunk at a time). The
+/// backward recomputes the whole function and holds all of them again when the entropy is a
+/// term of the loss; when it is only logged (`calculate_entropy` with `entropy_coeff` 0) the
+/// backward never reaches it.
+fn entropy_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
+    let vocab = arch.vocab as f64;
+    let unit = tokens * vocab / GIB;
+    let transient = v.entropy_checkpointing && !v.entropy_in_loss;
+    let softmax = k::VERL_LOGITS_BYTES - 6.0;
+    match v.entropy_chunk_tokens {
+        None => {
+            let mut events = vec![
+                alloc(
+                    Site::LogitsFp32,
+                    "logits fp32 (entropy)",
+                    4.0 * unit,
+                    4.0 * unit,
+                ),
+                alloc(
+                    Site::Softmax,
+                    "softmax fp32 (entropy)",
+                    softmax * unit,
+                    softmax * unit,
+                ),
+            ];
+            if transient {
+                events.push(Event::Free {
+                    gib: (4.0 + softmax) * unit,
+                });
+            }
+            events
+        }
+        Some(chunk) => {
+            let c = (chunk as f64).min(tokens) * vocab / GIB;
+            if transient {
+                let set = k::VERL_ENTROPY_CHUNK_BYTES * c;
+                return vec![
+                    alloc(
+                        Site::Softmax,
+                        format!("entropy fp32, one {chunk}-token chunk (checkpointed)"),
+                        set,
+                        4.0 * c,
+                    ),
+                    Event::Free { gib: set },
+                ];
+            }
+            vec![
+                alloc(
+                    Site::LogitsFp32,
+                    format!("logits fp32 (entropy, {chunk}-token chunks)"),
+                    4.0 * unit,
+                    4.0 * c,
+                ),
+                alloc(
+                    Site::Softmax,
+                    format!("softmax fp32 (entropy, {chunk}-token chunks)"),
+                    4.0 * unit,
+                    4.0 * c,
+                ),
+                alloc(
+                    Site::Softmax,
+                    "softmax × logits fp32 (entropy, one chunk)",
+                    4.0 * c,
+                    4.0 * c,
+                ),
+                Event::Free { gib: 4.0 * c },
+            ]
+        }
+    }
+}
+
+/// verl's fused kernels: log-probs and entropy from the hidden states, so no logits tensor
+/// of the micro-batch's tokens exists, only a transient working set (the entropy options of
+/// the unfused path are not read: `dp_actor.py` `_forward_micro_batch` at b178a3cd5, L253-256,
+/// takes `output.log_probs` and `output.entropy`).
+fn fused_events(arch: &Arch, v: &VerlConfig, fused: FusedKernels, tokens: f64) -> Vec<Event> {
+    let vocab = arch.vocab as f64;
+    match fused {
+        FusedKernels::Torch { chunk_tokens } => {
+            // `FusedLinearForPPOFunction.backward` recomputes a chunk's logits at a time
+            // (`_fused_linear_for_ppo_bwd`, `verl/utils/experimental/torch_functional.py` at
+            // b178a3cd5, L40-72); its forward's chunk needs less (L20-37).
+            let bytes = k::VERL_FUSED_TORCH_BWD_BYTES
+                + if v.entropy_in_loss {
+                    k::VERL_FUSED_TORCH_BWD_ENTROPY_BYTES
+                } else {
+                    0.0
+                };
+            let set = bytes * (chunk_tokens as f64).min(tokens) * vocab / GIB;
+            vec![
+                alloc(
+                    Site::Softmax,
+                    format!("fused log-prob/entropy fp32, one {chunk_tokens}-token chunk"),
+                    set,
+                    4.0 * set / bytes,
+                ),
+                Event::Free { gib: set },
+            ]
+        }
+        FusedKernels::Triton {
+            stat_split,
+            dlogits_split,
+        } => {
+            // Forward: `_max`, `_accu`, `_entropy_b`, fp32 [tokens × vocab splits]
+            // (`efficient_entropy_forward`, `verl/utils/kernel/kernels.py` at b178a3cd5,
+            // L617-623), reduced to per-token values; backward: `_d_logits`, bf16 [tokens ×
+            // 9504] (`efficient_entropy_backward`, L1660-1664).
+            let splits = (vocab / stat_split as f64).ceil();
+            let stats = 3.0 * 4.0 * tokens * splits / GIB;
+            let dlogits = 2.0 * tokens * (dlogits_split as f64).min(vocab) / GIB;
+            vec![
+                alloc(
+                    Site::Softmax,
+                    "fused log-prob/entropy statistics fp32 (forward)",
+                    stats,
+                    stats / 3.0,
+                ),
+                Event::Free { gib: stats },
+                alloc(
+                    Site::LogitsBf16,
+                    format!("fused d_logits bf16, one {dlogits_split}-entry vocab split"),
+                    dlogits,
+                    dlogits,
+                ),
+                Event::Free { gib: dlogits },
+            ]
+        }
+    }
 }
 
 /// The training-phase breakdown: non-PyTorch memory, the allocations, the allocator's slack.
@@ -604,7 +819,8 @@ pub static MODEL: TrainerModel = TrainerModel {
     log_tokens_per_gpu: true,
     log_peak_is_lower_bound: false,
     // 2: a dynamic micro-batch holds its balanced share, not the whole token budget.
-    revision: 2,
+    // 3: fused kernels, entropy chunking and entropy checkpointing change the loss's tensors.
+    revision: 3,
 };
 
 /// verl's configuration from a plan, with the real tokens per sequence an earlier attempt
