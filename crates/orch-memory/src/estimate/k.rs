@@ -22,9 +22,11 @@ pub const REMOVE_PADDING_FILL: f64 = 0.635;
 /// `logprobs_from_logits` (flash-attn's `cross_entropy_loss`, `inplace_backward=True`,
 /// `verl/utils/torch_functional.py` at b178a3cd5) writes the gradient into the logits.
 pub const VERL_LOGITS_BYTES: f64 = 10.0;
-/// verl `entropy_from_logits_with_chunking` under `entropy_checkpointing`, per token per vocab
-/// entry of one chunk: its `.float()` copy (4), softmax (4) and `softmax * logits` (4) in
-/// flight at once (`verl/utils/torch_functional.py` at b178a3cd5, L258-262).
+/// verl `entropy_from_logits_with_chunking`, per token per vocab entry of the one chunk in
+/// flight when the backward keeps none of it (compiled, or checkpointed): its `.float()` copy
+/// (4), softmax (4) and `softmax * logits` (4) as eager code makes them
+/// (`verl/utils/torch_functional.py` at b178a3cd5, L258-262); compiled code fuses some away,
+/// so this bounds it from above.
 pub const VERL_ENTROPY_CHUNK_BYTES: f64 = 12.0;
 /// verl fused kernels, torch backend: the most one chunk's backward holds at once, per token
 /// per vocab entry (`_fused_linear_for_ppo_bwd`, `verl/utils/experimental/torch_functional.py`

@@ -910,56 +910,60 @@ fn verl_fused_kernels_keys_and_backends() {
     assert!(loss_gib(&e) < loss_gib(&diamonds_with(&triton[..1])));
 }
 
-/// `entropy_from_logits_with_chunking` under autograd still keeps every chunk's fp32 copy and
-/// softmax for the backward: the same bytes in 2048-token tensors (the OOM asks for one chunk,
-/// not 17.66 GiB). Only with `entropy_checkpointing`, and the entropy outside the loss, does
-/// the update hold no more than one chunk's working set; in the loss the backward's
-/// recomputation brings it all back.
+/// `entropy_from_logits_with_chunking`, compiled as verl runs it by default, keeps no fp32
+/// tensor for the backward: the whole entropy's fp32 copy and softmax (8 B per entry) become
+/// one 2048-token chunk in flight, and the backward's bf16 gradients (log-probs and, in the
+/// loss, entropy) come on top of the bf16 logits. Eager (`use_torch_compile=False`), every
+/// chunk's fp32 copy and softmax are kept for the backward, in chunk-sized tensors (the OOM
+/// asks for one chunk, not 17.66 GiB), unless `entropy_checkpointing` runs it without autograd
+/// and the entropy is only logged.
 #[test]
 fn verl_entropy_chunking_and_checkpointing() {
-    let plain = diamonds_with(&[]);
-    let chunked = diamonds_with(&[(
+    const CHUNKING: (&str, &str) = (
         "actor_rollout_ref.actor.entropy_from_logits_with_chunking",
         "True",
-    )]);
-    let chunk_fp32 = 4.0 * 2048.0 * 152_064.0 / GIB;
-    // The held tensors are the same; one chunk's product comes on top.
-    assert!((loss_gib(&chunked) - loss_gib(&plain) - chunk_fp32).abs() < 1e-9);
-    assert!((gpu_oom(&plain).tried_gib - 17.68).abs() < 0.01);
-    assert!(gpu_oom(&chunked).tried_gib <= chunk_fp32 + 1e-9);
-
-    let ckpt_in_loss = diamonds_with(&[
-        (
-            "actor_rollout_ref.actor.entropy_from_logits_with_chunking",
-            "True",
-        ),
-        ("actor_rollout_ref.actor.entropy_checkpointing", "True"),
-    ]);
-    assert_eq!(loss_gib(&ckpt_in_loss), loss_gib(&chunked));
-
-    let logged_only: &[(&'static str, &'static str)] = &[
+    );
+    const EAGER: (&str, &str) = ("actor_rollout_ref.actor.use_torch_compile", "False");
+    const CKPT: (&str, &str) = ("actor_rollout_ref.actor.entropy_checkpointing", "True");
+    const LOGGED: [(&str, &str); 2] = [
         ("actor_rollout_ref.actor.entropy_coeff", "0"),
         ("actor_rollout_ref.actor.calculate_entropy", "True"),
-        ("actor_rollout_ref.actor.entropy_checkpointing", "True"),
     ];
-    let ckpt = diamonds_with(logged_only);
-    let ckpt_chunked = diamonds_with(
-        &[
-            logged_only,
-            &[(
-                "actor_rollout_ref.actor.entropy_from_logits_with_chunking",
-                "True",
-            )],
-        ]
-        .concat(),
+    let plain = diamonds_with(&[]);
+    let u = plain.tokens_per_micro * 152_064.0 / GIB;
+    let c = 2048.0 * 152_064.0 / GIB;
+    assert!((loss_gib(&plain) - 10.0 * u).abs() < 1e-9);
+
+    // Compiled: bf16 logits, one chunk's 12 B, both bf16 gradients.
+    let chunked = diamonds_with(&[CHUNKING]);
+    assert!((loss_gib(&chunked) - (6.0 * u + 12.0 * c)).abs() < 1e-9);
+    assert!(plain.train_peak_gib - chunked.train_peak_gib > 3.0 * u);
+    assert!(chunked.failure.is_none(), "{:?}", chunked.failure);
+    assert_eq!(
+        loss_gib(&diamonds_with(&[CHUNKING, CKPT])),
+        loss_gib(&chunked)
     );
+    // Only logged: no entropy gradient.
+    let logged = diamonds_with(&[CHUNKING, LOGGED[0], LOGGED[1]]);
+    assert!((loss_gib(&logged) - (4.0 * u + 12.0 * c)).abs() < 1e-9);
+
+    // Eager: every chunk's fp32 copy and softmax held, one chunk's product in flight.
+    let eager = diamonds_with(&[CHUNKING, EAGER]);
+    assert!((loss_gib(&eager) - (14.0 * u + 4.0 * c)).abs() < 1e-9);
+    assert!((gpu_oom(&plain).tried_gib - 17.68).abs() < 0.01);
+    assert!(gpu_oom(&eager).tried_gib <= 4.0 * c + 1e-9);
+    // Checkpointed, the backward recomputes them when the entropy is in the loss...
+    assert_eq!(
+        loss_gib(&diamonds_with(&[CHUNKING, EAGER, CKPT])),
+        loss_gib(&eager)
+    );
+    // ...and never when it is only logged.
+    let eager_logged_ckpt = diamonds_with(&[CHUNKING, EAGER, CKPT, LOGGED[0], LOGGED[1]]);
+    assert_eq!(loss_gib(&eager_logged_ckpt), loss_gib(&logged));
+
     // Whole, the checkpointed entropy's tensors are still made at once in the forward.
-    assert_eq!(ckpt.train_peak_gib, plain.train_peak_gib);
-    // Chunked: bf16 logits plus one chunk's 12 B, where the whole entropy held 8 B per entry.
-    let bf16 = 2.0 * ckpt_chunked.tokens_per_micro * 152_064.0 / GIB;
-    assert!((loss_gib(&ckpt_chunked) - bf16 - 3.0 * chunk_fp32).abs() < 1e-9);
-    assert!(plain.train_peak_gib - ckpt_chunked.train_peak_gib > 25.0);
-    assert!(ckpt_chunked.failure.is_none(), "{:?}", ckpt_chunked.failure);
+    let whole_ckpt = diamonds_with(&[CKPT, LOGGED[0], LOGGED[1]]);
+    assert_eq!(whole_ckpt.train_peak_gib, plain.train_peak_gib);
 }
 
 /// verl's defaults for the new keys change nothing: written out, they predict what leaving them
@@ -978,6 +982,7 @@ fn verl_fused_and_entropy_defaults_are_verls() {
             "False",
         ),
         ("actor_rollout_ref.actor.entropy_checkpointing", "False"),
+        ("actor_rollout_ref.actor.use_torch_compile", "True"),
     ]);
     let plain = diamonds_with(&[]);
     assert_eq!(defaults.train_items, plain.train_items);

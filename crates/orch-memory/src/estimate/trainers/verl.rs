@@ -85,6 +85,9 @@ pub struct VerlConfig {
     /// `actor.entropy_checkpointing`: the entropy runs under `torch.utils.checkpoint`, keeping
     /// nothing for the backward but its input (off by default, `actor/dp_actor.yaml`).
     pub entropy_checkpointing: bool,
+    /// `actor.use_torch_compile`: the entropy function is `torch.compile`d (`dp_actor.py`
+    /// `__init__` at b178a3cd5, L86-90; on in verl's `actor/actor.yaml`, L100-102).
+    pub entropy_compiled: bool,
     /// `ref.fsdp_config.param_offload`: the reference model lives in host RAM.
     pub ref_param_offload: bool,
     /// A PPO critic shares the GPUs (verl's `need_critic`, `verl/trainer/ppo/utils.py` at
@@ -230,6 +233,7 @@ impl VerlConfig {
                 .bool_or(&a("entropy_from_logits_with_chunking"), false)
                 .then_some(2048),
             entropy_checkpointing: o.bool_or(&a("entropy_checkpointing"), false),
+            entropy_compiled: o.bool_or(&a("use_torch_compile"), true),
             ref_param_offload: o.bool_or("actor_rollout_ref.ref.fsdp_config.param_offload", false),
             use_critic: o
                 .get("critic.enable")
@@ -482,88 +486,117 @@ fn loss_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
     events
 }
 
-/// The entropy's fp32 tensors over the logits (only when the update computes it).
+/// The entropy's tensors over the logits (only when the update computes it).
 ///
 /// Whole (verl's default): an fp32 working copy and the fp32 softmax, one tensor each — the
-/// 17.66 GiB request of seed 002 (`k::VERL_LOGITS_BYTES`).
-///
-/// With `entropy_from_logits_with_chunking` (`verl/utils/torch_functional.py` at b178a3cd5,
-/// L241-263): each chunk is `.float()`-copied, softmaxed, and `softmax * logits` summed. The
-/// update runs it with autograd on, which keeps every chunk's fp32 copy (for `logsumexp` and
-/// the product) and softmax (its output) until the backward: the same bytes as whole, in
-/// chunk-sized tensors, plus one chunk's product in flight.
+/// 17.66 GiB request of seed 002 (`k::VERL_LOGITS_BYTES`). These are calibrated on verl
+/// before 0.4 over fp32 logits; see [`chunked_entropy_events`] for what today's verl keeps.
 ///
 /// With `entropy_checkpointing` (`dp_actor.py` `_forward_micro_batch` at b178a3cd5, L271-278:
-/// `torch.utils.checkpoint.checkpoint(self.compute_entropy_from_logits, logits_rmpad)`) the
-/// forward keeps nothing: the tensors are made and freed (whole, or one chunk at a time). The
-/// backward recomputes the whole function and holds all of them again when the entropy is a
-/// term of the loss; when it is only logged (`calculate_entropy` with `entropy_coeff` 0) the
-/// backward never reaches it.
+/// `torch.utils.checkpoint.checkpoint(self.compute_entropy_from_logits, logits_rmpad)`, no
+/// `use_reentrant`, so torch's reentrant default) the forward runs without autograd and keeps
+/// nothing: the tensors are made and freed. The backward recomputes the function and holds
+/// them again when the entropy is a term of the loss; when it is only logged
+/// (`calculate_entropy` with `entropy_coeff` 0) the backward never reaches it.
 fn entropy_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
+    if let Some(chunk) = v.entropy_chunk_tokens {
+        return chunked_entropy_events(arch, v, tokens, chunk);
+    }
+    let unit = tokens * arch.vocab as f64 / GIB;
+    let softmax = k::VERL_LOGITS_BYTES - 6.0;
+    let mut events = vec![
+        alloc(
+            Site::LogitsFp32,
+            "logits fp32 (entropy)",
+            4.0 * unit,
+            4.0 * unit,
+        ),
+        alloc(
+            Site::Softmax,
+            "softmax fp32 (entropy)",
+            softmax * unit,
+            softmax * unit,
+        ),
+    ];
+    if v.entropy_checkpointing && !v.entropy_in_loss {
+        events.push(Event::Free {
+            gib: (4.0 + softmax) * unit,
+        });
+    }
+    events
+}
+
+/// `entropy_from_logits_with_chunking` (`verl/utils/torch_functional.py` at b178a3cd5,
+/// L241-263): each `chunk`-token slice is `.float()`-copied, softmaxed, and `softmax × logits`
+/// summed, so at most one chunk's fp32 working set is in flight
+/// ([`k::VERL_ENTROPY_CHUNK_BYTES`]).
+///
+/// What the backward keeps depends on `use_torch_compile` (`dp_actor.py` L86-90 compiles the
+/// function by default). Measured with torch 2.15 (saved-tensor hooks over both functions
+/// copied from b178a3cd5, 8192 × 8000 bf16 logits): compiled, they keep the logits and
+/// per-token fp32 statistics only; eager, the chunked one keeps every chunk's fp32 copy and
+/// softmax (8 B per entry, in chunk-sized tensors) and the whole one the bf16 softmax (2 B);
+/// under `entropy_checkpointing` nothing. Eager and not checkpointed (or checkpointed with the
+/// entropy in the loss, recomputed in the backward), the fp32 chunks are all held.
+///
+/// verl ≥ 0.4 (this option came with 0.4.1) computes the entropy over bf16 logits and then
+/// runs flash-attn's cross-entropy with `inplace_backward=False` (`dp_actor.py` L262-264), so
+/// the backward makes the log-probs' bf16 gradient beside the logits, and, with the entropy in
+/// the loss, the entropy's bf16 gradient (the compiled backward's output dtype, measured).
+fn chunked_entropy_events(arch: &Arch, v: &VerlConfig, tokens: f64, chunk: u64) -> Vec<Event> {
     let vocab = arch.vocab as f64;
     let unit = tokens * vocab / GIB;
-    let transient = v.entropy_checkpointing && !v.entropy_in_loss;
-    let softmax = k::VERL_LOGITS_BYTES - 6.0;
-    match v.entropy_chunk_tokens {
-        None => {
-            let mut events = vec![
-                alloc(
-                    Site::LogitsFp32,
-                    "logits fp32 (entropy)",
-                    4.0 * unit,
-                    4.0 * unit,
-                ),
-                alloc(
-                    Site::Softmax,
-                    "softmax fp32 (entropy)",
-                    softmax * unit,
-                    softmax * unit,
-                ),
-            ];
-            if transient {
-                events.push(Event::Free {
-                    gib: (4.0 + softmax) * unit,
-                });
-            }
-            events
-        }
-        Some(chunk) => {
-            let c = (chunk as f64).min(tokens) * vocab / GIB;
-            if transient {
-                let set = k::VERL_ENTROPY_CHUNK_BYTES * c;
-                return vec![
-                    alloc(
-                        Site::Softmax,
-                        format!("entropy fp32, one {chunk}-token chunk (checkpointed)"),
-                        set,
-                        4.0 * c,
-                    ),
-                    Event::Free { gib: set },
-                ];
-            }
-            vec![
-                alloc(
-                    Site::LogitsFp32,
-                    format!("logits fp32 (entropy, {chunk}-token chunks)"),
-                    4.0 * unit,
-                    4.0 * c,
-                ),
-                alloc(
-                    Site::Softmax,
-                    format!("softmax fp32 (entropy, {chunk}-token chunks)"),
-                    4.0 * unit,
-                    4.0 * c,
-                ),
-                alloc(
-                    Site::Softmax,
-                    "softmax × logits fp32 (entropy, one chunk)",
-                    4.0 * c,
-                    4.0 * c,
-                ),
-                Event::Free { gib: 4.0 * c },
-            ]
-        }
+    let c = (chunk as f64).min(tokens) * vocab / GIB;
+    let held = !v.entropy_compiled && (v.entropy_in_loss || !v.entropy_checkpointing);
+    let mut events = if held {
+        vec![
+            alloc(
+                Site::LogitsFp32,
+                format!("logits fp32 (entropy, {chunk}-token chunks, eager)"),
+                4.0 * unit,
+                4.0 * c,
+            ),
+            alloc(
+                Site::Softmax,
+                format!("softmax fp32 (entropy, {chunk}-token chunks, eager)"),
+                4.0 * unit,
+                4.0 * c,
+            ),
+            alloc(
+                Site::Softmax,
+                "softmax × logits fp32 (entropy, one chunk)",
+                4.0 * c,
+                4.0 * c,
+            ),
+            Event::Free { gib: 4.0 * c },
+        ]
+    } else {
+        let set = k::VERL_ENTROPY_CHUNK_BYTES * c;
+        vec![
+            alloc(
+                Site::Softmax,
+                format!("entropy fp32, one {chunk}-token chunk in flight"),
+                set,
+                4.0 * c,
+            ),
+            Event::Free { gib: set },
+        ]
+    };
+    events.push(alloc(
+        Site::LogitsBf16,
+        "log-prob gradient bf16 (cross-entropy not in place beside the entropy)",
+        2.0 * unit,
+        2.0 * unit,
+    ));
+    if v.entropy_in_loss {
+        events.push(alloc(
+            Site::LogitsBf16,
+            "entropy gradient bf16",
+            2.0 * unit,
+            2.0 * unit,
+        ));
     }
+    events
 }
 
 /// verl's fused kernels: log-probs and entropy from the hidden states, so no logits tensor
