@@ -471,8 +471,13 @@ fn loss_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
         return fused_events(arch, v, fused, tokens);
     }
     // The logits as `lm_head` returns them, bf16 (transformers ≥ 4.46 keeps the model's dtype
-    // when no labels are passed; flash-attn's cross-entropy kernel, verl's
-    // `logprobs_from_logits`, reads them in bf16 and makes no fp32 copy). One tensor.
+    // when no labels are passed). verl's `logprobs_from_logits` takes flash-attn's Triton
+    // `cross_entropy_loss` whenever flash-attn imports (`FLAH_ATTN_CROSS_ENTROPY_LOSS_AVAILABLE`,
+    // `verl/utils/torch_functional.py` at b178a3cd5, L33-38 and L72-126), which makes no fp32
+    // copy: its forward allocates per-token fp32 losses and logsumexp only, its backward writes
+    // the gradient into the logits or, not in place, into an `empty_like` of them, bf16
+    // (`flash_attn/ops/triton/cross_entropy.py`, Dao-AILab/flash-attention at 058ad35a3). One
+    // tensor.
     let logits_unit = tokens * arch.vocab as f64 / GIB;
     let mut events = vec![alloc(
         Site::LogitsBf16,
@@ -490,7 +495,10 @@ fn loss_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
 ///
 /// Whole (verl's default): an fp32 working copy and the fp32 softmax, one tensor each — the
 /// 17.66 GiB request of seed 002 (`k::VERL_LOGITS_BYTES`). These are calibrated on verl
-/// before 0.4 over fp32 logits; see [`chunked_entropy_events`] for what today's verl keeps.
+/// before 0.4 over fp32 logits (every entropy row of the calibration set is such a stack).
+/// Today's verl over bf16 logits keeps less: the compiled `entropy_from_logits` keeps only
+/// the logits and per-token statistics for the backward (measured as in
+/// [`chunked_entropy_events`]); the terms stay until a row of today's stack bounds them.
 ///
 /// With `entropy_checkpointing` (`dp_actor.py` `_forward_micro_batch` at b178a3cd5, L271-278:
 /// `torch.utils.checkpoint.checkpoint(self.compute_entropy_from_logits, logits_rmpad)`, no
