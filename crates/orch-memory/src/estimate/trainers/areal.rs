@@ -246,10 +246,12 @@ fn trainer_events(
         layer_bf16,
     );
     let acts = activation_events(arch, local_tokens, a.gradient_checkpointing);
-    // `gather_logprobs_entropy` upcasts to fp32 in chunks of 1024 tokens
-    // (areal/utils/functional/vocab_parallel.py:41-81 at v1.0.4), but in the training pass
-    // autograd keeps each chunk's fp32 log-softmax for the backward, so the whole micro-batch's
-    // fp32 buffer is alive at the loss (k::AREAL_LOGITS_BYTES).
+    // `gather_logprobs_entropy` upcasts to fp32 in chunks of 1024 tokens, each chunk a
+    // `torch.compile`d log-softmax (areal/utils/functional/vocab_parallel.py:15-81 at v1.0.4):
+    // the tensors come in 1024-token pieces. Whether a compiled chunk saves its fp32
+    // log-softmax for the backward or recomputes it from the bf16 logits is not in AReaL's
+    // source (it is Inductor's choice) and no public figure settles it, so the training pass
+    // keeps the upper case, every chunk alive at the loss (k::AREAL_LOGITS_BYTES).
     let logits = [
         alloc(
             Site::LogitsBf16,
