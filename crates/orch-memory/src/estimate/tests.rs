@@ -503,6 +503,105 @@ fn areal_backends_parse() {
     assert!(areal_colocated(&hw, &a));
 }
 
+/// AReaL's launchers give the rollout and the trainer GPUs of the whole cluster: `sglang:d8+d8`
+/// over 2 nodes of 8 (examples/scaffolding/gsm8k_rlvr_scaffolding_2nodes.yaml at v1.0.4) puts
+/// no SGLang server on the trainer's GPUs, the same string on one node of 8 does.
+#[test]
+fn areal_two_nodes_are_not_colocated() {
+    let two = ov(&[
+        ("allocation_mode", "sglang:d8+d8"),
+        ("cluster.n_nodes", "2"),
+        ("cluster.n_gpus_per_node", "8"),
+    ]);
+    let a = ArealConfig::from_overrides(&two);
+    assert_eq!((a.n_nodes, a.train_world()), (2, 8));
+    let mut hw = h100(false);
+    hw.gpus_per_node = 8;
+    assert!(!areal_colocated(&hw, &a));
+    let e = areal(hw.clone(), &two);
+    assert!(e.fits(), "{:?}", e.failure);
+    assert!(
+        !e.train_items.iter().any(|i| i.label.starts_with("SGLang")),
+        "no SGLang on the trainer's GPUs"
+    );
+    let one = ov(&[
+        ("allocation_mode", "sglang:d8+d8"),
+        ("cluster.n_nodes", "1"),
+    ]);
+    assert!(areal_colocated(&hw, &ArealConfig::from_overrides(&one)));
+    assert!(areal(hw, &one).train_peak_gib > e.train_peak_gib + 60.0);
+}
+
+/// `fsdp:d2t2` and `fsdp:d2c2` take 4 GPUs (`world_size = dp × tp × pp × cp`,
+/// docs/en/reference/alloc_mode.md at v1.0.4); tensor parallelism divides the weights and the
+/// logits' vocabulary, context parallelism the micro-batch's tokens.
+#[test]
+fn areal_trainer_tensor_and_context_parallel() {
+    for (backend, d, t, c) in [
+        ("fsdp:d2t2", 2, 2, 1),
+        ("fsdp:d2c2", 2, 1, 2),
+        ("fsdp:d4", 4, 1, 1),
+    ] {
+        let a = ArealConfig::from_overrides(&ov(&[("actor.backend", backend)]));
+        assert_eq!(
+            (a.train_dp, a.train_tp, a.train_cp, a.train_world()),
+            (d, t, c, 4),
+            "{backend}"
+        );
+    }
+    let legacy = ArealConfig::from_overrides(&ov(&[("allocation_mode", "sglang:d2t2+fsdp:d2c2")]));
+    assert_eq!(
+        (
+            legacy.gen_dp,
+            legacy.gen_tp,
+            legacy.train_cp,
+            legacy.train_world()
+        ),
+        (2, 2, 2, 4)
+    );
+    let mut hw = h100(false);
+    hw.gpus_per_node = 8;
+    let base = [
+        ("actor.path", "Qwen/Qwen2.5-7B-Instruct"),
+        ("actor.mb_spec.max_tokens_per_mb", "32768"),
+        ("gconfig.max_new_tokens", "30000"),
+    ];
+    let peak = |backend: &'static str| {
+        let e = areal(hw.clone(), &with(&base, &[("actor.backend", backend)]));
+        assert!(!areal_colocated(
+            &hw,
+            &ArealConfig::from_overrides(&with(&base, &[("actor.backend", backend)]))
+        ));
+        e.train_peak_gib
+    };
+    let (d2, d2t2, d2c2) = (peak("fsdp:d2"), peak("fsdp:d2t2"), peak("fsdp:d2c2"));
+    assert!(
+        d2t2 < d2 - 10.0,
+        "t2 halves the shard and the logits: {d2t2} vs {d2}"
+    );
+    assert!(d2c2 < d2 - 10.0, "c2 halves the tokens: {d2c2} vs {d2}");
+}
+
+/// The reference model exists only with `actor.kl_ctl > 0` (areal/trainer/rl_trainer.py:179
+/// at v1.0.4): gsm8k_grpo.yaml's 0.0 builds none; 0.1 adds its bf16 shard on the trainer's
+/// GPUs, `ref.offload` takes it off.
+#[test]
+fn areal_reference_model_only_with_kl() {
+    let mut hw = h100(false);
+    hw.gpus_per_node = 8;
+    let base = [("actor.path", "Qwen/Qwen2.5-7B-Instruct")];
+    let none = areal(hw.clone(), &ov(&base)).train_peak_gib;
+    let kl = areal(hw.clone(), &with(&base, &[("actor.kl_ctl", "0.1")])).train_peak_gib;
+    let off = areal(
+        hw.clone(),
+        &with(&base, &[("actor.kl_ctl", "0.1"), ("ref.offload", "true")]),
+    )
+    .train_peak_gib;
+    // Qwen2.5-7B: 7.6e9 params × 2 B / 4 GPUs ≈ 3.5 GiB.
+    assert!((3.0..4.5).contains(&(kl - none)), "{none} → {kl}");
+    assert!((off - none).abs() < 1e-9);
+}
+
 pub fn torchrun(hw: Hardware, micro: u64, seq: u64, ckpt: bool) -> Estimate {
     let mut o = Overrides::new();
     o.set("model.params_m", "512");

@@ -49,8 +49,34 @@ pub struct ArealConfig {
     pub gen_tp: u32,
     /// FSDP trainer data-parallel size.
     pub train_dp: u32,
+    /// FSDP trainer tensor-parallel size (`fsdp:d2t2`).
+    pub train_tp: u32,
+    /// FSDP trainer Ulysses context-parallel size (`fsdp:d2c2`).
+    pub train_cp: u32,
     /// `cluster.n_gpus_per_node`.
     pub n_gpus_per_node: u32,
+    /// `cluster.n_nodes`: the rollout and the trainer each take whole GPUs of the cluster.
+    pub n_nodes: u32,
+    /// `actor.kl_ctl`: above 0 AReaL builds a reference model on the trainer's GPUs.
+    pub kl_ctl: f64,
+    /// `ref.offload`: the reference model leaves the GPU between its passes.
+    pub ref_offload: bool,
+}
+
+/// A backend string's dimensions: data, pipeline, tensor and context parallel sizes.
+fn backend_dims(s: &str) -> Option<(u32, u32, u32, u32)> {
+    let (d, p, t) = parse_backend(s)?;
+    let spec = s.rsplit([':', '.']).next()?;
+    let c = spec
+        .split_once('c')
+        .map(|(_, rest)| {
+            rest.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    Some((d, p, t, c))
 }
 
 /// `sglang:d4p1t1` / `fsdp:d4p1t1` / `sglang.d4p1t1` → (d, p, t).
@@ -80,22 +106,24 @@ pub fn parse_backend(s: &str) -> Option<(u32, u32, u32)> {
 impl ArealConfig {
     /// Read AReaL's keys, with the defaults of AReaL's `gsm8k_grpo.yaml` for anything not given.
     pub fn from_overrides(o: &Overrides) -> Self {
-        let (mut gen_dp, mut gen_tp, mut train_dp) = (4, 1, 4);
+        let (mut gen_dp, mut gen_tp) = (4, 1);
+        let (mut train_dp, mut train_tp, mut train_cp) = (4, 1, 1);
         if let Some(alloc) = o.get("allocation_mode") {
-            // Legacy `sglang.d4p1t1+d4p1t1` / `sglang:d4p1t1+fsdp:d4p1t1`.
+            // Legacy `sglang.d4p1t1+d4p1t1` / `sglang:d4p1t1+fsdp:d4p1t1` (deprecated, still
+            // read by the SPMD launchers: docs/en/reference/alloc_mode.md at AReaL v1.0.4).
             let mut parts = alloc.split('+');
             if let Some((d, _, t)) = parts.next().and_then(parse_backend) {
                 (gen_dp, gen_tp) = (d, t);
             }
-            if let Some((d, _, _)) = parts.next().and_then(parse_backend) {
-                train_dp = d;
+            if let Some((d, _, t, c)) = parts.next().and_then(backend_dims) {
+                (train_dp, train_tp, train_cp) = (d, t, c);
             }
         }
         if let Some((d, _, t)) = o.get("rollout.backend").as_deref().and_then(parse_backend) {
             (gen_dp, gen_tp) = (d, t);
         }
-        if let Some((d, _, _)) = o.get("actor.backend").as_deref().and_then(parse_backend) {
-            train_dp = d;
+        if let Some((d, _, t, c)) = o.get("actor.backend").as_deref().and_then(backend_dims) {
+            (train_dp, train_tp, train_cp) = (d, t, c);
         }
         Self {
             model_path: o.str_or("actor.path", "Qwen/Qwen2.5-1.5B-Instruct"),
@@ -110,34 +138,120 @@ impl ArealConfig {
             gen_dp: gen_dp.max(1),
             gen_tp: gen_tp.max(1),
             train_dp: train_dp.max(1),
+            train_tp: train_tp.max(1),
+            train_cp: train_cp.max(1),
             n_gpus_per_node: o.u64_or("cluster.n_gpus_per_node", 8).max(1) as u32,
+            n_nodes: o.u64_or("cluster.n_nodes", 1).max(1) as u32,
+            kl_ctl: o.f64_or("actor.kl_ctl", 0.0),
+            ref_offload: o.bool_or("ref.offload", false),
         }
+    }
+
+    /// The trainer's GPUs: `world_size = dp × tp × pp × cp` (docs/en/reference/alloc_mode.md
+    /// at AReaL v1.0.4, 37d6c640; FSDP has no pipeline stage).
+    pub fn train_world(&self) -> u32 {
+        self.train_dp
+            .saturating_mul(self.train_tp)
+            .saturating_mul(self.train_cp)
+    }
+
+    /// AReaL builds the reference model only when `actor.kl_ctl > 0`
+    /// (areal/trainer/rl_trainer.py:179 at v1.0.4, 37d6c640), colocated with the actor
+    /// (`ref.scheduling_strategy: colocation, target: actor` in examples/math/gsm8k_grpo.yaml).
+    pub fn has_ref(&self) -> bool {
+        self.kl_ctl > 0.0
     }
 }
 
-/// AReaL: is the SGLang server on the trainer's GPUs?
+/// The cluster's GPUs: `cluster.n_nodes` nodes of the card's machine.
+fn cluster_gpus(hw: &Hardware, a: &ArealConfig) -> u32 {
+    hw.gpus_per_node.saturating_mul(a.n_nodes.max(1))
+}
+
+/// AReaL: is the SGLang server on the trainer's GPUs? The launchers hand out GPUs in turn, the
+/// rollout's first (the local one wraps around when the node has too few:
+/// areal/infra/launcher/local.py:139 at v1.0.4, 37d6c640); over several nodes the trainer
+/// takes the GPUs the servers left (examples/scaffolding/gsm8k_rlvr_scaffolding_2nodes.yaml:
+/// `sglang:d8+d8` on 2 × 8 is "8 GPUs for SGLang inference, 8 GPUs for actor+ref training").
 pub fn areal_colocated(hw: &Hardware, a: &ArealConfig) -> bool {
-    a.gen_dp.saturating_mul(a.gen_tp).saturating_add(a.train_dp) > hw.gpus_per_node
+    a.gen_dp
+        .saturating_mul(a.gen_tp)
+        .saturating_add(a.train_world())
+        > cluster_gpus(hw, a)
+}
+
+/// How the trainer's GPUs divide the model and a micro-batch, read from AReaL's FSDP engine
+/// (v1.0.4, 37d6c640).
+struct Split {
+    /// GPUs each parameter is divided over: tensor parallelism splits it, FSDP2 shards the
+    /// rest over the `dp_sp` mesh (areal/engine/fsdp_utils/parallel.py:138, fsdp_engine.py:689).
+    shard: f64,
+    /// The FSDP group (`dp × cp`): all-gather buffers exist only when it is above 1.
+    fsdp_group: f64,
+    /// Tensor parallelism: the vocabulary of the logits is split over it
+    /// (areal/utils/functional/vocab_parallel.py, `_VocabParallelLogProbsEntropy`).
+    tp: f64,
+    /// Ulysses context parallelism: each GPU holds this share of a micro-batch's tokens.
+    cp: f64,
+}
+
+impl Split {
+    fn of(a: &ArealConfig, gpus: u32) -> Self {
+        let world = a.train_world().min(gpus).max(1) as f64;
+        let tp = a.train_tp.max(1) as f64;
+        Self {
+            shard: world,
+            fsdp_group: (world / tp).max(1.0),
+            tp,
+            cp: a.train_cp.max(1) as f64,
+        }
+    }
 }
 
 /// The trainer's allocations: (step 1, step 2 on). Step 1 allocates weights → activations →
 /// logits → grads → AdamW, so it fails on a small activation tensor with little in use (seed
 /// 000); from step 2 on AdamW state is resident before the forward pass.
-fn trainer_events(arch: &Arch, a: &ArealConfig, dp: f64, tokens: f64) -> (Vec<Event>, Vec<Event>) {
-    let weights = 2.0 * arch.params / dp / GIB;
-    let unit = arch.largest_unit_params() * 2.0 / dp / GIB;
-    let layer_bf16 = arch.layer_params() * 2.0 / GIB;
-    let logits_unit = tokens * arch.vocab as f64 / GIB;
+///
+/// The actor is created in `actor.dtype` (bf16 in gsm8k_grpo.yaml) and `optimizer.type: adam`
+/// is `torch.optim.AdamW` over those parameters (areal/engine/fsdp_engine.py:975-985, 1123 at
+/// v1.0.4), so gradients and both moments are bf16 too: 8 B/param over the shard.
+fn trainer_events(
+    arch: &Arch,
+    a: &ArealConfig,
+    split: &Split,
+    tokens: f64,
+) -> (Vec<Event>, Vec<Event>) {
+    let weights = 2.0 * arch.params / split.shard / GIB;
+    let unit = arch.largest_unit_params() * 2.0 / split.shard / GIB;
+    let layer_bf16 = arch.layer_params() * 2.0 / split.tp / GIB;
+    // Ulysses splits the sequence; tensor parallelism splits the vocabulary of the logits.
+    let local_tokens = tokens / split.cp;
+    let logits_unit = local_tokens * arch.vocab as f64 / split.tp / GIB;
+    let chunk_unit = logits_unit.min(1024.0 * arch.vocab as f64 / split.tp / GIB);
     let w = alloc(Site::Params, "weights bf16", weights, unit);
     let g = alloc(Site::Grads, "grads bf16", weights, unit);
     let o = alloc(Site::Optim, "AdamW m+v bf16", 2.0 * weights, unit);
+    // The reference model (only with `actor.kl_ctl > 0`, rl_trainer.py:179) is a second FSDP
+    // engine of the same backend on the actor's GPUs, in bf16, without optimizer.
+    let reference = (a.has_ref() && !a.ref_offload)
+        .then(|| alloc(Site::RefParams, "reference model bf16", weights, unit));
     let gather = alloc(
         Site::Gather,
         "FSDP all-gather buffers (2 layers bf16)",
-        if dp > 1.0 { 2.0 * layer_bf16 } else { 0.0 },
+        if split.fsdp_group > 1.0 {
+            2.0 * layer_bf16
+        } else {
+            0.0
+        },
         layer_bf16,
     );
-    let acts = activation_events(arch, tokens, a.gradient_checkpointing);
+    let acts = activation_events(arch, local_tokens, a.gradient_checkpointing);
+    // `gather_logprobs_entropy` upcasts to fp32 in chunks of 1024 tokens, each chunk a
+    // `torch.compile`d log-softmax (areal/utils/functional/vocab_parallel.py:15-81 at v1.0.4):
+    // the tensors come in 1024-token pieces. Whether a compiled chunk saves its fp32
+    // log-softmax for the backward or recomputes it from the bf16 logits is not in AReaL's
+    // source (it is Inductor's choice) and no public figure settles it, so the training pass
+    // keeps the upper case, every chunk alive at the loss (k::AREAL_LOGITS_BYTES).
     let logits = [
         alloc(
             Site::LogitsBf16,
@@ -149,21 +263,25 @@ fn trainer_events(arch: &Arch, a: &ArealConfig, dp: f64, tokens: f64) -> (Vec<Ev
             Site::LogitsFp32,
             "log-softmax fp32",
             (k::AREAL_LOGITS_BYTES - 2.0) * logits_unit,
-            (k::AREAL_LOGITS_BYTES - 2.0) * logits_unit,
+            (k::AREAL_LOGITS_BYTES - 2.0) * chunk_unit,
         ),
     ];
-    let mut first = vec![w.clone(), gather.clone()];
+    let mut first = vec![w.clone()];
+    first.extend(reference.clone());
+    first.push(gather.clone());
     first.extend(acts.iter().cloned());
     first.extend(logits.iter().cloned());
     first.extend([g.clone(), o.clone()]);
-    let mut steady = vec![w, o, gather, g];
+    let mut steady = vec![w];
+    steady.extend(reference);
+    steady.extend([o, gather, g]);
     steady.extend(acts);
     steady.extend(logits);
     (first, steady)
 }
 
 /// Notes on the model and on how the backends' GPUs map onto the node.
-fn notes(hw: &Hardware, a: &ArealConfig, arch: &Arch, dp: f64, colocated: bool) -> Vec<String> {
+fn notes(hw: &Hardware, a: &ArealConfig, arch: &Arch, colocated: bool) -> Vec<String> {
     let mut notes = Vec::new();
     if !arch.known {
         notes.push(format!(
@@ -171,18 +289,25 @@ fn notes(hw: &Hardware, a: &ArealConfig, arch: &Arch, dp: f64, colocated: bool) 
             a.model_path, arch.name
         ));
     }
-    if (a.train_dp as f64) > dp {
+    let gpus = cluster_gpus(hw, a);
+    if a.train_world() > gpus {
         notes.push(format!(
-            "actor.backend asks for {} trainer GPUs (AReaL's default is fsdp:d4p1t1), the node has {}; sharding over {dp}",
-            a.train_dp, hw.gpus_per_node
+            "actor.backend asks for {} trainer GPUs (AReaL's default is fsdp:d4p1t1), the cluster has {gpus}; sharding over {gpus}",
+            a.train_world()
         ));
     }
     if !colocated {
         notes.push(format!(
-            "SGLang ({} GPU(s)) and the trainer ({} GPU(s)) fit side by side on {} GPUs: not colocated",
+            "SGLang ({} GPU(s)) and the trainer ({} GPU(s)) fit side by side on {gpus} GPUs: not colocated",
             a.gen_dp.saturating_mul(a.gen_tp),
-            a.train_dp,
-            hw.gpus_per_node
+            a.train_world(),
+        ));
+    }
+    let seq = a.prompt_len + a.max_new_tokens;
+    if a.max_tokens_per_mb < seq {
+        notes.push(format!(
+            "actor.mb_spec.max_tokens_per_mb {} is below train_dataset.max_length + gconfig.max_new_tokens = {seq}: AReaL refuses a sequence longer than the budget (areal/utils/seqpack.py:239 at v1.0.4)",
+            a.max_tokens_per_mb
         ));
     }
     notes
@@ -194,10 +319,12 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
     let c = hw.gpu_mem_gib;
     let frag = hw.frag();
     let colocated = areal_colocated(hw, a);
-    let dp = a.train_dp.min(hw.gpus_per_node).max(1) as f64;
+    let split = Split::of(a, cluster_gpus(hw, a));
     let sglang = Sglang::profile(&arch, hw, a);
+    // A micro-batch packs sequences up to `max_tokens_per_mb` (areal/utils/data.py:448-471,
+    // seqpack.py:234 at v1.0.4); a longer sequence is refused, so the budget bounds it.
     let tokens = a.max_tokens_per_mb.max(a.max_new_tokens) as f64;
-    let (first, steady) = trainer_events(&arch, a, dp, tokens);
+    let (first, steady) = trainer_events(&arch, a, &split, tokens);
 
     let others: Vec<f64> = if colocated {
         vec![sglang.in_use_gib]
@@ -271,7 +398,7 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
         host_peak_gib: host,
         host_limit_gib: hw.host_mem_gib,
         failure,
-        notes: notes(hw, a, &arch, dp, colocated),
+        notes: notes(hw, a, &arch, colocated),
         arch: Some(arch),
     }
 }
@@ -286,7 +413,9 @@ pub static MODEL: TrainerModel = TrainerModel {
     how_to_know: ARCHITECTURE_FROM_EXPERIMENT,
     log_tokens_per_gpu: false,
     log_peak_is_lower_bound: true,
-    revision: 1,
+    // 2: checked against AReaL v1.0.4 — the cluster's nodes, the trainer's `t`/`c`, the
+    // reference model with `kl_ctl > 0`, the chunked fp32 log-softmax.
+    revision: 2,
 };
 
 /// AReaL's configuration from a plan, on the model's shape (or a stand-in of its size).
