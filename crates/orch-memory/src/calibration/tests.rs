@@ -8,11 +8,16 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::{Band, Residual, bands, excess, residuals};
+use crate::estimate::vllm::Vllm;
 use crate::estimate::{
     ArealConfig, Estimate, Hardware, SimConfig, Trainer, VerlConfig, Workload, estimate,
 };
 use crate::overrides::Overrides;
-use crate::shape::lookup;
+use crate::shape::{Arch, lookup};
+
+/// The goal (issue 21): every real figure the evidence carries within this share of the
+/// prediction.
+const GOAL: f64 = 0.10;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,7 +36,29 @@ struct Row {
     figure: Option<Figure>,
     #[serde(default)]
     assumed: Option<String>,
+    #[serde(default)]
+    logged: Option<Logged>,
     overrides: BTreeMap<String, serde_yaml::Value>,
+}
+
+/// A real logged peak: verl's `perf/max_memory_allocated_gb` / `perf/max_memory_reserved_gb`
+/// (`torch.cuda.max_memory_allocated()` / `max_memory_reserved()` in GiB, read at the end of
+/// `update_actor`, never reset by verl: the high-water mark of the worker process so far).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Logged {
+    /// `perf/max_memory_allocated_gb`, the highest value the run logged.
+    allocated_gib: f64,
+    /// `perf/max_memory_reserved_gb`, the highest value the run logged.
+    reserved_gib: f64,
+    /// The log the figures are read from (a URL at a commit).
+    log: String,
+    /// The exact metrics excerpt (the step that logged the figures first).
+    line: String,
+    /// vLLM runs in sleep mode (`CuMemAllocator`): its weights and KV cache are allocated
+    /// through a torch memory pool in the same process, so torch's counters keep them, asleep
+    /// or not (README.md, "What a logged peak measures").
+    vllm_pool_counted: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -69,6 +96,20 @@ fn rows(file: &str) -> Vec<Row> {
             "{}",
             r.id
         );
+        if let Some(l) = &r.logged {
+            // The figures are the excerpt's, as printed.
+            assert!(l.log.starts_with("https://"), "{}: the log's URL", r.id);
+            for (key, gib) in [
+                ("max_memory_allocated_gb", l.allocated_gib),
+                ("max_memory_reserved_gb", l.reserved_gib),
+            ] {
+                assert!(
+                    l.line.contains(&format!("perf/{key}:{gib}")),
+                    "{}: {key} {gib} is not in the excerpt",
+                    r.id
+                );
+            }
+        }
     }
     rows
 }
@@ -84,8 +125,8 @@ fn scalar(v: &serde_yaml::Value) -> String {
     }
 }
 
-/// The row's estimate, as `orch estimate` would make it for that card.
-fn estimate_row(trainer: Trainer, r: &Row) -> Estimate {
+/// The row's keys, as orch reads them (the model's key set from `model:`).
+fn row_overrides(trainer: Trainer, r: &Row) -> Overrides {
     let mut o = Overrides::new();
     let model_key = match trainer {
         Trainer::Areal => "actor.path",
@@ -95,6 +136,22 @@ fn estimate_row(trainer: Trainer, r: &Row) -> Estimate {
     for (k, v) in &r.overrides {
         o.set(k, &scalar(v));
     }
+    o
+}
+
+fn row_arch(r: &Row) -> Arch {
+    let arch = lookup(r.shape_of.as_deref().unwrap_or(&r.model));
+    assert!(
+        arch.known,
+        "{}: the model's shape is not in orch's table",
+        r.id
+    );
+    arch
+}
+
+/// The row's estimate, as `orch estimate` would make it for that card.
+fn estimate_row(trainer: Trainer, r: &Row) -> Estimate {
+    let o = row_overrides(trainer, r);
     let (workload, gpus_per_node) = match trainer {
         Trainer::Areal => {
             let a = ArealConfig::from_overrides(&o);
@@ -107,12 +164,7 @@ fn estimate_row(trainer: Trainer, r: &Row) -> Estimate {
             (Workload::Verl(v), n)
         }
     };
-    let arch = lookup(r.shape_of.as_deref().unwrap_or(&r.model));
-    assert!(
-        arch.known,
-        "{}: the model's shape is not in orch's table",
-        r.id
-    );
+    let arch = row_arch(r);
     let hw = Hardware {
         gpu_name: r.card.clone(),
         gpu_mem_gib: r.card_gib,
@@ -139,6 +191,74 @@ struct Scored {
     estimate: Estimate,
     card_gib: f64,
     figure_gib: Option<f64>,
+    logged: Option<LoggedScore>,
+}
+
+/// A logged peak beside what orch predicts of the same counters.
+#[derive(Debug, Clone, Copy)]
+struct LoggedScore {
+    allocated_gib: f64,
+    reserved_gib: f64,
+    predicted_allocated_gib: f64,
+    predicted_reserved_gib: f64,
+    /// vLLM's weights and KV cache in the counters (0 when its pool is not counted).
+    pool_gib: f64,
+}
+
+impl LoggedScore {
+    /// (figure, logged, predicted, prediction's error as a share of the logged figure).
+    fn figures(&self) -> [(&'static str, f64, f64, f64); 2] {
+        let err = |logged: f64, predicted: f64| predicted / logged - 1.0;
+        [
+            (
+                "allocated",
+                self.allocated_gib,
+                self.predicted_allocated_gib,
+                err(self.allocated_gib, self.predicted_allocated_gib),
+            ),
+            (
+                "reserved",
+                self.reserved_gib,
+                self.predicted_reserved_gib,
+                err(self.reserved_gib, self.predicted_reserved_gib),
+            ),
+        ]
+    }
+}
+
+/// What orch predicts of torch's peak counters in verl's worker process: the training phase's
+/// own allocations (`train_allocated_gib`, `train_reserved_gib`: the actor update, which the
+/// estimator takes for the step's largest) plus, when vLLM sleeps through its own pool, the
+/// weights and KV cache vLLM allocated through it (`Vllm::profile`: what is left of
+/// `gpu_memory_utilization × card` after its profile run's workspace), which the counters keep
+/// while vLLM is asleep. README.md, "What a logged peak measures".
+fn predicted_counters(trainer: Trainer, r: &Row, e: &Estimate, l: &Logged) -> (f64, f64, f64) {
+    let pool = match trainer {
+        Trainer::Verl if l.vllm_pool_counted => {
+            let v = VerlConfig::from_overrides(&row_overrides(trainer, r));
+            let vllm = Vllm::profile(&row_arch(r), &v, r.card_gib);
+            vllm.weights_gib + vllm.kv_gib.max(0.0)
+        }
+        _ => 0.0,
+    };
+    (
+        e.train_allocated_gib + pool,
+        e.train_reserved_gib + pool,
+        pool,
+    )
+}
+
+/// The logged figures outside the goal: (row, figure, error).
+fn goal_misses(set: &[Scored]) -> Vec<(String, &'static str, f64)> {
+    set.iter()
+        .filter_map(|s| s.logged.map(|l| (s.id.clone(), l)))
+        .flat_map(|(id, l)| {
+            l.figures()
+                .into_iter()
+                .filter(|f| f.3.abs() > GOAL)
+                .map(move |f| (id.clone(), f.0, f.3))
+        })
+        .collect()
 }
 
 /// What the row allows of `real peak / predicted peak`, the open side closed by the band.
@@ -146,6 +266,28 @@ fn residual(s: &Scored, band: &Band) -> Residual {
     let p = peak(&s.estimate);
     let (edge_lo, edge_hi) = (1.0 - band.over(), 1.0 + band.over());
     let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+    if let Some(l) = s.logged {
+        // The reserved counter's peak is the pool vLLM allocated (mapped while it is awake,
+        // unmapped while it sleeps) plus the default pool's segments, which are on the device:
+        // the device held at least the latter plus what torch does not count, and at most the
+        // whole counter plus that. The band closes what the counters leave open.
+        let uncounted = s.estimate.train_peak_gib - s.estimate.train_reserved_gib;
+        let at_least = (l.reserved_gib - l.pool_gib + uncounted) / p;
+        let mut at_most = ((l.reserved_gib + uncounted) / p).min(edge_hi);
+        if s.outcome == Outcome::Fits {
+            at_most = at_most.min(s.card_gib / p);
+        }
+        let lo = r3(at_least.max(edge_lo));
+        return Residual {
+            id: s.id.clone(),
+            lo,
+            hi: r3(at_most).max(lo),
+            bound: format!(
+                "logged: max_memory_reserved {:.2} GiB with vLLM's pool of {:.2} in it, predicted peak {p:.2}",
+                l.reserved_gib, l.pool_gib
+            ),
+        };
+    }
     match s.outcome {
         Outcome::Fits => {
             let hi = r3((s.card_gib / p).min(edge_hi));
@@ -216,13 +358,36 @@ fn score(trainer: Trainer, file: &str) -> Vec<Scored> {
                     (peak(&e) / f.needed_at_least_gib - 1.0) * 100.0
                 )
             });
+            let logged = r.logged.as_ref().map(|l| {
+                let (a, res, pool) = predicted_counters(trainer, &r, &e, l);
+                LoggedScore {
+                    allocated_gib: l.allocated_gib,
+                    reserved_gib: l.reserved_gib,
+                    predicted_allocated_gib: a,
+                    predicted_reserved_gib: res,
+                    pool_gib: pool,
+                }
+            });
+            let logged_text = logged.map_or("-".to_string(), |l| {
+                l.figures()
+                    .iter()
+                    .map(|(what, real, predicted, err)| {
+                        format!(
+                            "{what} logged {real:.2}, predicted {predicted:.2} ({:+.1} %){}",
+                            err * 100.0,
+                            if err.abs() > GOAL { " OUTSIDE 10 %" } else { "" }
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            });
             let nodes = r
                 .overrides
                 .get("trainer.nnodes")
                 .or_else(|| r.overrides.get("cluster.n_nodes"))
                 .map_or("1".into(), scalar);
             println!(
-                "| {} | {} on {nodes} × {} × {} ({:.2} GiB) | {:?} | {} | {:.1} GiB ({:+.0} % of the card): {} |{}",
+                "| {} | {} on {nodes} × {} × {} ({:.2} GiB) | {:?} | {} | {} | {:.1} GiB ({:+.0} % of the card): {} |{}",
                 r.id,
                 r.model,
                 e.gpus,
@@ -230,6 +395,7 @@ fn score(trainer: Trainer, file: &str) -> Vec<Scored> {
                 r.card_gib,
                 r.outcome,
                 figure,
+                logged_text,
                 peak(&e),
                 (peak(&e) / r.card_gib - 1.0) * 100.0,
                 failure,
@@ -258,9 +424,64 @@ fn score(trainer: Trainer, file: &str) -> Vec<Scored> {
                 estimate: e,
                 card_gib: r.card_gib,
                 figure_gib: r.figure.as_ref().map(|f| f.needed_at_least_gib),
+                logged,
             }
         })
         .collect()
+}
+
+/// A logged figure the estimator misses by more than the goal, as `gaps.yaml` lists it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Gap {
+    id: String,
+    figure: String,
+    error_pct: f64,
+    why: String,
+}
+
+/// The gaps `gaps.yaml` lists for `trainer`.
+fn listed_gaps(trainer: &str) -> Vec<Gap> {
+    let path = dir().join("gaps.yaml");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    let mut all: BTreeMap<String, Vec<Gap>> =
+        serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    all.remove(trainer).unwrap_or_default()
+}
+
+/// The logged figures outside the goal are exactly the ones `gaps.yaml` lists, with the error
+/// it states (to 0.1 %): a gap that opens, closes or moves fails here until the file says so.
+fn assert_gaps_listed(trainer: &str, set: &[Scored]) {
+    let measured = goal_misses(set);
+    let listed = listed_gaps(trainer);
+    for g in &listed {
+        assert!(!g.why.trim().is_empty(), "gaps.yaml: {} says not why", g.id);
+    }
+    let as_yaml = |m: &[(String, &'static str, f64)]| {
+        m.iter()
+            .map(|(id, figure, err)| {
+                format!(
+                    "  - {{id: {id}, figure: {figure}, error_pct: {:.1}}}",
+                    err * 100.0
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let same = measured.len() == listed.len()
+        && measured.iter().zip(&listed).all(|((id, figure, err), g)| {
+            *id == g.id && *figure == g.figure && (err * 100.0 - g.error_pct).abs() < 0.051
+        });
+    println!(
+        "logged figures outside the goal (±{:.0} %): {}",
+        GOAL * 100.0,
+        measured.len()
+    );
+    assert!(
+        same,
+        "calibration/gaps.yaml does not list the logged figures outside the goal; they are:\n{}",
+        as_yaml(&measured)
+    );
 }
 
 /// The band the tuning rows support: the largest over-prediction a known-good row shows.
@@ -326,6 +547,28 @@ fn verl_calibration_matches_the_shipped_band() {
         "calibration/residuals.yaml disagrees with the rows (ORCH_CALIBRATION_BLESS=1 rewrites it)"
     );
     assert_eq!(residuals().get("verl"), Some(&derived));
+    let all: Vec<Scored> = tuning.into_iter().chain(holdout).collect();
+    assert!(
+        all.iter().filter(|s| s.logged.is_some()).count() >= 4,
+        "the set's logged peaks"
+    );
+    assert_gaps_listed("verl", &all);
+}
+
+/// The goal of issue 21: every logged peak within 10 % of the prediction. It does not hold yet
+/// (calibration/gaps.yaml lists what misses it and why), so it runs only when asked:
+/// `cargo test -p orch-memory calibration -- --ignored --nocapture`.
+#[test]
+#[ignore = "the goal is not met yet: calibration/gaps.yaml lists the logged figures outside it"]
+fn verl_logged_peaks_meet_the_goal() {
+    let mut all = score(Trainer::Verl, "verl.yaml");
+    all.extend(score(Trainer::Verl, "verl-holdout.yaml"));
+    let misses = goal_misses(&all);
+    assert!(
+        misses.is_empty(),
+        "logged figures outside ±{:.0} % of the prediction: {misses:?}",
+        GOAL * 100.0
+    );
 }
 
 /// AReaL's public rows are scored like verl's. They are two configurations known to run and no
