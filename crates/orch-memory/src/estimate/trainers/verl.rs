@@ -101,9 +101,11 @@ pub struct VerlConfig {
     /// The critic's values pass (`compute_values`): `critic.forward_micro_batch_size_per_gpu`,
     /// `critic.use_dynamic_bsz`, `critic.forward_max_token_len_per_gpu`.
     pub critic_forward: ForwardBatching,
-    /// `critic.model.use_remove_padding` (false in verl's `critic/dp_critic.yaml`).
+    /// `critic.model.use_remove_padding` (false in verl's `critic/dp_critic.yaml` at
+    /// b178a3cd5, L44).
     pub critic_use_remove_padding: bool,
-    /// `critic.ulysses_sequence_parallel_size`.
+    /// `critic.ulysses_sequence_parallel_size` (deprecated at b178a3cd5 for
+    /// `critic.fsdp_config.ulysses_sequence_parallel_size`, which is not read).
     pub critic_ulysses_sp: u64,
     /// A PPO critic shares the GPUs (verl's `need_critic`, `verl/trainer/ppo/utils.py` at
     /// b178a3cd5: `critic.enable` when set, else `algorithm.adv_estimator == gae`, verl's
@@ -185,11 +187,16 @@ pub struct ForwardBatching {
     /// when neither is given: verl then refuses to start unless the pass batches dynamically
     /// (`check_mutually_exclusive`, `verl/utils/config.py` at b178a3cd5; `ray_trainer.py` at
     /// db84a40), and the estimate leaves the pass out.
-    pub micro_per_gpu: Option<u64>,
+    pub micro_per_gpu: Option<u32>,
     /// Micro-batches packed to a token budget instead.
     pub use_dynamic_bsz: bool,
     /// That budget per GPU.
-    pub max_token_len_per_gpu: u64,
+    pub max_token_len_per_gpu: u32,
+}
+
+/// A count as [`ForwardBatching`] keeps it (32 bits keep [`Workload`] small).
+fn count32(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 const RO: &str = "actor_rollout_ref.rollout.";
@@ -227,7 +234,7 @@ impl VerlConfig {
         let per_gpu = |local: &str, global: &str| {
             o.u64_opt(local)
                 .or_else(|| o.u64_opt(global).map(|g| g / dp))
-                .map(|m| m.max(1))
+                .map(|m| count32(m.max(1)))
         };
         let use_dynamic_bsz = o.bool_or(&a("use_dynamic_bsz"), false);
         let ppo_max_token_len_per_gpu = o.u64_or(&a("ppo_max_token_len_per_gpu"), 16384);
@@ -243,16 +250,18 @@ impl VerlConfig {
                 &format!("{prefix}log_prob_use_dynamic_bsz"),
                 use_dynamic_bsz,
             ),
-            max_token_len_per_gpu: o.u64_or(
+            max_token_len_per_gpu: count32(o.u64_or(
                 &format!("{prefix}log_prob_max_token_len_per_gpu"),
                 ppo_max_token_len_per_gpu,
-            ),
+            )),
         };
         let critic_sp = o.u64_or("critic.ulysses_sequence_parallel_size", 1).max(1);
         let critic_dp = (world / critic_sp).max(1);
-        // The critic's forward micro-batch follows its update's (`critic/critic.yaml` at
-        // b178a3cd5: `forward_micro_batch_size_per_gpu: ${oc.select:.ppo_micro_batch_size_per_gpu,null}`),
-        // its budget `forward_max_token_len_per_gpu: ${.ppo_max_token_len_per_gpu}`, 32768.
+        // The critic's forward micro-batch follows its update's (`critic/dp_critic.yaml` at
+        // b178a3cd5, L68: `forward_micro_batch_size_per_gpu:
+        // ${oc.select:.ppo_micro_batch_size_per_gpu,null}`), its budget the update's
+        // (`critic/critic.yaml` L65-68: `forward_max_token_len_per_gpu:
+        // ${.ppo_max_token_len_per_gpu}`, 32768).
         let critic_forward = ForwardBatching {
             micro_per_gpu: [
                 "critic.forward_micro_batch_size_per_gpu",
@@ -269,11 +278,12 @@ impl VerlConfig {
                 .find_map(|k| o.u64_opt(k))
                 .map(|g| g / critic_dp)
             })
-            .map(|m| m.max(1)),
+            .map(|m| count32(m.max(1))),
             use_dynamic_bsz: o.bool_or("critic.use_dynamic_bsz", use_dynamic_bsz),
-            max_token_len_per_gpu: o
-                .u64_opt("critic.forward_max_token_len_per_gpu")
-                .unwrap_or_else(|| o.u64_or("critic.ppo_max_token_len_per_gpu", 32768)),
+            max_token_len_per_gpu: count32(
+                o.u64_opt("critic.forward_max_token_len_per_gpu")
+                    .unwrap_or_else(|| o.u64_or("critic.ppo_max_token_len_per_gpu", 32768)),
+            ),
         };
         Self {
             model_path: o.str_or(
@@ -819,7 +829,7 @@ fn pass_tokens(
     let seq = v.seq_len() as f64;
     if b.use_dynamic_bsz {
         let real = sequences * seq * fill;
-        let budget = (b.max_token_len_per_gpu as f64 * sp).max(1.0);
+        let budget = (f64::from(b.max_token_len_per_gpu) * sp).max(1.0);
         let micro_batches = (real / budget).ceil().clamp(1.0, sequences);
         let per_micro = real / micro_batches;
         Some(if rmpad {
@@ -828,7 +838,7 @@ fn pass_tokens(
             per_micro / fill
         })
     } else {
-        let micro = (b.micro_per_gpu? as f64).min(sequences);
+        let micro = f64::from(b.micro_per_gpu?).min(sequences);
         Some(micro * seq * if rmpad { fill } else { 1.0 } / sp)
     }
 }
