@@ -39,6 +39,14 @@ pub const VERL_FUSED_TORCH_BWD_BYTES: f64 = 20.0;
 pub const VERL_FUSED_TORCH_BWD_ENTROPY_BYTES: f64 = 8.0;
 /// AReaL: bf16 logits (2) and one fp32 buffer of the compiled, fused log-softmax (4).
 pub const AREAL_LOGITS_BYTES: f64 = 6.0;
+/// A no-grad forward (verl's log-prob and values passes, under `torch.no_grad()`) keeps no
+/// activations: each decoder layer's tensors are freed as the layer returns. Its working set,
+/// per token, is at most the hidden-sized bf16 tensors alive at once — the residual stream,
+/// the normed input and the sub-layer's output (3 × 2 bytes per hidden unit) — and, in the
+/// gated MLP (`down_proj(act_fn(gate_proj(x)) * up_proj(x))`, Hugging Face's Llama/Qwen2
+/// `MLP.forward`), `act_fn(gate)`, `up` and their product (3 × 2 bytes per MLP unit; `gate`
+/// itself is freed once `act_fn` returns). Counted from the code, not measured.
+pub const NOGRAD_LAYER_BYTES: (f64, f64) = (6.0, 6.0);
 /// Activations per token per hidden unit per layer without checkpointing, bf16
 /// (Korthikanti et al. 2022, `sbh(34 + 5as/h)` with flash attention dropping the `5as/h`).
 pub const ACT_BYTES_FULL: f64 = 34.0;

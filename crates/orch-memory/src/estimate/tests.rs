@@ -1239,3 +1239,162 @@ fn torchrun_states_the_static_part_of_its_peak() {
     assert!((s1 - s4).abs() < 1e-9 && s1 > 0.0, "{s1} {s4}");
     assert!(t4 > 3.0 * t1, "{t1} {t4}");
 }
+
+/// Seed 002's diamonds with verl ≥ 0.4's update (no entropy: `entropy_coeff` 0), a
+/// micro-batch of 8 in the update and `log_prob` sequences in the old-log-prob pass's.
+fn diamonds_log_prob(log_prob: u64, extra: &[(&'static str, &'static str)]) -> Estimate {
+    let mut keys = vec![
+        ("actor_rollout_ref.actor.entropy_coeff", "0"),
+        ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "8"),
+    ];
+    keys.extend_from_slice(extra);
+    let mut o = with(&diamonds(), &keys);
+    o.set(
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+        &log_prob.to_string(),
+    );
+    verl(h100(false), &o)
+}
+
+/// The breakdown's lines of one phase (their labels name it), GiB.
+fn phase_gib(e: &Estimate, phase: &str, what: &str) -> f64 {
+    e.train_items
+        .iter()
+        .filter(|i| i.label.starts_with(phase) && i.label.contains(what))
+        .map(|i| i.gib)
+        .sum()
+}
+
+const OLD_LOG_PROB: &str = "old-log-prob pass (compute_log_prob)";
+const REF_LOG_PROB: &str = "reference log-prob pass (compute_ref_log_prob)";
+
+/// verl's old-log-prob pass has its own micro-batch and always computes the entropy
+/// (`calculate_entropy=True`), under `no_grad`: at the update's micro-batch the update stays
+/// the peak; at 4× it the pass's logits (32 × 1536 × 0.635 = 31.2k tokens × 152,064: 8.84 GiB
+/// bf16, the fp32 copy and softmax twice that each) make it the step's peak, and at 8× the run
+/// fails there, in step 1, where the update alone fits.
+#[test]
+fn verl_log_prob_micro_batch_4x_the_update_makes_that_pass_the_peak() {
+    let same = diamonds_log_prob(8, &[]);
+    assert!(same.notes.iter().all(|n| !n.contains(OLD_LOG_PROB)));
+    assert!(phase_gib(&same, OLD_LOG_PROB, "") == 0.0);
+    let four = diamonds_log_prob(32, &[]);
+    assert!(
+        (phase_gib(&four, OLD_LOG_PROB, "logits bf16") - 8.84).abs() < 0.05,
+        "{:?}",
+        four.train_items
+    );
+    assert!((phase_gib(&four, OLD_LOG_PROB, "fp32 (entropy)") - 2.0 * 17.68).abs() < 0.1);
+    assert!(four.notes.iter().any(|n| n.contains(OLD_LOG_PROB)));
+    assert!(four.train_allocated_gib > same.train_allocated_gib + 30.0);
+    // The update is what it was: the same micro-batch, the same tokens.
+    assert_eq!(four.tokens_per_micro, same.tokens_per_micro);
+    assert!(same.failure.is_none() && four.failure.is_none());
+    let eight = diamonds_log_prob(64, &[]);
+    let d = gpu_oom(&eight);
+    assert!(d.label.starts_with(OLD_LOG_PROB), "{}", d.label);
+    let f = eight.failure.as_ref().unwrap();
+    assert!(matches!(f.at, FailAt::Train { step: 1 }));
+    assert!(
+        f.to_string()
+            .contains("step 1 allocating old-log-prob pass (compute_log_prob): "),
+        "{f}"
+    );
+    // The deprecated global key is divided over the data-parallel ranks as verl does.
+    let global = diamonds_with(&[
+        ("actor_rollout_ref.actor.entropy_coeff", "0"),
+        ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "8"),
+        ("actor_rollout_ref.rollout.log_prob_micro_batch_size", "256"),
+    ]);
+    assert_eq!(global.failure, eight.failure);
+}
+
+/// A pass that fits without AdamW state but not with it fails in step 2, after the first
+/// update made the state (and the wake-up of step 2 fit), not in step 1.
+#[test]
+fn verl_log_prob_pass_meets_the_adamw_state_from_step_2() {
+    let at = |m: u64| diamonds_log_prob(m, &[]).failure.map(|f| f.at);
+    // A micro-batch whose pass needs more than the card only with the AdamW state.
+    let m = (9..64)
+        .find(|&m| at(m) == Some(FailAt::Train { step: 2 }))
+        .expect("some log-prob micro-batch fails only from step 2");
+    assert!(
+        gpu_oom(&diamonds_log_prob(m, &[]))
+            .label
+            .starts_with(OLD_LOG_PROB)
+    );
+    // One sequence fewer fits.
+    assert_eq!(at(m - 1), None);
+}
+
+/// Without a log-prob micro-batch (verl refuses to start then, unless it batches
+/// dynamically) the pass is not estimated and the prediction is the update's, as before; with
+/// dynamic batching the pass's budget is the update's (`log_prob_max_token_len_per_gpu`
+/// follows `ppo_max_token_len_per_gpu`), over the whole step's batch.
+#[test]
+fn verl_log_prob_defaults_are_verls() {
+    let none = diamonds_with(&[("actor_rollout_ref.actor.entropy_coeff", "0")]);
+    assert!(none.notes.iter().any(|n| n.contains("not estimated")));
+    assert!(none.train_items.iter().all(|i| !i.label.contains("pass (")));
+    let o = with(
+        &diamonds(),
+        &[("actor_rollout_ref.actor.entropy_coeff", "0")],
+    );
+    let v = VerlConfig::from_overrides(&o);
+    assert_eq!(v.log_prob.micro_per_gpu, None);
+    assert!(!v.log_prob.use_dynamic_bsz);
+    assert!(!v.needs_ref());
+    let dynamic = with(
+        &diamonds(),
+        &[
+            ("actor_rollout_ref.actor.entropy_coeff", "0"),
+            ("actor_rollout_ref.actor.use_dynamic_bsz", "True"),
+            ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "16000"),
+        ],
+    );
+    let v = VerlConfig::from_overrides(&dynamic);
+    assert!(v.log_prob.use_dynamic_bsz && v.ref_log_prob.use_dynamic_bsz);
+    assert_eq!(v.log_prob.max_token_len_per_gpu, 16000);
+    assert_eq!(v.ref_log_prob.max_token_len_per_gpu, 16000);
+    // A critic's forward follows its own update's budget, 32768.
+    assert_eq!(v.critic_forward.max_token_len_per_gpu, 32768);
+    assert!(!v.critic_use_remove_padding);
+    // 1024 × 5 / 4 sequences × 975 real tokens (1.25M) in 79 balanced micro-batches of at
+    // most 16,000: 15.8k tokens, whose logits with the entropy make the pass the peak.
+    let e = verl(h100(false), &dynamic);
+    let logits = phase_gib(&e, OLD_LOG_PROB, "logits bf16");
+    let tokens = logits * GIB / 2.0 / 152_064.0;
+    assert!((15_700.0..=16_000.0).contains(&tokens), "{tokens}");
+}
+
+/// The reference model's pass runs only with a reference model: `use_kl_loss` or a KL
+/// penalty in the reward; it computes no entropy.
+#[test]
+fn verl_ref_log_prob_pass_only_with_kl() {
+    let ref_micro = (
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+        "256",
+    );
+    let no_kl = diamonds_log_prob(2, &[ref_micro]);
+    let kl_loss = diamonds_log_prob(
+        2,
+        &[ref_micro, ("actor_rollout_ref.actor.use_kl_loss", "True")],
+    );
+    let kl_reward = diamonds_log_prob(2, &[ref_micro, ("algorithm.use_kl_in_reward", "True")]);
+    let mentions = |e: &Estimate| {
+        e.notes.iter().any(|n| n.contains(REF_LOG_PROB))
+            || e.failure
+                .as_ref()
+                .is_some_and(|f| f.to_string().contains(REF_LOG_PROB))
+    };
+    assert!(!mentions(&no_kl), "{:?}", no_kl.notes);
+    assert!(mentions(&kl_loss), "{:?}", kl_loss.notes);
+    assert!(mentions(&kl_reward), "{:?}", kl_reward.notes);
+    // 256 × 1536 × 0.635 tokens of bf16 logits, 70.7 GiB: no entropy tensors come first.
+    let d = gpu_oom(&kl_loss);
+    assert!(d.label.starts_with(REF_LOG_PROB), "{}", d.label);
+    assert!(d.label.contains("logits bf16"), "{}", d.label);
+    let logits = 256.0 * 1536.0 * k::REMOVE_PADDING_FILL * 152_064.0 * 2.0 / GIB;
+    assert!((d.tried_gib - logits).abs() < 0.05, "{}", d.tried_gib);
+    assert!(no_kl.failure.is_none(), "{:?}", no_kl.failure);
+}

@@ -90,6 +90,23 @@ pub struct VerlConfig {
     pub entropy_compiled: bool,
     /// `ref.fsdp_config.param_offload`: the reference model lives in host RAM.
     pub ref_param_offload: bool,
+    /// `algorithm.use_kl_in_reward`: a KL penalty in the reward, which also needs the
+    /// reference model (`need_reference_policy`, `verl/trainer/ppo/utils.py` at b178a3cd5:
+    /// `use_kl_in_reward or actor.use_kl_loss`; db84a40's `ray_trainer.py` the same).
+    pub use_kl_in_reward: bool,
+    /// The actor's old-log-prob pass (`compute_log_prob`): `rollout.log_prob_*`.
+    pub log_prob: ForwardBatching,
+    /// The reference model's pass (`compute_ref_log_prob`): `ref.log_prob_*`.
+    pub ref_log_prob: ForwardBatching,
+    /// The critic's values pass (`compute_values`): `critic.forward_micro_batch_size_per_gpu`,
+    /// `critic.use_dynamic_bsz`, `critic.forward_max_token_len_per_gpu`.
+    pub critic_forward: ForwardBatching,
+    /// `critic.model.use_remove_padding` (false in verl's `critic/dp_critic.yaml` at
+    /// b178a3cd5, L44).
+    pub critic_use_remove_padding: bool,
+    /// `critic.ulysses_sequence_parallel_size` (deprecated at b178a3cd5 for
+    /// `critic.fsdp_config.ulysses_sequence_parallel_size`, which is not read).
+    pub critic_ulysses_sp: u64,
     /// A PPO critic shares the GPUs (verl's `need_critic`, `verl/trainer/ppo/utils.py` at
     /// b178a3cd5: `critic.enable` when set, else `algorithm.adv_estimator == gae`, verl's
     /// default estimator; v0.3's `ray_trainer.py` the same without `critic.enable`).
@@ -161,6 +178,27 @@ impl FusedKernels {
     }
 }
 
+/// How one of verl's no-grad forward passes (old log-probs, reference log-probs, values)
+/// splits the step's batch: each has its own micro-batch, apart from the update's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ForwardBatching {
+    /// Sequences per micro-batch on one data-parallel rank (`*micro_batch_size_per_gpu`, or
+    /// the deprecated global form divided by `world / sp` as `fsdp_workers.py` does). None
+    /// when neither is given: verl then refuses to start unless the pass batches dynamically
+    /// (`check_mutually_exclusive`, `verl/utils/config.py` at b178a3cd5; `ray_trainer.py` at
+    /// db84a40), and the estimate leaves the pass out.
+    pub micro_per_gpu: Option<u32>,
+    /// Micro-batches packed to a token budget instead.
+    pub use_dynamic_bsz: bool,
+    /// That budget per GPU.
+    pub max_token_len_per_gpu: u32,
+}
+
+/// A count as [`ForwardBatching`] keeps it (32 bits keep [`Workload`] small).
+fn count32(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 const RO: &str = "actor_rollout_ref.rollout.";
 const ACTOR: &str = "actor_rollout_ref.actor.";
 
@@ -190,6 +228,63 @@ impl VerlConfig {
                 whole
             }
         };
+        let dp = (world / ulysses_sp).max(1);
+        // verl's per-GPU key, else its deprecated global one `//= world / sp`
+        // (`fsdp_workers.py` `__init__` at b178a3cd5, L265-273).
+        let per_gpu = |local: &str, global: &str| {
+            o.u64_opt(local)
+                .or_else(|| o.u64_opt(global).map(|g| g / dp))
+                .map(|m| count32(m.max(1)))
+        };
+        let use_dynamic_bsz = o.bool_or(&a("use_dynamic_bsz"), false);
+        let ppo_max_token_len_per_gpu = o.u64_or(&a("ppo_max_token_len_per_gpu"), 16384);
+        // `rollout.log_prob_*` and `ref.log_prob_*` follow the actor's dynamic batching and
+        // budget (`rollout/rollout.yaml`, `ref/ref.yaml` at b178a3cd5; `ppo_trainer.yaml` at
+        // db84a40).
+        let forward = |prefix: &str| ForwardBatching {
+            micro_per_gpu: per_gpu(
+                &format!("{prefix}log_prob_micro_batch_size_per_gpu"),
+                &format!("{prefix}log_prob_micro_batch_size"),
+            ),
+            use_dynamic_bsz: o.bool_or(
+                &format!("{prefix}log_prob_use_dynamic_bsz"),
+                use_dynamic_bsz,
+            ),
+            max_token_len_per_gpu: count32(o.u64_or(
+                &format!("{prefix}log_prob_max_token_len_per_gpu"),
+                ppo_max_token_len_per_gpu,
+            )),
+        };
+        let critic_sp = o.u64_or("critic.ulysses_sequence_parallel_size", 1).max(1);
+        let critic_dp = (world / critic_sp).max(1);
+        // The critic's forward micro-batch follows its update's (`critic/dp_critic.yaml` at
+        // b178a3cd5, L68: `forward_micro_batch_size_per_gpu:
+        // ${oc.select:.ppo_micro_batch_size_per_gpu,null}`), its budget the update's
+        // (`critic/critic.yaml` L65-68: `forward_max_token_len_per_gpu:
+        // ${.ppo_max_token_len_per_gpu}`, 32768).
+        let critic_forward = ForwardBatching {
+            micro_per_gpu: [
+                "critic.forward_micro_batch_size_per_gpu",
+                "critic.ppo_micro_batch_size_per_gpu",
+            ]
+            .iter()
+            .find_map(|k| o.u64_opt(k))
+            .or_else(|| {
+                [
+                    "critic.forward_micro_batch_size",
+                    "critic.ppo_micro_batch_size",
+                ]
+                .iter()
+                .find_map(|k| o.u64_opt(k))
+                .map(|g| g / critic_dp)
+            })
+            .map(|m| count32(m.max(1))),
+            use_dynamic_bsz: o.bool_or("critic.use_dynamic_bsz", use_dynamic_bsz),
+            max_token_len_per_gpu: count32(
+                o.u64_opt("critic.forward_max_token_len_per_gpu")
+                    .unwrap_or_else(|| o.u64_or("critic.ppo_max_token_len_per_gpu", 32768)),
+            ),
+        };
         Self {
             model_path: o.str_or(
                 "actor_rollout_ref.model.path",
@@ -198,8 +293,8 @@ impl VerlConfig {
             train_batch_size: o.u64_or("data.train_batch_size", 1024),
             ppo_mini_batch_size: mini,
             micro_batch_per_gpu: micro,
-            use_dynamic_bsz: o.bool_or(&a("use_dynamic_bsz"), false),
-            ppo_max_token_len_per_gpu: o.u64_or(&a("ppo_max_token_len_per_gpu"), 16384),
+            use_dynamic_bsz,
+            ppo_max_token_len_per_gpu,
             ulysses_sp,
             rollout_n,
             gpu_memory_utilization: o.f64_or(&r("gpu_memory_utilization"), 0.5),
@@ -235,6 +330,12 @@ impl VerlConfig {
             entropy_checkpointing: o.bool_or(&a("entropy_checkpointing"), false),
             entropy_compiled: o.bool_or(&a("use_torch_compile"), true),
             ref_param_offload: o.bool_or("actor_rollout_ref.ref.fsdp_config.param_offload", false),
+            use_kl_in_reward: o.bool_or("algorithm.use_kl_in_reward", false),
+            log_prob: forward(RO),
+            ref_log_prob: forward("actor_rollout_ref.ref."),
+            critic_forward,
+            critic_use_remove_padding: o.bool_or("critic.model.use_remove_padding", false),
+            critic_ulysses_sp: critic_sp,
             use_critic: o
                 .get("critic.enable")
                 .and_then(|v| crate::overrides::parse_bool(&v))
@@ -271,6 +372,11 @@ impl VerlConfig {
     pub fn max_model_len(&self) -> u64 {
         self.max_model_len.unwrap_or(self.seq_len())
     }
+
+    /// verl builds a reference model and runs its pass (`need_reference_policy`).
+    pub fn needs_ref(&self) -> bool {
+        self.use_kl_loss || self.use_kl_in_reward
+    }
 }
 
 /// The FSDP actor's per-GPU state (GiB), sharded over every GPU of the job.
@@ -278,7 +384,8 @@ struct Actor {
     world: f64,
     /// fp32 parameters; grads are the same size, AdamW m+v twice it.
     params: f64,
-    /// The bf16 reference model (only with `use_kl_loss`, unless offloaded).
+    /// The bf16 reference model (only with `use_kl_loss` or `use_kl_in_reward`, unless
+    /// offloaded).
     ref_gpu: f64,
     /// One FSDP unit of fp32 params: the chunk size of the params/grads/optimizer tensors.
     unit_fp32: f64,
@@ -307,7 +414,7 @@ impl Actor {
         Self {
             world,
             params: 4.0 * p / world / GIB,
-            ref_gpu: if v.use_kl_loss && !v.ref_param_offload {
+            ref_gpu: if v.needs_ref() && !v.ref_param_offload {
                 2.0 * p / world / GIB
             } else {
                 0.0
@@ -666,6 +773,282 @@ fn fused_events(arch: &Arch, v: &VerlConfig, fused: FusedKernels, tokens: f64) -
     }
 }
 
+/// One phase of a verl step on the actor's GPUs after the rollout, in run order: the old
+/// log-probs, the reference's, the critic's values, then the actor's update (`ray_trainer.py`
+/// `fit` at b178a3cd5, L1502-1607: `_compute_old_log_prob`, `_compute_ref_log_prob`,
+/// `_compute_values`, `_update_critic`, `_update_actor`; db84a40 L977-1043 the same). vLLM
+/// sleeps through all of them: its sharding manager's `__exit__` puts it to sleep when
+/// `generate_sequences` returns (`verl/workers/sharding_manager/fsdp_vllm.py` at db84a40).
+/// One process per GPU holds every role, so each phase meets what the others leave resident.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    OldLogProb,
+    RefLogProb,
+    Values,
+    Update,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Self::OldLogProb => "old-log-prob pass (compute_log_prob)",
+            Self::RefLogProb => "reference log-prob pass (compute_ref_log_prob)",
+            Self::Values => "critic values pass (compute_values)",
+            Self::Update => "actor update (update_actor)",
+        }
+    }
+}
+
+/// Tokens one GPU holds in a micro-batch of a no-grad pass over the step's whole batch.
+///
+/// Each data-parallel rank gets `train_batch_size × n / (world / sp)` sequences (the
+/// `compute_log_prob`, `compute_ref_log_prob` and `compute_values` dispatch splits the batch
+/// over data-parallel ranks: `make_nd_compute_dataproto_dispatch_fn` at b178a3cd5; db84a40's
+/// `DP_COMPUTE_PROTO` over every rank, then the Ulysses sharding manager gathers the SP
+/// group's). A fixed micro-batch is `micro` of them (`data.split(micro_batch_size)`,
+/// `dp_actor.py` `compute_log_prob` at b178a3cd5, L459-463); a dynamic one balances real tokens
+/// into `ceil(tokens / (budget × sp))` micro-batches (`prepare_dynamic_batch` →
+/// `rearrange_micro_batches`, `verl/utils/seqlen_balancing.py` at b178a3cd5, L386-387; at
+/// db84a40 `rearrange_micro_batches`, L226), split over the SP group. Without
+/// `use_remove_padding` the model runs on the padded sequences: a dynamic micro-batch's
+/// real tokens over the fill. None when the pass has no micro-batch size (see
+/// [`ForwardBatching::micro_per_gpu`]).
+fn pass_tokens(
+    v: &VerlConfig,
+    b: &ForwardBatching,
+    rmpad: bool,
+    sp: u64,
+    world: f64,
+) -> Option<f64> {
+    let sp = sp.max(1) as f64;
+    let fill = v.fill();
+    let dp_ranks = (world / sp).floor().max(1.0);
+    let sequences = (v.train_batch_size as f64 * v.rollout_n as f64 / dp_ranks)
+        .floor()
+        .max(1.0);
+    let seq = v.seq_len() as f64;
+    if b.use_dynamic_bsz {
+        let real = sequences * seq * fill;
+        let budget = (f64::from(b.max_token_len_per_gpu) * sp).max(1.0);
+        let micro_batches = (real / budget).ceil().clamp(1.0, sequences);
+        let per_micro = real / micro_batches;
+        Some(if rmpad {
+            per_micro / sp
+        } else {
+            per_micro / fill
+        })
+    } else {
+        let micro = f64::from(b.micro_per_gpu?).min(sequences);
+        Some(micro * seq * if rmpad { fill } else { 1.0 } / sp)
+    }
+}
+
+/// The no-grad passes a step runs before the update, in run order, with the tokens one GPU
+/// holds in a micro-batch of each: the old log-probs always (the hybrid engine recomputes
+/// them), the reference's when there is a reference model, the critic's values with a critic.
+/// A pass without a micro-batch size is left out, with a note.
+fn passes(v: &VerlConfig, a: &Actor, notes: &mut Vec<String>) -> Vec<(Phase, f64)> {
+    let mut out = Vec::new();
+    let mut add = |phase: Phase, b: &ForwardBatching, rmpad: bool, sp: u64, key: &str| {
+        match pass_tokens(v, b, rmpad, sp, a.world) {
+            Some(t) => out.push((phase, t)),
+            None => notes.push(format!(
+                "no {key}: verl refuses to start without it unless the pass batches dynamically; the {} is not estimated",
+                phase.name()
+            )),
+        }
+    };
+    add(
+        Phase::OldLogProb,
+        &v.log_prob,
+        v.use_remove_padding,
+        v.ulysses_sp,
+        "rollout.log_prob_micro_batch_size_per_gpu",
+    );
+    if v.needs_ref() {
+        add(
+            Phase::RefLogProb,
+            &v.ref_log_prob,
+            v.use_remove_padding,
+            v.ulysses_sp,
+            "ref.log_prob_micro_batch_size_per_gpu",
+        );
+    }
+    if v.use_critic {
+        add(
+            Phase::Values,
+            &v.critic_forward,
+            v.critic_use_remove_padding,
+            v.critic_ulysses_sp,
+            "critic.forward_micro_batch_size_per_gpu",
+        );
+    }
+    out
+}
+
+/// A no-grad pass's allocations with what is resident at that moment (`with_adam`: the
+/// AdamW states exist, from the first update on or when resumed).
+///
+/// Resident: the critic's state, the actor's fp32 shard (`compute_log_prob` loads it when it
+/// is offloaded, `load_fsdp_model_to_gpu`, and offloads it again after: `fsdp_workers.py` at
+/// b178a3cd5, L993-994 and L1033-1034; the critic's `compute_values` the same for its own,
+/// L1541-1542), the reference model, the AdamW states unless offloaded (only `update_actor`
+/// loads them), no gradients (`zero_grad` ends each update). Then, under `torch.no_grad()`
+/// (`dp_actor.py` `compute_log_prob` L471, `dp_critic.py` `compute_values`), FSDP's gathered
+/// layers, one layer's working set ([`k::NOGRAD_LAYER_BYTES`]) and, for the log-prob passes,
+/// the logits of the micro-batch with what the entropy makes ([`logprob_loss_events`]).
+fn pass_events(
+    phase: Phase,
+    arch: &Arch,
+    critic: &Arch,
+    v: &VerlConfig,
+    a: &Actor,
+    tokens: f64,
+    with_adam: bool,
+) -> Vec<Event> {
+    let model = if phase == Phase::Values { critic } else { arch };
+    let name = phase.name();
+    let label = |l: &str| format!("{name}: {l}");
+    let critic_params = if phase == Phase::Values && v.use_critic {
+        4.0 * critic.params / a.world / GIB
+    } else {
+        a.critic_params
+    };
+    let critic_adam = if with_adam { a.critic_adam } else { 0.0 };
+    let actor_params = if phase == Phase::OldLogProb || !v.param_offload {
+        a.params
+    } else {
+        0.0
+    };
+    let adam = if with_adam && !v.optimizer_offload {
+        a.adam()
+    } else {
+        0.0
+    };
+    let layer_bf16 = model.layer_params() * 2.0 / GIB;
+    let (hb, mb) = k::NOGRAD_LAYER_BYTES;
+    let working = tokens * (hb * model.hidden as f64 + mb * model.intermediate as f64) / GIB;
+    let hidden = tokens * model.hidden as f64 * 2.0 / GIB;
+    let mut events = vec![
+        alloc(
+            Site::Static,
+            label("critic params (+ AdamW once stepped) fp32 (PPO)"),
+            critic_params + critic_adam,
+            a.unit_fp32,
+        ),
+        alloc(
+            Site::Params,
+            label(&format!("actor params fp32 (FSDP 1/{})", a.world)),
+            actor_params,
+            a.unit_fp32,
+        ),
+        alloc(
+            Site::RefParams,
+            label("ref params bf16"),
+            a.ref_gpu,
+            a.unit_fp32 / 2.0,
+        ),
+        alloc(Site::Optim, label("AdamW m+v fp32"), adam, a.unit_fp32),
+        alloc(
+            Site::Gather,
+            label("FSDP all-gather buffers (2 layers bf16)"),
+            2.0 * layer_bf16,
+            layer_bf16,
+        ),
+        alloc(
+            Site::Activations,
+            label("one layer's forward working set (no_grad)"),
+            working,
+            working / 3.0,
+        ),
+        Event::Free { gib: working },
+        alloc(
+            Site::Activations,
+            label("final hidden states bf16"),
+            hidden,
+            hidden,
+        ),
+    ];
+    if phase != Phase::Values {
+        let entropy = phase == Phase::OldLogProb;
+        events.extend(
+            logprob_loss_events(arch, v, tokens, entropy)
+                .into_iter()
+                .map(|e| match e {
+                    Event::Alloc {
+                        site,
+                        label: l,
+                        gib,
+                        chunk_gib,
+                    } => alloc(site, label(&l), gib, chunk_gib),
+                    other => other,
+                }),
+        );
+    }
+    events
+}
+
+/// The log-prob passes' logits: the bf16 logits of the micro-batch (divided by the
+/// temperature in place), flash-attn's per-token cross-entropy, and, in the old-log-prob
+/// pass, the entropy (`calculate_entropy=True`: `fsdp_workers.py` `compute_log_prob` at
+/// b178a3cd5, L1009, `calculate_entropy = not is_lora`; db84a40 L636 always; the reference's
+/// pass passes `False`, L1058 and db84a40 L670). The entropy's tensors are the update's
+/// ([`entropy_events`], [`chunked_entropy_events`]) as the forward makes them: nothing is
+/// kept for a backward, so they are freed again (with chunking one chunk is in flight;
+/// `entropy_checkpointing` changes nothing under `no_grad`). These whole-entropy terms are
+/// the fp32 ones calibrated on the pre-0.4 stack's update, an upper bound over bf16 logits.
+/// With fused kernels the model returns log-probs and entropy, and only the forward's chunk
+/// (torch backend, bounded by its backward's set) or statistics (triton) exist.
+fn logprob_loss_events(arch: &Arch, v: &VerlConfig, tokens: f64, entropy: bool) -> Vec<Event> {
+    let vocab = arch.vocab as f64;
+    if let Some(fused) = v.fused_kernels {
+        let mut events = fused_events(arch, v, fused, tokens);
+        // The forward only: triton's statistics, not its backward's `d_logits`.
+        if matches!(fused, FusedKernels::Triton { .. }) {
+            events.truncate(2);
+        }
+        return events;
+    }
+    let unit = tokens * vocab / GIB;
+    let mut events = vec![alloc(
+        Site::LogitsBf16,
+        "logits bf16 (lm_head)",
+        2.0 * unit,
+        2.0 * unit,
+    )];
+    if !entropy {
+        return events;
+    }
+    if let Some(chunk) = v.entropy_chunk_tokens {
+        let set = k::VERL_ENTROPY_CHUNK_BYTES * (chunk as f64).min(tokens) * vocab / GIB;
+        events.push(alloc(
+            Site::Softmax,
+            format!("entropy fp32, one {chunk}-token chunk in flight"),
+            set,
+            set / 3.0,
+        ));
+        events.push(Event::Free { gib: set });
+    } else {
+        let softmax = k::VERL_LOGITS_BYTES - 6.0;
+        events.push(alloc(
+            Site::LogitsFp32,
+            "logits fp32 (entropy)",
+            4.0 * unit,
+            4.0 * unit,
+        ));
+        events.push(alloc(
+            Site::Softmax,
+            "softmax fp32 (entropy)",
+            softmax * unit,
+            softmax * unit,
+        ));
+        events.push(Event::Free {
+            gib: (4.0 + softmax) * unit,
+        });
+    }
+    events
+}
+
 /// The training-phase breakdown: non-PyTorch memory, the allocations, the allocator's slack.
 fn train_items(
     v: &VerlConfig,
@@ -709,8 +1092,11 @@ fn host_oom(hw: &Hardware, v: &VerlConfig, host: &VerlHost, total: f64, task: &s
 
 /// The first failure in the order a verl run meets them: Ray's GPU check, worker init (host
 /// RAM, vLLM's start-up checks), then per step vLLM's wake-up (before training on a resumed
-/// run, whose optimizer state is loaded up front), `update_actor`, the optimizer offload after
-/// it, and the wake-up of step 2 with AdamW state now resident.
+/// run, whose optimizer state is loaded up front), the no-grad passes and `update_actor`
+/// (`step1`, in run order), the optimizer offload after it, the wake-up of step 2 with AdamW
+/// state now resident, and step 2's passes with it (`step2`; empty on a resumed run, whose
+/// first step already had it).
+#[allow(clippy::too_many_arguments)]
 fn first_failure(
     hw: &Hardware,
     v: &VerlConfig,
@@ -718,8 +1104,15 @@ fn first_failure(
     res: &Resident,
     vllm: &Vllm,
     host: &VerlHost,
-    real: &Walk,
+    step1: &[Walk],
+    step2: &[Walk],
 ) -> Option<Failure> {
+    let oom_in = |walks: &[Walk], step| {
+        walks.iter().find_map(|w| w.oom.clone()).map(|oom| Failure {
+            at: FailAt::Train { step },
+            kind: FailKind::GpuOom(oom),
+        })
+    };
     let c = hw.gpu_mem_gib;
     let requested = vllm.requested_gib;
     let limit = host_limit(hw);
@@ -768,11 +1161,8 @@ fn first_failure(
         })
     } else if resumed && wake_fails {
         wake_up()
-    } else if let Some(oom) = real.oom.clone() {
-        Some(Failure {
-            at: FailAt::Train { step: 1 },
-            kind: FailKind::GpuOom(oom),
-        })
+    } else if let Some(f) = oom_in(step1, 1) {
+        Some(f)
     } else if host.steady_gib > limit {
         let task = "WorkerDict.actor_rollout_ref_update_actor";
         Some(Failure {
@@ -782,7 +1172,7 @@ fn first_failure(
     } else if wake_fails {
         wake_up()
     } else {
-        None
+        oom_in(step2, 2)
     }
 }
 
@@ -824,9 +1214,56 @@ pub(crate) fn estimate_verl(
     let events = train_events(&arch, v, &actor);
     let demand = walk(f64::INFINITY, &[], nontorch, frag, &events);
     let real = walk(c, &[], nontorch, frag, &events);
-    let train_items = train_items(v, hw, nontorch_vllm, &events, &demand);
+    // The no-grad passes before the update, each a phase of its own: its allocations once
+    // AdamW state exists (the run's peak, from step 2 on) and in step 1 (only a resumed run
+    // has the state then).
+    let passes = passes(v, &actor, &mut notes);
+    let pass_walks = |with_adam: bool, capacity: f64| -> Vec<(Phase, Vec<Event>, Walk)> {
+        passes
+            .iter()
+            .map(|&(phase, tokens)| {
+                let ev = pass_events(phase, &arch, &critic, v, &actor, tokens, with_adam);
+                let w = walk(capacity, &[], nontorch, frag, &ev);
+                (phase, ev, w)
+            })
+            .collect()
+    };
+    let steady = pass_walks(true, f64::INFINITY);
+    let mut step1: Vec<Walk> = pass_walks(resumed, c).into_iter().map(|p| p.2).collect();
+    step1.push(real);
+    let step2: Vec<Walk> = if resumed {
+        Vec::new()
+    } else {
+        pass_walks(true, c).into_iter().map(|p| p.2).collect()
+    };
+    // The step's peak is the largest phase's; torch's peak counters are each the largest of
+    // any phase (nothing resets them between passes).
+    let mut peak = (Phase::Update, &events, &demand);
+    for (phase, ev, w) in &steady {
+        if w.device_peak_gib > peak.2.device_peak_gib {
+            peak = (*phase, ev, w);
+        }
+    }
+    let allocated = steady
+        .iter()
+        .map(|p| p.2.allocated_peak_gib)
+        .fold(demand.allocated_peak_gib, f64::max);
+    let reserved = steady
+        .iter()
+        .map(|p| p.2.reserved_peak_gib)
+        .fold(demand.reserved_peak_gib, f64::max);
+    if peak.0 != Phase::Update {
+        notes.push(format!(
+            "the step's peak is the {} ({:.1} GiB on the device; the actor update's {:.1})",
+            peak.0.name(),
+            peak.2.device_peak_gib,
+            demand.device_peak_gib
+        ));
+    }
+    let train_items = train_items(v, hw, nontorch_vllm, peak.1, peak.2);
+    let train_peak_gib = peak.2.device_peak_gib;
     let host = VerlHost::new(v, arch.params);
-    let failure = first_failure(hw, v, resumed, &res, &vllm, &host, &real);
+    let failure = first_failure(hw, v, resumed, &res, &vllm, &host, &step1, &step2);
 
     Estimate {
         trainer: Trainer::Verl,
@@ -835,9 +1272,9 @@ pub(crate) fn estimate_verl(
         frag,
         tokens_per_micro: actor.tokens,
         train_items,
-        train_peak_gib: demand.device_peak_gib,
-        train_allocated_gib: demand.allocated_peak_gib,
-        train_reserved_gib: demand.reserved_peak_gib,
+        train_peak_gib,
+        train_allocated_gib: allocated,
+        train_reserved_gib: reserved,
         train_static: None,
         rollout_items,
         rollout_peak_gib: res.steady + vllm.requested_gib,
@@ -861,7 +1298,10 @@ pub static MODEL: TrainerModel = TrainerModel {
     log_peak_is_lower_bound: false,
     // 2: a dynamic micro-batch holds its balanced share, not the whole token budget.
     // 3: fused kernels, entropy chunking and entropy checkpointing change the loss's tensors.
-    revision: 3,
+    // 4: the no-grad passes before the update (old log-probs with the entropy, the
+    //    reference's, the critic's values) are phases of their own; the step's peak is the
+    //    largest.
+    revision: 4,
 };
 
 /// verl's configuration from a plan, with the real tokens per sequence an earlier attempt
