@@ -42,6 +42,11 @@ pub struct Step {
     pub env: BTreeMap<String, Change>,
     #[serde(default)]
     pub resources: BTreeMap<String, Change>,
+    /// When the step applies: an expression over the merged configuration, as a template's
+    /// `rules` read it (`actor_rollout_ref.actor.use_dynamic_bsz`). Where it is false the step
+    /// changes nothing, like a step whose values are already at their bounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<String>,
 }
 
 fn one() -> u32 {
@@ -238,6 +243,14 @@ impl Ladder {
                     step.name
                 )));
             }
+            if let Some(when) = &step.when
+                && let Err(e) = super::jinja::environment().compile_expression(when)
+            {
+                return Err(err(format!(
+                    "steps[{i}] ({}): `when: {when}` is not an expression: {e}",
+                    step.name
+                )));
+            }
             if step.overrides.is_empty() && step.env.is_empty() && step.resources.is_empty() {
                 return Err(err(format!(
                     "steps[{i}] ({}): the step changes nothing",
@@ -345,6 +358,20 @@ mod tests {
         assert_eq!(lower.apply(Some(&1.into())), Some(0.9.into()));
         assert_eq!(lower.apply(None), None);
         assert_eq!(change("true").apply(None), Some(true.into()));
+    }
+
+    #[test]
+    fn a_when_that_is_not_an_expression_is_refused_at_load() {
+        let ladder = |when: &str| -> Ladder {
+            serde_yaml::from_str(&format!(
+                "steps:\n  - name: s\n    answers: [gpu_oom]\n    when: \"{when}\"\n    overrides: {{a: 1}}\n"
+            ))
+            .unwrap()
+        };
+        let origin = Origin::Builtin("ladders/x.yaml".into());
+        assert!(ladder("a.b and not c").check(&origin).is_ok());
+        let err = ladder("a.b and (").check(&origin).unwrap_err().to_string();
+        assert!(err.contains("`when: a.b and (` is not an expression"), "{err}");
     }
 
     #[test]

@@ -15,6 +15,9 @@ impl Plan {
         step: &Step,
         setup: &Setup,
     ) -> Result<Option<(Plan, Vec<ChangeRecord>)>, UsageError> {
+        if !self.meets(step, setup)? {
+            return Ok(None);
+        }
         let mut next = self.clone();
         let mut changes = Vec::new();
         let source = Source::Step(step.name.clone());
@@ -68,6 +71,23 @@ impl Plan {
 }
 
 impl Plan {
+    /// Whether `step`'s `when:` holds on this plan (a step without one always applies).
+    pub(crate) fn meets(&self, step: &Step, setup: &Setup) -> Result<bool, UsageError> {
+        let Some(when) = &step.when else {
+            return Ok(true);
+        };
+        crate::config::jinja::environment()
+            .compile_expression(when)
+            .and_then(|expr| expr.eval(self.expression_context(setup)))
+            .map(|v| v.is_true())
+            .map_err(|e| {
+                UsageError(format!(
+                    "ladder step {}: could not evaluate `when: {when}`: {e}",
+                    step.name
+                ))
+            })
+    }
+
     /// Every value that differs from this plan to `other` (overrides, environment, resources),
     /// as the records a step would have made: what a planner's move changes in one go.
     pub fn changes_to(&self, other: &Plan) -> Vec<ChangeRecord> {

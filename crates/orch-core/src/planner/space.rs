@@ -66,7 +66,7 @@ pub fn enumerate(
     exclude: &HashSet<String>,
 ) -> Vec<Candidate> {
     let steps = &setup.ladder.steps;
-    let ranges = &bounded(ranges);
+    let ranges = &bounded(&applicable(setup, written, ranges));
     let mut out = Vec::new();
     let mut seen: HashSet<String> = exclude.clone();
     let mut counts: Vec<u32> = ranges.iter().map(|r| r.lo).collect();
@@ -87,9 +87,30 @@ pub fn enumerate(
     out
 }
 
+/// `ranges` without the steps whose `when:` does not hold on the plan as written (and that the
+/// plan has not taken): every count of theirs would build nothing, and counting them would make
+/// [`bounded`] cut the steps that do apply. A `when:` is read on the plan as written, so a
+/// condition only another step could make true is not searched.
+fn applicable(setup: &Setup, written: &Plan, ranges: &[Range]) -> Vec<Range> {
+    setup
+        .ladder
+        .steps
+        .iter()
+        .zip(ranges)
+        .map(|(step, r)| {
+            if r.lo == 0 && !written.meets(step, setup).unwrap_or(true) {
+                Range { lo: 0, hi: 0 }
+            } else {
+                *r
+            }
+        })
+        .collect()
+}
+
 /// The most count vectors one decision visits: above every built-in ladder's whole space
-/// (verl-grpo's twelve steps make 36,864), and a bound on a user's ladder of many steps with
-/// large `repeat`s, which would otherwise be enumerated for hours.
+/// (verl-grpo's thirteen steps make 36,864: `halve-micro-batch` and `halve-token-budget` never
+/// both apply), and a bound on a user's ladder of many steps with large `repeat`s, which would
+/// otherwise be enumerated for hours.
 pub const MAX_COMBINATIONS: u64 = 65_536;
 
 /// `ranges` with the widest ones cut (their highest counts dropped first: a step repeated

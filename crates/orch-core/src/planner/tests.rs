@@ -835,3 +835,76 @@ fn a_climbed_attempt_climbs_again_once_two_peaks_tell_the_parts_apart() {
     );
     assert!(climb.value.expected_s > 0.0, "{:?}", climb.value);
 }
+
+const DYNAMIC: &str = "actor_rollout_ref.actor.use_dynamic_bsz";
+const BUDGET: &str = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu";
+
+/// With `use_dynamic_bsz` verl packs micro-batches by `ppo_max_token_len_per_gpu` and ignores
+/// the micro-batch sizes: halving those changes nothing the estimate sees, halving the budget
+/// does. Diamonds with a budget of 32 whole sequences (32 × 1536 tokens) on 4 × H100.
+#[test]
+fn a_dynamic_batch_is_cut_by_its_token_budget_not_its_micro_batch() {
+    let (setup, written) = load(
+        "diamonds-seed0",
+        "h100-80g",
+        &[(DYNAMIC, "true"), (BUDGET, "49152")],
+    );
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    let as_written = estimator.estimate(&setup, &written);
+    assert!(
+        as_written.estimate.failure.is_some(),
+        "{}",
+        as_written.gpu_peak_gib()
+    );
+    let facts = MemoryFacts {
+        capacity_gib: Some(79.18),
+        ..MemoryFacts::default()
+    };
+    let (next, notes) = decide(
+        &setup,
+        &written,
+        &[failed(&written, FailureClass::GpuOom, facts)],
+    );
+    let m = moved(next);
+    assert!(
+        m.plan.steps.iter().any(|s| s == "halve-token-budget"),
+        "{} {notes:?}",
+        m.describe()
+    );
+    assert!(
+        !m.plan.steps.iter().any(|s| s == "halve-micro-batch"),
+        "{} {notes:?}",
+        m.describe()
+    );
+    assert!(!m.changes_semantics, "{}", m.describe());
+    let budget: u64 = value(&m.plan, BUDGET).parse().unwrap();
+    assert!(budget < 49152 && budget >= 1536, "{budget}");
+    assert!(predicted_to_fit(&setup, &m.plan), "{}", m.describe());
+}
+
+/// Without `use_dynamic_bsz` the token budget is not what verl batches by: the step does not
+/// apply (its `when:`), and a budget too small for one sequence is refused before submission
+/// only where verl would read it.
+#[test]
+fn the_token_budget_step_applies_only_to_dynamic_batches() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    let step = setup
+        .ladder
+        .steps
+        .iter()
+        .find(|s| s.name == "halve-token-budget")
+        .expect("verl-grpo's ladder has the step");
+    assert!(written.apply(step, &setup).unwrap().is_none());
+    let (setup, dynamic) = load("diamonds-seed0", "h100-80g", &[(DYNAMIC, "true")]);
+    assert!(dynamic.apply(step, &setup).unwrap().is_some());
+    // 1024 tokens cannot hold a 512 + 1024 sequence: verl asserts it after the first rollout.
+    let (setup, small) = load(
+        "diamonds-seed0",
+        "h100-80g",
+        &[(DYNAMIC, "true"), (BUDGET, "1024")],
+    );
+    let err = small.check(&setup).unwrap_err().to_string();
+    assert!(err.contains("token-budget-holds-a-sequence"), "{err}");
+    let (setup, fixed) = load("diamonds-seed0", "h100-80g", &[(BUDGET, "1024")]);
+    assert!(fixed.check(&setup).is_ok());
+}
