@@ -371,7 +371,10 @@ mod tests {
         let origin = Origin::Builtin("ladders/x.yaml".into());
         assert!(ladder("a.b and not c").check(&origin).is_ok());
         let err = ladder("a.b and (").check(&origin).unwrap_err().to_string();
-        assert!(err.contains("`when: a.b and (` is not an expression"), "{err}");
+        assert!(
+            err.contains("`when: a.b and (` is not an expression"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -72,7 +72,7 @@ impl Plan {
 
 impl Plan {
     /// Whether `step`'s `when:` holds on this plan (a step without one always applies).
-    pub(crate) fn meets(&self, step: &Step, setup: &Setup) -> Result<bool, UsageError> {
+    pub fn meets(&self, step: &Step, setup: &Setup) -> Result<bool, UsageError> {
         let Some(when) = &step.when else {
             return Ok(true);
         };

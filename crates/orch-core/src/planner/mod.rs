@@ -496,6 +496,15 @@ fn menu(
         if ranges[i].hi == ranges[i].lo || current[i] >= step.repeat {
             continue;
         }
+        // A step whose `when:` does not hold here is not on this configuration's menu at all:
+        // nothing to report.
+        if !cx.current.meets(step, setup).unwrap_or(true) {
+            ranges[i] = Range {
+                lo: current[i],
+                hi: current[i],
+            };
+            continue;
+        }
         let why_not = match (&fragmentation, is_allocator_setting(step)) {
             (Some(why), true) => Some(why.clone()),
             // Widened, a move is judged with the others it comes with (more host memory

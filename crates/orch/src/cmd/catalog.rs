@@ -275,7 +275,12 @@ pub fn ladder(catalog: &Catalog, args: LadderArgs) -> anyhow::Result<u8> {
                 outln!("     {}", step.why);
             }
             if changes.is_empty() {
-                outln!("     (changes nothing from here)");
+                match &step.when {
+                    Some(when) if !plan.meets(step, &setup).unwrap_or(true) => {
+                        outln!("     (applies only where `{when}` holds: not here)")
+                    }
+                    _ => outln!("     (changes nothing from here)"),
+                }
             }
             for c in changes {
                 outln!("     {c}");
