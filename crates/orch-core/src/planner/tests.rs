@@ -878,7 +878,7 @@ fn a_dynamic_batch_is_cut_by_its_token_budget_not_its_micro_batch() {
     );
     assert!(!m.changes_semantics, "{}", m.describe());
     let budget: u64 = value(&m.plan, BUDGET).parse().unwrap();
-    assert!(budget < 49152 && budget >= 1536, "{budget}");
+    assert!((1536..49152).contains(&budget), "{budget}");
     assert!(predicted_to_fit(&setup, &m.plan), "{}", m.describe());
 }
 
