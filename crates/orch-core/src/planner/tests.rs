@@ -68,6 +68,16 @@ fn decide(setup: &Setup, written: &Plan, failures: &[Failure]) -> (Next, Vec<Str
     (next, notes)
 }
 
+/// What the planner does after `written` failed once with `class` and `facts`.
+fn decide_once(
+    setup: &Setup,
+    written: &Plan,
+    class: FailureClass,
+    facts: MemoryFacts,
+) -> (Next, Vec<String>) {
+    decide(setup, written, &[failed(written, class, facts)])
+}
+
 /// The estimator says `plan` fits its card.
 fn predicted_to_fit(setup: &Setup, plan: &Plan) -> bool {
     let estimator = Estimator::new(setup, plan).unwrap();
@@ -171,11 +181,7 @@ fn preflight_leaves_a_fitting_plan_alone() {
 fn seed_002_failure_is_answered_by_one_fitting_move() {
     let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
     let facts = torch_oom(17.68, 3.92, 79.18, 68.68, 4.08);
-    let (next, notes) = decide(
-        &setup,
-        &written,
-        &[failed(&written, FailureClass::GpuOom, facts)],
-    );
+    let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     let m = moved(next);
     assert!(
         !m.plan.steps.iter().any(|s| s == "expandable-segments"),
@@ -197,11 +203,7 @@ fn seed_002_failure_is_answered_by_one_fitting_move() {
 fn allocator_setting_is_passed_over_when_fragmentation_is_small() {
     let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
     let facts = torch_oom(2.21, 0.5, 79.18, 78.0, 0.011);
-    let (next, notes) = decide(
-        &setup,
-        &written,
-        &[failed(&written, FailureClass::GpuOom, facts)],
-    );
+    let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     assert!(
         !moved(next)
             .plan
@@ -222,11 +224,7 @@ fn allocator_setting_is_passed_over_when_fragmentation_is_small() {
 fn seed_003_torchrun_never_asks_for_more_gpus() {
     let (setup, written) = load("pretrain-512m", "a40", &[]);
     let facts = torch_oom(51.2, 1.0, 44.42, 40.0, 0.5);
-    let (next, notes) = decide(
-        &setup,
-        &written,
-        &[failed(&written, FailureClass::GpuOom, facts)],
-    );
+    let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     let m = moved(next);
     assert!(
         notes.iter().any(|n| n.starts_with("passed over more-gpus")),
@@ -266,11 +264,7 @@ fn rollout_startup_failure_gets_no_trainer_side_cut() {
         stage: Some(Stage::RolloutStartup),
         ..MemoryFacts::default()
     };
-    let (next, notes) = decide(
-        &setup,
-        &written,
-        &[failed(&written, FailureClass::GpuOom, facts)],
-    );
+    let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     let m = moved(next);
     assert_eq!(value(&m.plan, MICRO), "4", "{}", m.describe());
     assert!(
@@ -325,11 +319,7 @@ fn seed_000_the_jobs_own_sglang_server_is_not_a_stranger() {
         }],
         ..torch_oom(0.085, 0.056, 44.42, 6.89, 0.136)
     };
-    let (next, notes) = decide(
-        &setup,
-        &written,
-        &[failed(&written, FailureClass::GpuOom, facts)],
-    );
+    let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     let m = moved(next);
     assert!(!m.changes_semantics, "{} {notes:?}", m.describe());
 }
@@ -346,11 +336,7 @@ fn another_program_on_the_card_stops_the_run() {
         }],
         ..torch_oom(1.2, 0.2, 44.42, 3.0, 0.1)
     };
-    let (next, _) = decide(
-        &setup,
-        &written,
-        &[failed(&written, FailureClass::GpuOom, facts)],
-    );
+    let (next, _) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     match next {
         Next::GiveUp { reason } => {
             assert!(reason.contains("process 4242 holds 40.00 GiB"), "{reason}");
@@ -366,11 +352,7 @@ fn an_unpredicted_failure_calibrates_the_estimate() {
     let estimator = Estimator::new(&setup, &written).unwrap();
     assert!(predicted_to_fit(&setup, &written));
     let facts = torch_oom(6.0, 1.0, 79.18, 75.0, 0.5);
-    let (next, notes) = decide(
-        &setup,
-        &written,
-        &[failed(&written, FailureClass::GpuOom, facts)],
-    );
+    let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     assert!(
         notes.iter().any(|n| n.contains("predictions scaled")),
         "{notes:?}"
@@ -484,11 +466,7 @@ fn a_host_oom_gets_more_host_memory() {
 fn the_menu_widens_to_every_memory_step_before_giving_up() {
     let (setup, written) = load("diamonds-seed0", "rtx4090", &[]);
     let facts = torch_oom(17.68, 0.5, 23.5, 22.0, 0.3);
-    let (next, notes) = decide(
-        &setup,
-        &written,
-        &[failed(&written, FailureClass::GpuOom, facts)],
-    );
+    let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     let m = moved(next);
     assert!(
         notes
@@ -512,11 +490,7 @@ fn a_forced_semantics_change_changes_as_little_as_it_can() {
         capacity_gib: Some(23.65),
         ..MemoryFacts::default()
     };
-    let (next, notes) = decide(
-        &setup,
-        &written,
-        &[failed(&written, FailureClass::GpuOom, facts)],
-    );
+    let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     let m = moved(next);
     assert!(m.changes_semantics, "{}", m.describe());
     let changed =
@@ -860,11 +834,7 @@ fn a_dynamic_batch_is_cut_by_its_token_budget_not_its_micro_batch() {
         capacity_gib: Some(79.18),
         ..MemoryFacts::default()
     };
-    let (next, notes) = decide(
-        &setup,
-        &written,
-        &[failed(&written, FailureClass::GpuOom, facts)],
-    );
+    let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     let m = moved(next);
     assert!(
         m.plan.steps.iter().any(|s| s == "halve-token-budget"),
