@@ -76,16 +76,23 @@ impl Plan {
         let Some(when) = &step.when else {
             return Ok(true);
         };
-        crate::config::jinja::environment()
+        let value = crate::config::jinja::environment()
             .compile_expression(when)
             .and_then(|expr| expr.eval(self.expression_context(setup)))
-            .map(|v| v.is_true())
             .map_err(|e| {
                 UsageError(format!(
                     "ladder step {}: could not evaluate `when: {when}`: {e}",
                     step.name
                 ))
-            })
+            })?;
+        // A key the configuration does not have reads as undefined, not as an error.
+        if value.is_undefined() {
+            return Err(UsageError(format!(
+                "ladder step {}: `when: {when}` reads a key this configuration does not have",
+                step.name
+            )));
+        }
+        Ok(value.is_true())
     }
 
     /// Every value that differs from this plan to `other` (overrides, environment, resources),

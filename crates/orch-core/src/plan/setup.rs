@@ -87,6 +87,16 @@ impl Setup {
         for set in rest {
             plan.set(set)?;
         }
+        // A `when:` that cannot be read on this configuration (a misspelt key) would leave its
+        // step out of every search without a word: refuse it here, naming the ladder file.
+        for step in &setup.ladder.steps {
+            if let Err(e) = plan.meets(step, &setup) {
+                return Err(ConfigError::Other {
+                    origin: setup.ladder_origin.to_string(),
+                    message: e.0,
+                });
+            }
+        }
         Ok((setup, plan))
     }
 

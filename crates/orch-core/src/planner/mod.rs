@@ -496,9 +496,10 @@ fn menu(
         if ranges[i].hi == ranges[i].lo || current[i] >= step.repeat {
             continue;
         }
-        // A step whose `when:` does not hold here is not on this configuration's menu at all:
-        // nothing to report.
-        if !cx.current.meets(step, setup).unwrap_or(true) {
+        // A step whose `when:` does not hold is not on this run's menu at all: nothing to
+        // report. It is read on the plan as written, as the search reads it (`space::enumerate`);
+        // `Setup::load` refused a `when:` that cannot be read.
+        if !cx.written.meets(step, setup).unwrap_or(true) {
             ranges[i] = Range {
                 lo: current[i],
                 hi: current[i],

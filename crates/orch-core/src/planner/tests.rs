@@ -878,3 +878,47 @@ fn the_token_budget_step_applies_only_to_dynamic_batches() {
     let (setup, fixed) = load("diamonds-seed0", "h100-80g", &[(BUDGET, "1024")]);
     assert!(fixed.check(&setup).is_ok());
 }
+
+/// A `when:` that cannot be read on the configuration (a misspelt key) is refused when the
+/// setup loads, naming the ladder file and the step, rather than leaving its step out of every
+/// search without a word.
+#[test]
+fn a_when_that_cannot_be_read_is_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ladders")).unwrap();
+    std::fs::write(
+        dir.path().join("ladders/verl-grpo.yaml"),
+        "steps:\n  - name: halve-token-budget\n    answers: [gpu_oom]\n    when: actor_rollout_ref.actor.use_dynamik_bsz\n    overrides:\n      actor_rollout_ref.actor.ppo_max_token_len_per_gpu: {divide: 2}\n",
+    )
+    .unwrap();
+    let catalog = Catalog::new(dir.path());
+    let experiment = Experiment::find(&catalog, "diamonds-seed0")
+        .unwrap()
+        .into_iter()
+        .find(|e| e.name == "diamonds-seed0")
+        .unwrap();
+    let err = Setup::load(&catalog, experiment, Some("h100-80g"), &[])
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(err.contains("ladders/verl-grpo.yaml"), "{err}");
+    assert!(err.contains("halve-token-budget"), "{err}");
+    assert!(err.contains("use_dynamik_bsz"), "{err}");
+}
+
+/// verl-grpo's whole ladder is searched uncut, with dynamic batches and without: its two
+/// halving steps never both apply.
+#[test]
+fn verl_grpos_whole_space_is_searched_uncut() {
+    for sets in [&[][..], &[(DYNAMIC, "true")][..]] {
+        let (setup, written) = load("diamonds-seed0", "h100-80g", sets);
+        let size: u64 = setup
+            .ladder
+            .steps
+            .iter()
+            .filter(|s| written.meets(s, &setup).unwrap())
+            .map(|s| u64::from(s.repeat) + 1)
+            .product();
+        assert!(size <= super::space::MAX_COMBINATIONS, "{sets:?}: {size}");
+    }
+}

@@ -227,8 +227,8 @@ impl LoggedScore {
 }
 
 /// What orch predicts of torch's peak counters in verl's worker process: the training phase's
-/// own allocations (`train_allocated_gib`, `train_reserved_gib`: the actor update, which the
-/// estimator takes for the step's largest) plus, when vLLM sleeps through its own pool, the
+/// own allocations (`train_allocated_gib`, `train_reserved_gib`: the largest over the step's
+/// passes — old log-probs, reference, values, the actor update) plus, when vLLM sleeps through its own pool, the
 /// weights and KV cache vLLM allocated through it (`Vllm::profile`: what is left of
 /// `gpu_memory_utilization × card` after its profile run's workspace), which the counters keep
 /// while vLLM is asleep. README.md, "What a logged peak measures".
@@ -555,7 +555,7 @@ fn verl_calibration_matches_the_shipped_band() {
     assert_gaps_listed("verl", &all);
 }
 
-/// AReaL's public rows are scored like verl's. They are two configurations known to run and no
+/// AReaL's public rows are scored like verl's. They are four configurations known to run and no
 /// OOM report or real figure: nothing bounds an over-prediction from the failing side, so the
 /// set validates no band for AReaL and `bands.yaml` ships none (preflight then rewrites any
 /// predicted failure, as without a band). A row predicted not to fit would be a wrong verdict.
