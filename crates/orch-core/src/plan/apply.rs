@@ -18,6 +18,17 @@ impl Plan {
         if !self.meets(step, setup)? {
             return Ok(None);
         }
+        self.apply_changes(step, setup)
+    }
+
+    /// [`Plan::apply`] without reading the step's `when:` (the search reads it once, on the
+    /// plan as written: building its expression context for every combination would cost more
+    /// than the estimates).
+    pub(crate) fn apply_changes(
+        &self,
+        step: &Step,
+        setup: &Setup,
+    ) -> Result<Option<(Plan, Vec<ChangeRecord>)>, UsageError> {
         let mut next = self.clone();
         let mut changes = Vec::new();
         let source = Source::Step(step.name.clone());

@@ -151,7 +151,8 @@ fn build(setup: &Setup, written: &Plan, steps: &[Step], counts: &[u32]) -> Optio
     plan.steps.clear();
     for (step, &n) in steps.iter().zip(counts) {
         for _ in 0..n {
-            let (next, _) = plan.apply(step, setup).ok()??;
+            // `applicable` read each step's `when:` on `written`.
+            let (next, _) = plan.apply_changes(step, setup).ok()??;
             plan = next;
         }
     }
