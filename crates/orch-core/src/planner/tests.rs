@@ -897,10 +897,10 @@ fn a_when_that_cannot_be_read_is_refused_at_load() {
         .into_iter()
         .find(|e| e.name == "diamonds-seed0")
         .unwrap();
-    let err = Setup::load(&catalog, experiment, Some("h100-80g"), &[])
-        .err()
-        .expect("refused")
-        .to_string();
+    let Err(err) = Setup::load(&catalog, experiment, Some("h100-80g"), &[]) else {
+        panic!("a when: over a missing key was accepted");
+    };
+    let err = err.to_string();
     assert!(err.contains("ladders/verl-grpo.yaml"), "{err}");
     assert!(err.contains("halve-token-budget"), "{err}");
     assert!(err.contains("use_dynamik_bsz"), "{err}");
