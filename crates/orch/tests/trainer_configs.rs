@@ -523,45 +523,90 @@ fn orch_refuses_before_submission_what_verl_refuses() {
     // reason: verl refuses it only at run time — after the queue wait — so orch must refuse it
     // before submission.
     const AT_RUN_TIME_MICRO: &str = "verl 0.9.1 asserts it in prepare_micro_batches (verl/workers/engine/utils.py): the per-GPU mini-batch must be divisible by the micro batch";
-    let cases: &[(&str, &str, Option<&str>)] = &[
-        ("data.train_batch_size", "1023", None), // 1023 × 5 not divisible by 4 GPUs
-        ("data.train_batch_size", "1028", None),
-        ("actor_rollout_ref.actor.ppo_mini_batch_size", "2048", None), // above the train batch
-        ("actor_rollout_ref.actor.ppo_mini_batch_size", "128", None),
-        ("actor_rollout_ref.rollout.n", "3", None),
+    const AT_RUN_TIME_BUDGET: &str = "verl asserts it after the first rollout (rearrange_micro_batches, verl/utils/seqlen_balancing.py): the token budget must hold one padded prompt + response";
+    const DYNAMIC: (&str, &str) = ("actor_rollout_ref.actor.use_dynamic_bsz", "true");
+    const BUDGET: &str = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu";
+    const ROLLOUT_MICRO: &str = "actor_rollout_ref.rollout.log_prob_micro_batch_size";
+    const REF_MICRO: &str = "actor_rollout_ref.ref.log_prob_micro_batch_size";
+    let cases: &[(&[(&str, &str)], Option<&str>)] = &[
+        (&[("data.train_batch_size", "1023")], None), // 1023 × 5 not divisible by 4 GPUs
+        (&[("data.train_batch_size", "1028")], None),
         (
-            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-            "40",
+            &[("actor_rollout_ref.actor.ppo_mini_batch_size", "2048")],
+            None,
+        ), // above the train batch
+        (
+            &[("actor_rollout_ref.actor.ppo_mini_batch_size", "128")],
+            None,
+        ),
+        (&[("actor_rollout_ref.rollout.n", "3")], None),
+        (
+            &[("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "40")],
             None,
         ),
         (
-            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-            "48",
+            &[("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "48")],
             Some(AT_RUN_TIME_MICRO),
         ), // 320 % 48
         (
-            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-            "0",
+            &[("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "0")],
             Some(AT_RUN_TIME_MICRO),
         ), // ÷ 0
         (
-            "actor_rollout_ref.rollout.gpu_memory_utilization",
-            "1.5",
+            &[("actor_rollout_ref.rollout.gpu_memory_utilization", "1.5")],
             Some("vLLM refuses it when the engine starts"),
         ),
+        // The log-prob passes' micro batch: none, or both, is refused without dynamic batches.
+        (
+            &[(
+                "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                "null",
+            )],
+            None,
+        ),
+        (&[(ROLLOUT_MICRO, "64")], None),
+        (
+            &[(
+                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+                "null",
+            )],
+            None,
+        ),
+        (&[(REF_MICRO, "64")], None),
+        (
+            &[
+                DYNAMIC,
+                (
+                    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                    "null",
+                ),
+            ],
+            None,
+        ),
+        // Dynamic batches: the token budget against one 512 + 1024 sequence.
+        (&[DYNAMIC, (BUDGET, "1536")], None),
+        (&[DYNAMIC, (BUDGET, "1024")], Some(AT_RUN_TIME_BUDGET)),
     ];
     let mut checked = Vec::new();
     let mut orch_verdicts = Vec::new();
-    for (i, (key, value, at_run_time)) in cases.iter().enumerate() {
+    for (i, (values, at_run_time)) in cases.iter().enumerate() {
         let out = format!("rules/{i}");
-        let set = format!("{key}={value}");
-        let run = orch.run(&["render", verl.experiment, "--set", &set, "--out", &out]);
-        assert!(run.code == 0 || run.code == 2, "{set}: {run:?}");
-        orch_verdicts.push((set.clone(), run.code == 0, *at_run_time, run.stderr));
+        let sets: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut args = vec!["render", verl.experiment, "--out", &out];
+        for set in &sets {
+            args.extend(["--set", set]);
+        }
+        let run = orch.run(&args);
+        let label = sets.join(" ");
+        assert!(run.code == 0 || run.code == 2, "{label}: {run:?}");
+        orch_verdicts.push((label.clone(), run.code == 0, *at_run_time, run.stderr));
+        let argv = values
+            .iter()
+            .fold(base.argv.clone(), |argv, (k, v)| with_override(&argv, k, v));
         checked.push(Case {
-            label: set,
+            label,
             cwd: base.cwd.clone(),
-            argv: with_override(&base.argv, key, value),
+            argv,
             expect: serde_json::json!({}),
         });
     }
