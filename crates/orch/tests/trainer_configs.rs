@@ -528,7 +528,9 @@ fn orch_refuses_before_submission_what_verl_refuses() {
     const BUDGET: &str = "actor_rollout_ref.actor.ppo_max_token_len_per_gpu";
     const ROLLOUT_MICRO: &str = "actor_rollout_ref.rollout.log_prob_micro_batch_size";
     const REF_MICRO: &str = "actor_rollout_ref.ref.log_prob_micro_batch_size";
-    let cases: &[(&[(&str, &str)], Option<&str>)] = &[
+    // Each case: the values set together, and why verl refuses them only at run time.
+    type RuleCase<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
+    let cases: &[RuleCase] = &[
         (&[("data.train_batch_size", "1023")], None), // 1023 × 5 not divisible by 4 GPUs
         (&[("data.train_batch_size", "1028")], None),
         (
