@@ -53,7 +53,7 @@ fn an_experiments_architecture_keys_are_used_and_said_where_they_came_from() {
          num_key_value_heads: 2, intermediate_size: 1376, vocab_size: 32000}\n\
          overrides:\n  data.train_batch_size: 8\n  actor_rollout_ref.actor.ppo_mini_batch_size: 8\n  \
          actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: 2\n  actor_rollout_ref.rollout.n: 1\n  \
-         actor_rollout_ref.rollout.tensor_model_parallel_size: 1\n",
+         actor_rollout_ref.rollout.tensor_model_parallel_size: 1\n  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 2\n  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu: 2\n",
     );
     let e = estimate(&orch, &["tiny", "--set", "resources.gpus=1"]);
     assert_eq!(e["architecture"]["source"]["from"], "experiment", "{e}");
@@ -72,7 +72,7 @@ fn a_model_in_the_hugging_face_cache_is_read_from_there() {
         )
         .file(
             "experiments/cached.yaml",
-            "template: verl-grpo\nprofile: h100-80g\nmodel: my-org/cached-7b\n",
+            "template: verl-grpo\nprofile: h100-80g\nmodel: my-org/cached-7b\noverrides: {actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 2, actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu: 2}\n",
         );
     let hf = orch.path().join("hf").display().to_string();
     let orch = orch.env("HF_HOME", &hf);
@@ -86,7 +86,7 @@ fn a_model_in_the_hugging_face_cache_is_read_from_there() {
 fn an_unknown_model_is_said_once_and_estimated_with_a_stand_in() {
     let orch = Orch::new().env("HF_HOME", "/nonexistent").file(
         "experiments/secret.yaml",
-        "template: verl-grpo\nprofile: h100-80g\nmodel: my-org/secret-13b\n",
+        "template: verl-grpo\nprofile: h100-80g\nmodel: my-org/secret-13b\noverrides: {actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 2, actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu: 2}\n",
     );
     let run = orch.expect(&["estimate", "secret"], 0);
     assert!(
@@ -103,7 +103,7 @@ fn an_unreadable_architecture_path_is_named_and_the_architecture_unknown() {
     // The path may be the cluster's (the job reads it there): not an error here, but named.
     let orch = Orch::new().file(
         "experiments/bad.yaml",
-        "template: verl-grpo\nprofile: h100-80g\nmodel: x/y\narchitecture: missing/config.json\n",
+        "template: verl-grpo\nprofile: h100-80g\nmodel: x/y\narchitecture: missing/config.json\noverrides: {actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 2, actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu: 2}\n",
     );
     let run = orch.expect(&["estimate", "bad"], 0);
     assert!(

@@ -518,7 +518,7 @@ fn a_cluster_profile_asks_for_its_account_and_runs_its_setup_before_the_trainer(
         .file("profiles/uni.yaml", CLUSTER_PROFILE)
         .file(
             "experiments/mine.yaml",
-            "template: verl-grpo\nprofile: uni\nmodel: Qwen/Qwen2.5-1.5B-Instruct\nsetup:\n  - export HF_HOME=/scratch/hf\noverrides:\n  data.train_batch_size: 64\n  actor_rollout_ref.actor.ppo_mini_batch_size: 16\n",
+            "template: verl-grpo\nprofile: uni\nmodel: Qwen/Qwen2.5-1.5B-Instruct\nsetup:\n  - export HF_HOME=/scratch/hf\noverrides:\n  data.train_batch_size: 64\n  actor_rollout_ref.actor.ppo_mini_batch_size: 16\n  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 2\n  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu: 2\n",
         );
     orch.expect(&["render", "mine", "--out", "out"], 0);
     let job = std::fs::read_to_string(orch.path().join("out/job.sbatch")).unwrap();
