@@ -422,12 +422,26 @@ fn the_fuzzed_project_loads_and_renders_with_sane_values() {
             "areal-grpo" => "actor.mb_spec.max_tokens_per_mb",
             _ => "micro_batch_size",
         };
+        // verl refuses to start without the log-prob passes' micro batch (validate_config).
+        let overrides: &[(&str, &str)] = match template {
+            "verl-grpo" => &[
+                (
+                    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                    "2",
+                ),
+                (
+                    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+                    "2",
+                ),
+            ],
+            _ => &[],
+        };
         project(
             dir.path(),
             &Fuzzed {
                 template,
                 profile: "fuzzed",
-                overrides: &[],
+                overrides,
                 resources: &[],
                 gpu: ("44.42", "8", "512"),
                 step: &[(step_key, "2")],
