@@ -409,17 +409,22 @@ mod tests {
         p
     }
 
+    /// train.py's command line: the config and the output directory.
+    fn argv(cfg: &std::path::Path, out: &std::path::Path) -> Vec<String> {
+        vec![
+            "--config".to_string(),
+            cfg.display().to_string(),
+            "--output_dir".into(),
+            out.display().to_string(),
+        ]
+    }
+
     #[test]
     fn aggressive_settings_fail_like_seed_003() {
         let tmp = tempfile::tempdir().unwrap();
         let cfg = config(tmp.path(), 8, 2048);
         let out = tmp.path().join("out");
-        let a = vec![
-            "--config".to_string(),
-            cfg.display().to_string(),
-            "--output_dir".into(),
-            out.display().to_string(),
-        ];
+        let a = argv(&cfg, &out);
         let (code, cap) = run_capture("torchrun", &a, &a40_env("4", &[]));
         assert_eq!(code, 1);
         let re = Regex::new(r"(?m)^\[rank0\]: torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate (\d+\.\d\d) GiB\. GPU 0 has a total capacity of 44\.42 GiB").unwrap();
@@ -434,12 +439,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let cfg = config(tmp.path(), 2, 1024);
         let out = tmp.path().join("out");
-        let a = vec![
-            "--config".to_string(),
-            cfg.display().to_string(),
-            "--output_dir".into(),
-            out.display().to_string(),
-        ];
+        let a = argv(&cfg, &out);
         let (code, cap) = run_capture("torchrun", &a, &a40_env("4", &[]));
         assert_eq!(code, 0, "{}", cap.all());
         let re =
