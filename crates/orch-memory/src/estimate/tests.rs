@@ -1398,3 +1398,131 @@ fn verl_ref_log_prob_pass_only_with_kl() {
     assert!((d.tried_gib - logits).abs() < 0.05, "{}", d.tried_gib);
     assert!(no_kl.failure.is_none(), "{:?}", no_kl.failure);
 }
+
+const CRITIC_UPDATE: &str = "critic update (update_critic)";
+
+/// Seed 002's diamonds as PPO (a critic of the actor's model, offloaded between its calls so
+/// that vLLM still wakes up) with `m` sequences in the critic's micro-batch.
+fn diamonds_ppo(m: &'static str, extra: &[(&'static str, &'static str)]) -> Estimate {
+    let mut keys = vec![
+        ("algorithm.adv_estimator", "gae"),
+        ("critic.model.fsdp_config.param_offload", "True"),
+        ("critic.model.fsdp_config.optimizer_offload", "True"),
+        ("critic.ppo_micro_batch_size_per_gpu", m),
+    ];
+    keys.extend_from_slice(extra);
+    diamonds_log_prob(8, &keys)
+}
+
+/// The critic's update is a phase of its own (`dp_critic.py` `update_critic`), on padded
+/// sequences unless `critic.model.use_remove_padding`: 64 sequences × 1536 tokens without
+/// checkpointing fail there, at the first MLP tensor (98,304 × 18,944 bf16), named; with
+/// padding removed the same micro-batch holds 0.635 of the tokens. At 2 sequences it fits,
+/// and is still the step's peak: `update_critic` loads the offloaded critic's fp32 params,
+/// gradients and AdamW state (7.62e9 × 16 B / 4 GPUs = 28.4 GiB) beside the actor's resident
+/// 21.3 GiB.
+#[test]
+fn verl_critic_update_is_a_phase_on_padded_sequences() {
+    let small = diamonds_ppo("2", &[]);
+    assert!(small.failure.is_none(), "{:?}", small.failure);
+    assert!(
+        small
+            .notes
+            .iter()
+            .any(|n| n.starts_with(&format!("the step's peak is the {CRITIC_UPDATE}"))),
+        "{:?}",
+        small.notes
+    );
+    let state: f64 = ["critic params", "critic AdamW", "critic grads"]
+        .iter()
+        .map(|w| phase_gib(&small, CRITIC_UPDATE, &format!(": {w}")))
+        .sum();
+    assert!(
+        (state - 7.615_616_512e9 * 16.0 / 4.0 / GIB).abs() < 0.05,
+        "{state}"
+    );
+    let no_ckpt = ("critic.model.enable_gradient_checkpointing", "False");
+    let padded = diamonds_ppo("64", &[no_ckpt]);
+    let d = gpu_oom(&padded);
+    assert!(d.label.starts_with(CRITIC_UPDATE), "{}", d.label);
+    let mlp = |tokens: f64| tokens * 18_944.0 * 2.0 / GIB;
+    assert!(
+        (d.tried_gib - mlp(64.0 * 1536.0)).abs() < 0.01,
+        "{}",
+        d.tried_gib
+    );
+    let rmpad = diamonds_ppo(
+        "64",
+        &[no_ckpt, ("critic.model.use_remove_padding", "True")],
+    );
+    let d = gpu_oom(&rmpad);
+    let real = 64.0 * 1536.0 * k::REMOVE_PADDING_FILL;
+    assert!((d.tried_gib - mlp(real)).abs() < 0.01, "{}", d.tried_gib);
+    // Without a micro-batch (and no dynamic batches) verl refuses to start: not estimated.
+    let none = diamonds_log_prob(8, &[("algorithm.adv_estimator", "gae")]);
+    assert!(
+        none.notes
+            .iter()
+            .any(|n| n.contains(CRITIC_UPDATE) && n.contains("not estimated")),
+        "{:?}",
+        none.notes
+    );
+}
+
+/// verl's precedence for the critic's micro-batches (`CriticWorker.__init__`): the deprecated
+/// global `critic.ppo_micro_batch_size`, when set, overwrites both per-GPU sizes with the
+/// global ones over the data-parallel ranks; else the forward's per-GPU size follows the
+/// update's. The critic's mini-batch is the actor's unless given.
+#[test]
+fn verl_critic_micro_batches_follow_verls_precedence() {
+    let v = |extra: &[(&'static str, &'static str)]| {
+        VerlConfig::from_overrides(&with(&diamonds(), extra))
+    };
+    let global = v(&[
+        ("critic.ppo_micro_batch_size", "64"),
+        ("critic.forward_micro_batch_size_per_gpu", "2"),
+        ("critic.ppo_micro_batch_size_per_gpu", "2"),
+    ]);
+    assert_eq!(global.critic_update.micro_per_gpu, Some(16));
+    assert_eq!(global.critic_forward.micro_per_gpu, Some(16));
+    let both_global = v(&[
+        ("critic.ppo_micro_batch_size", "64"),
+        ("critic.forward_micro_batch_size", "128"),
+    ]);
+    assert_eq!(both_global.critic_forward.micro_per_gpu, Some(32));
+    let local = v(&[("critic.ppo_micro_batch_size_per_gpu", "4")]);
+    assert_eq!(local.critic_update.micro_per_gpu, Some(4));
+    assert_eq!(local.critic_forward.micro_per_gpu, Some(4));
+    let forward = v(&[
+        ("critic.ppo_micro_batch_size_per_gpu", "4"),
+        ("critic.forward_micro_batch_size_per_gpu", "8"),
+    ]);
+    assert_eq!(forward.critic_forward.micro_per_gpu, Some(8));
+    assert_eq!(local.critic_ppo_mini_batch_size, 256);
+    assert_eq!(
+        v(&[("critic.ppo_mini_batch_size", "32")]).critic_ppo_mini_batch_size,
+        32
+    );
+    assert!(local.critic_gradient_checkpointing);
+}
+
+/// Without padding removal, dynamic batches are still balanced on real tokens
+/// (`rearrange_micro_batches` counts the attention mask), and each micro-batch runs padded:
+/// 320 sequences per GPU of 975 real tokens (312k) under a 100,000-token budget are 4
+/// micro-batches of 80 padded sequences, not 5 of the padded length.
+#[test]
+fn verl_dynamic_batches_without_padding_removal_count_real_tokens() {
+    let e = diamonds_with(&[
+        ("actor_rollout_ref.model.use_remove_padding", "False"),
+        ("actor_rollout_ref.actor.use_dynamic_bsz", "True"),
+        (
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+            "100000",
+        ),
+    ]);
+    assert!(
+        (e.tokens_per_micro - 80.0 * 1536.0).abs() < 1.0,
+        "{}",
+        e.tokens_per_micro
+    );
+}

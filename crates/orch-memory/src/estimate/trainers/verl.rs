@@ -101,6 +101,16 @@ pub struct VerlConfig {
     /// The critic's values pass (`compute_values`): `critic.forward_micro_batch_size_per_gpu`,
     /// `critic.use_dynamic_bsz`, `critic.forward_max_token_len_per_gpu`.
     pub critic_forward: ForwardBatching,
+    /// The critic's update (`update_critic`): `critic.ppo_micro_batch_size_per_gpu` (or the
+    /// global `critic.ppo_micro_batch_size`), `critic.use_dynamic_bsz`,
+    /// `critic.ppo_max_token_len_per_gpu`.
+    pub critic_update: ForwardBatching,
+    /// `critic.ppo_mini_batch_size`: prompts per critic optimizer step (the actor's by
+    /// default, `critic/critic.yaml` at b178a3cd5, L53).
+    pub critic_ppo_mini_batch_size: u64,
+    /// `critic.model.enable_gradient_checkpointing` (on in `critic/dp_critic.yaml` at
+    /// b178a3cd5, L38).
+    pub critic_gradient_checkpointing: bool,
     /// `critic.model.use_remove_padding` (false in verl's `critic/dp_critic.yaml` at
     /// b178a3cd5, L44).
     pub critic_use_remove_padding: bool,
@@ -257,32 +267,38 @@ impl VerlConfig {
         };
         let critic_sp = o.u64_or("critic.ulysses_sequence_parallel_size", 1).max(1);
         let critic_dp = (world / critic_sp).max(1);
-        // The critic's forward micro-batch follows its update's (`critic/dp_critic.yaml` at
-        // b178a3cd5, L68: `forward_micro_batch_size_per_gpu:
-        // ${oc.select:.ppo_micro_batch_size_per_gpu,null}`), its budget the update's
-        // (`critic/critic.yaml` L65-68: `forward_max_token_len_per_gpu:
+        let critic_dynamic = o.bool_or("critic.use_dynamic_bsz", use_dynamic_bsz);
+        let critic_budget = o.u64_or("critic.ppo_max_token_len_per_gpu", 32768);
+        // The critic's micro-batches (`CriticWorker.__init__`, `fsdp_workers.py` at b178a3cd5,
+        // L1231-1241): with the deprecated global `ppo_micro_batch_size` set, both per-GPU
+        // sizes are overwritten by the global ones over the data-parallel ranks (the forward's
+        // global size follows the update's, `critic/dp_critic.yaml` L65); else the per-GPU
+        // keys, the forward's following the update's (L68). The forward's budget follows the
+        // update's (`critic/critic.yaml` L65-68: `forward_max_token_len_per_gpu:
         // ${.ppo_max_token_len_per_gpu}`, 32768).
+        let (critic_micro, critic_forward_micro) = match o.u64_opt("critic.ppo_micro_batch_size") {
+            Some(global) => (
+                Some(global / critic_dp),
+                Some(o.u64_or("critic.forward_micro_batch_size", global) / critic_dp),
+            ),
+            None => {
+                let update = o.u64_opt("critic.ppo_micro_batch_size_per_gpu");
+                let forward = o
+                    .u64_opt("critic.forward_micro_batch_size_per_gpu")
+                    .or(update);
+                (update, forward)
+            }
+        };
+        let critic_update = ForwardBatching {
+            micro_per_gpu: critic_micro.map(|m| count32(m.max(1))),
+            use_dynamic_bsz: critic_dynamic,
+            max_token_len_per_gpu: count32(critic_budget),
+        };
         let critic_forward = ForwardBatching {
-            micro_per_gpu: [
-                "critic.forward_micro_batch_size_per_gpu",
-                "critic.ppo_micro_batch_size_per_gpu",
-            ]
-            .iter()
-            .find_map(|k| o.u64_opt(k))
-            .or_else(|| {
-                [
-                    "critic.forward_micro_batch_size",
-                    "critic.ppo_micro_batch_size",
-                ]
-                .iter()
-                .find_map(|k| o.u64_opt(k))
-                .map(|g| g / critic_dp)
-            })
-            .map(|m| count32(m.max(1))),
-            use_dynamic_bsz: o.bool_or("critic.use_dynamic_bsz", use_dynamic_bsz),
+            micro_per_gpu: critic_forward_micro.map(|m| count32(m.max(1))),
+            use_dynamic_bsz: critic_dynamic,
             max_token_len_per_gpu: count32(
-                o.u64_opt("critic.forward_max_token_len_per_gpu")
-                    .unwrap_or_else(|| o.u64_or("critic.ppo_max_token_len_per_gpu", 32768)),
+                o.u64_or("critic.forward_max_token_len_per_gpu", critic_budget),
             ),
         };
         Self {
@@ -334,6 +350,10 @@ impl VerlConfig {
             log_prob: forward(RO),
             ref_log_prob: forward("actor_rollout_ref.ref."),
             critic_forward,
+            critic_update,
+            critic_ppo_mini_batch_size: o.u64_or("critic.ppo_mini_batch_size", mini).max(1),
+            critic_gradient_checkpointing: o
+                .bool_or("critic.model.enable_gradient_checkpointing", true),
             critic_use_remove_padding: o.bool_or("critic.model.use_remove_padding", false),
             critic_ulysses_sp: critic_sp,
             use_critic: o
@@ -403,14 +423,22 @@ impl Actor {
     fn new(arch: &Arch, critic: &Arch, v: &VerlConfig) -> Self {
         let world = (f64::from(v.n_gpus_per_node) * f64::from(v.nnodes)).max(1.0);
         let p = arch.params;
-        let fill = if v.use_remove_padding { v.fill() } else { 1.0 };
         // A fixed micro-batch is per data-parallel rank and split over the sequence-parallel
-        // group; a dynamic one is what [`dynamic_micro_tokens`] finds.
-        let tokens = if v.use_dynamic_bsz {
-            dynamic_micro_tokens(v, world, fill)
-        } else {
-            v.micro_batch_per_gpu as f64 * v.seq_len() as f64 * fill / v.ulysses_sp as f64
+        // group; a dynamic one is what [`micro_tokens`] finds.
+        let update = ForwardBatching {
+            micro_per_gpu: Some(count32(v.micro_batch_per_gpu)),
+            use_dynamic_bsz: v.use_dynamic_bsz,
+            max_token_len_per_gpu: count32(v.ppo_max_token_len_per_gpu),
         };
+        let tokens = micro_tokens(
+            v,
+            v.ppo_mini_batch_size,
+            &update,
+            v.use_remove_padding,
+            v.ulysses_sp,
+            world,
+        )
+        .unwrap_or(0.0);
         Self {
             world,
             params: 4.0 * p / world / GIB,
@@ -437,30 +465,6 @@ impl Actor {
     fn adam(&self) -> f64 {
         2.0 * self.params
     }
-}
-
-/// Real tokens one GPU holds in a micro-batch with dynamic batching (`use_dynamic_bsz`).
-///
-/// verl splits each data-parallel rank's share of a mini-batch (`ppo_mini_batch_size × n /
-/// (world / sp)` sequences: `fsdp_workers.py` `ActorRolloutRefWorker.__init__`) into
-/// `ceil(real tokens / (ppo_max_token_len_per_gpu × sp))` micro-batches, no more than it has
-/// sequences, and balances their real tokens (`verl/utils/seqlen_balancing.py`
-/// `rearrange_micro_batches` → `get_seqlen_balanced_partitions(..., equal_size=False)`;
-/// `dp_actor.py` `update_policy` passes `max_token_len = ppo_max_token_len_per_gpu *
-/// ulysses_sequence_parallel_size`; volcengine/verl at fa23b696d, a31a8f251 and b178a3cd5).
-/// So a micro-batch holds the mini-batch's tokens over that count, at most the budget: when
-/// the rank's mini-batch is a little over one budget, it is two half-full micro-batches. The
-/// group's micro-batch is split over its `sp` GPUs.
-fn dynamic_micro_tokens(v: &VerlConfig, world: f64, fill: f64) -> f64 {
-    let sp = v.ulysses_sp.max(1) as f64;
-    let dp_ranks = (world / sp).floor().max(1.0);
-    let sequences = (v.ppo_mini_batch_size as f64 * v.rollout_n as f64 / dp_ranks)
-        .floor()
-        .max(1.0);
-    let total = sequences * v.seq_len() as f64 * fill;
-    let budget = (v.ppo_max_token_len_per_gpu as f64 * sp).max(1.0);
-    let micro_batches = (total / budget).ceil().clamp(1.0, sequences);
-    total / micro_batches / sp
 }
 
 /// What stays on the GPU through the generation phase (verl offloads only what it is told to).
@@ -785,6 +789,7 @@ enum Phase {
     OldLogProb,
     RefLogProb,
     Values,
+    CriticUpdate,
     Update,
 }
 
@@ -794,27 +799,35 @@ impl Phase {
             Self::OldLogProb => "old-log-prob pass (compute_log_prob)",
             Self::RefLogProb => "reference log-prob pass (compute_ref_log_prob)",
             Self::Values => "critic values pass (compute_values)",
+            Self::CriticUpdate => "critic update (update_critic)",
             Self::Update => "actor update (update_actor)",
         }
     }
 }
 
-/// Tokens one GPU holds in a micro-batch of a no-grad pass over the step's whole batch.
+/// Tokens one GPU holds in a micro-batch when each data-parallel rank splits its share of
+/// `prompts × n` sequences: a mini-batch for an update (`ppo_mini_batch_size × n / (world /
+/// sp)`, `ActorRolloutRefWorker.__init__` and `CriticWorker.__init__` in `fsdp_workers.py`),
+/// the step's whole batch for a no-grad pass (the `compute_log_prob`, `compute_ref_log_prob`
+/// and `compute_values` dispatch splits it over data-parallel ranks:
+/// `make_nd_compute_dataproto_dispatch_fn` at b178a3cd5; db84a40's `DP_COMPUTE_PROTO` over
+/// every rank, then the Ulysses sharding manager gathers the SP group's).
 ///
-/// Each data-parallel rank gets `train_batch_size × n / (world / sp)` sequences (the
-/// `compute_log_prob`, `compute_ref_log_prob` and `compute_values` dispatch splits the batch
-/// over data-parallel ranks: `make_nd_compute_dataproto_dispatch_fn` at b178a3cd5; db84a40's
-/// `DP_COMPUTE_PROTO` over every rank, then the Ulysses sharding manager gathers the SP
-/// group's). A fixed micro-batch is `micro` of them (`data.split(micro_batch_size)`,
-/// `dp_actor.py` `compute_log_prob` at b178a3cd5, L459-463); a dynamic one balances real tokens
-/// into `ceil(tokens / (budget × sp))` micro-batches (`prepare_dynamic_batch` →
-/// `rearrange_micro_batches`, `verl/utils/seqlen_balancing.py` at b178a3cd5, L386-387; at
-/// db84a40 `rearrange_micro_batches`, L226), split over the SP group. Without
-/// `use_remove_padding` the model runs on the padded sequences: a dynamic micro-batch's
-/// real tokens over the fill. None when the pass has no micro-batch size (see
-/// [`ForwardBatching::micro_per_gpu`]).
-fn pass_tokens(
+/// A fixed micro-batch is `micro` sequences (`data.split(micro_batch_size)`, `dp_actor.py`
+/// `compute_log_prob` at b178a3cd5, L459-463). A dynamic one: verl balances real tokens into
+/// `ceil(real tokens / (budget × sp))` micro-batches, no more than there are sequences
+/// (`prepare_dynamic_batch` → `rearrange_micro_batches` →
+/// `get_seqlen_balanced_partitions(..., equal_size=False)`, `verl/utils/seqlen_balancing.py`
+/// at b178a3cd5, L386-387; at db84a40 L226; `dp_actor.py` `update_policy` passes `max_token_len
+/// = ppo_max_token_len_per_gpu * ulysses_sequence_parallel_size`; also at fa23b696d and
+/// a31a8f251). So a micro-batch holds the share's tokens over that count, at most the budget:
+/// a share a little over one budget is two half-full micro-batches. The group's micro-batch
+/// is split over its `sp` GPUs. Without `use_remove_padding` the model runs on the padded
+/// sequences: a dynamic micro-batch's real tokens (what the balancing counts) over the fill.
+/// None when a fixed micro-batch has no size (see [`ForwardBatching::micro_per_gpu`]).
+fn micro_tokens(
     v: &VerlConfig,
+    prompts: u64,
     b: &ForwardBatching,
     rmpad: bool,
     sp: u64,
@@ -823,7 +836,7 @@ fn pass_tokens(
     let sp = sp.max(1) as f64;
     let fill = v.fill();
     let dp_ranks = (world / sp).floor().max(1.0);
-    let sequences = (v.train_batch_size as f64 * v.rollout_n as f64 / dp_ranks)
+    let sequences = (prompts as f64 * v.rollout_n as f64 / dp_ranks)
         .floor()
         .max(1.0);
     let seq = v.seq_len() as f64;
@@ -843,31 +856,43 @@ fn pass_tokens(
     }
 }
 
-/// The no-grad passes a step runs before the update, in run order, with the tokens one GPU
+/// The phases a step runs before the actor's update, in run order, with the tokens one GPU
 /// holds in a micro-batch of each: the old log-probs always (the hybrid engine recomputes
-/// them), the reference's when there is a reference model, the critic's values with a critic.
-/// A pass without a micro-batch size is left out, with a note.
+/// them), the reference's when there is a reference model, with a critic its values and its
+/// update (over its own mini-batch, `critic.ppo_mini_batch_size × n` split over its
+/// data-parallel ranks: `CriticWorker.__init__`, `fsdp_workers.py` at b178a3cd5, L1232-1233).
+/// A phase without a micro-batch size is left out, with a note.
 fn passes(v: &VerlConfig, a: &Actor, notes: &mut Vec<String>) -> Vec<(Phase, f64)> {
     let mut out = Vec::new();
-    let mut add = |phase: Phase, b: &ForwardBatching, rmpad: bool, sp: u64, key: &str| {
-        match pass_tokens(v, b, rmpad, sp, a.world) {
-            Some(t) => out.push((phase, t)),
-            None => notes.push(format!(
-                "no {key}: verl refuses to start without it unless the pass batches dynamically; the {} is not estimated",
-                phase.name()
-            )),
-        }
+    let mut add = |phase: Phase,
+                   prompts: u64,
+                   b: &ForwardBatching,
+                   rmpad: bool,
+                   sp: u64,
+                   key: &str| {
+        match micro_tokens(v, prompts, b, rmpad, sp, a.world) {
+                Some(t) => out.push((phase, t)),
+                None => notes.push(format!(
+                    "no {key}: verl refuses to start without it unless the pass batches dynamically; the {} is not estimated",
+                    phase.name()
+                )),
+            }
     };
+    let batch = v.train_batch_size;
     add(
         Phase::OldLogProb,
+        batch,
         &v.log_prob,
         v.use_remove_padding,
         v.ulysses_sp,
         "rollout.log_prob_micro_batch_size_per_gpu",
     );
+    // The reference's pass runs in the actor's worker, on its Ulysses mesh
+    // (`fsdp_workers.py` at b178a3cd5, L170: the worker's SP size is the actor's).
     if v.needs_ref() {
         add(
             Phase::RefLogProb,
+            batch,
             &v.ref_log_prob,
             v.use_remove_padding,
             v.ulysses_sp,
@@ -877,13 +902,108 @@ fn passes(v: &VerlConfig, a: &Actor, notes: &mut Vec<String>) -> Vec<(Phase, f64
     if v.use_critic {
         add(
             Phase::Values,
+            batch,
             &v.critic_forward,
             v.critic_use_remove_padding,
             v.critic_ulysses_sp,
             "critic.forward_micro_batch_size_per_gpu",
         );
+        add(
+            Phase::CriticUpdate,
+            v.critic_ppo_mini_batch_size,
+            &v.critic_update,
+            v.critic_use_remove_padding,
+            v.critic_ulysses_sp,
+            "critic.ppo_micro_batch_size_per_gpu",
+        );
     }
     out
+}
+
+/// The critic's update (`update_critic`, `dp_critic.py` at b178a3cd5, L192-262), with what is
+/// resident at that moment (`with_adam`: the AdamW states exist).
+///
+/// Resident: the actor's fp32 shard and AdamW state unless offloaded (the actor's own calls
+/// load them), the reference model. The critic's params and AdamW state are on the GPU
+/// whether offloaded or not (`update_critic` loads both: `fsdp_workers.py` L1561-1564). Then
+/// its fp32 gradients, FSDP's gathered layers, and the activations of one micro-batch: the
+/// value head's output is one number per token, so there are no logits. `zero_grad` ends the
+/// update (L262), so its gradients are gone by the actor's.
+fn critic_update_events(
+    critic: &Arch,
+    v: &VerlConfig,
+    a: &Actor,
+    tokens: f64,
+    with_adam: bool,
+) -> Vec<Event> {
+    let name = Phase::CriticUpdate.name();
+    let label = |l: &str| format!("{name}: {l}");
+    let critic_params = 4.0 * critic.params / a.world / GIB;
+    let critic_unit = critic.largest_unit_params() * 4.0 / a.world / GIB;
+    let actor_params = if v.param_offload { 0.0 } else { a.params };
+    let actor_adam = if with_adam && !v.optimizer_offload {
+        a.adam()
+    } else {
+        0.0
+    };
+    let layer_bf16 = critic.layer_params() * 2.0 / GIB;
+    let mut events = vec![
+        alloc(
+            Site::Static,
+            label("actor params (+ AdamW once stepped) fp32, resident"),
+            actor_params + actor_adam,
+            a.unit_fp32,
+        ),
+        alloc(
+            Site::RefParams,
+            label("ref params bf16"),
+            a.ref_gpu,
+            a.unit_fp32 / 2.0,
+        ),
+        alloc(
+            Site::Params,
+            label(&format!("critic params fp32 (FSDP 1/{})", a.world)),
+            critic_params,
+            critic_unit,
+        ),
+        alloc(
+            Site::Optim,
+            label("critic AdamW m+v fp32"),
+            if with_adam { 2.0 * critic_params } else { 0.0 },
+            critic_unit,
+        ),
+        alloc(
+            Site::Grads,
+            label("critic grads fp32"),
+            critic_params,
+            critic_unit,
+        ),
+        alloc(
+            Site::Gather,
+            label("FSDP all-gather buffers (2 layers bf16)"),
+            2.0 * layer_bf16,
+            layer_bf16,
+        ),
+    ];
+    events.extend(
+        activation_events(critic, tokens, v.critic_gradient_checkpointing)
+            .into_iter()
+            .map(|e| relabel(e, &label)),
+    );
+    events
+}
+
+/// An event with its label passed through `label` (a phase's events name their phase).
+fn relabel(e: Event, label: &impl Fn(&str) -> String) -> Event {
+    match e {
+        Event::Alloc {
+            site,
+            label: l,
+            gib,
+            chunk_gib,
+        } => alloc(site, label(&l), gib, chunk_gib),
+        other => other,
+    }
 }
 
 /// A no-grad pass's allocations with what is resident at that moment (`with_adam`: the
@@ -906,6 +1026,9 @@ fn pass_events(
     tokens: f64,
     with_adam: bool,
 ) -> Vec<Event> {
+    if phase == Phase::CriticUpdate {
+        return critic_update_events(critic, v, a, tokens, with_adam);
+    }
     let model = if phase == Phase::Values { critic } else { arch };
     let name = phase.name();
     let label = |l: &str| format!("{name}: {l}");
@@ -974,15 +1097,7 @@ fn pass_events(
         events.extend(
             logprob_loss_events(arch, v, tokens, entropy)
                 .into_iter()
-                .map(|e| match e {
-                    Event::Alloc {
-                        site,
-                        label: l,
-                        gib,
-                        chunk_gib,
-                    } => alloc(site, label(&l), gib, chunk_gib),
-                    other => other,
-                }),
+                .map(|e| relabel(e, &label)),
         );
     }
     events
@@ -1301,7 +1416,9 @@ pub static MODEL: TrainerModel = TrainerModel {
     // 4: the no-grad passes before the update (old log-probs with the entropy, the
     //    reference's, the critic's values) are phases of their own; the step's peak is the
     //    largest.
-    revision: 4,
+    // 5: the critic's update is a phase too; dynamic micro-batches without padding removal
+    //    are counted on real tokens, as verl balances them.
+    revision: 5,
 };
 
 /// verl's configuration from a plan, with the real tokens per sequence an earlier attempt
