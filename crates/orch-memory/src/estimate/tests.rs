@@ -1241,10 +1241,13 @@ fn torchrun_states_the_static_part_of_its_peak() {
 }
 
 /// Seed 002's diamonds with verl ≥ 0.4's update (no entropy: `entropy_coeff` 0), a
-/// micro-batch of 8 in the update and `log_prob` sequences in the old-log-prob pass's.
+/// micro-batch of 8 in the update and `log_prob` sequences in the old-log-prob pass's, its
+/// entropy eager (`use_torch_compile` off: the whole entropy's fp32 tensors are made; compiled,
+/// verl's default, they are not — [`verl_compiled_entropy_in_the_log_prob_pass_holds_no_fp32_copy`]).
 fn diamonds_log_prob(log_prob: u64, extra: &[(&'static str, &'static str)]) -> Estimate {
     let mut keys = vec![
         ("actor_rollout_ref.actor.entropy_coeff", "0"),
+        ("actor_rollout_ref.actor.use_torch_compile", "False"),
         ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "8"),
     ];
     keys.extend_from_slice(extra);
@@ -1303,6 +1306,7 @@ fn verl_log_prob_micro_batch_4x_the_update_makes_that_pass_the_peak() {
     // The deprecated global key is divided over the data-parallel ranks as verl does.
     let global = diamonds_with(&[
         ("actor_rollout_ref.actor.entropy_coeff", "0"),
+        ("actor_rollout_ref.actor.use_torch_compile", "False"),
         ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "8"),
         ("actor_rollout_ref.rollout.log_prob_micro_batch_size", "256"),
     ]);
@@ -1348,6 +1352,7 @@ fn verl_log_prob_defaults_are_verls() {
         &diamonds(),
         &[
             ("actor_rollout_ref.actor.entropy_coeff", "0"),
+            ("actor_rollout_ref.actor.use_torch_compile", "False"),
             ("actor_rollout_ref.actor.use_dynamic_bsz", "True"),
             ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "16000"),
         ],
@@ -1524,5 +1529,44 @@ fn verl_dynamic_batches_without_padding_removal_count_real_tokens() {
         (e.tokens_per_micro - 80.0 * 1536.0).abs() < 1.0,
         "{}",
         e.tokens_per_micro
+    );
+}
+
+/// verl's old-log-prob pass computes the entropy with the `torch.compile`d
+/// `entropy_from_logits` on the padding-free path (verl's defaults): under `no_grad` that is
+/// row reductions over the bf16 logits, no fp32 copy or softmax of them. At 8× the update's
+/// micro-batch (where eager code fails) the pass fits, the step's peak, holding the logits
+/// (17.68 GiB) and per-token values only, where eager code makes 2 × 35.4 GiB more; without
+/// padding removal verl calls the eager function.
+#[test]
+fn verl_compiled_entropy_in_the_log_prob_pass_holds_no_fp32_copy() {
+    let compiled = [("actor_rollout_ref.actor.use_torch_compile", "True")];
+    let eight = diamonds_log_prob(64, &compiled);
+    assert!(eight.failure.is_none(), "{:?}", eight.failure);
+    assert!(
+        (phase_gib(&eight, OLD_LOG_PROB, "logits bf16") - 17.68).abs() < 0.05,
+        "{:?}",
+        eight.train_items
+    );
+    assert_eq!(phase_gib(&eight, OLD_LOG_PROB, "fp32 (entropy)"), 0.0);
+    let per_token = phase_gib(&eight, OLD_LOG_PROB, "entropy per-token fp32");
+    assert!(per_token > 0.0 && per_token < 0.01, "{per_token}");
+    assert!(
+        gpu_oom(&diamonds_log_prob(64, &[]))
+            .label
+            .starts_with(OLD_LOG_PROB)
+    );
+    // The padded path is eager whatever `use_torch_compile` says.
+    let padded = diamonds_log_prob(
+        64,
+        &[
+            compiled[0],
+            ("actor_rollout_ref.model.use_remove_padding", "False"),
+        ],
+    );
+    assert!(
+        gpu_oom(&padded).label.contains("fp32 (entropy)"),
+        "{:?}",
+        padded.failure
     );
 }

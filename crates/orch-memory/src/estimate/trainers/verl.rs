@@ -1110,8 +1110,9 @@ fn pass_events(
 /// pass passes `False`, L1058 and db84a40 L670). The entropy's tensors are the update's
 /// ([`entropy_events`], [`chunked_entropy_events`]) as the forward makes them: nothing is
 /// kept for a backward, so they are freed again (with chunking one chunk is in flight;
-/// `entropy_checkpointing` changes nothing under `no_grad`). These whole-entropy terms are
-/// the fp32 ones calibrated on the pre-0.4 stack's update, an upper bound over bf16 logits.
+/// `entropy_checkpointing` changes nothing under `no_grad`); compiled on the padding-free
+/// path, per-token values only. The eager whole-entropy terms are the fp32 ones calibrated on
+/// the pre-0.4 stack's update, an upper bound over bf16 logits.
 /// With fused kernels the model returns log-probs and entropy, and only the forward's chunk
 /// (torch backend, bounded by its backward's set) or statistics (triton) exist.
 fn logprob_loss_events(arch: &Arch, v: &VerlConfig, tokens: f64, entropy: bool) -> Vec<Event> {
@@ -1143,6 +1144,23 @@ fn logprob_loss_events(arch: &Arch, v: &VerlConfig, tokens: f64, entropy: bool) 
             set / 3.0,
         ));
         events.push(Event::Free { gib: set });
+    } else if v.entropy_compiled && v.use_remove_padding {
+        // The padding-free path calls the `torch.compile`d `entropy_from_logits` (`dp_actor.py`
+        // `_forward_micro_batch` at db84a40 L125, f356fc1e5 L207, b178a3cd5 L275; compiled
+        // unless `use_torch_compile` is off, L58-61 / L83-86 / L86-89). Under `no_grad` nothing
+        // is kept for a backward, and the compiled softmax, log-sum-exp and `sum(p × logits)`
+        // are row reductions over the logits: per-token fp32 values, no tensor of the logits'
+        // size. The held-out example `skypilot-multiturn-3b-8xh100` (calibration/README.md)
+        // ran with 64 × 2048-token micro-batches that the whole-entropy terms put 66 % over
+        // the card.
+        let stats = 3.0 * 4.0 * tokens / GIB;
+        events.push(alloc(
+            Site::Softmax,
+            "entropy per-token fp32 (compiled, no_grad)",
+            stats,
+            stats,
+        ));
+        events.push(Event::Free { gib: stats });
     } else {
         let softmax = k::VERL_LOGITS_BYTES - 6.0;
         events.push(alloc(
@@ -1417,7 +1435,8 @@ pub static MODEL: TrainerModel = TrainerModel {
     //    reference's, the critic's values) are phases of their own; the step's peak is the
     //    largest.
     // 5: the critic's update is a phase too; dynamic micro-batches without padding removal
-    //    are counted on real tokens, as verl balances them.
+    //    are counted on real tokens, as verl balances them; the old-log-prob pass's compiled
+    //    entropy (verl's default, padding removed) holds no fp32 copy of the logits.
     revision: 5,
 };
 
