@@ -236,6 +236,26 @@ fn render_step_applies_the_first_n_steps() {
     );
     let run = orch.expect(&["render", "diamonds-seed0", "--step", "99"], 2);
     insta::assert_snapshot!(orch.redacted(&run));
+    // A step that changes nothing still counts, and says so: diamonds batches by count, so
+    // the ladder's fifth step (`halve-token-budget`, `when:` dynamic batches) does not apply.
+    let run = orch.expect(
+        &["render", "diamonds-seed0", "--step", "5", "--out", "s5"],
+        0,
+    );
+    assert!(
+        run.stderr.contains(
+            "note: step 5 (halve-token-budget) applies only where `actor_rollout_ref.actor.use_dynamic_bsz` holds, not here; the files are those after step 4"
+        ),
+        "{}",
+        run.stderr
+    );
+    orch.expect(
+        &["render", "diamonds-seed0", "--step", "4", "--out", "s4"],
+        0,
+    );
+    let read =
+        |dir: &str| std::fs::read_to_string(orch.path().join(dir).join("plan.yaml")).unwrap();
+    assert_eq!(read("s4"), read("s5"));
 }
 
 #[test]

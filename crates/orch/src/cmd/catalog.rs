@@ -58,7 +58,7 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
         base
     } else {
         let path = linear_path(&setup, &base)?;
-        let (_, plan, _) = path.get(args.step - 1).ok_or_else(|| {
+        let (step, plan, changes) = path.get(args.step - 1).ok_or_else(|| {
             UsageError(format!(
                 "--step {}: ladder {} has {} steps",
                 args.step,
@@ -66,6 +66,22 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
                 path.len()
             ))
         })?;
+        // A step that changes nothing still counts (N is a place in the file, as `orch ladder`
+        // numbers it); say so rather than render the same files silently.
+        if changes.is_empty() {
+            let why = match &step.when {
+                Some(when) if !plan.meets(step, &setup).unwrap_or(true) => {
+                    format!("applies only where `{when}` holds, not here")
+                }
+                _ => "changes nothing from here".to_string(),
+            };
+            eprintln!(
+                "note: step {} ({}) {why}; the files are those after step {}",
+                args.step,
+                step.name,
+                args.step - 1
+            );
+        }
         plan.check(&setup)?;
         plan.clone()
     };
