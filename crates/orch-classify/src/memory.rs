@@ -40,6 +40,10 @@ pub enum Stage {
     Generation,
     /// Log-probabilities of the actor or the reference model.
     LogProb,
+    /// The critic's values (verl's `compute_values`: a no-grad forward of the critic).
+    Values,
+    /// The critic's update (verl's `update_critic`).
+    CriticUpdate,
     /// The policy (actor) update.
     ActorUpdate,
 }
@@ -205,6 +209,8 @@ impl MemoryFacts {
                 Stage::RolloutStartup => "rollout_startup",
                 Stage::Generation => "generation",
                 Stage::LogProb => "log_prob",
+                Stage::Values => "values",
+                Stage::CriticUpdate => "critic_update",
                 Stage::ActorUpdate => "actor_update",
             }),
             self.step.map(|s| match s {
@@ -460,6 +466,8 @@ pub(crate) fn stage_of(line: &[u8]) -> Option<Stage> {
         ("update_policy", Stage::ActorUpdate),
         ("compute_ref_log_prob", Stage::LogProb),
         ("compute_log_prob", Stage::LogProb),
+        ("compute_values", Stage::Values),
+        ("update_critic", Stage::CriticUpdate),
         ("generate_sequences", Stage::Generation),
         ("determine_num_available_blocks", Stage::RolloutStartup),
         ("_initialize_kv_caches", Stage::RolloutStartup),
@@ -679,5 +687,22 @@ mod tests {
         let mut o = Phase::default();
         o.observe(b"  File \"/torch/optim/adamw.py\", line 200, in step");
         assert_eq!(o.step, Some(Step::OptimizerStep));
+        // verl's critic (`fsdp_workers.py` `CriticWorker.update_critic` / `compute_values`,
+        // `dp_critic.py` at b178a3cd5; Ray names the task `WorkerDict.critic_update_critic`).
+        let mut c = Phase::default();
+        for l in [
+            &b"ray.exceptions.RayTaskError(OutOfMemoryError): ray::WorkerDict.critic_update_critic() (pid=1, ip=127.0.0.1)"[..],
+            b"  File \"/verl/workers/critic/dp_critic.py\", line 247, in update_critic",
+            b"    loss.backward()",
+        ] {
+            c.observe(l);
+        }
+        assert_eq!(
+            (c.stage, c.step),
+            (Some(Stage::CriticUpdate), Some(Step::Backward))
+        );
+        let mut v = Phase::default();
+        v.observe(b"  File \"/verl/workers/critic/dp_critic.py\", line 178, in compute_values");
+        assert_eq!(v.stage, Some(Stage::Values));
     }
 }

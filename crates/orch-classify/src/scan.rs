@@ -410,6 +410,17 @@ impl State {
                         self.tb = None;
                     }
                     self.last_tb = Some((line, phase));
+                    // A memory failure read before its traceback (Ray prints the worker's
+                    // `(WorkerDict pid=…) torch.OutOfMemoryError: …` first, then the driver's
+                    // traceback down to the same error) takes the phase this one names.
+                    if !phase.is_empty() && terminal::memory_class_slot(rest).is_some() {
+                        for facts in self.memory.iter_mut().flatten() {
+                            if facts.stage.is_none() && facts.step.is_none() {
+                                facts.stage = phase.stage;
+                                facts.step = phase.step;
+                            }
+                        }
+                    }
                     if !ignored {
                         let kind = terminal::kind_of(eng, l, rest);
                         let evidence = evidence(l, at, line, false);

@@ -85,7 +85,9 @@ pub fn failing_phase(failure: &Failure, predicted: &PlanEstimate) -> FailingPhas
     if let Some(stage) = facts.and_then(|f| f.stage) {
         return match stage {
             Stage::RolloutStartup | Stage::Generation => FailingPhase::Rollout,
-            Stage::LogProb | Stage::ActorUpdate => FailingPhase::Train,
+            Stage::LogProb | Stage::Values | Stage::CriticUpdate | Stage::ActorUpdate => {
+                FailingPhase::Train
+            }
         };
     }
     if facts.is_some_and(|f| f.desired_gib.is_some() || f.mem_fraction_static.is_some()) {

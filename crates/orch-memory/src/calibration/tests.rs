@@ -267,9 +267,11 @@ fn goal_misses(set: &[Scored]) -> Vec<(String, &'static str, f64)> {
 }
 
 /// What the row allows of `real peak / predicted peak`, the open side closed by the band.
-fn residual(s: &Scored, band: &Band) -> Residual {
+/// What row `s` allows of real / predicted peak: its evidence bounds one side, and `open`
+/// (the trainer's band, see [`open_side`]) the side the evidence leaves open.
+fn residual(s: &Scored, open: f64) -> Residual {
     let p = peak(&s.estimate);
-    let (edge_lo, edge_hi) = (1.0 - band.over(), 1.0 + band.over());
+    let (edge_lo, edge_hi) = (1.0 - open, 1.0 + open);
     let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
     if let Some(l) = s.logged {
         // The reserved counter's peak is the pool vLLM allocated (mapped while it is awake,
@@ -311,7 +313,9 @@ fn residual(s: &Scored, band: &Band) -> Residual {
                 Some(f) => (f, "torch's figure"),
                 None => (s.card_gib, "the card's"),
             };
-            let lo = r3((need / p).clamp(edge_lo, edge_hi));
+            // An OOM the estimate under-predicts says the truth is at least that much more:
+            // the band does not cap it.
+            let lo = r3((need / p).max(edge_lo));
             Residual {
                 id: s.id.clone(),
                 lo,
@@ -323,6 +327,18 @@ fn residual(s: &Scored, band: &Band) -> Residual {
 }
 
 /// `residuals.yaml` as the rows derive it (one trainer's part).
+/// The side of a residual a row's evidence leaves open: the trainer's band, or, when its band
+/// is 0 (no row known to run is predicted over its card, which bounds no error on either
+/// side), verl's, as the simulator falls back to verl's rows for a trainer without any
+/// (`RESIDUALS_FALLBACK`, crates/orch-sim/src/trainers/mod.rs).
+fn open_side(band: &Band) -> f64 {
+    if band.over_pct > 0 {
+        band.over()
+    } else {
+        bands().get(Trainer::Verl.name()).map_or(0.0, Band::over)
+    }
+}
+
 fn residuals_yaml(trainer: &str, rows: &[Residual]) -> String {
     let mut out = format!("{trainer}:\n");
     for r in rows {
@@ -338,7 +354,8 @@ const RESIDUALS_HEADER: &str = "\
 # What each calibration row allows of real peak / predicted peak (crates/orch-memory/src/calibration.rs).
 # Derived from the rows by `cargo test -p orch-memory calibration`, which fails when this file
 # disagrees (ORCH_CALIBRATION_BLESS=1 rewrites it). A row that ran bounds the ratio from above,
-# an OOM report from below; the open side is the trainer's band (bands.yaml), used both ways.
+# an OOM report from below; the open side is the trainer's band (bands.yaml), used both ways
+# (verl's where a trainer's band is 0).
 # The simulator's calibrated truth (ORCH_SIM_TRUTH=calibrated) draws from these ranges.
 ";
 
@@ -561,7 +578,7 @@ fn calibrate(
     let derived: Vec<Residual> = tuning
         .iter()
         .chain(&holdout)
-        .map(|s| residual(s, &measured))
+        .map(|s| residual(s, open_side(&measured)))
         .collect();
     let all: Vec<Scored> = tuning.into_iter().chain(holdout).collect();
     (all, measured, derived)

@@ -514,6 +514,86 @@ mod tests {
         assert!(cap.slept >= 0.9, "slept {}", cap.slept);
     }
 
+    /// An OOM in a pass before the update prints that pass's traceback: the driver's call, Ray's
+    /// task and the worker's frames name `compute_log_prob` (verl at b178a3cd5), and what
+    /// orch's classifier reads of it is the log-prob stage.
+    #[test]
+    fn an_oom_in_the_old_log_prob_pass_names_that_pass() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = diamonds(
+            tmp.path(),
+            &[
+                ("actor_rollout_ref.actor.entropy_coeff", "0"),
+                ("actor_rollout_ref.actor.use_torch_compile", "False"),
+                ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "8"),
+                (
+                    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                    "64",
+                ),
+            ],
+        );
+        let (code, cap) = run_capture("verl", &a, &h100_env(&[]));
+        assert_eq!(code, 1);
+        let err = cap.stderr();
+        assert!(
+            err.contains("    old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)\n"),
+            "{err}"
+        );
+        assert!(err.contains("ray::WorkerDict.actor_rollout_ref_compute_log_prob() (pid="));
+        assert!(err.contains("verl/workers/fsdp_workers.py\", line 1012, in compute_log_prob\n"));
+        assert!(err.contains("verl/workers/actor/dp_actor.py\", line 472, in compute_log_prob\n"));
+        assert!(
+            !err.contains("update_actor") && !err.contains("update_policy"),
+            "{err}"
+        );
+        let c = orch_classify::classify_bytes(err.as_bytes());
+        let stage = c.memory.as_ref().and_then(|m| m.stage);
+        assert_eq!(stage, Some(orch_classify::memory::Stage::LogProb), "{c:?}");
+    }
+
+    /// The same for the critic's update: its task, call and files are the critic's.
+    #[test]
+    fn an_oom_in_the_critic_update_names_the_critic() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = diamonds(
+            tmp.path(),
+            &[
+                ("algorithm.adv_estimator", "gae"),
+                ("actor_rollout_ref.actor.entropy_coeff", "0"),
+                ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "8"),
+                (
+                    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                    "8",
+                ),
+                ("critic.model.fsdp_config.param_offload", "True"),
+                ("critic.model.fsdp_config.optimizer_offload", "True"),
+                ("critic.model.enable_gradient_checkpointing", "False"),
+                ("critic.ppo_micro_batch_size_per_gpu", "64"),
+            ],
+        );
+        let (code, cap) = run_capture("verl", &a, &h100_env(&[]));
+        assert_eq!(code, 1);
+        let err = cap.stderr();
+        assert!(
+            err.contains("    critic_output = self.critic_wg.update_critic(batch)\n"),
+            "{err}"
+        );
+        assert!(err.contains("ray::WorkerDict.critic_update_critic() (pid="));
+        assert!(err.contains("verl/workers/critic/dp_critic.py\", line 230, in update_critic\n"));
+        assert!(err.contains("output = self.critic_module("), "{err}");
+        assert!(
+            !err.contains("dp_actor.py") && !err.contains("update_actor"),
+            "{err}"
+        );
+        let c = orch_classify::classify_bytes(err.as_bytes());
+        let stage = c.memory.as_ref().and_then(|m| m.stage);
+        assert_eq!(
+            stage,
+            Some(orch_classify::memory::Stage::CriticUpdate),
+            "{c:?}"
+        );
+    }
+
     #[test]
     fn micro_16_with_expandable_segments_completes_and_checkpoints() {
         let tmp = tempfile::tempdir().unwrap();
