@@ -602,7 +602,7 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
     } else {
         vec![]
     };
-    let nontorch = k::CUDA_CTX_GIB;
+    let nontorch = k::AREAL_TRAINER_NONTORCH_GIB;
     let run = |events: &[Event], capacity: f64| walk(capacity, &others, nontorch, frag, events);
     // The step's peak is its largest phase's; torch's peak counters the largest of any.
     let demands: Vec<(Phase, &Vec<Event>, Walk)> = steady
@@ -714,7 +714,8 @@ pub static MODEL: TrainerModel = TrainerModel {
     log_peak_is_lower_bound: true,
     // 2: checked against AReaL v1.0.4 — the cluster's nodes, the trainer's `t`/`c`, the
     // reference model with `kl_ctl > 0`, the chunked fp32 log-softmax.
-    // 3: the backward's logits gradient (bf16 `[tokens, vocab]`, one held and one in flight),
+    // 3: the trainer's non-PyTorch memory is AReaL's own (k::AREAL_TRAINER_NONTORCH_GIB, from
+    //    torch's messages); the backward's logits gradient (bf16 `[tokens, vocab]`, one held and one in flight),
     //    the update in `zero_grad` → forward → backward → step order (gradients made by the
     //    backward, AdamW's state by the first step), the previous micro-batch's logits, and
     //    the old-log-prob pass (`compute_logp`) a phase of its own; the step's peak is the
