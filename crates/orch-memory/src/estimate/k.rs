@@ -3,6 +3,15 @@
 
 /// CUDA context, cuBLAS workspaces and NCCL buffers of one training process (non-PyTorch).
 pub const CUDA_CTX_GIB: f64 = 1.0;
+/// AReaL's FSDP trainer process outside PyTorch's pool (CUDA context, cuBLAS, NCCL, the
+/// compiled log-softmax's kernels), read off torch's OOM messages in the fork's logs as
+/// "this process has" less allocated less reserved-but-unallocated: 1.74-1.75 GiB in all nine
+/// RTX 5090 messages (examples/cloud_gsm8k/loggs.txt at 4f29b777c, logs_rtx5090_r_3hour_failure
+/// .txt at ad43beb92, logs_5090_3hour_failure.txt at d38072f39) and 2.07-2.08 GiB in all nine
+/// A100 80GB PCIe ones (train_logs/logs_a100pcie_error_async.txt at 7ae509ab1), AReaL
+/// v0.3.4 on one GPU. The smaller, so no card seen is over-predicted; [`CUDA_CTX_GIB`] stays
+/// the other trainers'.
+pub const AREAL_TRAINER_NONTORCH_GIB: f64 = 1.74;
 /// What vLLM keeps on the GPU while asleep (`free_cache_engine=True`): CUDA-graph pools,
 /// sampler buffers.
 pub const VLLM_ASLEEP_GIB: f64 = 1.5;

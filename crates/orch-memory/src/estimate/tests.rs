@@ -466,10 +466,12 @@ fn calibration_h_areal_a40() {
         assert!(e.fits(), "gpus {gpus}: {:?}", e.failure);
         assert!(e.train_peak_gib < 44.42);
     }
-    // With the trainer sharded over 4 GPUs the A40 config lands near seed 000's ~28 GB.
+    // With the trainer sharded over 4 GPUs the A40 config lands near seed 000's ~28 GB (the
+    // seed's own guess, not a reading); since revision 3 the backward's logits gradient (one
+    // bf16 [4096, 151936] tensor held, a second in flight: 2.3 GiB) is in it.
     let e = areal(a40(), &ov(&areal_a40_optimized()));
     assert!(
-        (26.0..=33.0).contains(&e.train_peak_gib),
+        (26.0..=35.0).contains(&e.train_peak_gib),
         "peak {}",
         e.train_peak_gib
     );
@@ -600,6 +602,103 @@ fn areal_reference_model_only_with_kl() {
     // Qwen2.5-7B: 7.6e9 params × 2 B / 4 GPUs ≈ 3.5 GiB.
     assert!((3.0..4.5).contains(&(kl - none)), "{none} → {kl}");
     assert!((off - none).abs() < 1e-9);
+}
+
+/// The fork's fast config on one A100 80GB PCIe, SGLang and the trainer on the card
+/// (calibration/areal.yaml, runpod-0.5b-fast-a100-80g-pcie).
+fn areal_fast_a100() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("actor.path", "Qwen/Qwen2.5-0.5B-Instruct"),
+        ("allocation_mode", "sglang.d1p1t1+d1p1t1"),
+        ("cluster.n_gpus_per_node", "1"),
+        ("train_dataset.batch_size", "8"),
+        ("actor.mb_spec.max_tokens_per_mb", "5120"),
+        ("gconfig.n_samples", "2"),
+        ("gconfig.max_new_tokens", "256"),
+        ("train_dataset.max_length", "512"),
+        ("sglang.mem_fraction_static", "0.8"),
+        ("rollout.max_concurrent_rollouts", "32"),
+        ("actor.gradient_checkpointing", "false"),
+    ]
+}
+
+/// `loss.backward()` makes the logits' gradient, bf16 `[tokens, vocab]` (the chunked
+/// log-softmax slices the logits; a slice's backward is a tensor of the whole input), and the
+/// fork's A100 run fails there in its second step asking 1.38-1.43 GiB after an update that
+/// ran: the estimate allocates it, one held and one in flight, and fails in the same place.
+#[test]
+fn areal_backward_allocates_the_logits_gradient() {
+    let hw = hw("NVIDIA A100 80GB PCIe", 79.25, 1, 512.0, false);
+    let o = ov(&areal_fast_a100());
+    let vocab = crate::shape::lookup("Qwen/Qwen2.5-0.5B-Instruct").vocab as f64;
+    let want = 5120.0 * vocab * 2.0 / GIB;
+    assert!((1.4..1.5).contains(&want), "{want}");
+    let e = areal(hw.clone(), &o);
+    let grad: Vec<f64> = e
+        .train_items
+        .iter()
+        .filter(|i| i.label.starts_with("logits gradient bf16"))
+        .map(|i| i.gib)
+        .collect();
+    assert_eq!(grad.len(), 2, "held and in flight: {:?}", e.train_items);
+    assert!(grad.iter().all(|g| (g - want).abs() < 1e-9), "{grad:?}");
+    // The run fails in step 2; the estimate fails in step 1 at the same tensor: with the
+    // trainer's measured non-PyTorch memory (k::AREAL_TRAINER_NONTORCH_GIB) its step-1 update
+    // (11.7 GiB allocated) is above what the log shows it reserved (9.76 GiB), an over-count
+    // the rows do not yet place (calibration/README.md, AReaL's section).
+    assert!(e.failure.is_some(), "the A100 run failed");
+    let d = gpu_oom(&e);
+    assert!(d.label.starts_with("logits gradient bf16"), "{}", d.label);
+    assert!((d.tried_gib - want).abs() < 1e-9);
+    // Under 1024 tokens one chunk takes the whole micro-batch: no second tensor.
+    let small = with(
+        &areal_fast_a100(),
+        &[
+            ("actor.mb_spec.max_tokens_per_mb", "1024"),
+            ("train_dataset.max_length", "512"),
+            ("gconfig.max_new_tokens", "256"),
+        ],
+    );
+    let e = areal(hw, &small);
+    let n = e
+        .train_items
+        .iter()
+        .filter(|i| i.label.starts_with("logits gradient bf16"))
+        .count();
+    assert_eq!(n, 1, "{:?}", e.train_items);
+}
+
+/// `actor.compute_logp` (the engine's forward under `no_grad`) is a phase of its own before
+/// the update: the fork's RTX 5090 launches fail there first, at the `lm_head`'s logits, and
+/// the estimate says so; without the pass (`recompute_logprob` and the decoupled loss off)
+/// the failure is the update's.
+#[test]
+fn areal_oom_in_the_log_prob_pass_is_labelled() {
+    let hw = hw("NVIDIA GeForce RTX 5090", 31.36, 1, 512.0, false);
+    let base = with(
+        &areal_fast_a100(),
+        &[
+            ("gconfig.n_samples", "4"),
+            ("gconfig.max_new_tokens", "1024"),
+            ("train_dataset.max_length", "2048"),
+        ],
+    );
+    let e = areal(hw.clone(), &base);
+    assert_eq!(
+        e.failure.as_ref().map(|f| f.at),
+        Some(FailAt::Train { step: 1 })
+    );
+    let d = gpu_oom(&e);
+    assert!(
+        d.label.starts_with("old-log-prob pass (compute_logp): "),
+        "{}",
+        d.label
+    );
+    let mut off = base.clone();
+    off.set("actor.recompute_logprob", "false");
+    off.set("actor.use_decoupled_loss", "false");
+    let e = areal(hw, &off);
+    assert!(!gpu_oom(&e).label.contains("compute_logp"));
 }
 
 pub fn torchrun(hw: Hardware, micro: u64, seq: u64, ckpt: bool) -> Estimate {

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::estimate::GIB;
 use crate::estimate::activations::activation_events;
-use crate::estimate::allocator::{Event, Site, alloc, walk};
+use crate::estimate::allocator::{Event, Site, Walk, alloc, walk};
 use crate::estimate::hardware::Hardware;
 use crate::estimate::host::host_limit;
 use crate::estimate::k;
@@ -61,6 +61,10 @@ pub struct ArealConfig {
     pub kl_ctl: f64,
     /// `ref.offload`: the reference model leaves the GPU between its passes.
     pub ref_offload: bool,
+    /// `actor.recompute_logprob` (true in gsm8k_grpo.yaml).
+    pub recompute_logprob: bool,
+    /// `actor.use_decoupled_loss` (true in gsm8k_grpo.yaml).
+    pub use_decoupled_loss: bool,
 }
 
 /// A backend string's dimensions: data, pipeline, tensor and context parallel sizes.
@@ -144,6 +148,8 @@ impl ArealConfig {
             n_nodes: o.u64_or("cluster.n_nodes", 1).max(1) as u32,
             kl_ctl: o.f64_or("actor.kl_ctl", 0.0),
             ref_offload: o.bool_or("ref.offload", false),
+            recompute_logprob: o.bool_or("actor.recompute_logprob", true),
+            use_decoupled_loss: o.bool_or("actor.use_decoupled_loss", true),
         }
     }
 
@@ -160,6 +166,14 @@ impl ArealConfig {
     /// (`ref.scheduling_strategy: colocation, target: actor` in examples/math/gsm8k_grpo.yaml).
     pub fn has_ref(&self) -> bool {
         self.kl_ctl > 0.0
+    }
+
+    /// Whether a step runs the actor's old-log-prob pass: with the decoupled loss or
+    /// `recompute_logprob` (`should_compute_prox_logp`, areal/api/cli_args.py:1534-1545 at
+    /// v1.0.4, 37d6c640, whose `prox_logp_method` may skip it under the decoupled loss: not
+    /// read, the pass is kept; examples/math/gsm8k_grpo.py:172 at 04ab6018c).
+    pub fn logp_pass(&self) -> bool {
+        self.recompute_logprob || self.use_decoupled_loss
     }
 }
 
@@ -208,76 +222,323 @@ impl Split {
     }
 }
 
-/// The trainer's allocations: (step 1, step 2 on). Step 1 allocates weights → activations →
-/// logits → grads → AdamW, so it fails on a small activation tensor with little in use (seed
-/// 000); from step 2 on AdamW state is resident before the forward pass.
+/// The phases of an AReaL step on the trainer's GPUs after the rollout, in run order: the
+/// actor's old-log-prob pass, then its update (`recompute_logp` → `actor.compute_logp`, then
+/// `actor.ppo_update`: areal/trainer/rl_trainer.py:632-674 at v1.0.4, 37d6c640;
+/// examples/math/gsm8k_grpo.py:172-174 at v0.3.4, 04ab6018c). The trainer is one process per GPU
+/// and the caching allocator's reserve outlives a phase, but each phase is replayed from what
+/// is resident at its start (as verl's passes are).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    LogProb,
+    Update,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Self::LogProb => "old-log-prob pass (compute_logp)",
+            Self::Update => "actor update (ppo_update)",
+        }
+    }
+}
+
+/// The sizes the phases share, GiB per trainer GPU.
+struct Sizes {
+    /// bf16 parameters (and each of grads, the two AdamW moments) of the shard.
+    weights: f64,
+    /// The largest FSDP unit's share of them.
+    unit: f64,
+    /// FSDP's all-gathered layers (nothing to gather in a group of one).
+    gather: f64,
+    /// One gathered layer.
+    layer_bf16: f64,
+    /// Tokens of a micro-batch on this GPU (Ulysses splits them).
+    local_tokens: f64,
+    /// Bytes-per-entry unit of a micro-batch's `[tokens, vocab / tp]` logits, GiB.
+    logits_unit: f64,
+    /// The same for one 1024-token chunk of them.
+    chunk_unit: f64,
+    /// The chunked log-softmax slices the logits (no tensor parallelism: the vocabulary-
+    /// parallel path has its own autograd function).
+    chunked: bool,
+    /// Whether a step's sequences can fill more than one micro-batch.
+    multi: bool,
+}
+
+impl Sizes {
+    fn of(arch: &Arch, a: &ArealConfig, split: &Split, tokens: f64) -> Self {
+        let layer_bf16 = arch.layer_params() * 2.0 / split.tp / GIB;
+        let local_tokens = tokens / split.cp;
+        let vocab = arch.vocab as f64 / split.tp;
+        let logits_unit = local_tokens * vocab / GIB;
+        // A micro-batch packs sequences up to the budget; a step's batch on one data-parallel
+        // rank (`batch_size × n_samples` sequences of at most prompt + response tokens) that
+        // can exceed it is split into several (areal/utils/data.py:448-471 at v1.0.4). With
+        // `ppo_n_minibatches` > 1 each minibatch is a `train_batch` of its own; the count
+        // here is the upper bound of the default 1.
+        let step_tokens = (a.batch_size * a.n_samples) as f64
+            * (a.prompt_len + a.max_new_tokens) as f64
+            / a.train_dp.max(1) as f64;
+        Self {
+            weights: 2.0 * arch.params / split.shard / GIB,
+            unit: arch.largest_unit_params() * 2.0 / split.shard / GIB,
+            gather: if split.fsdp_group > 1.0 {
+                2.0 * layer_bf16
+            } else {
+                0.0
+            },
+            layer_bf16,
+            local_tokens,
+            logits_unit,
+            chunk_unit: logits_unit.min(1024.0 * vocab / GIB),
+            chunked: split.tp <= 1.0,
+            multi: step_tokens > a.max_tokens_per_mb as f64,
+        }
+    }
+
+    fn w(&self) -> Event {
+        alloc(Site::Params, "weights bf16", self.weights, self.unit)
+    }
+    fn g(&self) -> Event {
+        alloc(Site::Grads, "grads bf16", self.weights, self.unit)
+    }
+    fn o(&self) -> Event {
+        alloc(Site::Optim, "AdamW m+v bf16", 2.0 * self.weights, self.unit)
+    }
+    fn gather(&self) -> Event {
+        alloc(
+            Site::Gather,
+            "FSDP all-gather buffers (2 layers bf16)",
+            self.gather,
+            self.layer_bf16,
+        )
+    }
+    /// The reference model (only with `actor.kl_ctl > 0`, rl_trainer.py:179) is a second
+    /// FSDP engine of the same backend on the actor's GPUs, in bf16, without optimizer.
+    fn reference(&self, a: &ArealConfig) -> Option<Event> {
+        (a.has_ref() && !a.ref_offload).then(|| {
+            alloc(
+                Site::RefParams,
+                "reference model bf16",
+                self.weights,
+                self.unit,
+            )
+        })
+    }
+    /// The micro-batch's bf16 logits (the `lm_head` output).
+    fn logits_gib(&self) -> f64 {
+        2.0 * self.logits_unit
+    }
+    /// The micro-batch before this one: its logits stay referenced by the loop's `outputs`
+    /// and `logits` until the next `self.model(**inputs)` returns and they are rebound
+    /// (fsdp_engine.py:571-573 and 760-762 at 04ab6018c; `forward_backward_batch`,
+    /// fsdp_engine.py:745-746 at v1.0.4), so the next micro-batch's forward and `lm_head`
+    /// run beside them.
+    fn previous_logits(&self) -> Vec<Event> {
+        if !self.multi {
+            return Vec::new();
+        }
+        vec![alloc(
+            Site::LogitsBf16,
+            "previous micro-batch's logits bf16 (until rebound)",
+            self.logits_gib(),
+            self.logits_gib(),
+        )]
+    }
+    fn free_previous_logits(&self) -> Vec<Event> {
+        if !self.multi {
+            return Vec::new();
+        }
+        vec![Event::Free {
+            gib: self.logits_gib(),
+        }]
+    }
+}
+
+/// Sum of a list's allocations.
+fn allocated(events: &[Event]) -> f64 {
+    events
+        .iter()
+        .map(|e| match e {
+            Event::Alloc { gib, .. } => *gib,
+            _ => 0.0,
+        })
+        .sum()
+}
+
+/// An event with its label prefixed by the phase's name (a pass's OOM names its pass).
+fn in_phase(phase: Phase, e: Event) -> Event {
+    match e {
+        Event::Alloc {
+            site,
+            label,
+            gib,
+            chunk_gib,
+        } => alloc(site, format!("{}: {label}", phase.name()), gib, chunk_gib),
+        other => other,
+    }
+}
+
+/// The actor's old-log-prob pass: `compute_logp` runs the engine's forward under
+/// `torch.no_grad()` (areal/engine/ppo/actor.py:51-68 → fsdp_engine.py:695-696 at 04ab6018c;
+/// areal/trainer/ppo/actor.py:131-139 → `forward_batch`, fsdp_engine.py:840-841 at v1.0.4),
+/// micro-batches under the same `mb_spec` as the update. Resident: the weights (and the
+/// reference model), and from the second step on AdamW's state and the last update's
+/// gradients (`zero_grad` runs at the start of `train_batch`, not after the optimizer's step:
+/// fsdp_engine.py:513 and 590-599 at 04ab6018c, 677-707 and 766 at v1.0.4; the fork's A100 log
+/// reads 3.70 GiB allocated after an update, Qwen2.5-0.5B's 8 B/param). Then FSDP's gathered
+/// layers, one layer's working set ([`k::NOGRAD_LAYER_BYTES`]), the bf16 logits of the
+/// micro-batch beside the previous one's ([`Sizes::previous_logits`]), and one 1024-token
+/// chunk of the compiled fp32 log-softmax at a time (`gather_logprobs`, nothing kept for a
+/// backward).
+fn logp_events(arch: &Arch, a: &ArealConfig, s: &Sizes, stepped: bool) -> Vec<Event> {
+    let (hb, mb) = k::NOGRAD_LAYER_BYTES;
+    let working = s.local_tokens * (hb * arch.hidden as f64 + mb * arch.intermediate as f64) / GIB;
+    let hidden = s.local_tokens * arch.hidden as f64 * 2.0 / GIB;
+    let chunk = (k::AREAL_LOGITS_BYTES - 2.0) * s.chunk_unit;
+    let mut events = vec![s.w()];
+    events.extend(s.reference(a));
+    if stepped {
+        events.extend([s.o(), s.g()]);
+    }
+    events.extend([
+        s.gather(),
+        alloc(
+            Site::Activations,
+            "one layer's forward working set (no_grad)",
+            working,
+            working / 3.0,
+        ),
+        Event::Free { gib: working },
+        alloc(
+            Site::Activations,
+            "final hidden states bf16",
+            hidden,
+            hidden,
+        ),
+    ]);
+    events.extend(s.previous_logits());
+    events.extend([
+        alloc(
+            Site::LogitsBf16,
+            "logits bf16",
+            s.logits_gib(),
+            s.logits_gib(),
+        ),
+        alloc(
+            Site::LogitsFp32,
+            "log-softmax fp32, one 1024-token chunk",
+            chunk,
+            chunk,
+        ),
+        Event::Free { gib: chunk },
+    ]);
+    events
+        .into_iter()
+        .map(|e| in_phase(Phase::LogProb, e))
+        .collect()
+}
+
+/// The actor's update (`train_batch`), its worst micro-batch: `zero_grad` first
+/// (fsdp_engine.py:513 at 04ab6018c, 766 at v1.0.4; `set_to_none`), so the gradients are made
+/// by the backward; then for each micro-batch the forward, the loss over the logits, and
+/// `loss.backward()` (fsdp_engine.py:571-586 at 04ab6018c, 745-757 at v1.0.4); AdamW's state
+/// is made by the optimizer's first step, after the backward (`stepped`: it and the
+/// gradients exist from an earlier step).
 ///
-/// The actor is created in `actor.dtype` (bf16 in gsm8k_grpo.yaml) and `optimizer.type: adam`
-/// is `torch.optim.AdamW` over those parameters (areal/engine/fsdp_engine.py:975-985, 1123 at
+/// With more than one micro-batch the last meets the gradients of the earlier ones, and the
+/// previous one's logits ([`Sizes::previous_logits`]) until its own `lm_head` has run. The
+/// actor is created in `actor.dtype` (bf16 in gsm8k_grpo.yaml) and `optimizer.type: adam` is
+/// `torch.optim.AdamW` over those parameters (areal/engine/fsdp_engine.py:975-985, 1123 at
 /// v1.0.4), so gradients and both moments are bf16 too: 8 B/param over the shard.
-fn trainer_events(
-    arch: &Arch,
-    a: &ArealConfig,
-    split: &Split,
-    tokens: f64,
-) -> (Vec<Event>, Vec<Event>) {
-    let weights = 2.0 * arch.params / split.shard / GIB;
-    let unit = arch.largest_unit_params() * 2.0 / split.shard / GIB;
-    let layer_bf16 = arch.layer_params() * 2.0 / split.tp / GIB;
-    // Ulysses splits the sequence; tensor parallelism splits the vocabulary of the logits.
-    let local_tokens = tokens / split.cp;
-    let logits_unit = local_tokens * arch.vocab as f64 / split.tp / GIB;
-    let chunk_unit = logits_unit.min(1024.0 * arch.vocab as f64 / split.tp / GIB);
-    let w = alloc(Site::Params, "weights bf16", weights, unit);
-    let g = alloc(Site::Grads, "grads bf16", weights, unit);
-    let o = alloc(Site::Optim, "AdamW m+v bf16", 2.0 * weights, unit);
-    // The reference model (only with `actor.kl_ctl > 0`, rl_trainer.py:179) is a second FSDP
-    // engine of the same backend on the actor's GPUs, in bf16, without optimizer.
-    let reference = (a.has_ref() && !a.ref_offload)
-        .then(|| alloc(Site::RefParams, "reference model bf16", weights, unit));
-    let gather = alloc(
-        Site::Gather,
-        "FSDP all-gather buffers (2 layers bf16)",
-        if split.fsdp_group > 1.0 {
-            2.0 * layer_bf16
-        } else {
-            0.0
-        },
-        layer_bf16,
-    );
-    let acts = activation_events(arch, local_tokens, a.gradient_checkpointing);
+///
+/// The backward of the loss makes the logits' gradient, bf16 `[tokens, vocab]`: each
+/// 1024-token chunk of the log-softmax takes a slice `logits[i:end]`
+/// (areal/utils/functional.py:104-110 at 04ab6018c; vocab_parallel.py:54 at v1.0.4), and
+/// torch's backward of a slice is a zero tensor of the whole input's shape with the chunk's
+/// gradient copied in (`slice_backward`), summed into the input's gradient: one full tensor
+/// held, and a second in flight while the next chunk's is summed in. The fork's A100 run
+/// fails there, in its second step's `loss.backward()`, asking 1.38-1.43 GiB (a bf16
+/// `[tokens, vocab]` tensor of Qwen2.5-0.5B's 151,936 entries). Once the `lm_head`'s
+/// backward has run the loss's tensors are gone, before a checkpointed layer is recomputed.
+fn update_events(arch: &Arch, a: &ArealConfig, s: &Sizes, stepped: bool) -> Vec<Event> {
+    let acts = activation_events(arch, s.local_tokens, a.gradient_checkpointing);
+    let (recompute, stored): (Vec<Event>, Vec<Event>) = acts.into_iter().partition(|e| {
+        matches!(
+            e,
+            Event::Alloc {
+                site: Site::Recompute,
+                ..
+            }
+        )
+    });
     // `gather_logprobs_entropy` upcasts to fp32 in chunks of 1024 tokens, each chunk a
     // `torch.compile`d log-softmax (areal/utils/functional/vocab_parallel.py:15-81 at v1.0.4):
     // the tensors come in 1024-token pieces. Whether a compiled chunk saves its fp32
     // log-softmax for the backward or recomputes it from the bf16 logits is not in AReaL's
     // source (it is Inductor's choice) and no public figure settles it, so the training pass
     // keeps the upper case, every chunk alive at the loss (k::AREAL_LOGITS_BYTES).
-    let logits = [
+    let loss = vec![
         alloc(
             Site::LogitsBf16,
             "logits bf16",
-            2.0 * logits_unit,
-            2.0 * logits_unit,
+            s.logits_gib(),
+            s.logits_gib(),
         ),
         alloc(
             Site::LogitsFp32,
             "log-softmax fp32",
-            (k::AREAL_LOGITS_BYTES - 2.0) * logits_unit,
-            (k::AREAL_LOGITS_BYTES - 2.0) * chunk_unit,
+            (k::AREAL_LOGITS_BYTES - 2.0) * s.logits_unit,
+            (k::AREAL_LOGITS_BYTES - 2.0) * s.chunk_unit,
         ),
     ];
-    let mut first = vec![w.clone()];
-    first.extend(reference.clone());
-    first.push(gather.clone());
-    first.extend(acts.iter().cloned());
-    first.extend(logits.iter().cloned());
-    first.extend([g.clone(), o.clone()]);
-    let mut steady = vec![w];
-    steady.extend(reference);
-    steady.extend([o, gather, g]);
-    steady.extend(acts);
-    steady.extend(logits);
-    (first, steady)
+    let grad = s.logits_gib();
+    let chunks = (s.local_tokens / 1024.0).ceil();
+    let mut backward = vec![alloc(
+        Site::LogitsBf16,
+        "logits gradient bf16 (backward)",
+        grad,
+        grad,
+    )];
+    if s.chunked && chunks > 1.0 {
+        backward.extend([
+            alloc(
+                Site::LogitsBf16,
+                "logits gradient bf16, the next chunk's before it is summed in (transient)",
+                grad,
+                grad,
+            ),
+            Event::Free { gib: grad },
+        ]);
+    }
+    let loss_gib = allocated(&loss) + grad;
+    let mut events = vec![s.w()];
+    events.extend(s.reference(a));
+    if stepped {
+        events.push(s.o());
+    }
+    events.push(s.gather());
+    if s.multi {
+        events.push(s.g());
+    }
+    events.extend(stored.iter().cloned());
+    events.extend(s.previous_logits());
+    events.extend(loss);
+    events.extend(s.free_previous_logits());
+    events.extend(backward);
+    events.push(Event::Free { gib: loss_gib });
+    events.extend(recompute.iter().cloned());
+    if !s.multi {
+        events.push(s.g());
+    }
+    if !stepped {
+        events.push(Event::Free {
+            gib: allocated(&stored) + allocated(&recompute),
+        });
+        events.push(s.o());
+    }
+    events
 }
 
 /// Notes on the model and on how the backends' GPUs map onto the node.
@@ -324,16 +585,47 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
     // A micro-batch packs sequences up to `max_tokens_per_mb` (areal/utils/data.py:448-471,
     // seqpack.py:234 at v1.0.4); a longer sequence is refused, so the budget bounds it.
     let tokens = a.max_tokens_per_mb.max(a.max_new_tokens) as f64;
-    let (first, steady) = trainer_events(&arch, a, &split, tokens);
+    let sizes = Sizes::of(&arch, a, &split, tokens);
+    // Step 1 meets no AdamW state and no gradients; from step 2 on both are resident.
+    let phases = |stepped: bool| -> Vec<(Phase, Vec<Event>)> {
+        let mut p = Vec::new();
+        if a.logp_pass() {
+            p.push((Phase::LogProb, logp_events(&arch, a, &sizes, stepped)));
+        }
+        p.push((Phase::Update, update_events(&arch, a, &sizes, stepped)));
+        p
+    };
+    let (first, steady) = (phases(false), phases(true));
 
     let others: Vec<f64> = if colocated {
         vec![sglang.in_use_gib]
     } else {
         vec![]
     };
-    let demand = walk(f64::INFINITY, &others, k::CUDA_CTX_GIB, frag, &steady);
-    let first_walk = walk(c, &others, k::CUDA_CTX_GIB, frag, &first);
-    let steady_walk = walk(c, &others, k::CUDA_CTX_GIB, frag, &steady);
+    let nontorch = k::AREAL_TRAINER_NONTORCH_GIB;
+    let run = |events: &[Event], capacity: f64| walk(capacity, &others, nontorch, frag, events);
+    // The step's peak is its largest phase's; torch's peak counters the largest of any.
+    let demands: Vec<(Phase, &Vec<Event>, Walk)> = steady
+        .iter()
+        .map(|(p, ev)| (*p, ev, run(ev, f64::INFINITY)))
+        .collect();
+    let peak = demands
+        .iter()
+        .fold(None::<&(Phase, &Vec<Event>, Walk)>, |best, d| match best {
+            Some(b) if b.2.device_peak_gib >= d.2.device_peak_gib => Some(b),
+            _ => Some(d),
+        })
+        .expect("the update is always a phase");
+    let allocated_peak = demands
+        .iter()
+        .map(|d| d.2.allocated_peak_gib)
+        .fold(0.0, f64::max);
+    let reserved_peak = demands
+        .iter()
+        .map(|d| d.2.reserved_peak_gib)
+        .fold(0.0, f64::max);
+    let first_oom = first.iter().find_map(|(_, ev)| run(ev, c).oom);
+    let steady_oom = steady.iter().find_map(|(_, ev)| run(ev, c).oom);
     let mut train_items: Vec<Item> = Vec::new();
     if colocated {
         train_items.push(item(
@@ -341,15 +633,22 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
             sglang.in_use_gib,
         ));
     }
-    train_items.push(item(
-        "trainer CUDA context + NCCL (non-PyTorch)",
-        k::CUDA_CTX_GIB,
-    ));
-    train_items.extend(items_from_events(&steady));
+    train_items.push(item("trainer CUDA context + NCCL (non-PyTorch)", nontorch));
+    train_items.extend(items_from_events(peak.1));
     train_items.push(item(
         format!("allocator slack ({:.0}% fragmentation)", frag * 100.0),
-        demand.reserved_peak_gib - demand.allocated_peak_gib,
+        peak.2.reserved_peak_gib - peak.2.allocated_peak_gib,
     ));
+    let mut notes = notes(hw, a, &arch, colocated);
+    if peak.0 != Phase::Update {
+        let update = demands.iter().find(|d| d.0 == Phase::Update);
+        notes.push(format!(
+            "the step's peak is the {} ({:.1} GiB on the device; the actor update's {:.1})",
+            peak.0.name(),
+            peak.2.device_peak_gib,
+            update.map_or(0.0, |d| d.2.device_peak_gib)
+        ));
+    }
 
     let host = k::HOST_BASE_GIB + k::HOST_PER_GPU_GIB * hw.gpus_per_node as f64;
     let failure = if sglang.kv_pool_gib <= 0.0 {
@@ -369,13 +668,13 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
                 task: "trainer".into(),
             },
         })
-    } else if let Some(oom) = first_walk.oom {
+    } else if let Some(oom) = first_oom {
         Some(Failure {
             at: FailAt::Train { step: 1 },
             kind: FailKind::GpuOom(oom),
         })
     } else {
-        steady_walk.oom.map(|oom| Failure {
+        steady_oom.map(|oom| Failure {
             at: FailAt::Train { step: 2 },
             kind: FailKind::GpuOom(oom),
         })
@@ -388,9 +687,9 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
         frag,
         tokens_per_micro: tokens,
         train_items,
-        train_peak_gib: demand.device_peak_gib,
-        train_allocated_gib: demand.allocated_peak_gib,
-        train_reserved_gib: demand.reserved_peak_gib,
+        train_peak_gib: peak.2.device_peak_gib,
+        train_allocated_gib: allocated_peak,
+        train_reserved_gib: reserved_peak,
         train_static: None,
         rollout_items: sglang.items(a),
         rollout_peak_gib: sglang.in_use_gib,
@@ -398,7 +697,7 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
         host_peak_gib: host,
         host_limit_gib: hw.host_mem_gib,
         failure,
-        notes: notes(hw, a, &arch, colocated),
+        notes,
         arch: Some(arch),
     }
 }
@@ -415,7 +714,13 @@ pub static MODEL: TrainerModel = TrainerModel {
     log_peak_is_lower_bound: true,
     // 2: checked against AReaL v1.0.4 — the cluster's nodes, the trainer's `t`/`c`, the
     // reference model with `kl_ctl > 0`, the chunked fp32 log-softmax.
-    revision: 2,
+    // 3: the trainer's non-PyTorch memory is AReaL's own (k::AREAL_TRAINER_NONTORCH_GIB, from
+    //    torch's messages); the backward's logits gradient (bf16 `[tokens, vocab]`, one held and one in flight),
+    //    the update in `zero_grad` → forward → backward → step order (gradients made by the
+    //    backward, AdamW's state by the first step), the previous micro-batch's logits, and
+    //    the old-log-prob pass (`compute_logp`) a phase of its own; the step's peak is the
+    //    largest.
+    revision: 3,
 };
 
 /// AReaL's configuration from a plan, on the model's shape (or a stand-in of its size).
