@@ -59,6 +59,22 @@ pub enum Event {
     },
 }
 
+impl Event {
+    /// This event with its label prefixed by `phase` (`old-log-prob pass (…): logits bf16`):
+    /// an OOM in a phase of a step names the phase.
+    pub(crate) fn in_phase(self, phase: &str) -> Event {
+        match self {
+            Event::Alloc {
+                site,
+                label,
+                gib,
+                chunk_gib,
+            } => alloc(site, format!("{phase}: {label}"), gib, chunk_gib),
+            other => other,
+        }
+    }
+}
+
 pub(crate) fn alloc(site: Site, label: impl Into<String>, gib: f64, chunk_gib: f64) -> Event {
     Event::Alloc {
         site,

@@ -367,19 +367,6 @@ fn allocated(events: &[Event]) -> f64 {
         .sum()
 }
 
-/// An event with its label prefixed by the phase's name (a pass's OOM names its pass).
-fn in_phase(phase: Phase, e: Event) -> Event {
-    match e {
-        Event::Alloc {
-            site,
-            label,
-            gib,
-            chunk_gib,
-        } => alloc(site, format!("{}: {label}", phase.name()), gib, chunk_gib),
-        other => other,
-    }
-}
-
 /// The actor's old-log-prob pass: `compute_logp` runs the engine's forward under
 /// `torch.no_grad()` (areal/engine/ppo/actor.py:51-68 → fsdp_engine.py:695-696 at 04ab6018c;
 /// areal/trainer/ppo/actor.py:131-139 → `forward_batch`, fsdp_engine.py:840-841 at v1.0.4),
@@ -436,7 +423,7 @@ fn logp_events(arch: &Arch, a: &ArealConfig, s: &Sizes, stepped: bool) -> Vec<Ev
     ]);
     events
         .into_iter()
-        .map(|e| in_phase(Phase::LogProb, e))
+        .map(|e| e.in_phase(Phase::LogProb.name()))
         .collect()
 }
 

@@ -988,22 +988,9 @@ fn critic_update_events(
     events.extend(
         activation_events(critic, tokens, v.critic_gradient_checkpointing)
             .into_iter()
-            .map(|e| relabel(e, &label)),
+            .map(|e| e.in_phase(name)),
     );
     events
-}
-
-/// An event with its label passed through `label` (a phase's events name their phase).
-fn relabel(e: Event, label: &impl Fn(&str) -> String) -> Event {
-    match e {
-        Event::Alloc {
-            site,
-            label: l,
-            gib,
-            chunk_gib,
-        } => alloc(site, label(&l), gib, chunk_gib),
-        other => other,
-    }
 }
 
 /// A no-grad pass's allocations with what is resident at that moment (`with_adam`: the
@@ -1097,7 +1084,7 @@ fn pass_events(
         events.extend(
             logprob_loss_events(arch, v, tokens, entropy)
                 .into_iter()
-                .map(|e| relabel(e, &label)),
+                .map(|e| e.in_phase(name)),
         );
     }
     events
