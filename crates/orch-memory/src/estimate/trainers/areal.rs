@@ -330,6 +330,14 @@ impl Sizes {
     fn logits_gib(&self) -> f64 {
         2.0 * self.logits_unit
     }
+    fn logits(&self) -> Event {
+        alloc(
+            Site::LogitsBf16,
+            "logits bf16",
+            self.logits_gib(),
+            self.logits_gib(),
+        )
+    }
     /// The micro-batch before this one: its logits stay referenced by the loop's `outputs`
     /// and `logits` until the next `self.model(**inputs)` returns and they are rebound
     /// (fsdp_engine.py:571-573 and 760-762 at 04ab6018c; `forward_backward_batch`,
@@ -407,12 +415,7 @@ fn logp_events(arch: &Arch, a: &ArealConfig, s: &Sizes, stepped: bool) -> Vec<Ev
     ]);
     events.extend(s.previous_logits());
     events.extend([
-        alloc(
-            Site::LogitsBf16,
-            "logits bf16",
-            s.logits_gib(),
-            s.logits_gib(),
-        ),
+        s.logits(),
         alloc(
             Site::LogitsFp32,
             "log-softmax fp32, one 1024-token chunk",
@@ -467,12 +470,7 @@ fn update_events(arch: &Arch, a: &ArealConfig, s: &Sizes, stepped: bool) -> Vec<
     // source (it is Inductor's choice) and no public figure settles it, so the training pass
     // keeps the upper case, every chunk alive at the loss (k::AREAL_LOGITS_BYTES).
     let loss = vec![
-        alloc(
-            Site::LogitsBf16,
-            "logits bf16",
-            s.logits_gib(),
-            s.logits_gib(),
-        ),
+        s.logits(),
         alloc(
             Site::LogitsFp32,
             "log-softmax fp32",

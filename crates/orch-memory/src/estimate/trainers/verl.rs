@@ -465,6 +465,16 @@ impl Actor {
     fn adam(&self) -> f64 {
         2.0 * self.params
     }
+
+    /// The reference model's bf16 params on the GPU (0 without one, or offloaded).
+    fn ref_params(&self) -> Event {
+        alloc(
+            Site::RefParams,
+            "ref params bf16",
+            self.ref_gpu,
+            self.unit_fp32 / 2.0,
+        )
+    }
 }
 
 /// What stays on the GPU through the generation phase (verl offloads only what it is told to).
@@ -555,12 +565,7 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
             a.params,
             a.unit_fp32,
         ),
-        alloc(
-            Site::RefParams,
-            "ref params bf16",
-            a.ref_gpu,
-            a.unit_fp32 / 2.0,
-        ),
+        a.ref_params(),
         alloc(Site::Optim, "AdamW m+v fp32", a.adam(), a.unit_fp32),
         alloc(Site::Grads, "grads fp32", a.params, a.unit_fp32),
         alloc(
@@ -954,12 +959,7 @@ fn critic_update_events(
             actor_params + actor_adam,
             a.unit_fp32,
         ),
-        alloc(
-            Site::RefParams,
-            label("ref params bf16"),
-            a.ref_gpu,
-            a.unit_fp32 / 2.0,
-        ),
+        a.ref_params().in_phase(name),
         alloc(
             Site::Params,
             label(&format!("critic params fp32 (FSDP 1/{})", a.world)),
@@ -1052,12 +1052,7 @@ fn pass_events(
             actor_params,
             a.unit_fp32,
         ),
-        alloc(
-            Site::RefParams,
-            label("ref params bf16"),
-            a.ref_gpu,
-            a.unit_fp32 / 2.0,
-        ),
+        a.ref_params().in_phase(name),
         alloc(Site::Optim, label("AdamW m+v fp32"), adam, a.unit_fp32),
         alloc(
             Site::Gather,
