@@ -744,15 +744,29 @@ impl Search<'_> {
     /// error), a semantics change is for the whole run.
     fn best(&self, candidates: Vec<Candidate>, notes: &mut Vec<String>) -> Option<Scored> {
         let pick = self.best_within(candidates.clone(), self.margin, notes);
-        if !self.tight_guess || self.margin == 0.0 || pick.as_ref().is_none_or(|p| p.same_semantics)
+        if !self.tight_guess
+            || self.margin == 0.0
+            || pick.as_ref().is_some_and(|p| p.same_semantics)
         {
             return pick;
         }
+        // Nothing fits with headroom, or only by changing what the run trains: a configuration
+        // that trains the same thing and fits without the headroom comes first.
         match self.best_within(candidates, 0.0, &mut Vec::new()) {
             Some(tight) if tight.same_semantics => {
                 notes.push(format!(
-                    "nothing that trains the same thing fits with {:.0} % headroom; taking one that fits without it before changing what the run trains",
-                    self.margin * 100.0
+                    "nothing {}fits with {:.0} % headroom; taking one that fits without it{}",
+                    if pick.is_some() {
+                        "that trains the same thing "
+                    } else {
+                        ""
+                    },
+                    self.margin * 100.0,
+                    if pick.is_some() {
+                        " before changing what the run trains"
+                    } else {
+                        ""
+                    }
                 ));
                 Some(tight)
             }
