@@ -291,10 +291,15 @@ pub fn preflight_with(
         prior,
     };
     let menus: [&[FailureClass]; 2] = [&[predicted], &MEMORY_CLASSES];
-    let best = menus.iter().find_map(|classes| {
-        let ranges = ranges_answering(setup, classes);
-        search.best(space::enumerate(setup, written, &ranges, &exclude), notes)
-    });
+    let candidates = |classes: &[FailureClass]| {
+        space::enumerate(setup, written, &ranges_answering(setup, classes), &exclude)
+    };
+    // Every menu with headroom first; only then one that trains the same thing and fits
+    // without it (rather than submit a plan predicted to fail and try that after the failure).
+    let best = menus
+        .iter()
+        .find_map(|classes| search.best(candidates(classes), notes))
+        .or_else(|| search.best_tight(candidates(&MEMORY_CLASSES), notes));
     let Some(best) = best else {
         notes.push(format!(
             "preflight: predicted not to fit ({}), and nothing the ladder allows is predicted to; submitting as written",
@@ -744,34 +749,36 @@ impl Search<'_> {
     /// error), a semantics change is for the whole run.
     fn best(&self, candidates: Vec<Candidate>, notes: &mut Vec<String>) -> Option<Scored> {
         let pick = self.best_within(candidates.clone(), self.margin, notes);
-        if !self.tight_guess
-            || self.margin == 0.0
-            || pick.as_ref().is_some_and(|p| p.same_semantics)
+        if !self.tight_guess || self.margin == 0.0 || pick.as_ref().is_none_or(|p| p.same_semantics)
         {
             return pick;
         }
-        // Nothing fits with headroom, or only by changing what the run trains: a configuration
-        // that trains the same thing and fits without the headroom comes first.
         match self.best_within(candidates, 0.0, &mut Vec::new()) {
             Some(tight) if tight.same_semantics => {
                 notes.push(format!(
-                    "nothing {}fits with {:.0} % headroom; taking one that fits without it{}",
-                    if pick.is_some() {
-                        "that trains the same thing "
-                    } else {
-                        ""
-                    },
-                    self.margin * 100.0,
-                    if pick.is_some() {
-                        " before changing what the run trains"
-                    } else {
-                        ""
-                    }
+                    "nothing that trains the same thing fits with {:.0} % headroom; taking one that fits without it before changing what the run trains",
+                    self.margin * 100.0
                 ));
                 Some(tight)
             }
             _ => pick,
         }
+    }
+
+    /// When nothing fits with headroom at all: the best configuration that trains the same
+    /// thing and fits without it, if any.
+    fn best_tight(&self, candidates: Vec<Candidate>, notes: &mut Vec<String>) -> Option<Scored> {
+        if !self.tight_guess || self.margin == 0.0 {
+            return None;
+        }
+        let tight = self
+            .best_within(candidates, 0.0, &mut Vec::new())
+            .filter(|t| t.same_semantics)?;
+        notes.push(format!(
+            "nothing fits with {:.0} % headroom; taking one that fits without it",
+            self.margin * 100.0
+        ));
+        Some(tight)
     }
 
     /// [`best`](Self::best) with `margin` of the usable memory kept free.

@@ -342,7 +342,7 @@ impl Sizes {
     /// and `logits` until the next `self.model(**inputs)` returns and they are rebound
     /// (fsdp_engine.py:571-573 and 760-762 at 04ab6018c; `forward_backward_batch`,
     /// fsdp_engine.py:745-746 at v1.0.4), so the next micro-batch's forward and `lm_head`
-    /// run beside them.
+    /// run beside them; the rebinding frees them before the loss.
     fn previous_logits(&self) -> Vec<Event> {
         if !self.multi {
             return Vec::new();
@@ -413,9 +413,12 @@ fn logp_events(arch: &Arch, a: &ArealConfig, s: &Sizes, stepped: bool) -> Vec<Ev
             hidden,
         ),
     ]);
+    // The previous micro-batch's logits are rebound as soon as this one's `lm_head` returns,
+    // before any log-softmax (fsdp_engine.py:760 at 04ab6018c).
     events.extend(s.previous_logits());
+    events.push(s.logits());
+    events.extend(s.free_previous_logits());
     events.extend([
-        s.logits(),
         alloc(
             Site::LogitsFp32,
             "log-softmax fp32, one 1024-token chunk",
@@ -508,9 +511,13 @@ fn update_events(arch: &Arch, a: &ArealConfig, s: &Sizes, stepped: bool) -> Vec<
         events.push(s.g());
     }
     events.extend(stored.iter().cloned());
+    // The previous micro-batch's logits go when this one's are bound, before the loss
+    // (fsdp_engine.py:571-573 at 04ab6018c, 745-746 at v1.0.4).
+    let mut loss = loss.into_iter();
     events.extend(s.previous_logits());
-    events.extend(loss);
+    events.extend(loss.next());
     events.extend(s.free_previous_logits());
+    events.extend(loss);
     events.extend(backward);
     events.push(Event::Free { gib: loss_gib });
     events.extend(recompute.iter().cloned());
