@@ -36,6 +36,9 @@ struct Traceback {
     phase: Phase,
     /// Python swallowed this exception (`Exception ignored in ...`): it ends nothing.
     ignored: bool,
+    /// The line the previous traceback ended on (0: none): a memory failure read after it
+    /// and before this one belongs to this one.
+    after: u64,
 }
 
 /// Everything the scanner remembers about complete lines: bounded and cheap to clone.
@@ -348,6 +351,7 @@ impl State {
                     seen: 0,
                     phase: Phase::default(),
                     ignored: self.ignored_at.is_some_and(|l| l + 1 >= line),
+                    after: self.last_tb.map_or(0, |(l, _)| l),
                 });
             }
             Action::IgnoredTracebackNext => self.ignored_at = Some(line),
@@ -401,6 +405,7 @@ impl State {
                     let at = prefix.len();
                     let ignored = tb.ignored;
                     let phase = tb.phase;
+                    let after = tb.after;
                     // Ray appends the remote traceback to `RayTaskError(X): ...`; its last
                     // line is the worker's own exception: keep following.
                     let wrapper = terminal::is_ray_task_error(rest);
@@ -413,9 +418,21 @@ impl State {
                     // A memory failure read before its traceback (Ray prints the worker's
                     // `(WorkerDict pid=…) torch.OutOfMemoryError: …` first, then the driver's
                     // traceback down to the same error) takes the phase this one names.
-                    if !phase.is_empty() && terminal::memory_class_slot(rest).is_some() {
-                        for facts in self.memory.iter_mut().flatten() {
-                            if facts.stage.is_none() && facts.step.is_none() {
+                    // Only the slots of the same kind (device or host memory), and only a
+                    // line read after the previous traceback ended.
+                    let same_kind: &[Slot] = match terminal::memory_class_slot(rest) {
+                        Some(Slot::HostOom) => &[Slot::HostOom],
+                        Some(_) => &[Slot::GpuOom, Slot::GpuOomWeak],
+                        None => &[],
+                    };
+                    if !phase.is_empty() {
+                        for &slot in same_kind {
+                            let i = slot as usize;
+                            let read_since = self.hits[i].as_ref().is_some_and(|h| h.line > after);
+                            if let (true, Some(facts)) = (read_since, self.memory[i].as_mut())
+                                && facts.stage.is_none()
+                                && facts.step.is_none()
+                            {
                                 facts.stage = phase.stage;
                                 facts.step = phase.step;
                             }

@@ -237,3 +237,39 @@ fn tempfile_dir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// The OOM's numbers as a Ray worker prints them, then the driver's traceback down to the same
+/// error (verl's shape: `(WorkerDict pid=…) torch.OutOfMemoryError: …` first): the numbers
+/// take the phase that traceback names. An OOM line read before an earlier traceback ended
+/// does not, nor does a traceback that ends in another error.
+#[test]
+fn a_worker_oom_line_takes_the_phase_of_the_traceback_after_it() {
+    let oom = "(WorkerDict pid=7) torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.18 GiB of which 1.00 GiB is free. Of the allocated memory 70.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved by PyTorch but unallocated.";
+    let traceback = |exc: &str| {
+        format!(
+            "Traceback (most recent call last):\n  File \"/verl/trainer/ppo/ray_trainer.py\", line 1231, in _compute_old_log_prob\n    old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)\n  File \"/verl/workers/fsdp_workers.py\", line 1012, in compute_log_prob\n    outputs = self.actor.compute_log_prob(data=data)\n{exc}\n"
+        )
+    };
+    let stage = |log: &str| {
+        orch_classify::classify_bytes(log.as_bytes())
+            .memory
+            .and_then(|m| m.stage)
+    };
+    let torch_exc = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.";
+    assert_eq!(
+        stage(&format!("{oom}\n{}", traceback(torch_exc))),
+        Some(Stage::LogProb)
+    );
+    // An unrelated traceback ended between the OOM line and this one.
+    let other = "Traceback (most recent call last):\n  File \"/x.py\", line 1, in main\n    f()\nValueError: no\n";
+    assert_eq!(
+        stage(&format!("{oom}\n{other}{}", traceback(torch_exc))),
+        None
+    );
+    // A traceback that ends in another error says nothing of the OOM's phase.
+    let v = orch_classify::classify_bytes(
+        format!("{oom}\n{}", traceback("RuntimeError: NCCL error")).as_bytes(),
+    );
+    assert_eq!(v.class, FailureClass::GpuOom, "{v:?}");
+    assert_eq!(v.memory.and_then(|m| m.stage), None);
+}
