@@ -75,11 +75,13 @@ pub fn render(catalog: &Catalog, args: RenderArgs) -> anyhow::Result<u8> {
                 }
                 _ => "changes nothing from here".to_string(),
             };
+            let previous = match args.step - 1 {
+                0 => "as written".to_string(),
+                n => format!("after step {n}"),
+            };
             eprintln!(
-                "note: step {} ({}) {why}; the files are those after step {}",
-                args.step,
-                step.name,
-                args.step - 1
+                "note: step {} ({}) {why}; the files are those {previous}",
+                args.step, step.name
             );
         }
         plan.check(&setup)?;
