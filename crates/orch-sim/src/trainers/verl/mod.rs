@@ -532,9 +532,7 @@ mod tests {
                 ),
             ],
         );
-        let (code, cap) = run_capture("verl", &a, &h100_env(&[]));
-        assert_eq!(code, 1);
-        let err = cap.stderr();
+        let (err, stage) = failed_run(&a);
         assert!(
             err.contains("    old_log_prob = self.actor_rollout_wg.compute_log_prob(batch)\n"),
             "{err}"
@@ -546,9 +544,18 @@ mod tests {
             !err.contains("update_actor") && !err.contains("update_policy"),
             "{err}"
         );
-        let c = orch_classify::classify_bytes(err.as_bytes());
-        let stage = c.memory.as_ref().and_then(|m| m.stage);
-        assert_eq!(stage, Some(orch_classify::memory::Stage::LogProb), "{c:?}");
+        assert_eq!(stage, Some(orch_classify::memory::Stage::LogProb));
+    }
+
+    /// A run that fails (exit 1): its stderr, and the stage orch's classifier reads of it.
+    fn failed_run(args: &[String]) -> (String, Option<orch_classify::memory::Stage>) {
+        let (code, cap) = run_capture("verl", args, &h100_env(&[]));
+        assert_eq!(code, 1);
+        let err = cap.stderr();
+        let stage = orch_classify::classify_bytes(err.as_bytes())
+            .memory
+            .and_then(|m| m.stage);
+        (err, stage)
     }
 
     /// The same for the critic's update: its task, call and files are the critic's.
@@ -571,9 +578,7 @@ mod tests {
                 ("critic.ppo_micro_batch_size_per_gpu", "64"),
             ],
         );
-        let (code, cap) = run_capture("verl", &a, &h100_env(&[]));
-        assert_eq!(code, 1);
-        let err = cap.stderr();
+        let (err, stage) = failed_run(&a);
         assert!(
             err.contains("    critic_output = self.critic_wg.update_critic(batch)\n"),
             "{err}"
@@ -585,13 +590,7 @@ mod tests {
             !err.contains("dp_actor.py") && !err.contains("update_actor"),
             "{err}"
         );
-        let c = orch_classify::classify_bytes(err.as_bytes());
-        let stage = c.memory.as_ref().and_then(|m| m.stage);
-        assert_eq!(
-            stage,
-            Some(orch_classify::memory::Stage::CriticUpdate),
-            "{c:?}"
-        );
+        assert_eq!(stage, Some(orch_classify::memory::Stage::CriticUpdate));
     }
 
     #[test]
