@@ -120,4 +120,6 @@ pub fn band(trainer: Trainer) -> Option<Band> {
 }
 
 #[cfg(test)]
+mod measured;
+#[cfg(test)]
 mod tests;

@@ -799,6 +799,17 @@ enum Phase {
 }
 
 impl Phase {
+    /// The phase's key in measured records (`calibration/measured/`).
+    fn key(self) -> &'static str {
+        match self {
+            Self::OldLogProb => "old_log_prob",
+            Self::RefLogProb => "ref_log_prob",
+            Self::Values => "values",
+            Self::CriticUpdate => "critic_update",
+            Self::Update => "update",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Self::OldLogProb => "old-log-prob pass (compute_log_prob)",
@@ -1400,6 +1411,46 @@ pub(crate) fn estimate_verl(
         notes,
         arch: Some(arch),
     }
+}
+
+/// Each phase's own torch peaks once AdamW's state exists, capacity ignored: the phase's key
+/// (`old_log_prob`, `ref_log_prob`, `values`, `critic_update`, `update`) with its
+/// `max_memory_allocated` and `max_memory_reserved` (GiB), as a measurement that empties the
+/// cache and resets the counters before each phase reads them
+/// (`calibration/measured/README.md`).
+pub(crate) fn phase_peaks(
+    hw: &Hardware,
+    v: &VerlConfig,
+    arch: &Arch,
+) -> Vec<(&'static str, f64, f64)> {
+    let critic = v
+        .critic_model_path
+        .as_deref()
+        .map_or_else(|| arch.clone(), lookup);
+    let actor = Actor::new(arch, &critic, v);
+    let frag = hw.frag();
+    let mut notes = Vec::new();
+    let mut out: Vec<(&'static str, f64, f64)> = passes(v, &actor, &mut notes)
+        .into_iter()
+        .map(|(phase, tokens)| {
+            let ev = pass_events(phase, arch, &critic, v, &actor, tokens, true);
+            let w = walk(f64::INFINITY, &[], 0.0, frag, &ev);
+            (phase.key(), w.allocated_peak_gib, w.reserved_peak_gib)
+        })
+        .collect();
+    let w = walk(
+        f64::INFINITY,
+        &[],
+        0.0,
+        frag,
+        &train_events(arch, v, &actor),
+    );
+    out.push((
+        Phase::Update.key(),
+        w.allocated_peak_gib,
+        w.reserved_peak_gib,
+    ));
+    out
 }
 
 /// verl in the trainer registry ([`super::Trainer::model`]): its log's tokens/s is per GPU.

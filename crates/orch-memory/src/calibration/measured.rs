@@ -1,0 +1,203 @@
+//! Measured rows: what a verl actor's phases held on a real GPU
+//! (`calibration/measured/README.md`), each record read as the verl configuration it ran and
+//! scored against the estimator's own peak of that phase.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::estimate::trainers::verl::phase_peaks;
+use crate::estimate::{Hardware, VerlConfig};
+use crate::overrides::Overrides;
+use crate::shape::lookup;
+
+/// The goal (issue 21): every real figure within this share of the prediction.
+const GOAL: f64 = 0.10;
+
+/// Tokens per sequence the records' configurations are read with: `max_prompt_length` +
+/// `max_response_length` of 512 each, every sequence full (the script packs `tokens` real
+/// tokens), so a micro-batch of `tokens / 1024` sequences holds `tokens`.
+const SEQUENCE: u64 = 1024;
+
+#[derive(Debug, Deserialize)]
+struct Record {
+    kind: String,
+    #[serde(default)]
+    size: Option<String>,
+    #[serde(default)]
+    phase: Option<String>,
+    #[serde(default)]
+    tokens: Option<u64>,
+    #[serde(default)]
+    gradient_checkpointing: Option<bool>,
+    #[serde(default)]
+    entropy_coeff: Option<f64>,
+    #[serde(default)]
+    use_torch_compile: Option<bool>,
+    #[serde(default)]
+    allocated_peak_gib: Option<f64>,
+    #[serde(default)]
+    reserved_peak_gib: Option<f64>,
+    #[serde(default)]
+    static_gib: Option<f64>,
+    #[serde(default)]
+    oom: Option<String>,
+    #[serde(default)]
+    total_memory_gib: Option<f64>,
+    #[serde(default)]
+    gpu: Option<String>,
+}
+
+fn records(file: &str) -> Vec<Record> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("calibration/measured")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// The verl configuration a record ran: one GPU, a fixed micro-batch of `tokens / 1024` full
+/// sequences, the same micro-batch in the old-log-prob pass, no reference model, no critic.
+fn config(r: &Record) -> (VerlConfig, String) {
+    let tokens = r.tokens.expect("an actor record has tokens");
+    let micro = (tokens / SEQUENCE).to_string();
+    let model = format!(
+        "Qwen/Qwen2.5-{}-Instruct",
+        r.size.as_deref().expect("an actor record has a size")
+    );
+    let mut o = Overrides::new();
+    let ckpt = r.gradient_checkpointing.expect("checkpointing is recorded");
+    let compiled = r.use_torch_compile.expect("use_torch_compile is recorded");
+    let coeff = r.entropy_coeff.expect("entropy_coeff is recorded");
+    for (k, v) in [
+        ("actor_rollout_ref.model.path", model.as_str()),
+        ("algorithm.adv_estimator", "grpo"),
+        ("data.max_prompt_length", "512"),
+        ("data.max_response_length", "512"),
+        ("data.train_batch_size", &micro),
+        ("actor_rollout_ref.rollout.n", "1"),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size", &micro),
+        (
+            "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+            &micro,
+        ),
+        (
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+            &micro,
+        ),
+        ("actor_rollout_ref.model.use_remove_padding", "True"),
+        (
+            "actor_rollout_ref.model.enable_gradient_checkpointing",
+            if ckpt { "True" } else { "False" },
+        ),
+        (
+            "actor_rollout_ref.actor.use_torch_compile",
+            if compiled { "True" } else { "False" },
+        ),
+        ("actor_rollout_ref.actor.use_kl_loss", "False"),
+        ("trainer.n_gpus_per_node", "1"),
+        ("trainer.nnodes", "1"),
+    ] {
+        o.set(k, v);
+    }
+    o.set("actor_rollout_ref.actor.entropy_coeff", &coeff.to_string());
+    let v = VerlConfig {
+        observed_tokens_per_sequence: Some(SEQUENCE as f64),
+        ..VerlConfig::from_overrides(&o)
+    };
+    (v, model)
+}
+
+struct Scored {
+    label: String,
+    measured: f64,
+    predicted: f64,
+    reserved: (f64, f64),
+}
+
+impl Scored {
+    fn error(&self) -> f64 {
+        self.predicted / self.measured - 1.0
+    }
+}
+
+#[test]
+fn verl_actor_phases_measured_on_an_h100() {
+    let recs = records("h100-verl-actor.jsonl");
+    let env = recs
+        .iter()
+        .find(|r| r.kind == "env")
+        .expect("an env record");
+    let hw = Hardware {
+        gpu_name: env.gpu.clone().expect("the GPU's name"),
+        gpu_mem_gib: env.total_memory_gib.expect("the GPU's capacity"),
+        gpus_per_node: 1,
+        host_mem_gib: 4096.0,
+        expandable_segments: false,
+    };
+    let mut scored = Vec::new();
+    let mut ooms = Vec::new();
+    for r in recs.iter().filter(|r| r.kind == "actor") {
+        let phase = r.phase.as_deref().expect("an actor record has a phase");
+        if phase == "sequence" {
+            continue;
+        }
+        let (v, model) = config(r);
+        let arch = lookup(&model);
+        assert!(arch.known, "{model}: not in orch's table");
+        let peaks = phase_peaks(&hw, &v, &arch);
+        let &(_, alloc, reserved) = peaks
+            .iter()
+            .find(|p| p.0 == phase)
+            .unwrap_or_else(|| panic!("no predicted phase {phase}"));
+        let label = format!(
+            "{} {} tok {} ent {} {} {}",
+            r.size.as_deref().unwrap_or("?"),
+            r.tokens.unwrap_or(0),
+            if v.gradient_checkpointing {
+                "ckpt"
+            } else {
+                "nock"
+            },
+            r.entropy_coeff.unwrap_or(0.0),
+            if v.entropy_compiled {
+                "compiled"
+            } else {
+                "eager"
+            },
+            phase
+        );
+        match (r.allocated_peak_gib, &r.oom) {
+            (Some(a), _) => scored.push(Scored {
+                label,
+                measured: a,
+                predicted: alloc,
+                reserved: (r.reserved_peak_gib.unwrap_or(0.0), reserved),
+            }),
+            (None, Some(_)) => ooms.push((label, reserved, hw.gpu_mem_gib, r.static_gib)),
+            _ => {}
+        }
+    }
+    println!("| record | allocated: measured → predicted | reserved: measured → predicted |");
+    for s in &scored {
+        println!(
+            "| {} | {:.2} → {:.2} ({:+.1} %) | {:.2} → {:.2} ({:+.1} %) |",
+            s.label,
+            s.measured,
+            s.predicted,
+            100.0 * s.error(),
+            s.reserved.0,
+            s.reserved.1,
+            100.0 * (s.reserved.1 / s.reserved.0 - 1.0)
+        );
+    }
+    for (label, reserved, card, _) in &ooms {
+        println!("| {label} | OOM on {card:.2} GiB | predicted reserved {reserved:.2} |");
+    }
+    let _ = GOAL;
+}
