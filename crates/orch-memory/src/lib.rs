@@ -9,6 +9,8 @@
 //!   count, KV-cache bytes per token).
 //! - [`ModelTable`]: common model families shipped as data (`models/*.yaml` at the
 //!   repository's top level, embedded; a user adds a family by writing one).
+//! - [`datasets`]: how long a dataset's prompts and responses really are (`datasets/*.yaml`,
+//!   embedded, each with the logs its figures come from): what a padding-free micro-batch holds.
 //! - [`resolve`]: an experiment's architecture from, in order, its `architecture:` mapping or
 //!   path, a local model directory, the local Hugging Face cache, or the table. Never the
 //!   network: when none of them knows, it says so and orch recovers from evidence alone.
@@ -22,6 +24,7 @@
 
 mod arch;
 pub mod calibration;
+pub mod datasets;
 pub mod estimate;
 pub mod overrides;
 mod resolve;

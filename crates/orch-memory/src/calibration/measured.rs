@@ -39,8 +39,6 @@ struct Record {
     #[serde(default)]
     reserved_peak_gib: Option<f64>,
     #[serde(default)]
-    static_gib: Option<f64>,
-    #[serde(default)]
     oom: Option<String>,
     #[serde(default)]
     total_memory_gib: Option<f64>,
@@ -179,7 +177,7 @@ fn verl_actor_phases_measured_on_an_h100() {
                 predicted: alloc,
                 reserved: (r.reserved_peak_gib.unwrap_or(0.0), reserved),
             }),
-            (None, Some(_)) => ooms.push((label, reserved, hw.gpu_mem_gib, r.static_gib)),
+            (None, Some(_)) => ooms.push((label, reserved, hw.gpu_mem_gib)),
             _ => {}
         }
     }
@@ -196,8 +194,96 @@ fn verl_actor_phases_measured_on_an_h100() {
             100.0 * (s.reserved.1 / s.reserved.0 - 1.0)
         );
     }
-    for (label, reserved, card, _) in &ooms {
+    for (label, reserved, card) in &ooms {
         println!("| {label} | OOM on {card:.2} GiB | predicted reserved {reserved:.2} |");
     }
-    let _ = GOAL;
+    assert!(
+        scored.len() >= 30 && ooms.len() >= 3,
+        "the records are read"
+    );
+    let misses: Vec<_> = scored
+        .iter()
+        .filter(|s| s.error().abs() > GOAL)
+        .map(|s| format!("{}: {:+.1} %", s.label, 100.0 * s.error()))
+        .collect();
+    assert!(
+        misses.is_empty(),
+        "allocated peaks outside ±10 %: {misses:?}"
+    );
+    // Reserved: the allocator's slack is modelled per phase; README.md there lists what it
+    // misses (at most 21.4 %, a no-grad pass of the smallest model).
+    let worst = scored
+        .iter()
+        .map(|s| (s.reserved.1 / s.reserved.0 - 1.0).abs())
+        .fold(0.0, f64::max);
+    assert!(worst < 0.22, "a reserved peak {:.1} % off", 100.0 * worst);
+    // A phase torch could not fit is predicted not to fit: its reserved peak and the CUDA
+    // context exceed the card.
+    for (label, reserved, card) in &ooms {
+        assert!(
+            reserved + crate::estimate::k::CUDA_CTX_GIB > *card,
+            "{label}: predicted to fit ({reserved:.2} GiB reserved on {card:.2})"
+        );
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Probe {
+    kind: String,
+    #[serde(default)]
+    variant: Option<String>,
+    #[serde(default)]
+    grad: Option<bool>,
+    #[serde(default)]
+    held_bytes_per_entry: Option<f64>,
+    #[serde(default)]
+    peak_bytes_per_entry: Option<f64>,
+}
+
+/// The loss's tensors alone (`probe` records: bytes per token and vocabulary entry, logits
+/// included) against the constants the estimator takes from them.
+#[test]
+fn loss_probes_measured_on_an_h100_match_the_constants() {
+    use crate::estimate::k;
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("calibration/measured/h100-verl-actor.jsonl");
+    let text = std::fs::read_to_string(&path).expect("the records");
+    let probes: Vec<Probe> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a record"))
+        .filter(|p: &Probe| p.kind == "probe")
+        .collect();
+    let find = |variant: &str, grad: bool| {
+        probes
+            .iter()
+            .find(|p| p.variant.as_deref() == Some(variant) && p.grad == Some(grad))
+            .unwrap_or_else(|| panic!("no probe {variant} grad={grad}"))
+    };
+    let near = |a: f64, b: f64| (a - b).abs() < 0.2;
+    // The eager entropy under no_grad: softmax and product beside the logits.
+    let eager = find("verl-entropy-eager", false);
+    assert!(near(
+        eager.peak_bytes_per_entry.unwrap(),
+        k::VERL_NOGRAD_EAGER_ENTROPY_BYTES
+    ));
+    // Compiled, nothing of the logits' size is kept, with or without a backward.
+    for grad in [true, false] {
+        assert!(near(
+            find("verl-entropy-compiled", grad)
+                .held_bytes_per_entry
+                .unwrap(),
+            2.0
+        ));
+    }
+    // AReaL's compiled chunks keep no fp32 log-softmax; the backward holds the logits, their
+    // gradient and the next chunk's.
+    let areal = find("areal-entropy", true);
+    assert!(near(areal.held_bytes_per_entry.unwrap(), 2.0));
+    assert!(near(areal.peak_bytes_per_entry.unwrap(), 6.0));
+    // The eager entropy's backward alone peaks at the estimator's eager figure.
+    let eager_grad = find("verl-entropy-eager", true);
+    assert!(near(
+        eager_grad.peak_bytes_per_entry.unwrap(),
+        k::VERL_LOSS_BWD_EAGER_ENTROPY_BYTES
+    ));
 }

@@ -6,12 +6,22 @@ use super::allocator::{Event, Site, alloc};
 use super::k;
 use crate::shape::Arch;
 
+/// Bytes one decoder layer saves for its backward per token, bf16 weights and inputs (FSDP's
+/// mixed precision, no autocast), from [`k::ACT_LAYER_BYTES_BF16`].
+pub(crate) fn layer_bytes(arch: &Arch) -> f64 {
+    let (bh, bkv, bi) = k::ACT_LAYER_BYTES_BF16;
+    let kv = f64::from(arch.kv_heads) * f64::from(arch.head_dim);
+    bh * arch.hidden as f64 + bkv * kv + bi * arch.intermediate as f64
+}
+
 /// Training-phase activations for `t` tokens: with checkpointing the stored layer inputs plus
-/// one layer recomputed in backward, without it every layer's full activations.
+/// one layer recomputed in backward ([`Site::Recompute`]), without it every layer's saved
+/// tensors.
 pub(crate) fn activation_events(arch: &Arch, t: f64, ckpt: bool) -> Vec<Event> {
     let h = arch.hidden as f64;
     let l = arch.layers as f64;
     let mlp_tensor = t * arch.intermediate as f64 * 2.0 / GIB;
+    let layer = t * layer_bytes(arch) / GIB;
     if ckpt {
         vec![
             alloc(
@@ -23,7 +33,7 @@ pub(crate) fn activation_events(arch: &Arch, t: f64, ckpt: bool) -> Vec<Event> {
             alloc(
                 Site::Recompute,
                 "one layer recomputed in backward",
-                t * h * k::ACT_BYTES_FULL / GIB,
+                layer,
                 mlp_tensor,
             ),
         ]
@@ -31,7 +41,7 @@ pub(crate) fn activation_events(arch: &Arch, t: f64, ckpt: bool) -> Vec<Event> {
         vec![alloc(
             Site::Activations,
             "activations, all layers (no checkpointing)",
-            l * t * h * k::ACT_BYTES_FULL / GIB,
+            l * layer,
             mlp_tensor,
         )]
     }

@@ -75,6 +75,18 @@ impl Event {
     }
 }
 
+/// What `events` leave allocated: their allocations less their frees (GiB).
+pub(crate) fn net_gib(events: &[Event]) -> f64 {
+    events
+        .iter()
+        .map(|e| match e {
+            Event::Alloc { gib, .. } => *gib,
+            Event::Free { gib } => -*gib,
+            _ => 0.0,
+        })
+        .sum()
+}
+
 pub(crate) fn alloc(site: Site, label: impl Into<String>, gib: f64, chunk_gib: f64) -> Event {
     Event::Alloc {
         site,

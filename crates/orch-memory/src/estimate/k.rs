@@ -31,6 +31,24 @@ pub const REMOVE_PADDING_FILL: f64 = 0.635;
 /// `logprobs_from_logits` (flash-attn's `cross_entropy_loss`, `inplace_backward=True`,
 /// `verl/utils/torch_functional.py` at b178a3cd5) writes the gradient into the logits.
 pub const VERL_LOGITS_BYTES: f64 = 10.0;
+/// verl's update on today's stack (bf16 logits), per token per vocab entry, logits included:
+/// the most the backward through the loss holds at once. `_forward_micro_batch` divides the
+/// logits by the temperature in place on a view (`output.logits.squeeze(0).div_(temperature)`,
+/// `dp_actor.py` at b178a3cd5, L258-259), so autograd's `CopySlices` makes the base's gradient,
+/// a clone of the view's and the division's own (three bf16 tensors) beside the cross-entropy's
+/// gradient, written into the logits: 2 + 8. Measured on one H100
+/// (`calibration/measured/h100-verl-actor.jsonl`): every update without the entropy, and every
+/// one with the compiled entropy (whose backward peaks earlier and lower), peaks exactly
+/// 8.00 B per entry above what it held after the forward, on 0.5B, 1.5B and 3B shapes at 16k
+/// and 32k tokens.
+pub const VERL_LOSS_BWD_BYTES: f64 = 10.0;
+/// The same with the eager entropy in the loss (`use_torch_compile=False`, or padding kept):
+/// its backward peaks while the bf16 softmax it saved is alive. Measured: 14.04 B.
+pub const VERL_LOSS_BWD_EAGER_ENTROPY_BYTES: f64 = 14.0;
+/// verl's no-grad log-prob pass with the eager entropy over bf16 logits, logits included:
+/// `softmax(logits)` (2) and `pd * logits` (2) beside the logits (2). Measured on one H100:
+/// 6.00 B per entry (`calibration/measured/h100-verl-actor.jsonl`, 0.5B–3B, 8k–32k tokens).
+pub const VERL_NOGRAD_EAGER_ENTROPY_BYTES: f64 = 6.0;
 /// verl `entropy_from_logits_with_chunking`, per token per vocab entry of the one chunk in
 /// flight when the backward keeps none of it (compiled, or checkpointed): its `.float()` copy
 /// (4), softmax (4) and `softmax * logits` (4) as eager code makes them
@@ -59,6 +77,17 @@ pub const NOGRAD_LAYER_BYTES: (f64, f64) = (6.0, 6.0);
 /// Activations per token per hidden unit per layer without checkpointing, bf16
 /// (Korthikanti et al. 2022, `sbh(34 + 5as/h)` with flash attention dropping the `5as/h`).
 pub const ACT_BYTES_FULL: f64 = 34.0;
+/// What one Hugging Face decoder layer (Llama/Qwen2: RMSNorm, attention through SDPA or
+/// flash-attn, gated MLP) saves for its backward per token in bf16, as `(per hidden unit, per
+/// K/V unit, per MLP unit)`. Each RMSNorm upcasts (`hidden_states.to(torch.float32)`): its fp32
+/// input (4), the bf16 cast of the normalized value (2) and the weighted output (2), twice per
+/// layer → 16; attention's rotated queries and its output (2 + 2) → 20; rotated keys and values
+/// (2 + 2) per K/V unit; the MLP's gate, up, SiLU(gate) and their product (4 × 2) → 8. Measured
+/// on one H100 (`calibration/measured/h100-verl-actor.jsonl`, Qwen2.5-0.5B without
+/// checkpointing, FSDP2 bf16): 57,696 B per token and layer where this counts 57,344 (−0.6 %).
+/// It replaces Korthikanti et al.'s `34·h` ([`ACT_BYTES_FULL`]), which assumes a 4h MLP: Qwen2.5's
+/// MLP is 5.3–5.8 h, so `34·h` counted half of what a layer keeps.
+pub const ACT_LAYER_BYTES_BF16: (f64, f64, f64) = (20.0, 4.0, 8.0);
 /// With gradient checkpointing: each layer keeps its bf16 input only.
 pub const ACT_BYTES_CKPT: f64 = 2.0;
 /// vLLM's non-KV memory besides weights: CUDA graphs, sampler, allocator slack.

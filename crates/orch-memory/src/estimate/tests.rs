@@ -41,7 +41,7 @@ fn with(
 pub fn verl(hw: Hardware, o: &Overrides) -> Estimate {
     estimate(&SimConfig {
         hw,
-        workload: Workload::Verl(VerlConfig::from_overrides(o)),
+        workload: Workload::Verl(Box::new(VerlConfig::from_overrides(o))),
         resumed: false,
         arch: None,
     })
@@ -139,13 +139,14 @@ fn calibration_a_diamonds_h100_ooms_in_update_actor() {
     let e = verl(h100(false), &ov(&diamonds()));
     let d = gpu_oom(&e);
     assert_eq!(e.failure.as_ref().unwrap().at, FailAt::Train { step: 1 });
-    // Seed 002: "Tried to allocate 17.66 GiB" — the fp32 logits of ~31k tokens.
+    // Seed 002 failed in the update asking 17.66 GiB, a 4-byte tensor of ~31k tokens ×
+    // 152,064: its stack's logits were fp32 (transformers before 4.46 upcast them). Today's
+    // bf16 logits fail in the same backward at a 2-byte one (k::VERL_LOSS_BWD_BYTES).
     assert!(
-        (15.0..=20.0).contains(&d.tried_gib),
+        (d.tried_gib - 17.66 / 2.0).abs() < 0.1,
         "tried {}",
         d.tried_gib
     );
-    assert!((d.tried_gib - 17.66).abs() < 0.1, "tried {}", d.tried_gib);
     assert!(d.free_gib < d.tried_gib);
     assert!(e.train_peak_gib > 79.18);
 }
@@ -154,7 +155,7 @@ fn calibration_a_diamonds_h100_ooms_in_update_actor() {
 fn calibration_b_expandable_segments_still_ooms() {
     let e = verl(h100(true), &ov(&diamonds()));
     let d = gpu_oom(&e);
-    assert!((15.0..=20.0).contains(&d.tried_gib));
+    assert!((8.0..=9.5).contains(&d.tried_gib), "tried {}", d.tried_gib);
     assert!(e.train_peak_gib > 79.18);
 }
 
@@ -967,8 +968,8 @@ fn torchrun_accumulation_and_untied_embeddings_hold_their_gradients() {
 }
 
 /// verl ≥ 0.4 computes the entropy in the update only with `calculate_entropy` or a non-zero
-/// `entropy_coeff`; without it the loss keeps only the bf16 logits (verl's own 7B recipe on
-/// 2 × H800, entropy_coeff 0, then fits as it does).
+/// `entropy_coeff`. Compiled (its default) it changes nothing of the update's peak; eager it
+/// does (both measured on one H100, `calibration/measured/`).
 #[test]
 fn verl_entropy_pass_only_when_the_update_computes_it() {
     let base: Vec<(&'static str, &'static str)> = diamonds()
@@ -997,12 +998,35 @@ fn verl_entropy_pass_only_when_the_update_computes_it() {
             .map(|i| i.gib)
             .sum()
     };
-    // 31.2k tokens × 152,064 × 2 B of bf16 logits alone; × 10 B with the entropy pass.
-    assert!((logits(&off) - 8.84).abs() < 0.05, "{}", logits(&off));
-    assert!((logits(&coeff) / logits(&off) - 5.0).abs() < 1e-6);
+    // 31.2k tokens × 152,064: the bf16 logits and the backward through them, 10 B in all
+    // (k::VERL_LOSS_BWD_BYTES). The compiled entropy (verl's default on the padding-free
+    // path) adds nothing to it (measured, calibration/measured/); the eager one, in the loss,
+    // peaks at 14 B.
+    let unit = 31_205.0 * 152_064.0 / GIB;
+    assert!(
+        (logits(&off) / unit - 10.0).abs() < 0.01,
+        "{}",
+        logits(&off) / unit
+    );
+    assert_eq!(logits(&coeff), logits(&off));
     assert_eq!(logits(&coeff), logits(&forced));
-    assert!(off.failure.is_none(), "{:?}", off.failure);
-    assert!(coeff.failure.is_some());
+    let eager = verl(
+        h100(false),
+        &with(
+            &base,
+            &[
+                ("actor_rollout_ref.actor.entropy_coeff", "0.001"),
+                ("actor_rollout_ref.actor.use_torch_compile", "False"),
+            ],
+        ),
+    );
+    assert!(
+        eager.train_peak_gib - off.train_peak_gib > 3.9 * unit,
+        "{} {}",
+        eager.train_peak_gib,
+        off.train_peak_gib
+    );
+    assert!(eager.failure.is_some());
 }
 
 /// The loss's tensors of a verl estimate (logits, entropy, fused working sets), GiB.
@@ -1132,23 +1156,25 @@ fn verl_entropy_chunking_and_checkpointing() {
     let c = 2048.0 * 152_064.0 / GIB;
     assert!((loss_gib(&plain) - 10.0 * u).abs() < 1e-9);
 
-    // Compiled: bf16 logits, one chunk's 12 B, both bf16 gradients.
+    // Compiled: bf16 logits, one chunk's 12 B in flight, both bf16 gradients, and the rest of
+    // the backward's measured 10 B (k::VERL_LOSS_BWD_BYTES): no lower than the whole entropy,
+    // which compiled keeps nothing either (calibration/measured/).
     let chunked = diamonds_with(&[CHUNKING]);
-    assert!((loss_gib(&chunked) - (6.0 * u + 12.0 * c)).abs() < 1e-9);
-    assert!(plain.train_peak_gib - chunked.train_peak_gib > 3.0 * u);
-    assert!(chunked.failure.is_none(), "{:?}", chunked.failure);
+    assert!((loss_gib(&chunked) - (10.0 * u + 12.0 * c)).abs() < 1e-9);
+    assert!((chunked.train_peak_gib - plain.train_peak_gib).abs() < 1e-9);
     assert_eq!(
         loss_gib(&diamonds_with(&[CHUNKING, CKPT])),
         loss_gib(&chunked)
     );
-    // Only logged: no entropy gradient.
+    // Only logged: no entropy gradient, the same backward.
     let logged = diamonds_with(&[CHUNKING, LOGGED[0], LOGGED[1]]);
-    assert!((loss_gib(&logged) - (4.0 * u + 12.0 * c)).abs() < 1e-9);
+    assert!((loss_gib(&logged) - (10.0 * u + 12.0 * c)).abs() < 1e-9);
 
     // Eager: every chunk's fp32 copy and softmax held, one chunk's product in flight.
     let eager = diamonds_with(&[CHUNKING, EAGER]);
     assert!((loss_gib(&eager) - (14.0 * u + 4.0 * c)).abs() < 1e-9);
-    assert!((gpu_oom(&plain).tried_gib - 17.68).abs() < 0.01);
+    // The whole entropy's update fails at one of the backward's bf16 tensors.
+    assert!((gpu_oom(&plain).tried_gib - 2.0 * u).abs() < 0.01);
     assert!(gpu_oom(&eager).tried_gib <= 4.0 * c + 1e-9);
     // Checkpointed, the backward recomputes them when the entropy is in the loss...
     assert_eq!(
@@ -1296,7 +1322,7 @@ fn logged_sequence_lengths_replace_the_default_fill() {
     let run = |v: VerlConfig| {
         estimate(&SimConfig {
             hw: Hardware::h100_default(),
-            workload: Workload::Verl(v),
+            workload: Workload::Verl(Box::new(v)),
             resumed: false,
             arch: None,
         })
@@ -1386,20 +1412,21 @@ fn verl_log_prob_micro_batch_4x_the_update_makes_that_pass_the_peak() {
         "{:?}",
         four.train_items
     );
-    assert!((phase_gib(&four, OLD_LOG_PROB, "fp32 (entropy)") - 2.0 * 17.68).abs() < 0.1);
+    assert!((phase_gib(&four, OLD_LOG_PROB, "(entropy, eager)") - 2.0 * 8.84).abs() < 0.1);
     assert!(four.notes.iter().any(|n| n.contains(OLD_LOG_PROB)));
-    assert!(four.train_allocated_gib > same.train_allocated_gib + 30.0);
+    assert!(four.train_allocated_gib > same.train_allocated_gib + 5.0);
     // The update is what it was: the same micro-batch, the same tokens.
     assert_eq!(four.tokens_per_micro, same.tokens_per_micro);
     assert!(same.failure.is_none() && four.failure.is_none());
     let eight = diamonds_log_prob(64, &[]);
     let d = gpu_oom(&eight);
     assert!(d.label.starts_with(OLD_LOG_PROB), "{}", d.label);
+    // It fails once AdamW's state is resident, in step 2.
     let f = eight.failure.as_ref().unwrap();
-    assert!(matches!(f.at, FailAt::Train { step: 1 }));
+    assert!(matches!(f.at, FailAt::Train { step: 2 }));
     assert!(
         f.to_string()
-            .contains("step 1 allocating old-log-prob pass (compute_log_prob): "),
+            .contains("step 2 allocating old-log-prob pass (compute_log_prob): "),
         "{f}"
     );
     // The deprecated global key is divided over the data-parallel ranks as verl does.
@@ -1464,11 +1491,15 @@ fn verl_log_prob_defaults_are_verls() {
     assert_eq!(v.critic_forward.max_token_len_per_gpu, 32768);
     assert!(!v.critic_use_remove_padding);
     // 1024 × 5 / 4 sequences × 975 real tokens (1.25M) in 79 balanced micro-batches of at
-    // most 16,000: 15.8k tokens, whose logits with the entropy make the pass the peak.
+    // most 16,000: 15.8k tokens. The update's peak (10 B per logit with its backward) stays
+    // above the pass's (6 B with the eager entropy) at these tokens; the pass is in the
+    // prediction all the same.
     let e = verl(h100(false), &dynamic);
-    let logits = phase_gib(&e, OLD_LOG_PROB, "logits bf16");
-    let tokens = logits * GIB / 2.0 / 152_064.0;
-    assert!((15_700.0..=16_000.0).contains(&tokens), "{tokens}");
+    assert!(
+        e.notes.iter().all(|n| !n.contains("not estimated")),
+        "{:?}",
+        e.notes
+    );
 }
 
 /// The reference model's pass runs only with a reference model: `use_kl_loss` or a KL
@@ -1633,38 +1664,38 @@ fn verl_dynamic_batches_without_padding_removal_count_real_tokens() {
 
 /// verl's old-log-prob pass computes the entropy with the `torch.compile`d
 /// `entropy_from_logits` on the padding-free path (verl's defaults): under `no_grad` that is
-/// row reductions over the bf16 logits, no fp32 copy or softmax of them. At 8× the update's
+/// row reductions over the bf16 logits, no copy or softmax of them. At 16× the update's
 /// micro-batch (where eager code fails) the pass fits, the step's peak, holding the logits
-/// (17.68 GiB) and per-token values only, where eager code makes 2 × 35.4 GiB more; without
-/// padding removal verl calls the eager function.
+/// (35.36 GiB) and per-token values only, where eager code makes 2 × 35.4 GiB more (measured on
+/// one H100, `calibration/measured/`); without padding removal verl calls the eager function.
 #[test]
 fn verl_compiled_entropy_in_the_log_prob_pass_holds_no_fp32_copy() {
     let compiled = [("actor_rollout_ref.actor.use_torch_compile", "True")];
-    let eight = diamonds_log_prob(64, &compiled);
-    assert!(eight.failure.is_none(), "{:?}", eight.failure);
+    let sixteen = diamonds_log_prob(128, &compiled);
+    assert!(sixteen.failure.is_none(), "{:?}", sixteen.failure);
     assert!(
-        (phase_gib(&eight, OLD_LOG_PROB, "logits bf16") - 17.68).abs() < 0.05,
+        (phase_gib(&sixteen, OLD_LOG_PROB, "logits bf16") - 35.36).abs() < 0.1,
         "{:?}",
-        eight.train_items
+        sixteen.train_items
     );
-    assert_eq!(phase_gib(&eight, OLD_LOG_PROB, "fp32 (entropy)"), 0.0);
-    let per_token = phase_gib(&eight, OLD_LOG_PROB, "entropy per-token fp32");
-    assert!(per_token > 0.0 && per_token < 0.01, "{per_token}");
+    assert_eq!(phase_gib(&sixteen, OLD_LOG_PROB, "(entropy, eager)"), 0.0);
+    let per_token = phase_gib(&sixteen, OLD_LOG_PROB, "entropy per-token fp32");
+    assert!(per_token > 0.0 && per_token < 0.02, "{per_token}");
     assert!(
-        gpu_oom(&diamonds_log_prob(64, &[]))
+        gpu_oom(&diamonds_log_prob(128, &[]))
             .label
             .starts_with(OLD_LOG_PROB)
     );
     // The padded path is eager whatever `use_torch_compile` says.
     let padded = diamonds_log_prob(
-        64,
+        128,
         &[
             compiled[0],
             ("actor_rollout_ref.model.use_remove_padding", "False"),
         ],
     );
     assert!(
-        gpu_oom(&padded).label.contains("fp32 (entropy)"),
+        gpu_oom(&padded).label.contains("(entropy, eager)"),
         "{:?}",
         padded.failure
     );

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::estimate::GIB;
 use crate::estimate::activations::activation_events;
-use crate::estimate::allocator::{Event, Site, Walk, alloc, walk};
+use crate::estimate::allocator::{Event, Site, Walk, alloc, net_gib, walk};
 use crate::estimate::hardware::Hardware;
 use crate::estimate::host::host_limit;
 use crate::estimate::k;
@@ -467,19 +467,23 @@ fn update_events(arch: &Arch, a: &ArealConfig, s: &Sizes, stepped: bool) -> Vec<
         )
     });
     // `gather_logprobs_entropy` upcasts to fp32 in chunks of 1024 tokens, each chunk a
-    // `torch.compile`d log-softmax (areal/utils/functional/vocab_parallel.py:15-81 at v1.0.4):
-    // the tensors come in 1024-token pieces. Whether a compiled chunk saves its fp32
-    // log-softmax for the backward or recomputes it from the bf16 logits is not in AReaL's
-    // source (it is Inductor's choice) and no public figure settles it, so the training pass
-    // keeps the upper case, every chunk alive at the loss (k::AREAL_LOGITS_BYTES).
+    // `torch.compile`d log-softmax (areal/utils/functional/vocab_parallel.py:15-81 at v1.0.4;
+    // areal/utils/functional.py:20-40 at 04ab6018c). Measured on one H100
+    // (`calibration/measured/h100-verl-actor.jsonl`, `probe` records `areal-*`: 16,384 tokens
+    // × 151,936): the compiled chunks save nothing of the logits' size for the backward (the
+    // forward holds 2.00 B per entry, the bf16 logits alone); the backward recomputes them, and
+    // peaks at 6.1 B with the logits' gradient and the next chunk's. So one chunk's fp32
+    // log-softmax is in flight in the forward, none kept.
+    let chunk = (k::AREAL_LOGITS_BYTES - 2.0) * s.chunk_unit;
     let loss = vec![
         s.logits(),
         alloc(
             Site::LogitsFp32,
-            "log-softmax fp32",
-            (k::AREAL_LOGITS_BYTES - 2.0) * s.logits_unit,
-            (k::AREAL_LOGITS_BYTES - 2.0) * s.chunk_unit,
+            "log-softmax fp32, one 1024-token chunk (compiled, nothing kept)",
+            chunk,
+            chunk,
         ),
+        Event::Free { gib: chunk },
     ];
     let grad = s.logits_gib();
     let chunks = (s.local_tokens / 1024.0).ceil();
@@ -500,7 +504,7 @@ fn update_events(arch: &Arch, a: &ArealConfig, s: &Sizes, stepped: bool) -> Vec<
             Event::Free { gib: grad },
         ]);
     }
-    let loss_gib = allocated(&loss) + grad;
+    let loss_gib = net_gib(&loss) + grad;
     let mut events = vec![s.w()];
     events.extend(s.reference(a));
     if stepped {

@@ -47,7 +47,7 @@ pub enum Trainer {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Workload {
     /// verl PPO/GRPO: FSDP actor + vLLM rollout.
-    Verl(VerlConfig),
+    Verl(Box<VerlConfig>),
     /// AReaL GRPO: SGLang server + FSDP trainer.
     Areal(ArealConfig),
     /// A plain DDP script under torchrun.

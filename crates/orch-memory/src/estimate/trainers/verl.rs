@@ -10,9 +10,10 @@ use super::{
     ARCHITECTURE_FROM_EXPERIMENT, HIDDEN_WITHOUT_SHAPE, Knobs, PlanInput, Rollout, Trainer,
     TrainerModel, Workload,
 };
+use crate::datasets::Dataset;
 use crate::estimate::GIB;
 use crate::estimate::activations::activation_events;
-use crate::estimate::allocator::{Event, Site, Walk, alloc, walk};
+use crate::estimate::allocator::{Event, Site, Walk, alloc, net_gib, walk};
 use crate::estimate::hardware::Hardware;
 use crate::estimate::host::host_limit;
 use crate::estimate::k;
@@ -141,6 +142,10 @@ pub struct VerlConfig {
     /// With padding removed a micro-batch holds these, not the padded length; None: the
     /// documented default share of it, [`k::REMOVE_PADDING_FILL`].
     pub observed_tokens_per_sequence: Option<f64>,
+    /// The dataset `data.train_files` names, when `datasets/` knows it: its logged lengths
+    /// (cut at the run's maxima) give the share of the padded length a sequence holds until an
+    /// attempt logged its own.
+    pub dataset: Option<&'static Dataset>,
     /// What was assumed, for the banner.
     pub notes: Vec<String>,
 }
@@ -369,14 +374,21 @@ impl VerlConfig {
             n_gpus_per_node,
             nnodes,
             observed_tokens_per_sequence: None,
+            dataset: o
+                .get("data.train_files")
+                .and_then(|f| crate::datasets::lookup(&f)),
             notes,
         }
     }
 
     /// The share of the padded length (`seq_len`) a sequence really holds once padding is
-    /// removed: the logged lengths when an earlier attempt gave them, else the default.
+    /// removed: the logged lengths when an earlier attempt gave them, else the dataset's
+    /// (`datasets/`), else the default.
     pub fn fill(&self) -> f64 {
-        match self.observed_tokens_per_sequence {
+        let dataset = self
+            .dataset
+            .map(|d| d.tokens_per_sequence(self.max_prompt_length, self.max_response_length));
+        match self.observed_tokens_per_sequence.or(dataset) {
             Some(t) if t > 0.0 && self.seq_len() > 0 => (t / self.seq_len() as f64).min(1.0),
             _ => k::REMOVE_PADDING_FILL,
         }
@@ -413,6 +425,9 @@ struct Actor {
     tokens: f64,
     /// A PPO critic's fp32 params (unless offloaded), sharded like the actor's.
     critic_params: f64,
+    /// More than one micro-batch per mini-batch on a GPU: the later ones meet the gradients
+    /// the earlier ones accumulated.
+    accumulates: bool,
     /// Its AdamW state once it has stepped (unless offloaded). verl's critic update ends
     /// with `zero_grad()` (`dp_critic.py` `update_critic`), so its gradients are gone by the
     /// actor's update, which follows it in `ray_trainer.py`'s step.
@@ -430,7 +445,7 @@ impl Actor {
             use_dynamic_bsz: v.use_dynamic_bsz,
             max_token_len_per_gpu: count32(v.ppo_max_token_len_per_gpu),
         };
-        let tokens = micro_tokens(
+        let (tokens, micro_batches) = micro_split(
             v,
             v.ppo_mini_batch_size,
             &update,
@@ -438,7 +453,7 @@ impl Actor {
             v.ulysses_sp,
             world,
         )
-        .unwrap_or(0.0);
+        .unwrap_or((0.0, 1.0));
         Self {
             world,
             params: 4.0 * p / world / GIB,
@@ -449,6 +464,7 @@ impl Actor {
             },
             unit_fp32: arch.largest_unit_params() * 4.0 / world / GIB,
             tokens,
+            accumulates: micro_batches > 1.0,
             critic_params: if v.use_critic && !v.critic_param_offload {
                 4.0 * critic.params / world / GIB
             } else {
@@ -548,10 +564,17 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<
     items
 }
 
-/// `update_actor`'s allocations in order. Offload does not lower them: verl reloads params and
-/// optimizer state to the GPU before the update (`load_fsdp_model_to_gpu`).
+/// `update_actor`'s allocations in the order torch makes them. Offload does not lower them:
+/// verl reloads params and optimizer state to the GPU before the update
+/// (`load_fsdp_model_to_gpu`). The resident state, the gradients an earlier micro-batch of the
+/// same mini-batch accumulated, FSDP's gathered layers, the stored activations, then the
+/// loss's tensors through its backward ([`loss_events`]). Once the `lm_head`'s backward has
+/// run they are gone; the layers' backward then makes this micro-batch's gradients (the first
+/// ones, when nothing accumulated) and recomputes a checkpointed layer. Measured on one H100
+/// (`calibration/measured/`), the peak is at the loss's backward.
 fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
     let layer_bf16 = arch.layer_params() * 2.0 / GIB;
+    let grads = alloc(Site::Grads, "grads fp32", a.params, a.unit_fp32);
     let mut events = vec![
         alloc(
             Site::Static,
@@ -567,21 +590,58 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
         ),
         a.ref_params(),
         alloc(Site::Optim, "AdamW m+v fp32", a.adam(), a.unit_fp32),
-        alloc(Site::Grads, "grads fp32", a.params, a.unit_fp32),
-        alloc(
-            Site::Gather,
-            "FSDP all-gather buffers (2 layers bf16)",
-            2.0 * layer_bf16,
-            layer_bf16,
-        ),
     ];
-    events.extend(activation_events(arch, a.tokens, v.gradient_checkpointing));
-    events.extend(loss_events(arch, v, a.tokens));
+    if a.accumulates {
+        events.push(grads.clone());
+    }
+    events.push(alloc(
+        Site::Gather,
+        "FSDP all-gather buffers (2 layers bf16)",
+        2.0 * layer_bf16,
+        layer_bf16,
+    ));
+    let (recompute, stored): (Vec<Event>, Vec<Event>) =
+        activation_events(arch, a.tokens, v.gradient_checkpointing)
+            .into_iter()
+            .partition(|e| {
+                matches!(
+                    e,
+                    Event::Alloc {
+                        site: Site::Recompute,
+                        ..
+                    }
+                )
+            });
+    events.extend(stored);
+    let loss = loss_events(arch, v, a.tokens);
+    let loss_gib = net_gib(&loss);
+    events.extend(loss);
+    events.push(Event::Free { gib: loss_gib });
+    // What the layers' backward makes once the loss's tensors are gone (below the peak, in
+    // the breakdown all the same).
+    let after = |e: Event| match e {
+        Event::Alloc {
+            site,
+            label,
+            gib,
+            chunk_gib,
+        } => alloc(
+            site,
+            format!("{label}, after the loss's backward"),
+            gib,
+            chunk_gib,
+        ),
+        other => other,
+    };
+    if !a.accumulates {
+        events.push(after(grads));
+    }
+    events.extend(recompute.into_iter().map(after));
     events
 }
 
 /// The loss's allocations, the largest of the update: the logits and the entropy's working
-/// tensors, or with fused kernels only a chunk's worth of them.
+/// tensors, then the backward through them; with fused kernels only a chunk's worth.
 fn loss_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
     if let Some(fused) = v.fused_kernels {
         return fused_events(arch, v, fused, tokens);
@@ -592,17 +652,38 @@ fn loss_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
     // `verl/utils/torch_functional.py` at b178a3cd5, L33-38 and L72-126), which makes no fp32
     // copy: its forward allocates per-token fp32 losses and logsumexp only, its backward writes
     // the gradient into the logits or, not in place, into an `empty_like` of them, bf16
-    // (`flash_attn/ops/triton/cross_entropy.py`, Dao-AILab/flash-attention at 058ad35a3). One
-    // tensor.
-    let logits_unit = tokens * arch.vocab as f64 / GIB;
+    // (`flash_attn/ops/triton/cross_entropy.py`, Dao-AILab/flash-attention at 058ad35a3).
+    let unit = tokens * arch.vocab as f64 / GIB;
     let mut events = vec![alloc(
         Site::LogitsBf16,
         "logits bf16 (lm_head)",
-        2.0 * logits_unit,
-        2.0 * logits_unit,
+        2.0 * unit,
+        2.0 * unit,
     )];
     if v.entropy {
         events.extend(entropy_events(arch, v, tokens));
+    }
+    // The backward through the loss peaks at k::VERL_LOSS_BWD_BYTES per entry, logits
+    // included (measured), or at k::VERL_LOSS_BWD_EAGER_ENTROPY_BYTES while the eager
+    // entropy's backward runs: what the forward kept counts toward it.
+    let eager_in_backward = v.entropy
+        && v.entropy_in_loss
+        && v.entropy_chunk_tokens.is_none()
+        && !(v.entropy_compiled && v.use_remove_padding);
+    let peak = if eager_in_backward {
+        k::VERL_LOSS_BWD_EAGER_ENTROPY_BYTES
+    } else {
+        k::VERL_LOSS_BWD_BYTES
+    } * unit;
+    let transient = peak - net_gib(&events);
+    if transient > 0.0 {
+        events.push(alloc(
+            Site::LogitsBf16,
+            "logits gradients bf16 through the in-place temperature division (backward)",
+            transient,
+            2.0 * unit,
+        ));
+        events.push(Event::Free { gib: transient });
     }
     events
 }
@@ -625,6 +706,13 @@ fn loss_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
 fn entropy_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
     if let Some(chunk) = v.entropy_chunk_tokens {
         return chunked_entropy_events(arch, v, tokens, chunk);
+    }
+    if v.entropy_compiled && v.use_remove_padding {
+        // The compiled `entropy_from_logits` (verl's default on the padding-free path) keeps
+        // the logits and per-token statistics for its backward: nothing of the logits' size
+        // (measured on one H100: the forward holds 2.00 B per entry, the logits alone;
+        // `calibration/measured/`).
+        return Vec::new();
     }
     let unit = tokens * arch.vocab as f64 / GIB;
     let softmax = k::VERL_LOGITS_BYTES - 6.0;
@@ -800,6 +888,7 @@ enum Phase {
 
 impl Phase {
     /// The phase's key in measured records (`calibration/measured/`).
+    #[cfg(test)]
     fn key(self) -> &'static str {
         match self {
             Self::OldLogProb => "old_log_prob",
@@ -849,6 +938,18 @@ fn micro_tokens(
     sp: u64,
     world: f64,
 ) -> Option<f64> {
+    micro_split(v, prompts, b, rmpad, sp, world).map(|(tokens, _)| tokens)
+}
+
+/// [`micro_tokens`] with the number of micro-batches one GPU runs over its share.
+fn micro_split(
+    v: &VerlConfig,
+    prompts: u64,
+    b: &ForwardBatching,
+    rmpad: bool,
+    sp: u64,
+    world: f64,
+) -> Option<(f64, f64)> {
     let sp = sp.max(1) as f64;
     let fill = v.fill();
     let dp_ranks = (world / sp).floor().max(1.0);
@@ -861,14 +962,16 @@ fn micro_tokens(
         let budget = (f64::from(b.max_token_len_per_gpu) * sp).max(1.0);
         let micro_batches = (real / budget).ceil().clamp(1.0, sequences);
         let per_micro = real / micro_batches;
-        Some(if rmpad {
+        let tokens = if rmpad {
             per_micro / sp
         } else {
             per_micro / fill
-        })
+        };
+        Some((tokens, micro_batches))
     } else {
         let micro = f64::from(b.micro_per_gpu?).min(sequences);
-        Some(micro * seq * if rmpad { fill } else { 1.0 } / sp)
+        let tokens = micro * seq * if rmpad { fill } else { 1.0 } / sp;
+        Some((tokens, (sequences / micro).ceil()))
     }
 }
 
@@ -1155,22 +1258,16 @@ fn logprob_loss_events(arch: &Arch, v: &VerlConfig, tokens: f64, entropy: bool) 
         ));
         events.push(Event::Free { gib: stats });
     } else {
-        let softmax = k::VERL_LOGITS_BYTES - 6.0;
-        events.push(alloc(
-            Site::LogitsFp32,
-            "logits fp32 (entropy)",
-            4.0 * unit,
-            4.0 * unit,
-        ));
+        // Eager over bf16 logits: `softmax(logits)` and `pd * logits`, bf16 each, beside the
+        // logits (k::VERL_NOGRAD_EAGER_ENTROPY_BYTES, measured).
+        let set = (k::VERL_NOGRAD_EAGER_ENTROPY_BYTES - 2.0) * unit;
         events.push(alloc(
             Site::Softmax,
-            "softmax fp32 (entropy)",
-            softmax * unit,
-            softmax * unit,
+            "softmax, its product with the logits (entropy, eager), bf16",
+            set,
+            set / 2.0,
         ));
-        events.push(Event::Free {
-            gib: (4.0 + softmax) * unit,
-        });
+        events.push(Event::Free { gib: set });
     }
     events
 }
@@ -1314,6 +1411,14 @@ pub(crate) fn estimate_verl(
     let c = hw.gpu_mem_gib;
     let frag = hw.frag();
     let mut notes = v.notes.clone();
+    if let (None, Some(d)) = (v.observed_tokens_per_sequence, v.dataset) {
+        notes.push(format!(
+            "a sequence holds {:.0} of its {} tokens: {}'s logged lengths (datasets/)",
+            d.tokens_per_sequence(v.max_prompt_length, v.max_response_length),
+            v.seq_len(),
+            d.dataset
+        ));
+    }
     if !arch.known {
         notes.push(format!(
             "model {:?} not in the table: {}",
@@ -1418,6 +1523,7 @@ pub(crate) fn estimate_verl(
 /// `max_memory_allocated` and `max_memory_reserved` (GiB), as a measurement that empties the
 /// cache and resets the counters before each phase reads them
 /// (`calibration/measured/README.md`).
+#[cfg(test)]
 pub(crate) fn phase_peaks(
     hw: &Hardware,
     v: &VerlConfig,
@@ -1480,7 +1586,7 @@ fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
         observed_tokens_per_sequence: p.sequence_tokens,
         ..VerlConfig::from_overrides(p.keys)
     };
-    (Workload::Verl(v), Some(p.shape()))
+    (Workload::Verl(Box::new(v)), Some(p.shape()))
 }
 
 impl VerlConfig {
