@@ -24,9 +24,9 @@ fn diamonds_seed0_fails_with_gpu_oom_steps_down_and_succeeds() {
     assert_eq!(list.last().unwrap()["outcome"], "succeeded");
     // The failure's numbers are kept with the attempt, as the simulated torch printed them.
     let memory = &list[0]["evidence"]["memory"];
-    assert_eq!(memory["tried_to_allocate_gib"], 17.68, "{memory}");
+    assert_eq!(memory["tried_to_allocate_gib"], 8.84, "{memory}");
     assert_eq!(memory["capacity_gib"], 79.18, "{memory}");
-    assert_eq!(memory["allocated_gib"], 68.68, "{memory}");
+    assert_eq!(memory["allocated_gib"], 65.14, "{memory}");
     for a in list {
         assert!(a["job_id"].as_str().is_some_and(|id| !id.is_empty()), "{a}");
         assert!(a["overrides"]["data.train_batch_size"].is_number(), "{a}");
@@ -107,15 +107,12 @@ fn an_exhausted_ladder_fails_with_a_summary_of_what_was_tried() {
     let run = orch.submit_local("diamonds-seed0", &["--json"], 1);
     let json = run.json();
     assert_eq!(json["state"], "failed");
-    // The one step cannot help (4.08 GiB reserved-but-unallocated next to a 17.68 GiB
-    // request), so no attempt is spent on it.
+    // The one step might help (7.04 GiB free and 4.50 reserved-but-unallocated next to an
+    // 8.84 GiB request), so it is tried once; it fails too, and the ladder is exhausted.
     let list = attempts(&json);
-    assert_eq!(list.len(), 1, "{run:?}");
-    assert!(
-        run.stderr
-            .contains("passed over expandable-segments: reserved-but-unallocated 4.08 GiB"),
-        "{run:?}"
-    );
+    assert_eq!(list.len(), 2, "{run:?}");
+    assert_eq!(list[1]["step"], "expandable-segments", "{run:?}");
+    assert_eq!(list[1]["outcome"], "gpu_oom", "{run:?}");
     insta::assert_snapshot!("exhausted_progress", orch.redactions().apply(&run.stderr));
     let history = orch.expect(&["history", json["run"].as_str().unwrap()], 0);
     insta::assert_snapshot!("exhausted_history", orch.redacted(&history));
@@ -384,11 +381,12 @@ fn the_main_command_plans_before_submitting_and_resumes_after_a_preemption() {
 }
 
 #[test]
-fn preflight_submits_a_plan_inside_the_validated_band_as_written() {
-    // verl's own 14B tuning recipe on 4 × H100: predicted a few GiB over the card, inside
-    // verl's validated band. Neither `on` nor `warn` makes it slower before it has run.
+fn preflight_submits_verls_own_14b_recipe_as_written() {
+    // verl's own 14B tuning recipe on 4 × H100, with its GSM8K data: predicted to fit at
+    // GSM8K's logged lengths. Neither `on` nor `warn` makes it slower before it has run.
     let sets = [
         "model=Qwen/Qwen2.5-Coder-14B-Instruct",
+        "data.train_files=~/data/rlhf/gsm8k/train.parquet",
         "data.max_prompt_length=1024",
         "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16",
         "actor_rollout_ref.actor.entropy_coeff=0",
@@ -412,11 +410,7 @@ fn preflight_submits_a_plan_inside_the_validated_band_as_written() {
             args.extend_from_slice(&["--set", s]);
         }
         let run = orch.run(&args);
-        assert!(
-            run.stderr.contains("within verl's validated band of ±")
-                && run.stderr.contains("submitting as written"),
-            "{mode}: {run:?}"
-        );
+        assert!(!run.stderr.contains("preflight: "), "{mode}: {run:?}");
         let json = run.json();
         let list = attempts(&json);
         assert_eq!(list[0]["step"], "base", "{mode}: {}", list[0]);

@@ -48,7 +48,7 @@ use crate::config::ladder::Step;
 use crate::estimate::{Estimator, PlanEstimate};
 use crate::plan::{ChangeRecord, Plan, Semantics, Setup, semantic_changes};
 use evidence::{FailingPhase, Failure, Learned, failing_phase, fragmentation_ruled_out};
-use orch_memory::calibration;
+use orch_memory::calibration::{self, Band};
 use orch_memory::estimate::{FailKind, Trainer};
 pub use prior::Prior;
 use space::{Candidate, Range, counts_of};
@@ -217,8 +217,16 @@ pub fn band_line(trainer: Trainer) -> Option<String> {
 /// band: the model cannot tell such a plan from one that runs, so preflight submits it as
 /// written. Rule failures (vLLM's start-up checks, host RAM, the GPU count) have no band.
 pub fn within_band(as_written: &PlanEstimate, capacity_gib: f64) -> Option<String> {
+    within(
+        as_written,
+        capacity_gib,
+        &calibration::band(as_written.trainer)?,
+    )
+}
+
+/// [`within_band`] against a given band.
+fn within(as_written: &PlanEstimate, capacity_gib: f64, band: &Band) -> Option<String> {
     as_written.estimate.failure.as_ref()?;
-    let band = calibration::band(as_written.trainer)?;
     let peak = as_written.gpu_peak_gib();
     band.admits(&as_written.estimate).then(|| {
         format!(
