@@ -64,7 +64,9 @@ pub const VERL_FUSED_TORCH_BWD_BYTES: f64 = 20.0;
 /// while `log_probs` (4), `log_probs + entropy` and the products (4 + 4, two at a time) are
 /// made, 28 B in all.
 pub const VERL_FUSED_TORCH_BWD_ENTROPY_BYTES: f64 = 8.0;
-/// AReaL: bf16 logits (2) and one fp32 buffer of the compiled, fused log-softmax (4).
+/// AReaL: bf16 logits (2) and the fp32 buffer of the compiled, fused log-softmax (4), one
+/// 1024-token chunk of it at a time: the compiled chunks keep nothing for the backward
+/// (measured on one H100, `calibration/measured/`).
 pub const AREAL_LOGITS_BYTES: f64 = 6.0;
 /// A no-grad forward (verl's log-prob and values passes, under `torch.no_grad()`) keeps no
 /// activations: each decoder layer's tensors are freed as the layer returns. Its working set,
@@ -76,6 +78,8 @@ pub const AREAL_LOGITS_BYTES: f64 = 6.0;
 pub const NOGRAD_LAYER_BYTES: (f64, f64) = (6.0, 6.0);
 /// Activations per token per hidden unit per layer without checkpointing, bf16
 /// (Korthikanti et al. 2022, `sbh(34 + 5as/h)` with flash attention dropping the `5as/h`).
+/// Only torchrun's size-only fallback uses it now ([`ACT_LAYER_BYTES_BF16`] counts a known
+/// layer).
 pub const ACT_BYTES_FULL: f64 = 34.0;
 /// What one Hugging Face decoder layer (Llama/Qwen2: RMSNorm, attention through SDPA or
 /// flash-attn, gated MLP) saves for its backward per token in bf16, as `(per hidden unit, per
