@@ -62,7 +62,9 @@ def parse_args():
     p.add_argument("--models", default="models/qwen2.5.yaml")
     p.add_argument("--out", required=True)
     p.add_argument("--flash-attn-ce", default=None)
-    p.add_argument("--plan", default="full", help="full | tiny (a CPU smoke run)")
+    p.add_argument(
+        "--plan", default="full", help="full | extra (accumulation, padded, critic) | tiny"
+    )
     p.add_argument("--only", default=None, help="comma-separated sizes to run")
     return p.parse_args()
 
@@ -464,6 +466,213 @@ def tiny_shape(shape):
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# `--plan extra`: gradient accumulation, the padded path, the critic.
+
+
+def update_accumulated(model, opt, fns, micro_batches):
+    """`update_policy` over several micro-batches of one mini-batch: the later ones meet the
+    gradients the earlier ones accumulated; one `step` at the end."""
+    opt.zero_grad(set_to_none=True)
+    for ids, labels, adv in micro_batches:
+        logits = logits_of(model, ids)
+        lp = fns.logprobs(logits, labels, inplace_backward=True)
+        loss = -(lp * adv).mean() / len(micro_batches)
+        loss.backward()
+        del logits, lp, loss
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def padded_batch(sequences, prompt, response, pad, vocab, seed):
+    """verl's padded layout: prompts left-padded (`pad` tokens each here), responses after
+    them; `attention_mask` and `position_ids` as verl's rollout makes them."""
+    dev = device()
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    length = prompt + response
+    ids = torch.randint(0, vocab, (sequences, length), device=dev, generator=gen)
+    mask = torch.ones(sequences, length, dtype=torch.long, device=dev)
+    mask[:, :pad] = 0
+    pos = torch.clamp(torch.cumsum(mask, dim=-1) - 1, min=0)
+    adv = torch.randn(sequences, response, device=dev, generator=gen)
+    return ids, mask, pos, ids[:, prompt:], adv
+
+
+def padded_logprobs(model, fns, b, response, calculate_entropy):
+    """`_forward_micro_batch` without padding removal (`dp_actor.py` L345-372 at b178a3cd5):
+    the whole padded logits, `div_` in place, the response's slice, log-probs (flash-attn's
+    cross-entropy over the slice reshaped, in place), the eager entropy."""
+    ids, mask, pos, responses, _ = b
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
+    logits = out.logits
+    logits.div_(1.0)
+    logits = logits[:, -response - 1 : -1, :]
+    v = logits.shape[-1]
+    lp = fns.logprobs(logits.reshape(-1, v), responses.reshape(-1), inplace_backward=True)
+    ent = fns.entropy_eager(logits) if calculate_entropy else None
+    return lp, ent
+
+
+def padded_pass(model, fns, b, response):
+    model.eval()
+    try:
+        with torch.no_grad():
+            lp, ent = padded_logprobs(model, fns, b, response, True)
+            del lp, ent
+    finally:
+        model.train()
+
+
+def padded_update(model, opt, fns, b, response, marks):
+    opt.zero_grad(set_to_none=True)
+    lp, _ = padded_logprobs(model, fns, b, response, False)
+    loss = -(lp.view(b[4].shape) * b[4]).mean()
+    marks["after_forward_gib"] = allocated()
+    loss.backward()
+    del lp, loss
+    marks["fwd_bwd_peak"] = peaks()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def build_critic(shape):
+    """verl's critic: `AutoModelForTokenClassification` with one label (`fsdp_workers.py`
+    `_build_critic_model_optimizer`), fp32, FSDP2 as the actor."""
+    from transformers import AutoModelForTokenClassification
+
+    cfg = qwen2_config(shape)
+    cfg.num_labels = 1
+    torch.manual_seed(0)
+    with device():
+        model = AutoModelForTokenClassification.from_config(cfg, torch_dtype=torch.float32)
+    if torch.distributed.is_initialized():
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        mp = MixedPrecisionPolicy(
+            param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=True
+        )
+        for layer in model.model.layers:
+            fully_shard(layer, mp_policy=mp, reshard_after_forward=True)
+        fully_shard(model, mp_policy=mp, reshard_after_forward=True)
+    model.train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, betas=(0.9, 0.999), weight_decay=0.01)
+    return model, opt
+
+
+def critic_update(model, opt, b, response, marks):
+    """`update_critic` (`dp_critic.py` at b178a3cd5): padded forward under bf16 autocast, the
+    values of the response, a squared-error loss, backward, clip, step, `zero_grad`."""
+    ids, mask, pos, _, returns = b
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast(device_type=device().type, dtype=torch.bfloat16):
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
+        values = out.logits.squeeze(-1)[:, -response - 1 : -1]
+        loss = ((values.float() - returns) ** 2).mean()
+    marks["after_forward_gib"] = allocated()
+    loss.backward()
+    del out, values, loss
+    marks["fwd_bwd_peak"] = peaks()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def measure(rec, fields, run, on_fail=None):
+    """One phase from an empty cache: its peaks, or torch's message when it fails."""
+    fresh()
+    static = allocated()
+    marks = {}
+    try:
+        t0 = time.time()
+        run(marks)
+        sync()
+        seconds = time.time() - t0
+    except torch.OutOfMemoryError as e:
+        if on_fail:
+            on_fail()
+        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        rec(**fields, static_gib=round(static, 4), oom=str(e).strip())
+        return
+    except Exception as e:  # noqa: BLE001 - a measurement run records and goes on
+        if on_fail:
+            on_fail()
+        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        rec(**fields, error=repr(e))
+        return
+    a, r = peaks()
+    extra = {}
+    if "fwd_bwd_peak" in marks:
+        fa, fr = marks["fwd_bwd_peak"]
+        extra = dict(
+            after_forward_gib=round(marks["after_forward_gib"], 4),
+            fwd_bwd_allocated_peak_gib=round(fa, 4),
+            fwd_bwd_reserved_peak_gib=round(fr, 4),
+        )
+    rec(
+        **fields,
+        static_gib=round(static, 4),
+        allocated_peak_gib=round(a, 4),
+        reserved_peak_gib=round(r, 4),
+        seconds=round(seconds, 3),
+        **extra,
+    )
+
+
+def extra_cases(rec, fns, sizes, size="1.5B"):
+    shape = sizes[size]
+    vocab = shape["vocab_size"]
+    model, opt, fsdp = build_actor(shape)
+    set_ckpt(model, True)
+    ids, labels, adv = batch(4096, vocab, seed=1)
+    update(model, opt, fns, ids, labels, adv, 0.001, True, {})
+    del ids, labels, adv
+    common = dict(kind="actor", size=size, gradient_checkpointing=True, entropy_coeff=0.0,
+                  use_torch_compile=True, fsdp2=fsdp, flash_ce=fns.has_flash)
+    drop = lambda: opt.zero_grad(set_to_none=True)  # noqa: E731
+    # Accumulation: two micro-batches of 16,384 packed tokens in one mini-batch.
+    micro = [batch(16384, vocab, seed=s) for s in (2, 3)]
+    measure(
+        rec,
+        dict(common, phase="update", tokens=16384, micro_batches=2),
+        lambda m: update_accumulated(model, opt, fns, micro),
+        drop,
+    )
+    del micro
+    # The padded path: sequences of 512 + 512 tokens, 128 of each prompt padding.
+    for sequences in (16, 32):
+        b = padded_batch(sequences, 512, 512, 128, vocab, seed=sequences)
+        fields = dict(common, tokens=sequences * 1024, padded=True, sequences=sequences,
+                      prompt=512, response=512, pad=128)
+        measure(rec, dict(fields, phase="old_log_prob", use_torch_compile=False),
+                lambda m, b=b: padded_pass(model, fns, b, 512), drop)
+        measure(rec, dict(fields, phase="update"),
+                lambda m, b=b: padded_update(model, opt, fns, b, 512, m), drop)
+        del b
+    del model, opt
+    fresh()
+    # The critic, padded (critic.model.use_remove_padding's default): 512 + 1024 tokens.
+    critic, copt = build_critic(shape)
+    warm = padded_batch(4, 512, 1024, 128, vocab, seed=5)
+    critic_update(critic, copt, warm, 1024, {})
+    del warm
+    for sequences in (20, 40):
+        b = padded_batch(sequences, 512, 1024, 128, vocab, seed=sequences)
+        measure(
+            rec,
+            dict(kind="critic", phase="critic_update", size=size, tokens=sequences * 1536,
+                 padded=True, sequences=sequences, prompt=512, response=1024, pad=128,
+                 gradient_checkpointing=True, fsdp2=fsdp),
+            lambda m, b=b: critic_update(critic, copt, b, 1024, m),
+            lambda: copt.zero_grad(set_to_none=True),
+        )
+        del b
+    del critic, copt
+    fresh()
+
+
 def main():
     args = parse_args()
     rec = Recorder(args.out)
@@ -488,6 +697,10 @@ def main():
         torch.cuda.set_device(0)
     flash_ce = load_flash_ce(args.flash_attn_ce)
     fns = Fns(flash_ce)
+    if args.plan == "extra":
+        extra_cases(rec, fns, sizes)
+        rec(kind="done")
+        return
 
     for tokens, hidden, vocab in PROBES[args.plan]:
         for variant, grad in PROBE_VARIANTS:

@@ -44,6 +44,18 @@ struct Record {
     total_memory_gib: Option<f64>,
     #[serde(default)]
     gpu: Option<String>,
+    /// Micro-batches of one mini-batch (gradient accumulation); 1 when absent.
+    #[serde(default)]
+    micro_batches: Option<u64>,
+    /// The padded path (`use_remove_padding` off): `sequences` of `prompt + response` tokens.
+    #[serde(default)]
+    padded: Option<bool>,
+    #[serde(default)]
+    sequences: Option<u64>,
+    #[serde(default)]
+    prompt: Option<u64>,
+    #[serde(default)]
+    response: Option<u64>,
 }
 
 fn records(file: &str) -> Vec<Record> {
@@ -59,43 +71,58 @@ fn records(file: &str) -> Vec<Record> {
         .collect()
 }
 
-/// The verl configuration a record ran: one GPU, a fixed micro-batch of `tokens / 1024` full
-/// sequences, the same micro-batch in the old-log-prob pass, no reference model, no critic.
+/// The verl configuration a record ran: one GPU, no reference model. Packed records: a fixed
+/// micro-batch of `tokens / 1024` full sequences (512 + 512), the same in the old-log-prob
+/// pass, `micro_batches` of them in a mini-batch. Padded records (`padded`): `sequences` of
+/// `prompt + response` tokens without padding removal. Critic records: a PPO critic of the same
+/// shape, padded, one micro-batch of `sequences`, the actor offloaded (the script builds no
+/// actor beside it).
 fn config(r: &Record) -> (VerlConfig, String) {
-    let tokens = r.tokens.expect("an actor record has tokens");
-    let micro = (tokens / SEQUENCE).to_string();
+    let critic = r.kind == "critic";
+    let padded = r.padded.unwrap_or(false);
+    let micro = if padded {
+        r.sequences.expect("a padded record has its sequences")
+    } else {
+        r.tokens.expect("a record has tokens") / SEQUENCE
+    };
+    let (prompt, response) = if padded {
+        (
+            r.prompt.expect("a padded record has its prompt length"),
+            r.response.expect("a padded record has its response length"),
+        )
+    } else {
+        (SEQUENCE / 2, SEQUENCE / 2)
+    };
+    let micro_s = micro.to_string();
+    let mini = (micro * r.micro_batches.unwrap_or(1)).to_string();
     let model = format!(
         "Qwen/Qwen2.5-{}-Instruct",
-        r.size.as_deref().expect("an actor record has a size")
+        r.size.as_deref().expect("a record has a size")
     );
-    let mut o = Overrides::new();
+    let flag = |b: bool| if b { "True" } else { "False" };
     let ckpt = r.gradient_checkpointing.expect("checkpointing is recorded");
-    let compiled = r.use_torch_compile.expect("use_torch_compile is recorded");
-    let coeff = r.entropy_coeff.expect("entropy_coeff is recorded");
+    let mut o = Overrides::new();
+    let prompt_s = prompt.to_string();
+    let response_s = response.to_string();
     for (k, v) in [
         ("actor_rollout_ref.model.path", model.as_str()),
-        ("algorithm.adv_estimator", "grpo"),
-        ("data.max_prompt_length", "512"),
-        ("data.max_response_length", "512"),
-        ("data.train_batch_size", &micro),
+        ("data.max_prompt_length", &prompt_s),
+        ("data.max_response_length", &response_s),
+        ("data.train_batch_size", &mini),
         ("actor_rollout_ref.rollout.n", "1"),
-        ("actor_rollout_ref.actor.ppo_mini_batch_size", &micro),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size", &mini),
         (
             "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-            &micro,
+            &micro_s,
         ),
         (
             "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-            &micro,
+            &micro_s,
         ),
-        ("actor_rollout_ref.model.use_remove_padding", "True"),
+        ("actor_rollout_ref.model.use_remove_padding", flag(!padded)),
         (
             "actor_rollout_ref.model.enable_gradient_checkpointing",
-            if ckpt { "True" } else { "False" },
-        ),
-        (
-            "actor_rollout_ref.actor.use_torch_compile",
-            if compiled { "True" } else { "False" },
+            flag(ckpt),
         ),
         ("actor_rollout_ref.actor.use_kl_loss", "False"),
         ("trainer.n_gpus_per_node", "1"),
@@ -103,9 +130,32 @@ fn config(r: &Record) -> (VerlConfig, String) {
     ] {
         o.set(k, v);
     }
-    o.set("actor_rollout_ref.actor.entropy_coeff", &coeff.to_string());
+    if critic {
+        for (k, v) in [
+            ("algorithm.adv_estimator", "gae"),
+            ("critic.model.path", model.as_str()),
+            ("critic.ppo_mini_batch_size", &micro_s),
+            ("critic.ppo_micro_batch_size_per_gpu", &micro_s),
+            ("critic.forward_micro_batch_size_per_gpu", &micro_s),
+            ("critic.model.use_remove_padding", "False"),
+            ("critic.model.enable_gradient_checkpointing", flag(ckpt)),
+            ("actor_rollout_ref.actor.fsdp_config.param_offload", "True"),
+            (
+                "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+                "True",
+            ),
+        ] {
+            o.set(k, v);
+        }
+    } else {
+        o.set("algorithm.adv_estimator", "grpo");
+        let compiled = r.use_torch_compile.expect("use_torch_compile is recorded");
+        o.set("actor_rollout_ref.actor.use_torch_compile", flag(compiled));
+        let coeff = r.entropy_coeff.expect("entropy_coeff is recorded");
+        o.set("actor_rollout_ref.actor.entropy_coeff", &coeff.to_string());
+    }
     let v = VerlConfig {
-        observed_tokens_per_sequence: Some(SEQUENCE as f64),
+        observed_tokens_per_sequence: (!padded).then_some(SEQUENCE as f64),
         ..VerlConfig::from_overrides(&o)
     };
     (v, model)
@@ -126,7 +176,8 @@ impl Scored {
 
 #[test]
 fn verl_actor_phases_measured_on_an_h100() {
-    let recs = records("h100-verl-actor.jsonl");
+    let mut recs = records("h100-verl-actor.jsonl");
+    recs.extend(records("h100-verl-extra.jsonl"));
     let env = recs
         .iter()
         .find(|r| r.kind == "env")
@@ -140,7 +191,10 @@ fn verl_actor_phases_measured_on_an_h100() {
     };
     let mut scored = Vec::new();
     let mut ooms = Vec::new();
-    for r in recs.iter().filter(|r| r.kind == "actor") {
+    for r in recs
+        .iter()
+        .filter(|r| r.kind == "actor" || r.kind == "critic")
+    {
         let phase = r.phase.as_deref().expect("an actor record has a phase");
         if phase == "sequence" {
             continue;
@@ -154,7 +208,7 @@ fn verl_actor_phases_measured_on_an_h100() {
             .find(|p| p.0 == phase)
             .unwrap_or_else(|| panic!("no predicted phase {phase}"));
         let label = format!(
-            "{} {} tok {} ent {} {} {}",
+            "{} {} tok {} ent {} {} {}{}{}",
             r.size.as_deref().unwrap_or("?"),
             r.tokens.unwrap_or(0),
             if v.gradient_checkpointing {
@@ -168,7 +222,14 @@ fn verl_actor_phases_measured_on_an_h100() {
             } else {
                 "eager"
             },
-            phase
+            phase,
+            if r.padded.unwrap_or(false) {
+                " padded"
+            } else {
+                ""
+            },
+            r.micro_batches
+                .map_or(String::new(), |n| format!(" ×{n} micro-batches")),
         );
         match (r.allocated_peak_gib, &r.oom) {
             (Some(a), _) => scored.push(Scored {
@@ -211,7 +272,7 @@ fn verl_actor_phases_measured_on_an_h100() {
         "allocated peaks outside ±10 %: {misses:?}"
     );
     // Reserved: the allocator's slack is modelled per phase; README.md there lists what it
-    // misses (at most 21.4 %, a no-grad pass of the smallest model).
+    // misses (at most 21.4 %, a no-grad pass of the smallest model; 20.7 %, the padded update).
     let worst = scored
         .iter()
         .map(|s| (s.reserved.1 / s.reserved.0 - 1.0).abs())

@@ -45,6 +45,12 @@ pub const VERL_LOSS_BWD_BYTES: f64 = 10.0;
 /// The same with the eager entropy in the loss (`use_torch_compile=False`, or padding kept):
 /// its backward peaks while the bf16 softmax it saved is alive. Measured: 14.04 B.
 pub const VERL_LOSS_BWD_EAGER_ENTROPY_BYTES: f64 = 14.0;
+/// The same without padding removal, per padded entry: the whole logits are divided in place
+/// (not a view) and only the response's slice is kept, a copy; the backward makes the slice's
+/// gradient back into a zero tensor of the whole logits and the division's gradient. Measured
+/// on one H100 (`calibration/measured/h100-verl-extra.jsonl`, Qwen2.5-1.5B, 16 and 32
+/// sequences of 512 + 512 tokens): 4.4 and 4.1 B.
+pub const VERL_LOSS_BWD_PADDED_BYTES: f64 = 4.0;
 /// verl's no-grad log-prob pass with the eager entropy over bf16 logits, logits included:
 /// `softmax(logits)` (2) and `pd * logits` (2) beside the logits (2). Measured on one H100:
 /// 6.00 B per entry (`calibration/measured/h100-verl-actor.jsonl`, 0.5B–3B, 8k–32k tokens).

@@ -394,6 +394,16 @@ impl VerlConfig {
         }
     }
 
+    /// The response's share of a padded sequence: what verl's padded path keeps of the
+    /// logits (`logits[:, -response_length - 1 : -1]`).
+    pub fn response_share(&self) -> f64 {
+        if self.seq_len() == 0 {
+            1.0
+        } else {
+            self.max_response_length as f64 / self.seq_len() as f64
+        }
+    }
+
     /// Prompt + response: the longest sequence a rollout produces.
     pub fn seq_len(&self) -> u64 {
         self.max_prompt_length
@@ -660,21 +670,48 @@ fn loss_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
         2.0 * unit,
         2.0 * unit,
     )];
-    if v.entropy {
-        events.extend(entropy_events(arch, v, tokens));
-    }
-    // The backward through the loss peaks at k::VERL_LOSS_BWD_BYTES per entry, logits
-    // included (measured), or at k::VERL_LOSS_BWD_EAGER_ENTROPY_BYTES while the eager
-    // entropy's backward runs: what the forward kept counts toward it.
     let eager_in_backward = v.entropy
         && v.entropy_in_loss
         && v.entropy_chunk_tokens.is_none()
         && !(v.entropy_compiled && v.use_remove_padding);
-    let peak = if eager_in_backward {
-        k::VERL_LOSS_BWD_EAGER_ENTROPY_BYTES
+    let peak = if v.use_remove_padding {
+        if v.entropy {
+            events.extend(entropy_events(arch, v, tokens));
+        }
+        // The backward through the loss peaks at k::VERL_LOSS_BWD_BYTES per entry, logits
+        // included (measured), or at k::VERL_LOSS_BWD_EAGER_ENTROPY_BYTES while the eager
+        // entropy's backward runs: what the forward kept counts toward it.
+        let bytes = if eager_in_backward {
+            k::VERL_LOSS_BWD_EAGER_ENTROPY_BYTES
+        } else {
+            k::VERL_LOSS_BWD_BYTES
+        };
+        bytes * unit
     } else {
-        k::VERL_LOSS_BWD_BYTES
-    } * unit;
+        // Padded (`dp_actor.py` L360-366 at b178a3cd5): the whole logits are divided in place
+        // (not a view), the response's slice is reshaped for the cross-entropy (a copy), and
+        // the whole tensor is gone once the forward returns; the backward peaks at
+        // k::VERL_LOSS_BWD_PADDED_BYTES per padded entry (measured). The entropy, eager on
+        // this path, over the response's slice; in the loss, its backward's measured 14 B
+        // per entry of the slice (not measured padded).
+        let slice = v.response_share() * unit;
+        events.push(alloc(
+            Site::LogitsBf16,
+            "the response's logits bf16, reshaped (a copy)",
+            2.0 * slice,
+            2.0 * slice,
+        ));
+        events.push(Event::Free { gib: 2.0 * unit });
+        if v.entropy {
+            events.extend(entropy_events(arch, v, tokens * v.response_share()));
+        }
+        let bwd = k::VERL_LOSS_BWD_PADDED_BYTES * unit;
+        if eager_in_backward {
+            bwd.max(k::VERL_LOSS_BWD_EAGER_ENTROPY_BYTES * slice)
+        } else {
+            bwd
+        }
+    };
     let transient = peak - net_gib(&events);
     if transient > 0.0 {
         events.push(alloc(
@@ -1259,8 +1296,14 @@ fn logprob_loss_events(arch: &Arch, v: &VerlConfig, tokens: f64, entropy: bool) 
         events.push(Event::Free { gib: stats });
     } else {
         // Eager over bf16 logits: `softmax(logits)` and `pd * logits`, bf16 each, beside the
-        // logits (k::VERL_NOGRAD_EAGER_ENTROPY_BYTES, measured).
-        let set = (k::VERL_NOGRAD_EAGER_ENTROPY_BYTES - 2.0) * unit;
+        // logits (k::VERL_NOGRAD_EAGER_ENTROPY_BYTES, measured); padded, over the response's
+        // slice of them (measured: 4.0 B per padded entry at half the tokens).
+        let share = if v.use_remove_padding {
+            1.0
+        } else {
+            v.response_share()
+        };
+        let set = (k::VERL_NOGRAD_EAGER_ENTROPY_BYTES - 2.0) * unit * share;
         events.push(alloc(
             Site::Softmax,
             "softmax, its product with the logits (entropy, eager), bf16",
