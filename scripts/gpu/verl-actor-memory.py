@@ -344,44 +344,10 @@ def actor_case(rec, fns, size, shape, model, opt, fsdp, case):
     t0 = time.time()
 
     def phase(name, fields, run):
-        """Run one phase from an empty cache; its peaks, or torch's message when it fails."""
-        fresh()
-        static = allocated()
-        marks = {}
-        try:
-            u0 = time.time()
-            run(marks)
-            sync()
-            seconds = time.time() - u0
-        except torch.OutOfMemoryError as e:
-            opt.zero_grad(set_to_none=True)
-            print(traceback.format_exc(), file=sys.stderr, flush=True)
-            rec(kind="actor", phase=name, **fields, static_gib=round(static, 4), oom=str(e).strip())
-            return
-        except Exception as e:  # noqa: BLE001 - a measurement run records and goes on
-            opt.zero_grad(set_to_none=True)
-            print(traceback.format_exc(), file=sys.stderr, flush=True)
-            rec(kind="actor", phase=name, **fields, error=repr(e))
-            return
-        a, r = peaks()
-        extra = {}
-        if "fwd_bwd_peak" in marks:
-            fa, fr = marks["fwd_bwd_peak"]
-            extra = dict(
-                after_forward_gib=round(marks["after_forward_gib"], 4),
-                fwd_bwd_allocated_peak_gib=round(fa, 4),
-                fwd_bwd_reserved_peak_gib=round(fr, 4),
-            )
-        rec(
-            kind="actor",
-            phase=name,
-            **fields,
-            static_gib=round(static, 4),
-            allocated_peak_gib=round(a, 4),
-            reserved_peak_gib=round(r, 4),
-            seconds=round(seconds, 3),
-            **extra,
-        )
+        measure(rec, dict(fields, kind="actor", phase=name), run, drop)
+
+    def drop():
+        opt.zero_grad(set_to_none=True)
 
     # The old-log-prob pass with compiled and with eager entropy.
     for pass_compiled in (True, False):

@@ -175,25 +175,34 @@ impl Scored {
 }
 
 #[test]
-fn verl_actor_phases_measured_on_an_h100() {
-    let mut recs = records("h100-verl-actor.jsonl");
-    recs.extend(records("h100-verl-extra.jsonl"));
-    let env = recs
-        .iter()
-        .find(|r| r.kind == "env")
-        .expect("an env record");
-    let hw = Hardware {
-        gpu_name: env.gpu.clone().expect("the GPU's name"),
-        gpu_mem_gib: env.total_memory_gib.expect("the GPU's capacity"),
-        gpus_per_node: 1,
-        host_mem_gib: 4096.0,
-        expandable_segments: false,
-    };
+fn verl_actor_phases_measured_on_an_h100_and_an_h200() {
     let mut scored = Vec::new();
     let mut ooms = Vec::new();
-    for r in recs
+    // Each file on its own card: its `env` record names it.
+    let files = [
+        "h100-verl-actor.jsonl",
+        "h100-verl-extra.jsonl",
+        "h200-verl-actor.jsonl",
+    ];
+    let mut recs = Vec::new();
+    for file in files {
+        let file_recs = records(file);
+        let env = file_recs
+            .iter()
+            .find(|r| r.kind == "env")
+            .expect("an env record");
+        let hw = Hardware {
+            gpu_name: env.gpu.clone().expect("the GPU's name"),
+            gpu_mem_gib: env.total_memory_gib.expect("the GPU's capacity"),
+            gpus_per_node: 1,
+            host_mem_gib: 4096.0,
+            expandable_segments: false,
+        };
+        recs.extend(file_recs.into_iter().map(|r| (hw.clone(), r)));
+    }
+    for (hw, r) in recs
         .iter()
-        .filter(|r| r.kind == "actor" || r.kind == "critic")
+        .filter(|(_, r)| r.kind == "actor" || r.kind == "critic")
     {
         let phase = r.phase.as_deref().expect("an actor record has a phase");
         if phase == "sequence" {
@@ -202,13 +211,14 @@ fn verl_actor_phases_measured_on_an_h100() {
         let (v, model) = config(r);
         let arch = lookup(&model);
         assert!(arch.known, "{model}: not in orch's table");
-        let peaks = phase_peaks(&hw, &v, &arch);
+        let peaks = phase_peaks(hw, &v, &arch);
         let &(_, alloc, reserved) = peaks
             .iter()
             .find(|p| p.0 == phase)
             .unwrap_or_else(|| panic!("no predicted phase {phase}"));
         let label = format!(
-            "{} {} tok {} ent {} {} {}{}{}",
+            "{} {} {} tok {} ent {} {} {}{}{}",
+            hw.gpu_name.trim_start_matches("NVIDIA "),
             r.size.as_deref().unwrap_or("?"),
             r.tokens.unwrap_or(0),
             if v.gradient_checkpointing {

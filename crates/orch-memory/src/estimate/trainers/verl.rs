@@ -449,7 +449,7 @@ impl Actor {
         let world = (f64::from(v.n_gpus_per_node) * f64::from(v.nnodes)).max(1.0);
         let p = arch.params;
         // A fixed micro-batch is per data-parallel rank and split over the sequence-parallel
-        // group; a dynamic one is what [`micro_tokens`] finds.
+        // group; a dynamic one is what [`micro_split`] finds.
         let update = ForwardBatching {
             micro_per_gpu: Some(count32(v.micro_batch_per_gpu)),
             use_dynamic_bsz: v.use_dynamic_bsz,
@@ -966,19 +966,8 @@ impl Phase {
 /// a share a little over one budget is two half-full micro-batches. The group's micro-batch
 /// is split over its `sp` GPUs. Without `use_remove_padding` the model runs on the padded
 /// sequences: a dynamic micro-batch's real tokens (what the balancing counts) over the fill.
-/// None when a fixed micro-batch has no size (see [`ForwardBatching::micro_per_gpu`]).
-fn micro_tokens(
-    v: &VerlConfig,
-    prompts: u64,
-    b: &ForwardBatching,
-    rmpad: bool,
-    sp: u64,
-    world: f64,
-) -> Option<f64> {
-    micro_split(v, prompts, b, rmpad, sp, world).map(|(tokens, _)| tokens)
-}
-
-/// [`micro_tokens`] with the number of micro-batches one GPU runs over its share.
+/// Also the number of micro-batches one GPU runs over its share. None when a fixed
+/// micro-batch has no size (see [`ForwardBatching::micro_per_gpu`]).
 fn micro_split(
     v: &VerlConfig,
     prompts: u64,
@@ -1026,7 +1015,7 @@ fn passes(v: &VerlConfig, a: &Actor, notes: &mut Vec<String>) -> Vec<(Phase, f64
                    rmpad: bool,
                    sp: u64,
                    key: &str| {
-        match micro_tokens(v, prompts, b, rmpad, sp, a.world) {
+        match micro_split(v, prompts, b, rmpad, sp, a.world).map(|(tokens, _)| tokens) {
                 Some(t) => out.push((phase, t)),
                 None => notes.push(format!(
                     "no {key}: verl refuses to start without it unless the pass batches dynamically; the {} is not estimated",
