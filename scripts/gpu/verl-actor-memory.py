@@ -26,7 +26,7 @@ What it runs, each step as verl's code does it (volcengine/verl at b178a3cd5):
   with `torch.compile(dynamic=True)` unless `use_torch_compile=False` (L83-89).
 - The update (`update_policy` L502-660): `zero_grad`, forward, loss, `backward`, clip, `step`,
   `zero_grad`. The old-log-prob pass (`compute_log_prob` L418-495, entropy always computed for
-  the actor's pass: `fsdp_workers.py` L896): the same forward under `no_grad`.
+  the actor's pass: `fsdp_workers.py` L1009-1012): the same forward under `no_grad`.
 
 Each phase starts from `empty_cache()` and `reset_peak_memory_stats()`, so its peaks are its
 own (the estimator models each phase's own fragmentation). A `sequence` record runs the pass
@@ -43,6 +43,7 @@ verl's `logprobs_from_logits_v2`-like path and the records say so.
 """
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -189,17 +190,19 @@ def probe(rec, fns, tokens, hidden, vocab, variant, grad):
     fresh()
     base = allocated()
     t0 = time.time()
+    verl = variant.startswith("verl")
     with torch.set_grad_enabled(grad):
-        logits = h @ w.t()
-        logits.div_(1.0)
-        ent = None
-        if variant.startswith("verl"):
-            entropy = variant != "verl-no-entropy"
-            lp = fns.logprobs(logits, labels, inplace_backward=not entropy or not grad)
-            if entropy:
-                ent = fns.entropy(variant == "verl-entropy-compiled")(logits)
-        else:
-            lp, ent = areal_loss(fns, logits, labels, entropy=variant == "areal-entropy")
+        with verl_autocast() if verl else contextlib.nullcontext():
+            logits = h @ w.t()
+            logits.div_(1.0)
+            ent = None
+            if verl:
+                entropy = variant != "verl-no-entropy"
+                lp = fns.logprobs(logits, labels, inplace_backward=not entropy or not grad)
+                if entropy:
+                    ent = fns.entropy(variant == "verl-entropy-compiled")(logits)
+            else:
+                lp, ent = areal_loss(fns, logits, labels, entropy=variant == "areal-entropy")
         loss = -(lp * adv).mean()
         if ent is not None and variant.startswith("verl"):
             # AReaL logs the entropy detached (areal/engine/ppo/actor.py L335-336).
@@ -298,10 +301,17 @@ def logits_of(model, ids):
     return logits
 
 
+def verl_autocast():
+    """`_forward_micro_batch` runs under `torch.autocast(dtype=param_dtype)`, bf16 (`dp_actor.py`
+    L155 at b178a3cd5): the model, the log-probs and the entropy; the loss and the backward
+    outside it. Autocast runs `softmax`, `logsumexp` and `sum` in fp32."""
+    return torch.autocast(device_type=device().type, dtype=torch.bfloat16)
+
+
 def old_log_prob_pass(model, fns, ids, labels, compiled):
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), verl_autocast():
             logits = logits_of(model, ids)
             lp = fns.logprobs(logits, labels, inplace_backward=True)
             ent = fns.entropy(compiled)(logits)
@@ -312,11 +322,12 @@ def old_log_prob_pass(model, fns, ids, labels, compiled):
 
 def update(model, opt, fns, ids, labels, adv, coeff, compiled, marks):
     opt.zero_grad(set_to_none=True)
-    logits = logits_of(model, ids)
-    lp = fns.logprobs(logits, labels, inplace_backward=coeff == 0)
+    with verl_autocast():
+        logits = logits_of(model, ids)
+        lp = fns.logprobs(logits, labels, inplace_backward=coeff == 0)
+        ent = fns.entropy(compiled)(logits) if coeff != 0 else None
     loss = -(lp * adv).mean()
-    if coeff != 0:
-        ent = fns.entropy(compiled)(logits)
+    if ent is not None:
         loss = loss - coeff * ent.mean()
         del ent
     marks["after_forward_gib"] = allocated()
@@ -441,8 +452,9 @@ def update_accumulated(model, opt, fns, micro_batches):
     gradients the earlier ones accumulated; one `step` at the end."""
     opt.zero_grad(set_to_none=True)
     for ids, labels, adv in micro_batches:
-        logits = logits_of(model, ids)
-        lp = fns.logprobs(logits, labels, inplace_backward=True)
+        with verl_autocast():
+            logits = logits_of(model, ids)
+            lp = fns.logprobs(logits, labels, inplace_backward=True)
         loss = -(lp * adv).mean() / len(micro_batches)
         loss.backward()
         del logits, lp, loss
@@ -470,13 +482,14 @@ def padded_logprobs(model, fns, b, response, calculate_entropy):
     the whole padded logits, `div_` in place, the response's slice, log-probs (flash-attn's
     cross-entropy over the slice reshaped, in place), the eager entropy."""
     ids, mask, pos, responses, _ = b
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
-    logits = out.logits
-    logits.div_(1.0)
-    logits = logits[:, -response - 1 : -1, :]
-    v = logits.shape[-1]
-    lp = fns.logprobs(logits.reshape(-1, v), responses.reshape(-1), inplace_backward=True)
-    ent = fns.entropy_eager(logits) if calculate_entropy else None
+    with verl_autocast():
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
+        logits = out.logits
+        logits.div_(1.0)
+        logits = logits[:, -response - 1 : -1, :]
+        v = logits.shape[-1]
+        lp = fns.logprobs(logits.reshape(-1, v), responses.reshape(-1), inplace_backward=True)
+        ent = fns.entropy_eager(logits) if calculate_entropy else None
     return lp, ent
 
 
@@ -651,6 +664,7 @@ def main():
         torch=torch.__version__,
         transformers=transformers.__version__,
         python=sys.version.split()[0],
+        autocast="bf16 around each forward, log-probs and entropy (dp_actor.py L155)",
     )
     if torch.cuda.is_available():
         prop = torch.cuda.get_device_properties(0)

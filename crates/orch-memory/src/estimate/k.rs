@@ -42,19 +42,23 @@ pub const VERL_LOGITS_BYTES: f64 = 10.0;
 /// 8.00 B per entry above what it held after the forward, on 0.5B, 1.5B and 3B shapes at 16k
 /// and 32k tokens.
 pub const VERL_LOSS_BWD_BYTES: f64 = 10.0;
-/// The same with the eager entropy in the loss (`use_torch_compile=False`, or padding kept):
-/// its backward peaks while the bf16 softmax it saved is alive. Measured: 14.04 B.
-pub const VERL_LOSS_BWD_EAGER_ENTROPY_BYTES: f64 = 14.0;
+/// The same with the eager entropy in the loss (`use_torch_compile=False`, or padding kept).
+/// `_forward_micro_batch` runs under bf16 autocast (`dp_actor.py` L155), which computes
+/// `logsumexp`, `softmax` and the `sum` in fp32: the forward keeps an fp32 copy and the fp32
+/// softmax (the 10 B of [`VERL_LOGITS_BYTES`], logits included, measured 10.0), and the
+/// backward peaks at 28.0 B per entry (measured, `calibration/measured/`).
+pub const VERL_LOSS_BWD_EAGER_ENTROPY_BYTES: f64 = 28.0;
 /// The same without padding removal, per padded entry: the whole logits are divided in place
 /// (not a view) and only the response's slice is kept, a copy; the backward makes the slice's
 /// gradient back into a zero tensor of the whole logits and the division's gradient. Measured
 /// on one H100 (`calibration/measured/h100-verl-extra.jsonl`, Qwen2.5-1.5B, 16 and 32
 /// sequences of 512 + 512 tokens): 4.4 and 4.1 B.
 pub const VERL_LOSS_BWD_PADDED_BYTES: f64 = 4.0;
-/// verl's no-grad log-prob pass with the eager entropy over bf16 logits, logits included:
-/// `softmax(logits)` (2) and `pd * logits` (2) beside the logits (2). Measured on one H100:
-/// 6.00 B per entry (`calibration/measured/h100-verl-actor.jsonl`, 0.5B–3B, 8k–32k tokens).
-pub const VERL_NOGRAD_EAGER_ENTROPY_BYTES: f64 = 6.0;
+/// verl's no-grad log-prob pass with the eager entropy, logits included: under bf16 autocast
+/// `logsumexp` upcasts the logits (an fp32 copy, 4), `softmax` makes fp32 (4) and `pd * logits`
+/// promotes to fp32 (4), beside the bf16 logits (2). Measured on one H100: 14.0 B per entry
+/// (`calibration/measured/h100-verl-actor.jsonl`, 0.5B–3B, 8k–16k tokens).
+pub const VERL_NOGRAD_EAGER_ENTROPY_BYTES: f64 = 14.0;
 /// verl `entropy_from_logits_with_chunking`, per token per vocab entry of the one chunk in
 /// flight when the backward keeps none of it (compiled, or checkpointed): its `.float()` copy
 /// (4), softmax (4) and `softmax * logits` (4) as eager code makes them

@@ -692,8 +692,8 @@ fn loss_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
         // (not a view), the response's slice is reshaped for the cross-entropy (a copy), and
         // the whole tensor is gone once the forward returns; the backward peaks at
         // k::VERL_LOSS_BWD_PADDED_BYTES per padded entry (measured). The entropy, eager on
-        // this path, over the response's slice; in the loss, its backward's measured 14 B
-        // per entry of the slice (not measured padded).
+        // this path, over the response's slice; in the loss, its backward's measured 28 B per
+        // entry of the slice (measured packed, not padded).
         let slice = v.response_share() * unit;
         events.push(alloc(
             Site::LogitsBf16,
@@ -701,9 +701,11 @@ fn loss_events(arch: &Arch, v: &VerlConfig, tokens: f64) -> Vec<Event> {
             2.0 * slice,
             2.0 * slice,
         ));
-        events.push(Event::Free { gib: 2.0 * unit });
         if v.entropy {
+            // The eager entropy saves the slice, a view: the whole logits stay.
             events.extend(entropy_events(arch, v, tokens * v.response_share()));
+        } else {
+            events.push(Event::Free { gib: 2.0 * unit });
         }
         let bwd = k::VERL_LOSS_BWD_PADDED_BYTES * unit;
         if eager_in_backward {
@@ -1284,9 +1286,9 @@ fn logprob_loss_events(arch: &Arch, v: &VerlConfig, tokens: f64, entropy: bool) 
         ));
         events.push(Event::Free { gib: stats });
     } else {
-        // Eager over bf16 logits: `softmax(logits)` and `pd * logits`, bf16 each, beside the
-        // logits (k::VERL_NOGRAD_EAGER_ENTROPY_BYTES, measured); padded, over the response's
-        // slice of them (measured: 4.0 B per padded entry at half the tokens).
+        // Eager under bf16 autocast: an fp32 copy, the fp32 softmax and their fp32 product
+        // beside the logits (k::VERL_NOGRAD_EAGER_ENTROPY_BYTES, measured); padded, over the
+        // response's slice of them (measured within 0.4 % at half the tokens).
         let share = if v.use_remove_padding {
             1.0
         } else {
@@ -1295,7 +1297,7 @@ fn logprob_loss_events(arch: &Arch, v: &VerlConfig, tokens: f64, entropy: bool) 
         let set = (k::VERL_NOGRAD_EAGER_ENTROPY_BYTES - 2.0) * unit * share;
         events.push(alloc(
             Site::Softmax,
-            "softmax, its product with the logits (entropy, eager), bf16",
+            "fp32 copy, softmax, softmax × logits (entropy, eager)",
             set,
             set / 2.0,
         ));

@@ -499,8 +499,8 @@ mod tests {
         assert!(err.starts_with("[orch simulator] SIMULATED verl trainer"));
         let oom = Regex::new(r"(?m)^torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate (\d+\.\d\d) GiB\. GPU 0 has a total capacity of 79\.18 GiB of which \d+\.\d\d (GiB|MiB) is free\. Including non-PyTorch memory, this process has \d+\.\d\d GiB memory in use\. Of the allocated memory \d+\.\d\d GiB is allocated by PyTorch, and \d+\.\d\d (GiB|MiB) is reserved by PyTorch but unallocated\.").unwrap();
         let caps = oom.captures(&err).expect("torch OOM line");
-        // Seed 002's stack asked 17.66 GiB, a 4-byte tensor of its logits; today's bf16 logits
-        // fail in the same backward at a 2-byte one (orch-memory's k::VERL_LOSS_BWD_BYTES).
+        // Seed 002's stack asked 17.66 GiB, a 4-byte tensor of its logits; today's default
+        // path fails in the same backward at a 2-byte one (orch-memory's k::VERL_LOSS_BWD_BYTES).
         let tried: f64 = caps[1].parse().unwrap();
         assert!((8.0..=9.5).contains(&tried), "tried {tried}");
         assert!(Regex::new(r"(?m)^ray\.exceptions\.RayTaskError\(OutOfMemoryError\): ray::WorkerDict\.actor_rollout_ref_update_actor\(\) \(pid=\d+, ip=127\.0\.0\.1, actor_id=[0-9a-f]{32}, repr=<verl\.single_controller\.ray\.base\.WorkerDict object at 0x[0-9a-f]+>\)$").unwrap().is_match(&err));
