@@ -64,7 +64,9 @@ def parse_args():
     p.add_argument("--out", required=True)
     p.add_argument("--flash-attn-ce", default=None)
     p.add_argument(
-        "--plan", default="full", help="full | extra (accumulation, padded, critic) | tiny"
+        "--plan",
+        default="full",
+        help="full | extra (accumulation, padded, critic) | padded (other shares) | tiny",
     )
     p.add_argument("--only", default=None, help="comma-separated sizes to run")
     return p.parse_args()
@@ -503,10 +505,13 @@ def padded_pass(model, fns, b, response):
         model.train()
 
 
-def padded_update(model, opt, fns, b, response, marks):
+def padded_update(model, opt, fns, b, response, marks, coeff=0.0):
     opt.zero_grad(set_to_none=True)
-    lp, _ = padded_logprobs(model, fns, b, response, False)
+    lp, ent = padded_logprobs(model, fns, b, response, coeff != 0)
     loss = -(lp.view(b[4].shape) * b[4]).mean()
+    if ent is not None:
+        loss = loss - coeff * ent.mean()
+        del ent
     marks["after_forward_gib"] = allocated()
     loss.backward()
     del lp, loss
@@ -600,6 +605,35 @@ def measure(rec, fields, run, on_fail=None):
     )
 
 
+def padded_cases(rec, fns, sizes, size="1.5B"):
+    """`--plan padded`: the padded path at another response share (a quarter), and the padded
+    update with the eager entropy in the loss."""
+    shape = sizes[size]
+    vocab = shape["vocab_size"]
+    model, opt, fsdp = build_actor(shape)
+    set_ckpt(model, True)
+    ids, labels, adv = batch(4096, vocab, seed=1)
+    update(model, opt, fns, ids, labels, adv, 0.001, True, {})
+    del ids, labels, adv
+    common = dict(kind="actor", size=size, gradient_checkpointing=True, use_torch_compile=False,
+                  fsdp2=fsdp, flash_ce=fns.has_flash, padded=True)
+    drop = lambda: opt.zero_grad(set_to_none=True)  # noqa: E731
+    for sequences, prompt, response, coeff in ((16, 768, 256, 0.0), (32, 768, 256, 0.0),
+                                               (16, 512, 512, 0.001)):
+        b = padded_batch(sequences, prompt, response, 128, vocab, seed=sequences + response)
+        fields = dict(common, tokens=sequences * (prompt + response), sequences=sequences,
+                      prompt=prompt, response=response, pad=128, entropy_coeff=coeff)
+        if coeff == 0.0:
+            measure(rec, dict(fields, phase="old_log_prob"),
+                    lambda m, b=b, r=response: padded_pass(model, fns, b, r), drop)
+        measure(rec, dict(fields, phase="update"),
+                lambda m, b=b, r=response, c=coeff: padded_update(model, opt, fns, b, r, m, c),
+                drop)
+        del b
+    del model, opt
+    fresh()
+
+
 def extra_cases(rec, fns, sizes, size="1.5B"):
     shape = sizes[size]
     vocab = shape["vocab_size"]
@@ -677,8 +711,8 @@ def main():
         torch.cuda.set_device(0)
     flash_ce = load_flash_ce(args.flash_attn_ce)
     fns = Fns(flash_ce)
-    if args.plan == "extra":
-        extra_cases(rec, fns, sizes)
+    if args.plan in ("extra", "padded"):
+        (extra_cases if args.plan == "extra" else padded_cases)(rec, fns, sizes)
         rec(kind="done")
         return
 

@@ -184,6 +184,7 @@ fn verl_actor_phases_measured_on_an_h100_and_an_h200() {
     let files = [
         ("h100-verl-actor.jsonl", true),
         ("h100-verl-extra.jsonl", true),
+        ("h100-verl-padded.jsonl", true),
         ("h200-verl-actor-no-autocast.jsonl", false),
     ];
     let mut recs = Vec::new();

@@ -52,9 +52,8 @@ pub const VERL_LOSS_BWD_EAGER_ENTROPY_BYTES: f64 = 28.0;
 /// (not a view) and only the response's slice is kept, a copy; the backward makes the slice's
 /// gradient back into a zero tensor of the whole logits and the division's gradient. Measured
 /// on one H100 (`calibration/measured/h100-verl-extra.jsonl`, Qwen2.5-1.5B, 16 and 32
-/// sequences of 512 + 512 tokens): 4.4 and 4.1 B. Measured at one response share (a half);
-/// the mechanism (the slice's copy, a zero tensor of the whole logits, the division's gradient)
-/// peaks at 4 B for any share, which other shares would confirm.
+/// sequences of 512 + 512 tokens): 4.4 and 4.1 B; the same peaks to the byte with 768 + 256
+/// (`h100-verl-padded.jsonl`): the share of the response does not change it.
 pub const VERL_LOSS_BWD_PADDED_BYTES: f64 = 4.0;
 /// verl's no-grad log-prob pass with the eager entropy, logits included: under bf16 autocast
 /// `logsumexp` upcasts the logits (an fp32 copy, 4), `softmax` makes fp32 (4) and `pd * logits`
