@@ -18,6 +18,8 @@ use std::sync::OnceLock;
 use include_dir::{Dir, include_dir};
 use serde::Deserialize;
 
+use crate::table::embedded_yaml;
+
 static BUILTIN_DATASETS: Dir = include_dir!("$CARGO_MANIFEST_DIR/../../datasets");
 
 /// One dataset's document.
@@ -48,21 +50,14 @@ impl Dataset {
 pub fn builtin() -> &'static [Dataset] {
     static TABLE: OnceLock<Vec<Dataset>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut files: Vec<_> = BUILTIN_DATASETS
-            .files()
-            .filter(|f| f.path().extension().is_some_and(|e| e == "yaml"))
-            .collect();
-        files.sort_by_key(|f| f.path().to_path_buf());
-        files
+        embedded_yaml(&BUILTIN_DATASETS, "datasets")
             .into_iter()
-            .map(|f| {
-                let text = f.contents_utf8().expect("built-in dataset files are UTF-8");
-                let d: Dataset = serde_yaml::from_str(text)
-                    .unwrap_or_else(|e| panic!("datasets/{}: {e}", f.path().display()));
+            .map(|(name, text)| {
+                let d: Dataset =
+                    serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
                 assert!(
                     !d.patterns.is_empty() && d.prompt_tokens > 0.0 && d.response_tokens > 0.0,
-                    "datasets/{}: `match` and both token means are required",
-                    f.path().display()
+                    "{name}: `match` and both token means are required"
                 );
                 d
             })

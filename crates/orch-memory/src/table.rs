@@ -25,6 +25,24 @@ use crate::arch::Architecture;
 
 static BUILTIN_MODELS: Dir = include_dir!("$CARGO_MANIFEST_DIR/../../models");
 
+/// The `.yaml` files of an embedded directory in file-name order, each as (`<dir>/<file>`,
+/// its text): the built-in data files (`models/`, `datasets/`).
+pub(crate) fn embedded_yaml<'a>(files: &'a Dir<'a>, dir: &str) -> Vec<(String, &'a str)> {
+    let mut out: Vec<_> = files
+        .files()
+        .filter(|f| f.path().extension().is_some_and(|e| e == "yaml"))
+        .map(|f| {
+            let name = format!("{dir}/{}", f.path().display());
+            let text = f
+                .contents_utf8()
+                .unwrap_or_else(|| panic!("{name}: built-in data files are UTF-8"));
+            (name, text)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
 /// One family's document.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,15 +84,8 @@ impl ModelTable {
     pub fn builtin() -> &'static ModelTable {
         static TABLE: OnceLock<ModelTable> = OnceLock::new();
         TABLE.get_or_init(|| {
-            let mut files: Vec<_> = BUILTIN_MODELS
-                .files()
-                .filter(|f| f.path().extension().is_some_and(|e| e == "yaml"))
-                .collect();
-            files.sort_by_key(|f| f.path().to_path_buf());
             let mut table = ModelTable::default();
-            for f in files {
-                let name = format!("models/{}", f.path().display());
-                let text = f.contents_utf8().expect("built-in model files are UTF-8");
+            for (name, text) in embedded_yaml(&BUILTIN_MODELS, "models") {
                 table
                     .add_file(&name, text)
                     .unwrap_or_else(|e| panic!("built-in model table: {e}"));

@@ -415,6 +415,13 @@ impl VerlConfig {
         self.max_model_len.unwrap_or(self.seq_len())
     }
 
+    /// The critic's architecture: `critic.model.path`'s, else the actor's model's.
+    fn critic_arch(&self, actor: &Arch) -> Arch {
+        self.critic_model_path
+            .as_deref()
+            .map_or_else(|| actor.clone(), lookup)
+    }
+
     /// verl builds a reference model and runs its pass (`need_reference_policy`).
     pub fn needs_ref(&self) -> bool {
         self.use_kl_loss || self.use_kl_in_reward
@@ -1459,10 +1466,7 @@ pub(crate) fn estimate_verl(
             v.model_path, arch.name
         ));
     }
-    let critic = v
-        .critic_model_path
-        .as_deref()
-        .map_or_else(|| arch.clone(), lookup);
+    let critic = v.critic_arch(&arch);
     let actor = Actor::new(&arch, &critic, v);
     let vllm = Vllm::profile(&arch, v, c);
     let res = Resident::new(v, &actor);
@@ -1563,10 +1567,7 @@ pub(crate) fn phase_peaks(
     v: &VerlConfig,
     arch: &Arch,
 ) -> Vec<(&'static str, f64, f64)> {
-    let critic = v
-        .critic_model_path
-        .as_deref()
-        .map_or_else(|| arch.clone(), lookup);
+    let critic = v.critic_arch(arch);
     let actor = Actor::new(arch, &critic, v);
     let frag = hw.frag();
     let mut notes = Vec::new();
