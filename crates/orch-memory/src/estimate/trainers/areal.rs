@@ -277,9 +277,10 @@ impl Sizes {
         // can exceed it is split into several (areal/utils/data.py:448-471 at v1.0.4). With
         // `ppo_n_minibatches` > 1 each minibatch is a `train_batch` of its own; the count
         // here is the upper bound of the default 1.
-        let step_tokens = (a.batch_size * a.n_samples) as f64
-            * (a.prompt_len + a.max_new_tokens) as f64
-            / a.train_dp.max(1) as f64;
+        let step_tokens = a.batch_size as f64
+            * a.n_samples as f64
+            * (a.prompt_len as f64 + a.max_new_tokens as f64)
+            / f64::from(a.train_dp.max(1));
         Self {
             weights: 2.0 * arch.params / split.shard / GIB,
             unit: arch.largest_unit_params() * 2.0 / split.shard / GIB,
@@ -560,7 +561,7 @@ fn notes(hw: &Hardware, a: &ArealConfig, arch: &Arch, colocated: bool) -> Vec<St
             a.train_world(),
         ));
     }
-    let seq = a.prompt_len + a.max_new_tokens;
+    let seq = a.prompt_len.saturating_add(a.max_new_tokens);
     if a.max_tokens_per_mb < seq {
         notes.push(format!(
             "actor.mb_spec.max_tokens_per_mb {} is below train_dataset.max_length + gconfig.max_new_tokens = {seq}: AReaL refuses a sequence longer than the budget (areal/utils/seqpack.py:239 at v1.0.4)",
@@ -739,7 +740,8 @@ impl ArealConfig {
         Knobs {
             gradient_checkpointing: self.gradient_checkpointing,
             rollout: Some(Rollout {
-                demand_tokens: per_server as f64 * (self.prompt_len + self.max_new_tokens) as f64,
+                demand_tokens: per_server as f64
+                    * (self.prompt_len as f64 + self.max_new_tokens as f64),
                 tensor_parallel: self.gen_tp,
             }),
             hidden_without_shape: HIDDEN_WITHOUT_SHAPE,

@@ -182,7 +182,7 @@ fn start_task_runner(ctx: &mut Ctx, r: &Run) -> Step<()> {
 /// fail here.
 fn init_workers(ctx: &mut Ctx, r: &Run) -> Step<()> {
     let p = r.arch.params;
-    let world = (r.v.n_gpus_per_node * r.v.nnodes) as f64;
+    let world = r.v.n_gpus_per_node as f64 * r.v.nnodes as f64;
     ctx.out(r.wd(&format!(
         "Model config after override: {} ({} layers)",
         r.arch.name, r.arch.layers
@@ -378,8 +378,8 @@ fn step_line(ctx: &Ctx, r: &Run, step: u64, step_s: f64) -> String {
         r.v.fill() * seq,
         metric(ids, "prompt", step, prompt_mean * 1.03, prompt_mean * 0.97),
     );
-    let gpus = (r.v.n_gpus_per_node * r.v.nnodes) as f64;
-    let tokens_per_gpu = seq * 0.6 * (r.v.train_batch_size * r.v.rollout_n) as f64 / gpus;
+    let gpus = r.v.n_gpus_per_node as f64 * r.v.nnodes as f64;
+    let tokens_per_gpu = seq * 0.6 * r.v.train_batch_size as f64 * r.v.rollout_n as f64 / gpus;
     format!(
         "step:{step} - global_seqlen/mean:{:.1} - actor/entropy:{:.3} - actor/pg_loss:{:.4} - actor/pg_clipfrac:{:.4} - actor/ppo_kl:{:.5} - actor/grad_norm:{:.3} - perf/mfu/actor:0.000 - perf/max_memory_allocated_gb:{:.2} - perf/max_memory_reserved_gb:{:.2} - perf/cpu_memory_used_gb:{:.2} - actor/lr:{} - critic/score/mean:{:.3} - critic/rewards/mean:{:.3} - response_length/mean:{:.1} - prompt_length/mean:{:.1} - timing_s/gen:{:.3} - timing_s/update_actor:{:.3} - timing_s/step:{:.3} - perf/total_num_tokens:{:.0} - perf/time_per_step:{:.3} - perf/throughput:{:.1}",
         tokens_per_gpu,
