@@ -41,6 +41,8 @@ const VALUES: &[&str] = &[
     "24:00:00",
     "99:99:99",
     "\"\"",
+    "18446744073709551615",
+    "4294967296",
 ];
 
 /// A key and values that make sense for it.
@@ -485,11 +487,54 @@ fn the_generated_projects_reach_every_depth() {
 /// Every wild value in every key, one at a time, with the rest sane: deterministic, so a panic
 /// that the random property meets once in a few hundred runs (CI's stop 31 met an overflow in
 /// AReaL's step tokens from `gconfig.max_new_tokens: 1e30`) fails every run here.
+/// Keys the estimators read that the random cases leave at their templates' values (batches
+/// of the other passes, token budgets, parallelism, the cluster's size): only the deterministic
+/// test below sets them.
+const DEEP_KEYS: &[(&str, &[&str])] = &[
+    (
+        "verl-grpo",
+        &[
+            "actor_rollout_ref.actor.use_dynamic_bsz",
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+            "actor_rollout_ref.actor.entropy_coeff",
+            "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+            "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz",
+            "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+            "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+            "actor_rollout_ref.model.use_remove_padding",
+            "critic.ppo_micro_batch_size_per_gpu",
+            "critic.forward_micro_batch_size_per_gpu",
+            "critic.ulysses_sequence_parallel_size",
+            "algorithm.adv_estimator",
+            "trainer.n_gpus_per_node",
+            "trainer.nnodes",
+        ],
+    ),
+    (
+        "areal-grpo",
+        &[
+            "allocation_mode",
+            "cluster.n_nodes",
+            "cluster.n_gpus_per_node",
+            "train_dataset.max_length",
+            "actor.kl_ctl",
+            "actor.recompute_logprob",
+            "actor.use_decoupled_loss",
+        ],
+    ),
+];
+
 #[test]
 fn every_wild_value_in_every_key_alone_never_panics() {
     let mut depths = std::collections::BTreeMap::new();
     for template in ["verl-grpo", "areal-grpo", "torchrun-yaml"] {
-        for &(key, _) in keys_of(template) {
+        let deep = DEEP_KEYS
+            .iter()
+            .filter(|(t, _)| *t == template)
+            .flat_map(|(_, keys)| keys.iter().copied());
+        let keys = keys_of(template).iter().map(|&(k, _)| k).chain(deep);
+        for key in keys {
             for &wild in VALUES {
                 let case = Case {
                     template,
