@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::{Band, Residual, bands, excess, residuals};
+use crate::estimate::trainers::verl::resident_at_rollout_init_gib;
 use crate::estimate::vllm::Vllm;
 use crate::estimate::{
     ArealConfig, Estimate, Hardware, SimConfig, Trainer, VerlConfig, Workload, estimate,
@@ -68,6 +69,12 @@ struct Logged {
     /// through a torch memory pool in the same process, so torch's counters keep them, asleep
     /// or not (README.md, "What a logged peak measures").
     vllm_pool_counted: bool,
+    /// The run's vLLM is the V1 engine of 0.8.x, which sized its KV cache after subtracting
+    /// what verl's FSDP models already held in the process (`resident_at_rollout_init_gib`):
+    /// the log shows `vllm.v1.worker.gpu_worker` and verl at that commit pins `vllm<=0.8.3`.
+    /// Without it (V0, or later V1 releases) the pool is `Vllm::profile`'s.
+    #[serde(default)]
+    vllm_v1_kv_after_trainer: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
@@ -246,8 +253,14 @@ fn predicted_counters(trainer: Trainer, r: &Row, e: &Estimate, l: &Logged) -> (f
     let pool = match trainer {
         Trainer::Verl if l.vllm_pool_counted => {
             let v = VerlConfig::from_overrides(&row_overrides(trainer, r));
-            let vllm = Vllm::profile(&row_arch(r), &v, r.card_gib);
-            vllm.weights_gib + vllm.kv_gib.max(0.0)
+            let arch = row_arch(r);
+            let vllm = Vllm::profile(&arch, &v, r.card_gib);
+            let held = if l.vllm_v1_kv_after_trainer {
+                resident_at_rollout_init_gib(&v, &arch)
+            } else {
+                0.0
+            };
+            vllm.weights_gib + (vllm.kv_gib - held).max(0.0)
         }
         _ => 0.0,
     };

@@ -1556,6 +1556,21 @@ pub(crate) fn estimate_verl(
     }
 }
 
+/// What verl's worker process holds on the GPU when it builds vLLM, GiB: the CUDA context and
+/// the FSDP models verl builds before the rollout (the critic, the reference, then the actor,
+/// each unless offloaded: ray_trainer.py builds the rollout last "so that vllm can have a
+/// better estimation of kv cache memory", L753 at db84a40). vLLM's V1 engine up to 0.8.x sized
+/// its KV cache as `gpu_memory_utilization × total` less torch's process-wide allocated peak
+/// in its profile run and the non-torch memory (vllm/v1/worker/gpu_worker.py@0012cf69,
+/// `determine_available_memory`), so its cache is this much smaller than [`Vllm::profile`]'s,
+/// which follows V0 and later V1 releases (both measure vLLM's own use from a snapshot taken
+/// at start-up).
+#[cfg(test)]
+pub(crate) fn resident_at_rollout_init_gib(v: &VerlConfig, arch: &Arch) -> f64 {
+    let critic = v.critic_arch(arch);
+    Resident::new(v, &Actor::new(arch, &critic, v)).init
+}
+
 /// Each phase's own torch peaks once AdamW's state exists, capacity ignored: the phase's key
 /// (`old_log_prob`, `ref_log_prob`, `values`, `critic_update`, `update`) with its
 /// `max_memory_allocated` and `max_memory_reserved` (GiB), as a measurement that empties the
