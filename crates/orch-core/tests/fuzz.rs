@@ -10,6 +10,7 @@ use orch_core::config::experiment::Experiment;
 use orch_core::estimate::Estimator;
 use orch_core::ledger::{Journal, Ledger};
 use orch_core::plan::Setup;
+use orch_core::planner::throughput;
 use orch_core::render::{AttemptInfo, render_to_strings};
 use proptest::prelude::*;
 
@@ -354,6 +355,8 @@ fn exercise(case: &Case) -> Depth {
     if let Ok(estimator) = Estimator::new(&setup, &plan) {
         let e = estimator.estimate(&setup, &plan);
         assert!(!e.gpu_peak_gib().is_nan(), "NaN peak for {case:?}");
+        // The planner's throughput model reads the workload's knobs (rollout demand, engines).
+        let _ = throughput::predict(&e, plan.resources.gpus, setup.profile.gpu.memory_gib);
     }
     if plan.check(&setup).is_err() {
         return Depth::Estimated;
@@ -527,32 +530,61 @@ const DEEP_KEYS: &[(&str, &[&str])] = &[
 
 #[test]
 fn every_wild_value_in_every_key_alone_never_panics() {
-    let mut depths = std::collections::BTreeMap::new();
+    // Per template: how far the override pass got, over every key and wild value.
+    let mut reached = std::collections::BTreeMap::new();
     for template in ["verl-grpo", "areal-grpo", "torchrun-yaml"] {
         let deep = DEEP_KEYS
             .iter()
             .filter(|(t, _)| *t == template)
             .flat_map(|(_, keys)| keys.iter().copied());
-        let keys = keys_of(template).iter().map(|&(k, _)| k).chain(deep);
-        for key in keys {
+        let keys: Vec<&str> = keys_of(template)
+            .iter()
+            .map(|&(k, _)| k)
+            .chain(deep)
+            .collect();
+        // verl refuses to start without the log-prob passes' micro batch (validate_config).
+        let base: &[(&str, &str)] = match template {
+            "verl-grpo" => &[
+                (
+                    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                    "2",
+                ),
+                (
+                    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+                    "2",
+                ),
+            ],
+            _ => &[],
+        };
+        for &key in &keys {
             for &wild in VALUES {
-                let case = Case {
+                let mut overrides = base.to_vec();
+                overrides.retain(|(k, _)| *k != key);
+                let case = |overrides: Vec<(&'static str, &'static str)>, step| Case {
                     template,
                     profile: "fuzzed",
-                    overrides: vec![(key, wild)],
+                    overrides,
                     resources: vec![],
                     gpu: ("44.42", "8", "512"),
-                    step: vec![(key, wild)],
+                    step,
                     op: "multiply",
                 };
-                *depths.entry(exercise(&case)).or_insert(0u32) += 1;
+                // The wild value as the setting (a sane ladder), then as a ladder step's factor
+                // over sane settings: a ladder that fails to load must not hide the first.
+                let depth = exercise(&case(
+                    [overrides.clone(), vec![(key, wild)]].concat(),
+                    vec![],
+                ));
+                let best = reached.entry(template).or_insert(depth);
+                *best = (*best).max(depth);
+                exercise(&case(overrides, vec![(key, wild)]));
             }
         }
     }
-    // Some wild values are refused as they load and some are estimated: the loop reached the
-    // estimator, not only the loader.
+    // Every template's wild settings reached the renderer somewhere: the loop exercised the
+    // estimator, the checks and the ladder, not only the loader.
     assert!(
-        depths.contains_key(&Depth::Refused) && depths.len() >= 2,
-        "{depths:?}"
+        reached.values().all(|d| *d == Depth::Rendered) && reached.len() == 3,
+        "{reached:?}"
     );
 }

@@ -182,7 +182,8 @@ fn plan(ctx: &mut Ctx, args: &[String]) -> Step<Run> {
 
 /// The GPUs the SGLang server runs on.
 fn server_gpus(ctx: &Ctx, r: &Run) -> u32 {
-    (r.a.gen_dp * r.a.gen_tp)
+    r.a.gen_dp
+        .saturating_mul(r.a.gen_tp)
         .min(ctx.env.hw.gpus_per_node)
         .max(1)
 }
@@ -344,13 +345,13 @@ fn train(ctx: &mut Ctx, r: &Run, tokens: u64) -> Step<i32> {
         ));
     }
     let step_s = ctx.env.step_seconds;
-    let seqs = r.a.batch_size * r.a.n_samples;
+    let seqs = r.a.batch_size.saturating_mul(r.a.n_samples);
     for step in start + 1..=total {
         if ctx.maybe_hang(step) {
             return Ok(124);
         }
         let running = r.a.max_concurrent_rollouts.min(seqs);
-        let used = running * (r.a.max_new_tokens / 2 + 128);
+        let used = running.saturating_mul((r.a.max_new_tokens / 2).saturating_add(128));
         ctx.out(format!(
             "{} Decode batch. #running-req: {running}, #token: {used}, token usage: {:.2}, cuda graph: True, gen throughput (token/s): {:.2}, #queue-req: {},",
             sg(true),

@@ -144,8 +144,12 @@ impl ArealConfig {
             train_dp: train_dp.max(1),
             train_tp: train_tp.max(1),
             train_cp: train_cp.max(1),
-            n_gpus_per_node: o.u64_or("cluster.n_gpus_per_node", 8).max(1) as u32,
-            n_nodes: o.u64_or("cluster.n_nodes", 1).max(1) as u32,
+            n_gpus_per_node: u32::try_from(o.u64_or("cluster.n_gpus_per_node", 8))
+                .unwrap_or(u32::MAX)
+                .max(1),
+            n_nodes: u32::try_from(o.u64_or("cluster.n_nodes", 1))
+                .unwrap_or(u32::MAX)
+                .max(1),
             kl_ctl: o.f64_or("actor.kl_ctl", 0.0),
             ref_offload: o.bool_or("ref.offload", false),
             recompute_logprob: o.bool_or("actor.recompute_logprob", true),

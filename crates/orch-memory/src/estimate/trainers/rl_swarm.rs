@@ -215,7 +215,8 @@ impl RlSwarmConfig {
     /// Sequences in one training step: the node's own prompts and up to
     /// `num_transplant_trees` of its peers', each with `num_generations` completions.
     pub fn train_sequences(&self) -> u64 {
-        (self.num_train_samples + self.num_transplant_trees)
+        self.num_train_samples
+            .saturating_add(self.num_transplant_trees)
             .saturating_mul(self.num_generations)
             .max(1)
     }
@@ -586,8 +587,8 @@ impl RlSwarmConfig {
     /// What it trades speed for: checkpointing, and Hugging Face `generate` for the node's own
     /// prompts (its KV cache never short, one GPU).
     pub fn knobs(&self) -> Knobs {
-        let demand = (self.num_train_samples.max(1)
-            * (k::RS_PROMPT_TOKENS as u64 + self.max_new_tokens)) as f64;
+        let demand = self.num_train_samples.max(1) as f64
+            * (k::RS_PROMPT_TOKENS + self.max_new_tokens as f64);
         Knobs {
             gradient_checkpointing: self.gradient_checkpointing,
             rollout: Some(Rollout {

@@ -222,8 +222,8 @@ impl VerlConfig {
     pub fn from_overrides(o: &Overrides) -> Self {
         let a = |k: &str| format!("{ACTOR}{k}");
         let r = |k: &str| format!("{RO}{k}");
-        let n_gpus_per_node = o.u64_or("trainer.n_gpus_per_node", 8).max(1) as u32;
-        let nnodes = o.u64_or("trainer.nnodes", 1).max(1) as u32;
+        let n_gpus_per_node = count32(o.u64_or("trainer.n_gpus_per_node", 8)).max(1);
+        let nnodes = count32(o.u64_or("trainer.nnodes", 1)).max(1);
         let world = u64::from(n_gpus_per_node) * u64::from(nnodes);
         let rollout_n = o.u64_or(&r("n"), 1).max(1);
         let mini = o.u64_or(&a("ppo_mini_batch_size"), 256).max(1);
@@ -319,7 +319,7 @@ impl VerlConfig {
             ulysses_sp,
             rollout_n,
             gpu_memory_utilization: o.f64_or(&r("gpu_memory_utilization"), 0.5),
-            tensor_parallel: o.u64_or(&r("tensor_model_parallel_size"), 2).max(1) as u32,
+            tensor_parallel: count32(o.u64_or(&r("tensor_model_parallel_size"), 2)).max(1),
             max_model_len: o.u64_opt(&r("max_model_len")),
             max_num_batched_tokens: o.u64_or(&r("max_num_batched_tokens"), 8192),
             free_cache_engine: o.bool_or(&r("free_cache_engine"), true),
@@ -1648,10 +1648,13 @@ impl VerlConfig {
     /// What it trades speed for: checkpointing, both offloads, and vLLM's rollout (the
     /// batch's sequences spread over the engines, `tensor_parallel` GPUs each).
     pub fn knobs(&self) -> Knobs {
-        let engines = (u64::from(self.n_gpus_per_node * self.nnodes)
-            / u64::from(self.tensor_parallel))
+        let engines = (u64::from(self.n_gpus_per_node) * u64::from(self.nnodes)
+            / u64::from(self.tensor_parallel.max(1)))
         .max(1);
-        let in_flight = (self.train_batch_size * self.rollout_n).div_ceil(engines);
+        let in_flight = self
+            .train_batch_size
+            .saturating_mul(self.rollout_n)
+            .div_ceil(engines);
         Knobs {
             gradient_checkpointing: self.gradient_checkpointing,
             param_offload: self.param_offload,
