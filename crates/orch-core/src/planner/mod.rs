@@ -22,9 +22,13 @@
 //!    highest predicted throughput ([`throughput`]), then the fewest moves. The first that
 //!    passes the template's rules is the next attempt, with one line saying why.
 //!
-//! When no combination of the steps for the run's failures fits, every memory step of the
-//! ladder joins the menu ("widening"), judged by the estimate alone; a plan that must train
-//! something else changes the fewest semantic values.
+//! When the best of them asks for more GPUs or trains something else, the steps for the
+//! run's failures that were passed over come back, judged with the others (an offload that
+//! lowers nothing in the update that failed lets vLLM wake up beside a smaller micro-batch),
+//! and one that fits the written GPUs training the same thing goes first. When no combination
+//! of the steps for the run's failures fits, every memory step of the ladder joins the menu
+//! ("widening"), judged by the estimate alone; a plan that must train something else changes
+//! the fewest semantic values.
 //!
 //! When nothing the ladder allows is predicted to fit, the planner tries the most conservative
 //! configuration once, then stops, naming any other program that holds the card. Templates
@@ -386,12 +390,44 @@ fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) 
     // host memory, a shorter response needs less KV cache.
     let ranges = menu(cx, estimator, &classes_failed(cx), false, notes);
     let candidates = space::enumerate(setup, cx.written, &ranges, cx.tried);
-    if let Some(best) = search.best(candidates.clone(), notes) {
-        return Next::Move(search.move_to(cx.current, best));
-    }
     let mut wider_notes = Vec::new();
     let all: BTreeSet<&str> = MEMORY_CLASSES.iter().map(|c| c.as_str()).collect();
     let wider = menu(cx, estimator, &all, true, &mut wider_notes);
+    // The steps for this failure, each judged with the others it comes with rather than
+    // alone (an offload lowers nothing in the update that failed, but lets vLLM wake up
+    // beside a smaller micro-batch).
+    let unfiltered = || {
+        let all_steps = menu(cx, estimator, &classes_failed(cx), true, &mut Vec::new());
+        (all_steps != ranges)
+            .then(|| {
+                search.best(
+                    space::enumerate(setup, cx.written, &all_steps, cx.tried),
+                    &mut Vec::new(),
+                )
+            })
+            .flatten()
+    };
+    if let Some(best) = search.best(candidates.clone(), notes) {
+        // A move that trains something else or asks for more GPUs (a longer wait in the
+        // queue) comes after one that fits the written GPUs training the same thing: the
+        // ranking the search uses, over every step for this failure.
+        let rank = |s: &Scored| (s.same_semantics, s.same_gpus);
+        if rank(&best) != (true, true)
+            && let Some(other) = unfiltered().filter(|o| rank(o) > rank(&best))
+        {
+            notes.push(format!(
+                "{} would {}; with the other steps for this failure it fits without that",
+                best.candidate.label(&setup.ladder.steps),
+                if best.same_semantics {
+                    "ask for more GPUs"
+                } else {
+                    "change what the run trains"
+                }
+            ));
+            return Next::Move(search.move_to(cx.current, other));
+        }
+        return Next::Move(search.move_to(cx.current, best));
+    }
     if wider == ranges {
         return nothing_fits(cx, &search, candidates, notes);
     }

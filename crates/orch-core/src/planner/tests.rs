@@ -968,3 +968,34 @@ fn verl_grpos_whole_space_is_searched_uncut() {
         assert!(size <= super::space::MAX_COMBINATIONS, "{sets:?}: {size}");
     }
 }
+
+/// The demo's actor-update OOM on four A40s: halving the micro-batch alone leaves vLLM unable to
+/// wake up beside the optimizer state, and the offload that fixes that lowers nothing in the
+/// update that failed, so it was passed over and the best move asked for eight GPUs. With the
+/// steps for the failure judged together it stays on the four it was given.
+#[test]
+fn a_move_that_needs_more_gpus_comes_after_one_that_fits_the_written_ones() {
+    let (setup, written) = load("diamonds-seed0", "a40", &[]);
+    let facts = MemoryFacts {
+        stage: Some(Stage::ActorUpdate),
+        ..torch_oom(8.84, 6.15, 44.42, 35.07, 0.70)
+    };
+    let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
+    let m = moved(next);
+    assert_eq!(
+        m.plan.resources.gpus, written.resources.gpus,
+        "{} {notes:?}",
+        m.describe()
+    );
+    assert!(!m.changes_semantics, "{}", m.describe());
+    assert_eq!(
+        value(&m.plan, "actor_rollout_ref.actor.fsdp_config.param_offload"),
+        "true",
+        "{}",
+        m.describe()
+    );
+    assert!(
+        notes.iter().any(|n| n.contains("would ask for more GPUs")),
+        "{notes:?}"
+    );
+}

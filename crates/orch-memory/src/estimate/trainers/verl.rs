@@ -89,8 +89,6 @@ pub struct VerlConfig {
     /// `actor.use_torch_compile`: the entropy function is `torch.compile`d (`dp_actor.py`
     /// `__init__` at b178a3cd5, L86-90; on in verl's `actor/actor.yaml`, L100-102).
     pub entropy_compiled: bool,
-    /// `ref.fsdp_config.param_offload`: the reference model lives in host RAM.
-    pub ref_param_offload: bool,
     /// `algorithm.use_kl_in_reward`: a KL penalty in the reward, which also needs the
     /// reference model (`need_reference_policy`, `verl/trainer/ppo/utils.py` at b178a3cd5:
     /// `use_kl_in_reward or actor.use_kl_loss`; db84a40's `ray_trainer.py` the same).
@@ -350,7 +348,6 @@ impl VerlConfig {
                 .then_some(2048),
             entropy_checkpointing: o.bool_or(&a("entropy_checkpointing"), false),
             entropy_compiled: o.bool_or(&a("use_torch_compile"), true),
-            ref_param_offload: o.bool_or("actor_rollout_ref.ref.fsdp_config.param_offload", false),
             use_kl_in_reward: o.bool_or("algorithm.use_kl_in_reward", false),
             log_prob: forward(RO),
             ref_log_prob: forward("actor_rollout_ref.ref."),
@@ -433,9 +430,6 @@ struct Actor {
     world: f64,
     /// fp32 parameters; grads are the same size, AdamW m+v twice it.
     params: f64,
-    /// The bf16 reference model (only with `use_kl_loss` or `use_kl_in_reward`, unless
-    /// offloaded).
-    ref_gpu: f64,
     /// One FSDP unit of fp32 params: the chunk size of the params/grads/optimizer tensors.
     unit_fp32: f64,
     /// Tokens in one micro-batch on one GPU.
@@ -474,11 +468,6 @@ impl Actor {
         Self {
             world,
             params: 4.0 * p / world / GIB,
-            ref_gpu: if v.needs_ref() && !v.ref_param_offload {
-                2.0 * p / world / GIB
-            } else {
-                0.0
-            },
             unit_fp32: arch.largest_unit_params() * 4.0 / world / GIB,
             tokens,
             accumulates: micro_batches > 1.0,
@@ -498,19 +487,14 @@ impl Actor {
     fn adam(&self) -> f64 {
         2.0 * self.params
     }
-
-    /// The reference model's bf16 params on the GPU (0 without one, or offloaded).
-    fn ref_params(&self) -> Event {
-        alloc(
-            Site::RefParams,
-            "ref params bf16",
-            self.ref_gpu,
-            self.unit_fp32 / 2.0,
-        )
-    }
 }
 
 /// What stays on the GPU through the generation phase (verl offloads only what it is told to).
+/// Never the reference model: verl wraps it in FSDP's CPU offload whatever
+/// `ref.fsdp_config.param_offload` says ("We force reference policy to use CPUOffload to save
+/// memory", verl/workers/fsdp_workers.py L524-526 at b178a3cd5, L267 at db84a40; FSDP2's
+/// `CPUOffloadPolicy` the same, L552), so its units come to the GPU one at a time in its own
+/// pass, as the all-gather buffers count them.
 struct Resident {
     params: f64,
     adam: f64,
@@ -524,7 +508,7 @@ impl Resident {
     fn new(v: &VerlConfig, a: &Actor) -> Self {
         let params = if v.param_offload { 0.0 } else { a.params };
         let adam = if v.optimizer_offload { 0.0 } else { a.adam() };
-        let init = k::CUDA_CTX_GIB + params + a.ref_gpu + a.critic_params;
+        let init = k::CUDA_CTX_GIB + params + a.critic_params;
         Self {
             params,
             adam,
@@ -557,7 +541,6 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<
             ),
             res.adam,
         ),
-        item("ref params bf16 (use_kl_loss)", a.ref_gpu),
         item(
             format!("vLLM weights bf16 / TP {}", v.tensor_parallel),
             vllm.weights_gib,
@@ -571,6 +554,12 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<
             vllm.kv_gib.max(0.0),
         ),
     ];
+    if v.needs_ref() {
+        items.push(item(
+            "ref params bf16 (use_kl_loss): in host RAM, verl offloads the reference",
+            0.0,
+        ));
+    }
     if v.use_critic {
         items.push(item("critic params fp32 (PPO)", a.critic_params));
         items.push(item(
@@ -605,7 +594,6 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
             a.params,
             a.unit_fp32,
         ),
-        a.ref_params(),
         alloc(Site::Optim, "AdamW m+v fp32", a.adam(), a.unit_fp32),
     ];
     if a.accumulates {
@@ -1108,7 +1096,6 @@ fn critic_update_events(
             actor_params + actor_adam,
             a.unit_fp32,
         ),
-        a.ref_params().in_phase(name),
         alloc(
             Site::Params,
             label(&format!("critic params fp32 (FSDP 1/{})", a.world)),
@@ -1201,7 +1188,6 @@ fn pass_events(
             actor_params,
             a.unit_fp32,
         ),
-        a.ref_params().in_phase(name),
         alloc(Site::Optim, label("AdamW m+v fp32"), adam, a.unit_fp32),
         alloc(
             Site::Gather,
@@ -1631,7 +1617,9 @@ pub static MODEL: TrainerModel = TrainerModel {
     //    eager entropy), the compiled entropy keeps nothing, the eager pass 6 B; gradients
     //    are resident at the loss only when micro-batches accumulate; a known dataset's
     //    logged lengths (datasets/) replace the default share of the padded length.
-    revision: 6,
+    // 7: the reference model is never resident: verl forces FSDP's CPU offload on it
+    //    (`Resident`); it is counted in host RAM instead.
+    revision: 7,
 };
 
 /// verl's configuration from a plan, with the real tokens per sequence an earlier attempt
@@ -1673,7 +1661,8 @@ impl VerlConfig {
 pub struct VerlHost {
     /// Ray, raylet, dataloaders and one process per GPU worker.
     pub base_gib: f64,
-    /// After worker init: base + fp32 params offloaded at init (`param_offload`).
+    /// After worker init: base + fp32 params offloaded at init (`param_offload`) + the bf16
+    /// reference model.
     pub init_gib: f64,
     /// After the first update: + AdamW state offloaded after it (`optimizer_offload`).
     pub steady_gib: f64,
@@ -1694,7 +1683,13 @@ impl VerlHost {
         } else {
             0.0
         };
-        let init = base + params;
+        // The reference model always lives in host RAM, bf16 (`Resident`).
+        let reference = if v.needs_ref() {
+            2.0 * p / nodes / GIB
+        } else {
+            0.0
+        };
+        let init = base + params + reference;
         Self {
             base_gib: base,
             init_gib: init,
