@@ -983,7 +983,8 @@ fn a_move_that_needs_more_gpus_comes_after_one_that_fits_the_written_ones() {
     let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     let m = moved(next);
     assert_eq!(
-        m.plan.resources.gpus, written.resources.gpus,
+        m.plan.resources.gpus,
+        written.resources.gpus,
         "{} {notes:?}",
         m.describe()
     );

@@ -69,7 +69,7 @@ struct Logged {
     /// through a torch memory pool in the same process, so torch's counters keep them, asleep
     /// or not (README.md, "What a logged peak measures").
     vllm_pool_counted: bool,
-    /// The run's vLLM is the V1 engine of 0.8.x, which sized its KV cache after subtracting
+    /// The run's vLLM is the V1 engine before vllm-project/vllm#19312, which sized its KV cache after subtracting
     /// what verl's FSDP models already held in the process (`resident_at_rollout_init_gib`):
     /// the log shows `vllm.v1.worker.gpu_worker` and verl at that commit pins `vllm<=0.8.3`.
     /// Without it (V0, or later V1 releases) the pool is `Vllm::profile`'s.

@@ -1545,7 +1545,7 @@ pub(crate) fn estimate_verl(
 /// What verl's worker process holds on the GPU when it builds vLLM, GiB: the CUDA context and
 /// the FSDP models verl builds before the rollout (the critic, the reference, then the actor,
 /// each unless offloaded: ray_trainer.py builds the rollout last "so that vllm can have a
-/// better estimation of kv cache memory", L753 at db84a40). vLLM's V1 engine up to 0.8.x sized
+/// better estimation of kv cache memory", L753 at db84a40). vLLM's V1 engine before vllm-project/vllm#19312 (merged 2025-06) sized
 /// its KV cache as `gpu_memory_utilization × total` less torch's process-wide allocated peak
 /// in its profile run and the non-torch memory (vllm/v1/worker/gpu_worker.py@0012cf69,
 /// `determine_available_memory`), so its cache is this much smaller than [`Vllm::profile`]'s,
