@@ -416,6 +416,24 @@ proptest! {
     }
 }
 
+/// The settings `template`'s trainer refuses to start without: verl's log-prob passes' micro
+/// batch (validate_config).
+fn required(template: &str) -> &'static [(&'static str, &'static str)] {
+    match template {
+        "verl-grpo" => &[
+            (
+                "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                "2",
+            ),
+            (
+                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+                "2",
+            ),
+        ],
+        _ => &[],
+    }
+}
+
 /// The generator reaches the deep end: with sane values its project loads, checks, estimates
 /// and renders (so the properties above are not all early returns).
 #[test]
@@ -427,20 +445,7 @@ fn the_fuzzed_project_loads_and_renders_with_sane_values() {
             "areal-grpo" => "actor.mb_spec.max_tokens_per_mb",
             _ => "micro_batch_size",
         };
-        // verl refuses to start without the log-prob passes' micro batch (validate_config).
-        let overrides: &[(&str, &str)] = match template {
-            "verl-grpo" => &[
-                (
-                    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-                    "2",
-                ),
-                (
-                    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-                    "2",
-                ),
-            ],
-            _ => &[],
-        };
+        let overrides = required(template);
         project(
             dir.path(),
             &Fuzzed {
@@ -542,20 +547,7 @@ fn every_wild_value_in_every_key_alone_never_panics() {
             .map(|&(k, _)| k)
             .chain(deep)
             .collect();
-        // verl refuses to start without the log-prob passes' micro batch (validate_config).
-        let base: &[(&str, &str)] = match template {
-            "verl-grpo" => &[
-                (
-                    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-                    "2",
-                ),
-                (
-                    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
-                    "2",
-                ),
-            ],
-            _ => &[],
-        };
+        let base = required(template);
         for &key in &keys {
             for &wild in VALUES {
                 let mut overrides = base.to_vec();
