@@ -25,7 +25,8 @@
 //! When the best of them asks for more GPUs or trains something else, the steps for the
 //! run's failures that were passed over come back, judged with the others (an offload that
 //! lowers nothing in the update that failed lets vLLM wake up beside a smaller micro-batch),
-//! and one that fits the written GPUs training the same thing goes first. When no combination
+//! and the best of that search is taken when it ranks higher on training the same thing and
+//! asking for no more GPUs. When no combination
 //! of the steps for the run's failures fits, every memory step of the ladder joins the menu
 //! ("widening"), judged by the estimate alone; a plan that must train something else changes
 //! the fewest semantic values.
@@ -395,33 +396,50 @@ fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) 
     let wider = menu(cx, estimator, &all, true, &mut wider_notes);
     // The steps for this failure, each judged with the others it comes with rather than
     // alone (an offload lowers nothing in the update that failed, but lets vLLM wake up
-    // beside a smaller micro-batch).
+    // beside a smaller micro-batch), with what that search noted.
     let unfiltered = || {
         let all_steps = menu(cx, estimator, &classes_failed(cx), true, &mut Vec::new());
+        let mut found = Vec::new();
         (all_steps != ranges)
             .then(|| {
                 search.best(
                     space::enumerate(setup, cx.written, &all_steps, cx.tried),
-                    &mut Vec::new(),
+                    &mut found,
                 )
             })
             .flatten()
+            .map(|best| (best, found))
     };
     if let Some(best) = search.best(candidates.clone(), notes) {
         // A move that trains something else or asks for more GPUs (a longer wait in the
-        // queue) comes after one that fits the written GPUs training the same thing: the
-        // ranking the search uses, over every step for this failure.
+        // queue) yields to one that ranks higher on those two, the first two of the search's
+        // ranking, found over every step for this failure.
         let rank = |s: &Scored| (s.same_semantics, s.same_gpus);
         if rank(&best) != (true, true)
-            && let Some(other) = unfiltered().filter(|o| rank(o) > rank(&best))
+            && let Some((other, found)) = unfiltered().filter(|(o, _)| rank(o) > rank(&best))
         {
+            let steps = &setup.ladder.steps;
+            // The steps it takes were not passed over after all.
+            let taken: Vec<String> = steps
+                .iter()
+                .zip(&other.candidate.counts)
+                .filter(|(_, n)| **n > 0)
+                .map(|(s, _)| format!("passed over {}:", s.name))
+                .collect();
+            notes.retain(|n| !taken.iter().any(|t| n.starts_with(t.as_str())));
+            notes.extend(found);
             notes.push(format!(
-                "{} would {}; with the other steps for this failure it fits without that",
-                best.candidate.label(&setup.ladder.steps),
-                if best.same_semantics {
-                    "ask for more GPUs"
-                } else {
+                "{} would {}; with the other steps for this failure taken together, {}",
+                best.candidate.label(steps),
+                if other.same_semantics && !best.same_semantics {
                     "change what the run trains"
+                } else {
+                    "ask for more GPUs"
+                },
+                if other.same_semantics && !best.same_semantics {
+                    "it trains the same thing"
+                } else {
+                    "it fits the GPUs it has"
                 }
             ));
             return Next::Move(search.move_to(cx.current, other));

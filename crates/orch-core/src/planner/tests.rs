@@ -999,4 +999,10 @@ fn a_move_that_needs_more_gpus_comes_after_one_that_fits_the_written_ones() {
         notes.iter().any(|n| n.contains("would ask for more GPUs")),
         "{notes:?}"
     );
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n.starts_with("passed over fsdp-offload")),
+        "the move takes it: {notes:?}"
+    );
 }

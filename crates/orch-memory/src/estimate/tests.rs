@@ -168,7 +168,7 @@ fn calibration_c_micro_16_with_expandable_fits() {
     let e = verl(h100(true), &o);
     assert!(e.fits(), "{:?}", e.failure);
     assert!(e.train_peak_gib < 79.18);
-    // The same with the template default use_kl_loss=True (a resident bf16 ref model).
+    // The same with the template default use_kl_loss=True (the reference model in host RAM).
     let o = with(
         &diamonds(),
         &[

@@ -61,8 +61,13 @@ pub struct VerlConfig {
     pub gradient_checkpointing: bool,
     /// `model.use_remove_padding`: micro-batches hold only real tokens.
     pub use_remove_padding: bool,
-    /// `actor.use_kl_loss`: a bf16 reference model sits on the GPU.
+    /// `actor.use_kl_loss`: verl builds a reference model (in host RAM, `Resident`) and runs
+    /// its log-prob pass.
     pub use_kl_loss: bool,
+    /// Bytes a parameter of the reference model takes in host RAM: `ref.fsdp_config.model_dtype`
+    /// (fp32 by default since verl d7a046997, `_build_model_optimizer` loads the model in it;
+    /// bf16 before, as at db84a40).
+    pub ref_param_bytes: f64,
     /// The actor update computes the entropy of the logits: `actor.calculate_entropy` or a
     /// non-zero `actor.entropy_coeff` (verl ≥ 0.4, `verl/workers/actor/dp_actor.py`
     /// `update_policy`: `calculate_entropy = self.config.calculate_entropy or (entropy_coeff
@@ -227,6 +232,12 @@ impl VerlConfig {
         let mini = o.u64_or(&a("ppo_mini_batch_size"), 256).max(1);
         let ulysses_sp = o.u64_or(&a("ulysses_sequence_parallel_size"), 1).max(1);
         let mut notes = Vec::new();
+        let strategy = o.str_or(&a("strategy"), "fsdp");
+        if !matches!(strategy.as_str(), "fsdp" | "fsdp2") {
+            notes.push(format!(
+                "actor.strategy {strategy}: orch models verl's FSDP workers, so this is the estimate of an FSDP run"
+            ));
+        }
         let micro = match (
             o.u64_opt(&a("ppo_micro_batch_size_per_gpu")),
             o.u64_opt(&a("ppo_micro_batch_size")),
@@ -349,6 +360,13 @@ impl VerlConfig {
             entropy_checkpointing: o.bool_or(&a("entropy_checkpointing"), false),
             entropy_compiled: o.bool_or(&a("use_torch_compile"), true),
             use_kl_in_reward: o.bool_or("algorithm.use_kl_in_reward", false),
+            ref_param_bytes: match o
+                .str_or("actor_rollout_ref.ref.fsdp_config.model_dtype", "fp32")
+                .as_str()
+            {
+                "bf16" | "bfloat16" | "fp16" | "float16" => 2.0,
+                _ => 4.0,
+            },
             log_prob: forward(RO),
             ref_log_prob: forward("actor_rollout_ref.ref."),
             critic_forward,
@@ -498,7 +516,7 @@ impl Actor {
 struct Resident {
     params: f64,
     adam: f64,
-    /// At worker init: context + params + ref model.
+    /// At worker init: context + params + the critic's params.
     init: f64,
     /// From step 2 on: + AdamW state.
     steady: f64,
@@ -556,7 +574,7 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<
     ];
     if v.needs_ref() {
         items.push(item(
-            "ref params bf16 (use_kl_loss): in host RAM, verl offloads the reference",
+            "ref params (use_kl_loss): in host RAM, verl offloads the reference",
             0.0,
         ));
     }
@@ -1066,7 +1084,7 @@ fn passes(v: &VerlConfig, a: &Actor, notes: &mut Vec<String>) -> Vec<(Phase, f64
 /// resident at that moment (`with_adam`: the AdamW states exist).
 ///
 /// Resident: the actor's fp32 shard and AdamW state unless offloaded (the actor's own calls
-/// load them), the reference model. The critic's params and AdamW state are on the GPU
+/// load them). The critic's params and AdamW state are on the GPU
 /// whether offloaded or not (`update_critic` loads both: `fsdp_workers.py` L1561-1564). Then
 /// its fp32 gradients, FSDP's gathered layers, and the activations of one micro-batch: the
 /// value head's output is one number per token, so there are no logits. `zero_grad` ends the
@@ -1135,7 +1153,7 @@ fn critic_update_events(
 /// Resident: the critic's state, the actor's fp32 shard (`compute_log_prob` loads it when it
 /// is offloaded, `load_fsdp_model_to_gpu`, and offloads it again after: `fsdp_workers.py` at
 /// b178a3cd5, L993-994 and L1033-1034; the critic's `compute_values` the same for its own,
-/// L1541-1542), the reference model, the AdamW states unless offloaded (only `update_actor`
+/// L1541-1542), the AdamW states unless offloaded (only `update_actor`
 /// loads them), no gradients (`zero_grad` ends each update). Then, under `torch.no_grad()`
 /// (`dp_actor.py` `compute_log_prob` L471, `dp_critic.py` `compute_values`), FSDP's gathered
 /// layers, one layer's working set ([`k::NOGRAD_LAYER_BYTES`]) and, for the log-prob passes,
@@ -1543,8 +1561,8 @@ pub(crate) fn estimate_verl(
 }
 
 /// What verl's worker process holds on the GPU when it builds vLLM, GiB: the CUDA context and
-/// the FSDP models verl builds before the rollout (the critic, the reference, then the actor,
-/// each unless offloaded: ray_trainer.py builds the rollout last "so that vllm can have a
+/// the FSDP models verl builds before the rollout (the critic, the reference (always in host
+/// RAM, `Resident`), then the actor, each unless offloaded: ray_trainer.py builds the rollout last "so that vllm can have a
 /// better estimation of kv cache memory", L753 at db84a40). vLLM's V1 engine before vllm-project/vllm#19312 (merged 2025-06) sized
 /// its KV cache as `gpu_memory_utilization × total` less torch's process-wide allocated peak
 /// in its profile run and the non-torch memory (vllm/v1/worker/gpu_worker.py@0012cf69,
@@ -1661,7 +1679,7 @@ impl VerlConfig {
 pub struct VerlHost {
     /// Ray, raylet, dataloaders and one process per GPU worker.
     pub base_gib: f64,
-    /// After worker init: base + fp32 params offloaded at init (`param_offload`) + the bf16
+    /// After worker init: base + fp32 params offloaded at init (`param_offload`) + the
     /// reference model.
     pub init_gib: f64,
     /// After the first update: + AdamW state offloaded after it (`optimizer_offload`).
@@ -1683,9 +1701,9 @@ impl VerlHost {
         } else {
             0.0
         };
-        // The reference model always lives in host RAM, bf16 (`Resident`).
+        // The reference model always lives in host RAM (`Resident`), in its model_dtype.
         let reference = if v.needs_ref() {
-            2.0 * p / nodes / GIB
+            v.ref_param_bytes * p / nodes / GIB
         } else {
             0.0
         };
