@@ -27,6 +27,7 @@ pub mod config;
 pub mod hardware;
 pub mod host;
 pub mod k;
+pub mod lora;
 pub mod output;
 pub mod seeds;
 pub mod sglang;

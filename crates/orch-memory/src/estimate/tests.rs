@@ -1700,3 +1700,125 @@ fn verl_compiled_entropy_in_the_log_prob_pass_holds_no_fp32_copy() {
         padded.failure
     );
 }
+
+/// verl's deprecated global micro-batch is divided over the data-parallel ranks, not every
+/// GPU: `ppo_micro_batch_size //= world / sp` (`fsdp_workers.py` at 49b08e950, L148-150), as
+/// verl's GRPO-LoRA recipe for 72B on 8 GPUs with Ulysses 2 sets it (176 → 44).
+#[test]
+fn verl_global_micro_batch_is_per_data_parallel_rank() {
+    let o = ov(&[
+        ("trainer.n_gpus_per_node", "8"),
+        (
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+            "2",
+        ),
+        ("actor_rollout_ref.actor.ppo_micro_batch_size", "176"),
+    ]);
+    assert_eq!(VerlConfig::from_overrides(&o).micro_batch_per_gpu, 44);
+}
+
+/// LoRA on the demo's 7B × 4 (the diamonds seed's config with `lora_rank: 32`): gradients and
+/// AdamW state are the adapters' (80.7 M parameters, 1 % of the model), the reference is the
+/// actor without its adapters (no reference model in host RAM), vLLM keeps one adapter slot.
+#[test]
+fn verl_lora_trains_only_the_adapters() {
+    let kl = ("actor_rollout_ref.actor.use_kl_loss", "true");
+    let full = verl(h100(false), &with(&diamonds(), &[kl]));
+    let lora = verl(
+        h100(false),
+        &with(
+            &diamonds(),
+            &[kl, ("actor_rollout_ref.model.lora_rank", "32")],
+        ),
+    );
+    let gib = |e: &Estimate, label: &str| -> f64 {
+        e.train_items
+            .iter()
+            .filter(|i| i.label.contains(label))
+            .map(|i| i.gib)
+            .sum()
+    };
+    // 7.62 B fp32 over 4 GPUs: 7.1 GiB of gradients, 14.2 of AdamW; the adapters' are 1 %.
+    assert!(gib(&full, "AdamW m+v fp32") > 14.0);
+    assert_eq!(
+        gib(&lora, "LoRA adapters' AdamW m+v fp32"),
+        2.0 * gib(&lora, "LoRA adapters' grads")
+    );
+    assert!(
+        (gib(&lora, "LoRA adapters' AdamW m+v fp32") - 8.0 * 80_740_352.0 / 4.0 / GIB).abs() < 1e-9
+    );
+    assert!(lora.train_peak_gib < full.train_peak_gib - 15.0);
+    // The reference: in host RAM as fp32 (4P per node) without LoRA, none with it.
+    assert!(
+        full.host_peak_gib - lora.host_peak_gib > 4.0 * 7.6e9 / GIB,
+        "{} {}",
+        full.host_peak_gib,
+        lora.host_peak_gib
+    );
+    assert!(
+        lora.rollout_items
+            .iter()
+            .any(|i| i.label.contains("adapters disabled"))
+    );
+}
+
+/// With LoRA and `rollout.layered_summon` off, verl gathers the whole fp32 model on every GPU
+/// before each rollout: 72B on 8 × H100 cannot (291 GiB), one layer at a time it can.
+#[test]
+fn verl_lora_without_layered_summon_gathers_the_whole_model() {
+    let recipe = [
+        ("actor_rollout_ref.model.path", "Qwen/Qwen2.5-72B-Instruct"),
+        ("algorithm.adv_estimator", "grpo"),
+        ("trainer.n_gpus_per_node", "8"),
+        ("data.train_batch_size", "176"),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size", "176"),
+        ("actor_rollout_ref.actor.ppo_micro_batch_size", "176"),
+        ("actor_rollout_ref.rollout.log_prob_micro_batch_size", "176"),
+        ("actor_rollout_ref.ref.log_prob_micro_batch_size", "176"),
+        (
+            "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+            "2",
+        ),
+        ("actor_rollout_ref.actor.use_kl_loss", "true"),
+        ("actor_rollout_ref.actor.fsdp_config.param_offload", "true"),
+        (
+            "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+            "true",
+        ),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", "8"),
+        ("actor_rollout_ref.rollout.gpu_memory_utilization", "0.4"),
+        ("actor_rollout_ref.rollout.n", "5"),
+        ("actor_rollout_ref.rollout.max_num_batched_tokens", "1536"),
+        ("data.max_prompt_length", "512"),
+        ("data.max_response_length", "1024"),
+        ("data.train_files", "data/gsm8k/train.parquet"),
+        ("actor_rollout_ref.model.lora_rank", "32"),
+    ];
+    let mut host = h100(false);
+    host.gpus_per_node = 8;
+    host.host_mem_gib = 2048.0;
+    let layered = verl(
+        host.clone(),
+        &with(
+            &recipe,
+            &[("actor_rollout_ref.rollout.layered_summon", "true")],
+        ),
+    );
+    assert!(layered.failure.is_none(), "{:?}", layered.failure);
+    let whole = verl(host, &with(&recipe, &[]));
+    let f = whole
+        .failure
+        .as_ref()
+        .expect("the whole model does not fit");
+    assert_eq!(f.at, FailAt::Rollout { step: 1 });
+    let d = gpu_oom(&whole);
+    assert!(d.label.contains("summon_full_params"), "{}", d.label);
+    // Gathered a unit at a time, the whole model is 72.7 B × 4 bytes = 271 GiB on each GPU.
+    assert!(whole.train_peak_gib > 271.0, "{}", whole.train_peak_gib);
+    assert!(
+        whole
+            .notes
+            .iter()
+            .any(|n| n.contains("the step's peak is the LoRA weight sync"))
+    );
+}

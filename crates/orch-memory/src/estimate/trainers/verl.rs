@@ -17,6 +17,7 @@ use crate::estimate::allocator::{Event, Site, Walk, alloc, net_gib, walk};
 use crate::estimate::hardware::Hardware;
 use crate::estimate::host::host_limit;
 use crate::estimate::k;
+use crate::estimate::lora::Lora;
 use crate::estimate::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
 use crate::estimate::vllm::Vllm;
 use crate::shape::{Arch, lookup};
@@ -64,6 +65,19 @@ pub struct VerlConfig {
     /// `actor.use_kl_loss`: verl builds a reference model (in host RAM, `Resident`) and runs
     /// its log-prob pass.
     pub use_kl_loss: bool,
+    /// LoRA (`model.lora_rank` > 0, or `model.lora_adapter_path`: `_is_lora` in
+    /// `fsdp_workers.py` at b178a3cd5, L187-188; the rank alone at 49b08e950, L124-125): PEFT's
+    /// adapters on the actor's fp32 model (`get_peft_model`, L442-471), which alone have
+    /// gradients and AdamW state; the reference is the actor with its adapters disabled, so
+    /// verl builds no reference model (`compute_ref_log_prob`, L1040-1044; `ref_in_actor` in
+    /// `ray_trainer.py`); vLLM serves the base weights with one adapter slot (`enable_lora`,
+    /// `max_loras: 1`, `max_lora_rank`: 49b08e950 L406). None: full fine-tuning.
+    pub lora: Option<Lora>,
+    /// `rollout.layered_summon`: with LoRA, the weights for vLLM are gathered one layer at a
+    /// time; off (verl's default), `collect_lora_params` gathers the whole model in its fp32
+    /// (`FSDP.summon_full_params`, `verl/utils/fsdp_utils.py` L611-650 at b178a3cd5) on every GPU
+    /// before each rollout.
+    pub layered_summon: bool,
     /// Bytes a parameter of the reference model takes in host RAM: `ref.fsdp_config.model_dtype`
     /// (fp32 by default since verl d7a046997, `_build_model_optimizer` loads the model in it;
     /// bf16 before, as at db84a40).
@@ -212,6 +226,38 @@ pub struct ForwardBatching {
     pub max_token_len_per_gpu: u32,
 }
 
+/// The actor's LoRA, when `model.lora_rank` is positive or an adapter is loaded
+/// (`model.lora_adapter_path`, whose rank is in its own `adapter_config.json`).
+fn lora(o: &Overrides, notes: &mut Vec<String>) -> Option<Lora> {
+    const M: &str = "actor_rollout_ref.model.";
+    let rank = o.u64_or(&format!("{M}lora_rank"), 0);
+    let adapter = o.get(&format!("{M}lora_adapter_path"));
+    if rank == 0 && adapter.is_none() {
+        return None;
+    }
+    let rank = if rank == 0 {
+        notes.push(
+            "model.lora_adapter_path: the adapter's rank is in its adapter_config.json, which orch does not read; rank 32 assumed (the adapters are about 1 % of the model at that rank)"
+                .into(),
+        );
+        32
+    } else {
+        rank
+    };
+    let l = Lora::new(
+        rank,
+        o.get(&format!("{M}target_modules")).as_deref(),
+        o.get(&format!("{M}exclude_modules")).as_deref(),
+    );
+    if !l.uncounted.is_empty() {
+        notes.push(format!(
+            "LoRA target_modules {}: not a decoder projection orch counts adapters for",
+            l.uncounted.join(", ")
+        ));
+    }
+    Some(l)
+}
+
 /// A count as [`ForwardBatching`] keeps it (32 bits keep [`Workload`] small).
 fn count32(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
@@ -243,7 +289,8 @@ impl VerlConfig {
             o.u64_opt(&a("ppo_micro_batch_size")),
         ) {
             (Some(m), _) => m.max(1),
-            (None, Some(global)) => (global / world).max(1),
+            // `ppo_micro_batch_size //= world / sp` (`fsdp_workers.py` at 49b08e950, L148-150).
+            (None, Some(global)) => (global / (world / ulysses_sp).max(1)).max(1),
             (None, None) => {
                 let whole = (mini.saturating_mul(rollout_n) / (world / ulysses_sp).max(1)).max(1);
                 notes.push(format!(
@@ -360,6 +407,8 @@ impl VerlConfig {
             entropy_checkpointing: o.bool_or(&a("entropy_checkpointing"), false),
             entropy_compiled: o.bool_or(&a("use_torch_compile"), true),
             use_kl_in_reward: o.bool_or("algorithm.use_kl_in_reward", false),
+            lora: lora(o, &mut notes),
+            layered_summon: o.bool_or(&r("layered_summon"), false),
             ref_param_bytes: match o
                 .str_or("actor_rollout_ref.ref.fsdp_config.model_dtype", "fp32")
                 .as_str()
@@ -446,8 +495,11 @@ impl VerlConfig {
 /// The FSDP actor's per-GPU state (GiB), sharded over every GPU of the job.
 struct Actor {
     world: f64,
-    /// fp32 parameters; grads are the same size, AdamW m+v twice it.
+    /// fp32 parameters (with LoRA, the model's and the adapters').
     params: f64,
+    /// The trained ones among them: all of them, or with LoRA the adapters'. Their grads are
+    /// the same size, AdamW m+v twice it.
+    trainable: f64,
     /// One FSDP unit of fp32 params: the chunk size of the params/grads/optimizer tensors.
     unit_fp32: f64,
     /// Tokens in one micro-batch on one GPU.
@@ -483,9 +535,11 @@ impl Actor {
             world,
         )
         .unwrap_or((0.0, 1.0));
+        let adapters = v.lora.as_ref().map_or(0.0, |l| l.params(arch));
         Self {
             world,
-            params: 4.0 * p / world / GIB,
+            params: 4.0 * (p + adapters) / world / GIB,
+            trainable: 4.0 * if v.lora.is_some() { adapters } else { p } / world / GIB,
             unit_fp32: arch.largest_unit_params() * 4.0 / world / GIB,
             tokens,
             accumulates: micro_batches > 1.0,
@@ -503,7 +557,12 @@ impl Actor {
     }
 
     fn adam(&self) -> f64 {
-        2.0 * self.params
+        2.0 * self.trainable
+    }
+
+    /// The trained parameters' fp32 gradients.
+    fn grads(&self) -> f64 {
+        self.trainable
     }
 }
 
@@ -574,7 +633,11 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<
     ];
     if v.needs_ref() {
         items.push(item(
-            "ref params (use_kl_loss): in host RAM, verl offloads the reference",
+            if v.lora.is_some() {
+                "ref (use_kl_loss): the actor with its LoRA adapters disabled, no reference model"
+            } else {
+                "ref params (use_kl_loss): in host RAM, verl offloads the reference"
+            },
             0.0,
         ));
     }
@@ -598,7 +661,16 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<
 /// (`calibration/measured/`), the peak is at the loss's backward.
 fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
     let layer_bf16 = arch.layer_params() * 2.0 / GIB;
-    let grads = alloc(Site::Grads, "grads fp32", a.params, a.unit_fp32);
+    let grads = alloc(
+        Site::Grads,
+        if v.lora.is_some() {
+            "LoRA adapters' grads fp32"
+        } else {
+            "grads fp32"
+        },
+        a.grads(),
+        a.unit_fp32,
+    );
     let mut events = vec![
         alloc(
             Site::Static,
@@ -612,7 +684,16 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
             a.params,
             a.unit_fp32,
         ),
-        alloc(Site::Optim, "AdamW m+v fp32", a.adam(), a.unit_fp32),
+        alloc(
+            Site::Optim,
+            if v.lora.is_some() {
+                "LoRA adapters' AdamW m+v fp32"
+            } else {
+                "AdamW m+v fp32"
+            },
+            a.adam(),
+            a.unit_fp32,
+        ),
     ];
     if a.accumulates {
         events.push(grads.clone());
@@ -931,6 +1012,9 @@ fn fused_events(arch: &Arch, v: &VerlConfig, fused: FusedKernels, tokens: f64) -
 /// One process per GPU holds every role, so each phase meets what the others leave resident.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
+    /// The weights for vLLM before a rollout, when it is a phase of its own
+    /// ([`lora_sync_events`]).
+    WeightSync,
     OldLogProb,
     RefLogProb,
     Values,
@@ -943,6 +1027,7 @@ impl Phase {
     #[cfg(test)]
     fn key(self) -> &'static str {
         match self {
+            Self::WeightSync => "weight_sync",
             Self::OldLogProb => "old_log_prob",
             Self::RefLogProb => "ref_log_prob",
             Self::Values => "values",
@@ -953,6 +1038,9 @@ impl Phase {
 
     fn name(self) -> &'static str {
         match self {
+            Self::WeightSync => {
+                "LoRA weight sync for vLLM (rollout.layered_summon off: the whole model gathered)"
+            }
             Self::OldLogProb => "old-log-prob pass (compute_log_prob)",
             Self::RefLogProb => "reference log-prob pass (compute_ref_log_prob)",
             Self::Values => "critic values pass (compute_values)",
@@ -1147,6 +1235,50 @@ fn critic_update_events(
     events
 }
 
+/// With LoRA and `rollout.layered_summon` off, on more than one GPU: before each rollout verl
+/// loads the actor's shard (when offloaded) and, vLLM still asleep, gathers the whole model in
+/// its fp32 on every GPU to read the adapters out of it (`FSDP.summon_full_params(module)` in
+/// `collect_lora_params`, `verl/utils/fsdp_utils.py` L611-650 at b178a3cd5; the sharding
+/// manager's `__collect_lora_params` at 49b08e950, `fsdp_vllm.py` L104-133, before
+/// `wake_up`). With `layered_summon` one layer at a time (`layered_summon_lora_params`,
+/// L569-608), within what the passes' gathered layers already count. None when it is not a
+/// phase of its own.
+fn lora_sync_events(v: &VerlConfig, a: &Actor, with_adam: bool) -> Option<Vec<Event>> {
+    if v.lora.is_none() || v.layered_summon || a.world <= 1.0 {
+        return None;
+    }
+    let name = Phase::WeightSync.name();
+    let label = |l: &str| format!("{name}: {l}");
+    let adam = if with_adam && !v.optimizer_offload {
+        a.adam()
+    } else {
+        0.0
+    };
+    let critic_adam = if with_adam { a.critic_adam } else { 0.0 };
+    let whole = a.params * a.world;
+    Some(vec![
+        alloc(
+            Site::Static,
+            label("critic params (+ AdamW once stepped) fp32 (PPO)"),
+            a.critic_params + critic_adam,
+            a.unit_fp32,
+        ),
+        alloc(
+            Site::Params,
+            label(&format!("actor params fp32 (FSDP 1/{})", a.world)),
+            a.params,
+            a.unit_fp32,
+        ),
+        alloc(Site::Optim, label("AdamW m+v fp32"), adam, a.unit_fp32),
+        alloc(
+            Site::Gather,
+            label("the whole model fp32, gathered (summon_full_params)"),
+            whole,
+            a.unit_fp32 * a.world,
+        ),
+    ])
+}
+
 /// A no-grad pass's allocations with what is resident at that moment (`with_adam`: the
 /// AdamW states exist, from the first update on or when resumed).
 ///
@@ -1179,7 +1311,10 @@ fn pass_events(
         a.critic_params
     };
     let critic_adam = if with_adam { a.critic_adam } else { 0.0 };
-    let actor_params = if phase == Phase::OldLogProb || !v.param_offload {
+    // With LoRA the reference's pass is the actor's `compute_log_prob` with its adapters
+    // disabled, which loads the actor's params like the old-log-prob pass.
+    let actor_pass = phase == Phase::OldLogProb || (phase == Phase::RefLogProb && v.lora.is_some());
+    let actor_params = if actor_pass || !v.param_offload {
         a.params
     } else {
         0.0
@@ -1372,13 +1507,20 @@ fn first_failure(
     res: &Resident,
     vllm: &Vllm,
     host: &VerlHost,
-    step1: &[Walk],
-    step2: &[Walk],
+    step1: &[(Phase, Walk)],
+    step2: &[(Phase, Walk)],
 ) -> Option<Failure> {
-    let oom_in = |walks: &[Walk], step| {
-        walks.iter().find_map(|w| w.oom.clone()).map(|oom| Failure {
-            at: FailAt::Train { step },
-            kind: FailKind::GpuOom(oom),
+    // The weight sync runs as the rollout starts; the passes and the update are training.
+    let oom_in = |walks: &[(Phase, Walk)], step| {
+        walks.iter().find_map(|(phase, w)| {
+            w.oom.clone().map(|oom| Failure {
+                at: if *phase == Phase::WeightSync {
+                    FailAt::Rollout { step }
+                } else {
+                    FailAt::Train { step }
+                },
+                kind: FailKind::GpuOom(oom),
+            })
         })
     };
     let c = hw.gpu_mem_gib;
@@ -1470,6 +1612,20 @@ pub(crate) fn estimate_verl(
             v.model_path, arch.name
         ));
     }
+    if let Some(l) = &v.lora {
+        let a = l.params(&arch);
+        notes.push(format!(
+            "LoRA rank {} on {}: {:.1} M adapter parameters ({:.2} % of the model) have gradients and AdamW state; the reference is the actor without them",
+            l.rank,
+            if l.targets.is_empty() {
+                "no decoder projection".to_string()
+            } else {
+                l.target_names()
+            },
+            a / 1e6,
+            100.0 * a / arch.params
+        ));
+    }
     let critic = v.critic_arch(&arch);
     let actor = Actor::new(&arch, &critic, v);
     let vllm = Vllm::profile(&arch, v, c);
@@ -1492,22 +1648,33 @@ pub(crate) fn estimate_verl(
     // has the state then).
     let passes = passes(v, &actor, &mut notes);
     let pass_walks = |with_adam: bool, capacity: f64| -> Vec<(Phase, Vec<Event>, Walk)> {
-        passes
-            .iter()
-            .map(|&(phase, tokens)| {
-                let ev = pass_events(phase, &arch, &critic, v, &actor, tokens, with_adam);
+        let sync = lora_sync_events(v, &actor, with_adam).map(|ev| (Phase::WeightSync, ev));
+        sync.into_iter()
+            .chain(passes.iter().map(|&(phase, tokens)| {
+                (
+                    phase,
+                    pass_events(phase, &arch, &critic, v, &actor, tokens, with_adam),
+                )
+            }))
+            .map(|(phase, ev)| {
                 let w = walk(capacity, &[], nontorch, frag, &ev);
                 (phase, ev, w)
             })
             .collect()
     };
     let steady = pass_walks(true, f64::INFINITY);
-    let mut step1: Vec<Walk> = pass_walks(resumed, c).into_iter().map(|p| p.2).collect();
-    step1.push(real);
-    let step2: Vec<Walk> = if resumed {
+    let mut step1: Vec<(Phase, Walk)> = pass_walks(resumed, c)
+        .into_iter()
+        .map(|p| (p.0, p.2))
+        .collect();
+    step1.push((Phase::Update, real));
+    let step2: Vec<(Phase, Walk)> = if resumed {
         Vec::new()
     } else {
-        pass_walks(true, c).into_iter().map(|p| p.2).collect()
+        pass_walks(true, c)
+            .into_iter()
+            .map(|p| (p.0, p.2))
+            .collect()
     };
     // The step's peak is the largest phase's; torch's peak counters are each the largest of
     // any phase (nothing resets them between passes).
@@ -1535,7 +1702,7 @@ pub(crate) fn estimate_verl(
     }
     let train_items = train_items(v, hw, nontorch_vllm, peak.1, peak.2);
     let train_peak_gib = peak.2.device_peak_gib;
-    let host = VerlHost::new(v, arch.params);
+    let host = VerlHost::new(v, &arch);
     let failure = first_failure(hw, v, resumed, &res, &vllm, &host, &step1, &step2);
 
     Estimate {
@@ -1637,7 +1804,11 @@ pub static MODEL: TrainerModel = TrainerModel {
     //    logged lengths (datasets/) replace the default share of the padded length.
     // 7: the reference model is never resident: verl forces FSDP's CPU offload on it
     //    (`Resident`); it is counted in host RAM instead.
-    revision: 7,
+    // 8: LoRA (`model.lora_rank`): gradients and AdamW state are the adapters', no
+    //    reference model, vLLM's adapter slot, the whole-model gather of a LoRA weight sync
+    //    without `layered_summon`; the deprecated global micro-batch is per data-parallel
+    //    rank (world / sp), not per GPU.
+    revision: 8,
 };
 
 /// verl's configuration from a plan, with the real tokens per sequence an earlier attempt
@@ -1687,22 +1858,26 @@ pub struct VerlHost {
 }
 
 impl VerlHost {
-    /// Host RAM for `v` on a node of `p` parameters' model.
-    pub fn new(v: &VerlConfig, p: f64) -> Self {
+    /// Host RAM for `v` on a node, for a model of `arch`'s shape.
+    pub fn new(v: &VerlConfig, arch: &Arch) -> Self {
+        let p = arch.params;
+        let adapters = v.lora.as_ref().map_or(0.0, |l| l.params(arch));
+        let trainable = if v.lora.is_some() { adapters } else { p };
         let nodes = v.nnodes.max(1) as f64;
         let base = k::HOST_BASE_GIB + k::HOST_PER_GPU_GIB * v.n_gpus_per_node as f64;
         let params = if v.param_offload {
-            4.0 * p / nodes / GIB
+            4.0 * (p + adapters) / nodes / GIB
         } else {
             0.0
         };
         let adam = if v.optimizer_offload {
-            8.0 * p / nodes / GIB
+            8.0 * trainable / nodes / GIB
         } else {
             0.0
         };
-        // The reference model always lives in host RAM (`Resident`), in its model_dtype.
-        let reference = if v.needs_ref() {
+        // The reference model always lives in host RAM (`Resident`), in its model_dtype;
+        // with LoRA there is none.
+        let reference = if v.needs_ref() && v.lora.is_none() {
             v.ref_param_bytes * p / nodes / GIB
         } else {
             0.0
