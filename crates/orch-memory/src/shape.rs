@@ -19,6 +19,8 @@ pub struct Arch {
     pub layers: u32,
     /// Hidden size.
     pub hidden: u32,
+    /// Query heads.
+    pub heads: u32,
     /// Key/value heads (GQA).
     pub kv_heads: u32,
     /// Per-head dimension.
@@ -67,6 +69,7 @@ impl Arch {
             params: a.params(),
             layers: a.num_hidden_layers as u32,
             hidden: a.hidden_size as u32,
+            heads: a.num_attention_heads as u32,
             kv_heads: a.kv_heads() as u32,
             head_dim: a.head_dim() as u32,
             intermediate: a.intermediate_size as u32,

@@ -56,14 +56,15 @@ impl Proj {
         format!("model.layers.0.{block}.{}", self.name())
     }
 
-    /// `in + out` of the projection. The query's output and the output projection's input
-    /// are taken as the hidden size (heads × head_dim, equal in Llama, Qwen2.5 and Mistral).
+    /// `in + out` of the projection: the query's output and the output projection's input
+    /// are heads × head_dim (the hidden size in Llama, Qwen2.5 and Mistral, not in Qwen3).
     fn in_plus_out(self, a: &Arch) -> f64 {
         let h = a.hidden as f64;
+        let q = a.heads as f64 * a.head_dim as f64;
         let kv = a.kv_heads as f64 * a.head_dim as f64;
         let f = a.intermediate as f64;
         match self {
-            Proj::Q | Proj::O => 2.0 * h,
+            Proj::Q | Proj::O => h + q,
             Proj::K | Proj::V => h + kv,
             Proj::Gate | Proj::Up | Proj::Down => h + f,
         }
@@ -183,6 +184,15 @@ mod tests {
         let l = Lora::new(32, Some("all-linear"), None);
         assert_eq!(l.targets.len(), 7);
         assert_eq!(l.params(&a), 32.0 * 90112.0 * 28.0);
+    }
+
+    #[test]
+    fn qwen3_queries_are_wider_than_the_hidden_size() {
+        // Qwen3-4B: hidden 2560, 32 heads × 128 = 4096 wide queries, 8 KV heads, intermediate
+        // 9728: q and o 2560 + 4096, k and v 2560 + 1024, the MLP's three 2560 + 9728.
+        let a = lookup("Qwen/Qwen3-4B");
+        let l = Lora::new(16, None, None);
+        assert_eq!(l.params(&a), 16.0 * 57344.0 * 36.0);
     }
 
     #[test]
