@@ -605,6 +605,44 @@ fn areal_reference_model_only_with_kl() {
     assert!((off - none).abs() < 1e-9);
 }
 
+/// AReaL's LoRA (`actor.use_lora`, examples/math/gsm8k_grpo_lora.yaml): only the adapters
+/// have gradients and AdamW state; the weights stay bf16 and whole.
+#[test]
+fn areal_lora_trains_only_the_adapters() {
+    let mut hw = h100(false);
+    hw.gpus_per_node = 8;
+    let base = [("actor.path", "Qwen/Qwen2.5-7B-Instruct")];
+    let full = areal(hw.clone(), &ov(&base));
+    let lora = areal(hw.clone(), &with(&base, &[("actor.use_lora", "true")]));
+    let listed = areal(
+        hw,
+        &with(
+            &base,
+            &[
+                ("actor.use_lora", "true"),
+                ("actor.target_modules", "[all-linear]"),
+            ],
+        ),
+    );
+    let item = |e: &Estimate, label: &str| -> f64 {
+        e.train_items
+            .iter()
+            .filter(|i| i.label.contains(label))
+            .map(|i| i.gib)
+            .sum()
+    };
+    // 7.6e9 × 2 B / 4 GPUs each for grads and 2 × for AdamW: 10.6 GiB gone; the adapters'
+    // (80.7 M at the default rank 32, fp32) are 0.3 GiB of grads and moments together.
+    assert!(full.train_peak_gib - lora.train_peak_gib > 10.0);
+    let adapters = item(&lora, "LoRA adapters'");
+    assert!(
+        (adapters - 12.0 * 80_740_352.0 / 4.0 / GIB).abs() < 1e-9,
+        "{adapters}"
+    );
+    assert_eq!(lora.train_peak_gib, listed.train_peak_gib);
+    assert!(lora.notes.iter().any(|n| n.starts_with("LoRA rank 32")));
+}
+
 /// The fork's fast config on one A100 80GB PCIe, SGLang and the trainer on the card
 /// (calibration/areal.yaml, runpod-0.5b-fast-a100-80g-pcie).
 fn areal_fast_a100() -> Vec<(&'static str, &'static str)> {

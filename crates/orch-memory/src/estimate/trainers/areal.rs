@@ -16,6 +16,7 @@ use crate::estimate::allocator::{Event, Site, Walk, alloc, net_gib, walk};
 use crate::estimate::hardware::Hardware;
 use crate::estimate::host::host_limit;
 use crate::estimate::k;
+use crate::estimate::lora::Lora;
 use crate::estimate::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
 use crate::estimate::sglang::Sglang;
 use crate::shape::{Arch, lookup};
@@ -65,6 +66,12 @@ pub struct ArealConfig {
     pub recompute_logprob: bool,
     /// `actor.use_decoupled_loss` (true in gsm8k_grpo.yaml).
     pub use_decoupled_loss: bool,
+    /// `actor.use_lora` with `actor.lora_rank` (32 by default) and `actor.target_modules`
+    /// (empty or `[all-linear]` is PEFT's `all-linear`): `FSDPEngine._apply_peft_wrapper`,
+    /// areal/engine/fsdp_engine.py L1076-1090 at 4aef98d8d. Only the adapters have gradients
+    /// and AdamW state; the reference (with `kl_ctl`) is still an engine of its own
+    /// (areal/trainer/rl_trainer.py L178-181). None: full fine-tuning.
+    pub lora: Option<Lora>,
 }
 
 /// A backend string's dimensions: data, pipeline, tensor and context parallel sizes.
@@ -154,6 +161,15 @@ impl ArealConfig {
             ref_offload: o.bool_or("ref.offload", false),
             recompute_logprob: o.bool_or("actor.recompute_logprob", true),
             use_decoupled_loss: o.bool_or("actor.use_decoupled_loss", true),
+            lora: o.bool_or("actor.use_lora", false).then(|| {
+                let targets = o.get("actor.target_modules").filter(|t| {
+                    !matches!(
+                        t.replace([' ', '"', '\''], "").as_str(),
+                        "[]" | "[all-linear]"
+                    )
+                });
+                Lora::new(o.u64_or("actor.lora_rank", 32), targets.as_deref(), None)
+            }),
         }
     }
 
@@ -249,8 +265,14 @@ impl Phase {
 
 /// The sizes the phases share, GiB per trainer GPU.
 struct Sizes {
-    /// bf16 parameters (and each of grads, the two AdamW moments) of the shard.
+    /// bf16 parameters of the shard (with LoRA, and the adapters').
     weights: f64,
+    /// The trained ones: the weights, each of grads and the two AdamW moments the same size;
+    /// with LoRA the adapters, fp32 (PEFT's `get_peft_model` casts bf16 adapters to fp32,
+    /// `autocast_adapter_dtype=True`).
+    trainable: f64,
+    /// LoRA: the trained parameters are the adapters.
+    lora: bool,
     /// The largest FSDP unit's share of them.
     unit: f64,
     /// FSDP's all-gathered layers (nothing to gather in a group of one).
@@ -285,8 +307,16 @@ impl Sizes {
             * a.n_samples as f64
             * (a.prompt_len as f64 + a.max_new_tokens as f64)
             / f64::from(a.train_dp.max(1));
+        let adapters = a.lora.as_ref().map_or(0.0, |l| l.params(arch));
+        let weights = (2.0 * arch.params + 4.0 * adapters) / split.shard / GIB;
         Self {
-            weights: 2.0 * arch.params / split.shard / GIB,
+            weights,
+            lora: a.lora.is_some(),
+            trainable: if a.lora.is_some() {
+                4.0 * adapters / split.shard / GIB
+            } else {
+                weights
+            },
             unit: arch.largest_unit_params() * 2.0 / split.shard / GIB,
             gather: if split.fsdp_group > 1.0 {
                 2.0 * layer_bf16
@@ -306,10 +336,20 @@ impl Sizes {
         alloc(Site::Params, "weights bf16", self.weights, self.unit)
     }
     fn g(&self) -> Event {
-        alloc(Site::Grads, "grads bf16", self.weights, self.unit)
+        let label = if self.lora {
+            "LoRA adapters' grads fp32"
+        } else {
+            "grads bf16"
+        };
+        alloc(Site::Grads, label, self.trainable, self.unit)
     }
     fn o(&self) -> Event {
-        alloc(Site::Optim, "AdamW m+v bf16", 2.0 * self.weights, self.unit)
+        let label = if self.lora {
+            "LoRA adapters' AdamW m+v fp32"
+        } else {
+            "AdamW m+v bf16"
+        };
+        alloc(Site::Optim, label, 2.0 * self.trainable, self.unit)
     }
     fn gather(&self) -> Event {
         alloc(
@@ -565,6 +605,16 @@ fn notes(hw: &Hardware, a: &ArealConfig, arch: &Arch, colocated: bool) -> Vec<St
             a.train_world(),
         ));
     }
+    if let Some(l) = &a.lora {
+        let p = l.params(arch);
+        notes.push(format!(
+            "LoRA rank {} on {}: {:.1} M adapter parameters ({:.2} % of the model) have gradients and AdamW state; the rollout server's adapter slots are not counted",
+            l.rank,
+            if l.targets.is_empty() { "no decoder projection".to_string() } else { l.target_names() },
+            p / 1e6,
+            100.0 * p / arch.params
+        ));
+    }
     let seq = a.prompt_len.saturating_add(a.max_new_tokens);
     if a.max_tokens_per_mb < seq {
         notes.push(format!(
@@ -723,7 +773,8 @@ pub static MODEL: TrainerModel = TrainerModel {
     //    largest.
     // 4: measured on one H100 (calibration/measured/): a layer saves 20h + 4kv + 8i bytes a
     //    token; the compiled log-softmax chunks keep nothing for the backward.
-    revision: 4,
+    // 5: LoRA (`actor.use_lora`): the adapters alone have gradients and AdamW state.
+    revision: 5,
 };
 
 /// AReaL's configuration from a plan, on the model's shape (or a stand-in of its size).
