@@ -1598,13 +1598,21 @@ pub(crate) fn estimate_verl(
     let c = hw.gpu_mem_gib;
     let frag = hw.frag();
     let mut notes = v.notes.clone();
-    if let (None, Some(d)) = (v.observed_tokens_per_sequence, v.dataset) {
-        notes.push(format!(
+    match (v.observed_tokens_per_sequence, v.dataset) {
+        (None, Some(d)) => notes.push(format!(
             "a sequence holds {:.0} of its {} tokens: {}'s logged lengths (datasets/)",
             d.tokens_per_sequence(v.max_prompt_length, v.max_response_length),
             v.seq_len(),
             d.dataset
-        ));
+        )),
+        // Without padding removal or dynamic batching every sequence is padded anyway.
+        (None, None) if v.use_remove_padding || v.use_dynamic_bsz => notes.push(format!(
+            "a sequence is taken to hold {:.1} % of its {} tokens ({:.0}), a default: orch has no lengths for data.train_files (datasets/ lists those it has); an attempt's logged prompt_length/mean and response_length/mean replace it",
+            100.0 * k::REMOVE_PADDING_FILL,
+            v.seq_len(),
+            k::REMOVE_PADDING_FILL * v.seq_len() as f64
+        )),
+        _ => {}
     }
     if !arch.known {
         notes.push(format!(
