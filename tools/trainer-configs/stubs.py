@@ -24,6 +24,9 @@ VERL = [
     "torch", "ray", "tensordict", "transformers", "numpy", "pandas", "datasets", "peft",
     "codetiming", "wandb", "torchdata", "pyarrow", "accelerate", "dill", "orjson",
     "PIL", "hivemind", "web3", "eth_account", "trl", "vllm", "sglang", "psutil", "requests",
+    # validate_config's LoRA check imports verl/workers/rollout/vllm_rollout/utils.py, whose
+    # imports reach these (verl's rollout schemas and its vLLM server's messaging).
+    "pydantic", "zmq", "msgspec",
 ]
 # Imported at module level by AReaL 1.0.4's areal/__init__.py, areal/api/cli_args.py and
 # areal/infra/launcher/local.py. (lark is NOT stubbed: the allocation-mode parser is real.)
@@ -43,6 +46,11 @@ AREAL = [
 # The versions `importlib.metadata.version()` reports for stand-ins: inside what the trainers
 # require (AReaL 1.0.4: torch>=2.9.1,<2.11), so version-gated imports take their current path.
 VERSIONS = {"torch": "2.10.0"}
+# Submodules of stand-in packages that import as missing, where the trainer's own code has a
+# fallback for a stack without them: verl 0.9.1's `get_vllm_max_lora_rank`
+# (verl/workers/rollout/vllm_rollout/utils.py) reads vLLM's `MaxLoRARanks` Literal, else its own
+# copy of it; a stand-in would give it no values at all.
+ABSENT = {"vllm.config.lora"}
 
 
 class _StubMeta(type):
@@ -59,6 +67,14 @@ class _StubMeta(type):
 
     def __bool__(cls):
         return False
+
+    # Module-level constants computed from a stand-in (`FP8_MIN = -FP8_MAX` in verl's
+    # utils/kernel/fp8_kernel.py, reached by validate_config's LoRA check) stay stand-ins.
+    def __neg__(cls):
+        return _stub(f"-{cls.__qualname__}")
+
+    def __pos__(cls):
+        return cls
 
     def __call__(cls, *args, **kwargs):
         if len(args) == 1 and callable(args[0]) and not kwargs:
@@ -87,6 +103,8 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def find_spec(self, name, path, target=None):
         root = name.split(".")[0]
+        if name in ABSENT:
+            raise ModuleNotFoundError(f"No module named {name!r} (stubs.ABSENT)", name=name)
         if root in self.roots:
             self.used.add(root)
             return importlib.machinery.ModuleSpec(name, self, is_package=True)

@@ -449,12 +449,17 @@ fn values_reach_the_trainer_exactly_as_given() {
         &[
             &format!("trainer.experiment_name={hostile}"),
             "trainer.logger=[console,wandb]",
+            // LoRA, which the estimator reads: a rank and a list of PEFT target modules.
+            "actor_rollout_ref.model.lora_rank=32",
+            "actor_rollout_ref.model.target_modules=[q_proj,v_proj]",
             "train_files=~/my data/train.parquet",
             "val_files=/data/with space/test.parquet",
         ],
         serde_json::json!({
             "trainer.experiment_name": hostile,
             "trainer.logger": ["console", "wandb"],
+            "actor_rollout_ref.model.lora_rank": 32,
+            "actor_rollout_ref.model.target_modules": ["q_proj", "v_proj"],
             "data.train_files": format!("{home}/my data/train.parquet"),
             "data.val_files": "/data/with space/test.parquet",
         }),

@@ -230,7 +230,11 @@ pub struct ForwardBatching {
 /// (`model.lora_adapter_path`, whose rank is in its own `adapter_config.json`).
 fn lora(o: &Overrides, notes: &mut Vec<String>) -> Option<Lora> {
     const M: &str = "actor_rollout_ref.model.";
-    let rank = o.u64_or(&format!("{M}lora_rank"), 0);
+    // verl ≥ 0.9 also has a `model.lora` block whose `rank` counts as well (`validate_config`,
+    // verl/utils/config.py in verl 0.9.1; its SGLang rollout takes the larger of the two).
+    let rank = o
+        .u64_or(&format!("{M}lora_rank"), 0)
+        .max(o.u64_or(&format!("{M}lora.rank"), 0));
     let adapter = o.get(&format!("{M}lora_adapter_path"));
     if rank == 0 && adapter.is_none() {
         return None;
