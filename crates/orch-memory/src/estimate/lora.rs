@@ -170,6 +170,16 @@ impl Lora {
     }
 }
 
+/// The label of the trained parameters' gradients or optimizer state in a breakdown: the
+/// LoRA adapters' when there are adapters.
+pub fn trained_label(lora: bool, what: &str) -> String {
+    if lora {
+        format!("LoRA adapters' {what}")
+    } else {
+        what.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,7 +16,7 @@ use crate::estimate::allocator::{Event, Site, Walk, alloc, net_gib, walk};
 use crate::estimate::hardware::Hardware;
 use crate::estimate::host::host_limit;
 use crate::estimate::k;
-use crate::estimate::lora::Lora;
+use crate::estimate::lora::{Lora, trained_label};
 use crate::estimate::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
 use crate::estimate::sglang::Sglang;
 use crate::shape::{Arch, lookup};
@@ -335,21 +335,26 @@ impl Sizes {
     fn w(&self) -> Event {
         alloc(Site::Params, "weights bf16", self.weights, self.unit)
     }
+    /// A label for the trained parameters' `what`: the adapters' fp32, else the weights' bf16.
+    fn trained(&self, what: &str) -> String {
+        let dtype = if self.lora { "fp32" } else { "bf16" };
+        trained_label(self.lora, &format!("{what} {dtype}"))
+    }
     fn g(&self) -> Event {
-        let label = if self.lora {
-            "LoRA adapters' grads fp32"
-        } else {
-            "grads bf16"
-        };
-        alloc(Site::Grads, label, self.trainable, self.unit)
+        alloc(
+            Site::Grads,
+            self.trained("grads"),
+            self.trainable,
+            self.unit,
+        )
     }
     fn o(&self) -> Event {
-        let label = if self.lora {
-            "LoRA adapters' AdamW m+v fp32"
-        } else {
-            "AdamW m+v bf16"
-        };
-        alloc(Site::Optim, label, 2.0 * self.trainable, self.unit)
+        alloc(
+            Site::Optim,
+            self.trained("AdamW m+v"),
+            2.0 * self.trainable,
+            self.unit,
+        )
     }
     fn gather(&self) -> Event {
         alloc(

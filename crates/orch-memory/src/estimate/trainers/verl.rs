@@ -17,7 +17,7 @@ use crate::estimate::allocator::{Event, Site, Walk, alloc, net_gib, walk};
 use crate::estimate::hardware::Hardware;
 use crate::estimate::host::host_limit;
 use crate::estimate::k;
-use crate::estimate::lora::Lora;
+use crate::estimate::lora::{Lora, trained_label};
 use crate::estimate::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
 use crate::estimate::vllm::Vllm;
 use crate::shape::{Arch, lookup};
@@ -667,11 +667,7 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
     let layer_bf16 = arch.layer_params() * 2.0 / GIB;
     let grads = alloc(
         Site::Grads,
-        if v.lora.is_some() {
-            "LoRA adapters' grads fp32"
-        } else {
-            "grads fp32"
-        },
+        trained_label(v.lora.is_some(), "grads fp32"),
         a.grads(),
         a.unit_fp32,
     );
@@ -690,11 +686,7 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
         ),
         alloc(
             Site::Optim,
-            if v.lora.is_some() {
-                "LoRA adapters' AdamW m+v fp32"
-            } else {
-                "AdamW m+v fp32"
-            },
+            trained_label(v.lora.is_some(), "AdamW m+v fp32"),
             a.adam(),
             a.unit_fp32,
         ),
