@@ -47,6 +47,15 @@ pub fn verl(hw: Hardware, o: &Overrides) -> Estimate {
     })
 }
 
+/// The training breakdown's GiB on lines whose label contains `label`.
+fn train_gib(e: &Estimate, label: &str) -> f64 {
+    e.train_items
+        .iter()
+        .filter(|i| i.label.contains(label))
+        .map(|i| i.gib)
+        .sum()
+}
+
 fn gpu_oom(e: &Estimate) -> &OomDetail {
     match &e.failure {
         Some(Failure {
@@ -624,17 +633,10 @@ fn areal_lora_trains_only_the_adapters() {
             ],
         ),
     );
-    let item = |e: &Estimate, label: &str| -> f64 {
-        e.train_items
-            .iter()
-            .filter(|i| i.label.contains(label))
-            .map(|i| i.gib)
-            .sum()
-    };
     // 7.6e9 × 2 B / 4 GPUs each for grads and 2 × for AdamW: 10.6 GiB gone; the adapters'
     // (80.7 M at the default rank 32, fp32) are 0.3 GiB of grads and moments together.
     assert!(full.train_peak_gib - lora.train_peak_gib > 10.0);
-    let adapters = item(&lora, "LoRA adapters'");
+    let adapters = train_gib(&lora, "LoRA adapters'");
     assert!(
         (adapters - 12.0 * 80_740_352.0 / 4.0 / GIB).abs() < 1e-9,
         "{adapters}"
@@ -1769,21 +1771,15 @@ fn verl_lora_trains_only_the_adapters() {
             &[kl, ("actor_rollout_ref.model.lora_rank", "32")],
         ),
     );
-    let gib = |e: &Estimate, label: &str| -> f64 {
-        e.train_items
-            .iter()
-            .filter(|i| i.label.contains(label))
-            .map(|i| i.gib)
-            .sum()
-    };
     // 7.62 B fp32 over 4 GPUs: 7.1 GiB of gradients, 14.2 of AdamW; the adapters' are 1 %.
-    assert!(gib(&full, "AdamW m+v fp32") > 14.0);
+    assert!(train_gib(&full, "AdamW m+v fp32") > 14.0);
     assert_eq!(
-        gib(&lora, "LoRA adapters' AdamW m+v fp32"),
-        2.0 * gib(&lora, "LoRA adapters' grads")
+        train_gib(&lora, "LoRA adapters' AdamW m+v fp32"),
+        2.0 * train_gib(&lora, "LoRA adapters' grads")
     );
     assert!(
-        (gib(&lora, "LoRA adapters' AdamW m+v fp32") - 8.0 * 80_740_352.0 / 4.0 / GIB).abs() < 1e-9
+        (train_gib(&lora, "LoRA adapters' AdamW m+v fp32") - 8.0 * 80_740_352.0 / 4.0 / GIB).abs()
+            < 1e-9
     );
     assert!(lora.train_peak_gib < full.train_peak_gib - 15.0);
     // The reference: in host RAM as fp32 (4P per node) without LoRA, none with it.
