@@ -590,6 +590,9 @@ fn orch_refuses_before_submission_what_verl_refuses() {
             ],
             None,
         ),
+        // LoRA with vLLM: ranks up to vLLM's largest, 512.
+        (&[("actor_rollout_ref.model.lora_rank", "512")], None),
+        (&[("actor_rollout_ref.model.lora_rank", "513")], None),
         // Dynamic batches: the token budget against one 512 + 1024 sequence.
         (&[DYNAMIC, (BUDGET, "1536")], None),
         (&[DYNAMIC, (BUDGET, "1024")], Some(AT_RUN_TIME_BUDGET)),
