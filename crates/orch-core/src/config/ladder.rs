@@ -151,16 +151,25 @@ impl Change {
                 let is_int = (current.as_i64().is_some() || current.as_u64().is_some())
                     && !(*op == Op::Add && operand.fract() != 0.0);
                 let x = current.as_f64()?;
-                let mut y = match op {
+                let raw = match op {
                     Op::Multiply => x * operand,
                     Op::Divide => x / operand,
                     Op::Add => x + operand,
                 };
+                let mut y = raw;
                 if let Some(lo) = min {
                     y = y.max(*lo);
                 }
                 if let Some(hi) = max {
                     y = y.min(*hi);
+                }
+                // A bound limits how far a change goes and never turns it around: a
+                // utilization of 0.25 lowered by 0.1 with `min: 0.3` stays 0.25 (the step
+                // changes nothing), it is not raised to 0.3.
+                if raw < x {
+                    y = y.min(x);
+                } else if raw > x {
+                    y = y.max(x);
                 }
                 Some(if is_int {
                     serde_yaml::Value::from(y.floor() as i64)
@@ -357,6 +366,10 @@ mod tests {
         // A utilization written as the integer 1 is still lowered to 0.9, not floored to 0.
         assert_eq!(lower.apply(Some(&1.into())), Some(0.9.into()));
         assert_eq!(lower.apply(None), None);
+        // Below its bound already, a lowering step leaves the value, never raises it.
+        assert_eq!(lower.apply(Some(&0.25.into())), Some(0.25.into()));
+        let more_up = change("{multiply: 2, max: 8}");
+        assert_eq!(more_up.apply(Some(&16.into())), Some(16.into()));
         assert_eq!(change("true").apply(None), Some(true.into()));
     }
 
