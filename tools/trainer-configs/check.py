@@ -183,9 +183,9 @@ def verl_checker():
             # A number for a number (verl's YAML writes `0` where its dataclass field is a float).
             numbers = {int, float}
             same = type(old) is type(new) or {type(old), type(new)} <= numbers
-            # PEFT's module selections are a string or a list in verl (verl/workers/config/critic.py:
-            # `target_modules: str | list[str] = "all-linear"`; fsdp_workers.py hands either to
-            # LoraConfig through convert_to_regular_types).
+            # PEFT's module selections are a string or a list in verl 0.9.1
+            # (verl/workers/config/model.py: `target_modules: Optional[Any] = "all-linear"  #
+            # allow both "all-linear" and ["q_proj","k_proj"]`, checked as str or list).
             if key.rsplit(".", 1)[-1] in ("target_modules", "exclude_modules"):
                 same = same or (isinstance(old, str) and OmegaConf.is_list(new))
             if not same:

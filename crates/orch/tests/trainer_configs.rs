@@ -593,6 +593,23 @@ fn orch_refuses_before_submission_what_verl_refuses() {
         // LoRA with vLLM: ranks up to vLLM's largest, 512.
         (&[("actor_rollout_ref.model.lora_rank", "512")], None),
         (&[("actor_rollout_ref.model.lora_rank", "513")], None),
+        (
+            &[
+                ("actor_rollout_ref.model.lora_rank", "32"),
+                ("actor_rollout_ref.rollout.layered_summon", "true"),
+            ],
+            Some(
+                "verl raises at the first rollout (collect_lora_params, verl/utils/fsdp_utils.py): layered_summon needs the base weights preloaded in vLLM, not the default dummy load_format",
+            ),
+        ),
+        (
+            &[
+                ("actor_rollout_ref.model.lora_rank", "32"),
+                ("actor_rollout_ref.rollout.layered_summon", "true"),
+                ("actor_rollout_ref.rollout.load_format", "safetensors"),
+            ],
+            None,
+        ),
         // Dynamic batches: the token budget against one 512 + 1024 sequence.
         (&[DYNAMIC, (BUDGET, "1536")], None),
         (&[DYNAMIC, (BUDGET, "1024")], Some(AT_RUN_TIME_BUDGET)),

@@ -5,6 +5,7 @@ use super::allocator::alloc;
 use super::seeds::{areal_a40_optimized, areal_default, diamonds};
 use super::*;
 use crate::overrides::Overrides;
+use crate::shape::lookup;
 
 pub fn hw(name: &str, gib: f64, gpus: u32, host: f64, expandable: bool) -> Hardware {
     Hardware {
@@ -634,11 +635,12 @@ fn areal_lora_trains_only_the_adapters() {
         ),
     );
     // 7.6e9 × 2 B / 4 GPUs each for grads and 2 × for AdamW: 10.6 GiB gone; the adapters'
-    // (80.7 M at the default rank 32, fp32) are 0.3 GiB of grads and moments together.
+    // (80.7 M at the default rank 32, bf16 as AReaL keeps them) are 0.1 GiB of grads and
+    // moments together.
     assert!(full.train_peak_gib - lora.train_peak_gib > 10.0);
     let adapters = train_gib(&lora, "LoRA adapters'");
     assert!(
-        (adapters - 12.0 * 80_740_352.0 / 4.0 / GIB).abs() < 1e-9,
+        (adapters - 6.0 * 80_740_352.0 / 4.0 / GIB).abs() < 1e-9,
         "{adapters}"
     );
     assert_eq!(lora.train_peak_gib, listed.train_peak_gib);
@@ -1782,22 +1784,101 @@ fn verl_lora_trains_only_the_adapters() {
             < 1e-9
     );
     assert!(lora.train_peak_gib < full.train_peak_gib - 15.0);
-    // The reference: in host RAM as fp32 (4P per node) without LoRA, none with it.
-    assert!(
-        full.host_peak_gib - lora.host_peak_gib > 4.0 * 7.6e9 / GIB,
-        "{} {}",
-        full.host_peak_gib,
-        lora.host_peak_gib
-    );
     assert!(
         lora.rollout_items
             .iter()
             .any(|i| i.label.contains("adapters disabled"))
     );
+    // Host RAM. The reference: fp32 (4P per node) without LoRA, none with it. With verl's
+    // default `dummy` load format and layered_summon off, the first sync copies the whole
+    // fp32 model to host RAM in each of the 4 GPU processes; with base weights loaded and
+    // layered_summon on, it does not.
+    let p = lookup("Qwen/Qwen2.5-7B-Instruct").params;
+    let loaded = verl(
+        h100(false),
+        &with(
+            &diamonds(),
+            &[
+                kl,
+                ("actor_rollout_ref.model.lora_rank", "32"),
+                ("actor_rollout_ref.rollout.load_format", "safetensors"),
+                ("actor_rollout_ref.rollout.layered_summon", "true"),
+            ],
+        ),
+    );
+    let reference = full.host_peak_gib - loaded.host_peak_gib;
+    assert!((reference - 4.0 * p / GIB).abs() < 1e-6, "{reference}");
+    let copies = lora.host_peak_gib - loaded.host_peak_gib;
+    assert!(
+        (copies - 4.0 * 4.0 * (p + 80_740_352.0) / GIB).abs() < 1e-6,
+        "{copies}"
+    );
+    assert!(
+        lora.notes
+            .iter()
+            .any(|n| n.contains("first LoRA weight sync"))
+    );
+    assert!(
+        !loaded
+            .notes
+            .iter()
+            .any(|n| n.contains("first LoRA weight sync"))
+    );
 }
 
-/// With LoRA and `rollout.layered_summon` off, verl gathers the whole fp32 model on every GPU
-/// before each rollout: 72B on 8 × H100 cannot (291 GiB), one layer at a time it can.
+/// With LoRA the reference's pass is the actor's own `compute_log_prob`, which loads the
+/// offloaded actor: its pass holds the actor's shard, the separate reference model's does not.
+#[test]
+fn verl_lora_reference_pass_loads_the_actor() {
+    let hw = h100(false);
+    let base = with(
+        &diamonds(),
+        &[
+            ("actor_rollout_ref.actor.use_kl_loss", "true"),
+            ("actor_rollout_ref.actor.fsdp_config.param_offload", "true"),
+            // AdamW's state in host RAM, so only the params differ between the two.
+            (
+                "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+                "true",
+            ),
+            (
+                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+                "16",
+            ),
+        ],
+    );
+    let arch = lookup("Qwen/Qwen2.5-7B-Instruct");
+    let ref_pass = |o: &Overrides| {
+        let v = VerlConfig::from_overrides(o);
+        trainers::verl::phase_peaks(&hw, &v, &arch)
+            .into_iter()
+            .find(|p| p.0 == "ref_log_prob")
+            .expect("a reference pass")
+            .1
+    };
+    let mut lora = base.clone();
+    lora.set("actor_rollout_ref.model.lora_rank", "32");
+    let shard = 4.0 * (arch.params + 80_740_352.0) / 4.0 / GIB;
+    let grown = ref_pass(&lora) - ref_pass(&base);
+    assert!((grown - shard).abs() < 0.01, "{grown} vs {shard}");
+}
+
+/// The Megatron `model.lora` block does not make verl's FSDP actor a LoRA one.
+#[test]
+fn verl_megatron_lora_block_is_not_fsdp_lora() {
+    let o = with(&diamonds(), &[("actor_rollout_ref.model.lora.rank", "32")]);
+    let v = VerlConfig::from_overrides(&o);
+    assert!(v.lora.is_none());
+    assert!(
+        v.notes.iter().any(|n| n.contains("Megatron")),
+        "{:?}",
+        v.notes
+    );
+}
+
+/// With LoRA and `rollout.layered_summon` off, verl (FSDP1) gathers the whole fp32 model on
+/// every GPU before each rollout: 72B on 8 × H100 cannot (271 GiB), one layer at a time it
+/// can; FSDP2 gathers each adapter alone, and one GPU holds the whole model anyway.
 #[test]
 fn verl_lora_without_layered_summon_gathers_the_whole_model() {
     let recipe = [
@@ -1827,6 +1908,7 @@ fn verl_lora_without_layered_summon_gathers_the_whole_model() {
         ("data.max_response_length", "1024"),
         ("data.train_files", "data/gsm8k/train.parquet"),
         ("actor_rollout_ref.model.lora_rank", "32"),
+        ("actor_rollout_ref.rollout.load_format", "safetensors"),
     ];
     let mut host = h100(false);
     host.gpus_per_node = 8;
@@ -1839,12 +1921,12 @@ fn verl_lora_without_layered_summon_gathers_the_whole_model() {
         ),
     );
     assert!(layered.failure.is_none(), "{:?}", layered.failure);
-    let whole = verl(host, &with(&recipe, &[]));
+    let whole = verl(host.clone(), &with(&recipe, &[]));
     let f = whole
         .failure
         .as_ref()
         .expect("the whole model does not fit");
-    assert_eq!(f.at, FailAt::Rollout { step: 1 });
+    assert_eq!(f.at, FailAt::Train { step: 1 });
     let d = gpu_oom(&whole);
     assert!(d.label.contains("summon_full_params"), "{}", d.label);
     // Gathered a unit at a time, the whole model is 72.7 B × 4 bytes = 271 GiB on each GPU.
@@ -1854,5 +1936,35 @@ fn verl_lora_without_layered_summon_gathers_the_whole_model() {
             .notes
             .iter()
             .any(|n| n.contains("the step's peak is the LoRA weight sync"))
+    );
+    let fsdp2 = verl(
+        host.clone(),
+        &with(&recipe, &[("actor_rollout_ref.actor.strategy", "fsdp2")]),
+    );
+    assert!(fsdp2.failure.is_none(), "{:?}", fsdp2.failure);
+    assert_eq!(fsdp2.train_peak_gib, layered.train_peak_gib);
+    // One GPU: the model is whole already, nothing is gathered (7B, as verl's 1-GPU recipe).
+    let one = |extra: &[(&'static str, &'static str)]| {
+        let mut o: Vec<(&'static str, &'static str)> = recipe.to_vec();
+        o.extend_from_slice(&[
+            ("actor_rollout_ref.model.path", "Qwen/Qwen2.5-7B-Instruct"),
+            ("trainer.n_gpus_per_node", "1"),
+            (
+                "actor_rollout_ref.actor.ulysses_sequence_parallel_size",
+                "1",
+            ),
+            ("actor_rollout_ref.rollout.tensor_model_parallel_size", "1"),
+            ("data.train_batch_size", "16"),
+            ("actor_rollout_ref.actor.ppo_mini_batch_size", "16"),
+            ("actor_rollout_ref.actor.ppo_micro_batch_size", "16"),
+            ("actor_rollout_ref.rollout.log_prob_micro_batch_size", "16"),
+            ("actor_rollout_ref.ref.log_prob_micro_batch_size", "16"),
+        ]);
+        o.extend_from_slice(extra);
+        verl(host.clone(), &ov(&o)).train_peak_gib
+    };
+    assert_eq!(
+        one(&[]),
+        one(&[("actor_rollout_ref.rollout.layered_summon", "true")])
     );
 }

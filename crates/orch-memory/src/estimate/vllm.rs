@@ -31,12 +31,15 @@ impl Vllm {
     pub fn profile(arch: &Arch, v: &VerlConfig, capacity: f64) -> Self {
         let tp = v.tensor_parallel.max(1) as f64;
         let requested = v.gpu_memory_utilization * capacity;
-        // With LoRA, one adapter slot per adapted projection, preallocated at `max_lora_rank`
-        // in the model's dtype (`create_lora_weights`: `lora_a_stacked` and `lora_b_stacked`,
-        // `max_loras × rank × (in + out)`, one side of each split over TP; vllm/lora/layers.py
-        // in the 0.8 releases verl ran). Counted whole on every GPU: about 1 % of the
-        // weights at rank 32.
-        let adapter_slot = v.lora.as_ref().map_or(0.0, |l| 2.0 * l.params(arch) / GIB);
+        // With LoRA, one adapter slot (`max_loras: 1`) on every projection vLLM wraps,
+        // preallocated at `max_lora_rank` in the model's dtype (`create_lora_weights`:
+        // `lora_a_stacked` and `lora_b_stacked`, `max_loras × rank × (in + out)`, one side of
+        // each split over TP; vllm/lora/layers.py in the 0.8 releases verl ran). Counted whole
+        // on every GPU: about 1 % of the weights at rank 32.
+        let adapter_slot = v
+            .lora
+            .as_ref()
+            .map_or(0.0, |l| 2.0 * l.vllm_slot_params(arch) / GIB);
         let weights = 2.0 * arch.params / tp / GIB + adapter_slot;
         // The profile run's peak: gate+up MLP outputs (2 × inter / TP) and a few hidden-sized
         // buffers per batched token, in bf16.

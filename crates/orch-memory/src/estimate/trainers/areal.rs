@@ -68,7 +68,7 @@ pub struct ArealConfig {
     pub use_decoupled_loss: bool,
     /// `actor.use_lora` with `actor.lora_rank` (32 by default) and `actor.target_modules`
     /// (empty or `[all-linear]` is PEFT's `all-linear`): `FSDPEngine._apply_peft_wrapper`,
-    /// areal/engine/fsdp_engine.py L1076-1090 at 4aef98d8d. Only the adapters have gradients
+    /// areal/engine/fsdp_engine.py L1076-1099 at 4aef98d8d. Only the adapters have gradients
     /// and AdamW state; the reference (with `kl_ctl`) is still an engine of its own
     /// (areal/trainer/rl_trainer.py L178-181). None: full fine-tuning.
     pub lora: Option<Lora>,
@@ -268,8 +268,8 @@ struct Sizes {
     /// bf16 parameters of the shard (with LoRA, and the adapters').
     weights: f64,
     /// The trained ones: the weights, each of grads and the two AdamW moments the same size;
-    /// with LoRA the adapters, fp32 (PEFT's `get_peft_model` casts bf16 adapters to fp32,
-    /// `autocast_adapter_dtype=True`).
+    /// with LoRA the adapters, bf16 like the weights (AReaL calls `get_peft_model` with
+    /// `autocast_adapter_dtype=False`, areal/engine/fsdp_engine.py L1095-1099 at 4aef98d8d).
     trainable: f64,
     /// LoRA: the trained parameters are the adapters.
     lora: bool,
@@ -308,12 +308,12 @@ impl Sizes {
             * (a.prompt_len as f64 + a.max_new_tokens as f64)
             / f64::from(a.train_dp.max(1));
         let adapters = a.lora.as_ref().map_or(0.0, |l| l.params(arch));
-        let weights = (2.0 * arch.params + 4.0 * adapters) / split.shard / GIB;
+        let weights = 2.0 * (arch.params + adapters) / split.shard / GIB;
         Self {
             weights,
             lora: a.lora.is_some(),
             trainable: if a.lora.is_some() {
-                4.0 * adapters / split.shard / GIB
+                2.0 * adapters / split.shard / GIB
             } else {
                 weights
             },
@@ -335,10 +335,9 @@ impl Sizes {
     fn w(&self) -> Event {
         alloc(Site::Params, "weights bf16", self.weights, self.unit)
     }
-    /// A label for the trained parameters' `what`: the adapters' fp32, else the weights' bf16.
+    /// A label for the trained parameters' `what` (the adapters' or the weights', bf16).
     fn trained(&self, what: &str) -> String {
-        let dtype = if self.lora { "fp32" } else { "bf16" };
-        trained_label(self.lora, &format!("{what} {dtype}"))
+        trained_label(self.lora, &format!("{what} bf16"))
     }
     fn g(&self) -> Event {
         alloc(
@@ -611,14 +610,8 @@ fn notes(hw: &Hardware, a: &ArealConfig, arch: &Arch, colocated: bool) -> Vec<St
         ));
     }
     if let Some(l) = &a.lora {
-        let p = l.params(arch);
-        notes.push(format!(
-            "LoRA rank {} on {}: {:.1} M adapter parameters ({:.2} % of the model) have gradients and AdamW state; the rollout server's adapter slots are not counted",
-            l.rank,
-            if l.targets.is_empty() { "no decoder projection".to_string() } else { l.target_names() },
-            p / 1e6,
-            100.0 * p / arch.params
-        ));
+        notes.push(l.note(arch, "the rollout server's adapter slots are not counted"));
+        notes.extend(l.notes.iter().cloned());
     }
     let seq = a.prompt_len.saturating_add(a.max_new_tokens);
     if a.max_tokens_per_mb < seq {

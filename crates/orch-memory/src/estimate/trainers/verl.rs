@@ -69,7 +69,7 @@ pub struct VerlConfig {
     /// `fsdp_workers.py` at b178a3cd5, L187-188; the rank alone at 49b08e950, L124-125): PEFT's
     /// adapters on the actor's fp32 model (`get_peft_model`, L442-471), which alone have
     /// gradients and AdamW state; the reference is the actor with its adapters disabled, so
-    /// verl builds no reference model (`compute_ref_log_prob`, L1040-1044; `ref_in_actor` in
+    /// verl builds no reference model (`compute_ref_log_prob`, L1041-1045; `ref_in_actor` in
     /// `ray_trainer.py`); vLLM serves the base weights with one adapter slot (`enable_lora`,
     /// `max_loras: 1`, `max_lora_rank`: 49b08e950 L406). None: full fine-tuning.
     pub lora: Option<Lora>,
@@ -78,6 +78,12 @@ pub struct VerlConfig {
     /// (`FSDP.summon_full_params`, `verl/utils/fsdp_utils.py` L611-650 at b178a3cd5) on every GPU
     /// before each rollout.
     pub layered_summon: bool,
+    /// `rollout.load_format` (`dummy` by default): a `dummy` format starts vLLM without the base
+    /// weights, so the first weight sync sends them (`base_sync_done`, `fsdp_workers.py` L669 at
+    /// b178a3cd5).
+    pub load_format: String,
+    /// `actor.strategy: fsdp2` (PyTorch's `fully_shard`); `fsdp` (FSDP1) is verl's default.
+    pub fsdp2: bool,
     /// Bytes a parameter of the reference model takes in host RAM: `ref.fsdp_config.model_dtype`
     /// (fp32 by default since verl d7a046997, `_build_model_optimizer` loads the model in it;
     /// bf16 before, as at db84a40).
@@ -227,38 +233,35 @@ pub struct ForwardBatching {
 }
 
 /// The actor's LoRA, when `model.lora_rank` is positive or an adapter is loaded
-/// (`model.lora_adapter_path`, whose rank is in its own `adapter_config.json`).
+/// (`model.lora_adapter_path`, whose rank is in its own `adapter_config.json`). Only the flat
+/// `lora_rank` makes verl's FSDP actor a LoRA one (`_is_lora`, `fsdp_workers.py` L187-188 at
+/// b178a3cd5; verl 0.9.1's `engine/fsdp/transformer_impl.py` the same): the `model.lora`
+/// block is Megatron's.
 fn lora(o: &Overrides, notes: &mut Vec<String>) -> Option<Lora> {
     const M: &str = "actor_rollout_ref.model.";
-    // verl ≥ 0.9 also has a `model.lora` block whose `rank` counts as well (`validate_config`,
-    // verl/utils/config.py in verl 0.9.1; its SGLang rollout takes the larger of the two).
-    let rank = o
-        .u64_or(&format!("{M}lora_rank"), 0)
-        .max(o.u64_or(&format!("{M}lora.rank"), 0));
+    let rank = o.u64_or(&format!("{M}lora_rank"), 0);
     let adapter = o.get(&format!("{M}lora_adapter_path"));
     if rank == 0 && adapter.is_none() {
+        if o.u64_or(&format!("{M}lora.rank"), 0) > 0 {
+            notes.push(
+                "model.lora.rank is Megatron's LoRA setting: verl's FSDP actor reads model.lora_rank, so it trains the whole model (estimated so)"
+                    .into(),
+            );
+        }
         return None;
     }
-    let rank = if rank == 0 {
-        notes.push(
-            "model.lora_adapter_path: the adapter's rank is in its adapter_config.json, which orch does not read; rank 32 assumed (the adapters are about 1 % of the model at that rank)"
-                .into(),
-        );
-        32
-    } else {
-        rank
-    };
+    if adapter.is_some() {
+        notes.push(format!(
+            "model.lora_adapter_path: the adapter's own adapter_config.json sets its rank and target modules, which orch does not read; rank {} and the target_modules given are assumed",
+            if rank == 0 { 32 } else { rank }
+        ));
+    }
     let l = Lora::new(
-        rank,
+        if rank == 0 { 32 } else { rank },
         o.get(&format!("{M}target_modules")).as_deref(),
         o.get(&format!("{M}exclude_modules")).as_deref(),
     );
-    if !l.uncounted.is_empty() {
-        notes.push(format!(
-            "LoRA target_modules {}: not a decoder projection orch counts adapters for",
-            l.uncounted.join(", ")
-        ));
-    }
+    notes.extend(l.notes.iter().cloned());
     Some(l)
 }
 
@@ -288,22 +291,22 @@ impl VerlConfig {
                 "actor.strategy {strategy}: orch models verl's FSDP workers, so this is the estimate of an FSDP run"
             ));
         }
+        let dp = (world / ulysses_sp).max(1);
         let micro = match (
             o.u64_opt(&a("ppo_micro_batch_size_per_gpu")),
             o.u64_opt(&a("ppo_micro_batch_size")),
         ) {
             (Some(m), _) => m.max(1),
             // `ppo_micro_batch_size //= world / sp` (`fsdp_workers.py` at 49b08e950, L148-150).
-            (None, Some(global)) => (global / (world / ulysses_sp).max(1)).max(1),
+            (None, Some(global)) => (global / dp).max(1),
             (None, None) => {
-                let whole = (mini.saturating_mul(rollout_n) / (world / ulysses_sp).max(1)).max(1);
+                let whole = (mini.saturating_mul(rollout_n) / dp).max(1);
                 notes.push(format!(
                     "no ppo_micro_batch_size_per_gpu: one micro-batch per mini-batch ({whole} sequences per GPU)"
                 ));
                 whole
             }
         };
-        let dp = (world / ulysses_sp).max(1);
         // verl's per-GPU key, else its deprecated global one `//= world / sp`
         // (`fsdp_workers.py` `__init__` at b178a3cd5, L265-273).
         let per_gpu = |local: &str, global: &str| {
@@ -413,6 +416,8 @@ impl VerlConfig {
             use_kl_in_reward: o.bool_or("algorithm.use_kl_in_reward", false),
             lora: lora(o, &mut notes),
             layered_summon: o.bool_or(&r("layered_summon"), false),
+            load_format: o.str_or(&r("load_format"), "dummy"),
+            fsdp2: strategy == "fsdp2",
             ref_param_bytes: match o
                 .str_or("actor_rollout_ref.ref.fsdp_config.model_dtype", "fp32")
                 .as_str()
@@ -490,6 +495,18 @@ impl VerlConfig {
             .map_or_else(|| actor.clone(), lookup)
     }
 
+    /// The actor's parameters, adapters included, and the trained ones among them (all, or
+    /// with LoRA the adapters).
+    fn param_counts(&self, arch: &Arch) -> (f64, f64) {
+        match &self.lora {
+            Some(l) => {
+                let adapters = l.params(arch);
+                (arch.params + adapters, adapters)
+            }
+            None => (arch.params, arch.params),
+        }
+    }
+
     /// verl builds a reference model and runs its pass (`need_reference_policy`).
     pub fn needs_ref(&self) -> bool {
         self.use_kl_loss || self.use_kl_in_reward
@@ -522,7 +539,6 @@ struct Actor {
 impl Actor {
     fn new(arch: &Arch, critic: &Arch, v: &VerlConfig) -> Self {
         let world = (f64::from(v.n_gpus_per_node) * f64::from(v.nnodes)).max(1.0);
-        let p = arch.params;
         // A fixed micro-batch is per data-parallel rank and split over the sequence-parallel
         // group; a dynamic one is what [`micro_split`] finds.
         let update = ForwardBatching {
@@ -539,11 +555,11 @@ impl Actor {
             world,
         )
         .unwrap_or((0.0, 1.0));
-        let adapters = v.lora.as_ref().map_or(0.0, |l| l.params(arch));
+        let (total, trained) = v.param_counts(arch);
         Self {
             world,
-            params: 4.0 * (p + adapters) / world / GIB,
-            trainable: 4.0 * if v.lora.is_some() { adapters } else { p } / world / GIB,
+            params: 4.0 * total / world / GIB,
+            trainable: 4.0 * trained / world / GIB,
             unit_fp32: arch.largest_unit_params() * 4.0 / world / GIB,
             tokens,
             accumulates: micro_batches > 1.0,
@@ -1237,10 +1253,12 @@ fn critic_update_events(
 /// `collect_lora_params`, `verl/utils/fsdp_utils.py` L611-650 at b178a3cd5; the sharding
 /// manager's `__collect_lora_params` at 49b08e950, `fsdp_vllm.py` L104-133, before
 /// `wake_up`). With `layered_summon` one layer at a time (`layered_summon_lora_params`,
-/// L569-608), within what the passes' gathered layers already count. None when it is not a
-/// phase of its own.
+/// L569-608), within what the passes' gathered layers already count. FSDP2 has no whole-model
+/// gather: `summon_full_params` finds no FSDP1 unit and each adapter is gathered alone
+/// (`full_tensor()`). None when it is not a phase of its own. Its failure is a training-phase
+/// OOM (its memory is the step's, as the passes'), at the start of the rollout.
 fn lora_sync_events(v: &VerlConfig, a: &Actor, with_adam: bool) -> Option<Vec<Event>> {
-    if v.lora.is_none() || v.layered_summon || a.world <= 1.0 {
+    if v.lora.is_none() || v.layered_summon || v.fsdp2 || a.world <= 1.0 {
         return None;
     }
     let name = Phase::WeightSync.name();
@@ -1503,20 +1521,15 @@ fn first_failure(
     res: &Resident,
     vllm: &Vllm,
     host: &VerlHost,
-    step1: &[(Phase, Walk)],
-    step2: &[(Phase, Walk)],
+    step1: &[Walk],
+    step2: &[Walk],
 ) -> Option<Failure> {
-    // The weight sync runs as the rollout starts; the passes and the update are training.
-    let oom_in = |walks: &[(Phase, Walk)], step| {
-        walks.iter().find_map(|(phase, w)| {
-            w.oom.clone().map(|oom| Failure {
-                at: if *phase == Phase::WeightSync {
-                    FailAt::Rollout { step }
-                } else {
-                    FailAt::Train { step }
-                },
-                kind: FailKind::GpuOom(oom),
-            })
+    // The weight sync's, the passes' and the update's memory is the training phase's (the
+    // step's peak, which the planner calibrates); a sync's OOM is labelled by its phase.
+    let oom_in = |walks: &[Walk], step| {
+        walks.iter().find_map(|w| w.oom.clone()).map(|oom| Failure {
+            at: FailAt::Train { step },
+            kind: FailKind::GpuOom(oom),
         })
     };
     let c = hw.gpu_mem_gib;
@@ -1617,18 +1630,13 @@ pub(crate) fn estimate_verl(
         ));
     }
     if let Some(l) = &v.lora {
-        let a = l.params(&arch);
-        notes.push(format!(
-            "LoRA rank {} on {}: {:.1} M adapter parameters ({:.2} % of the model) have gradients and AdamW state; the reference is the actor without them",
-            l.rank,
-            if l.targets.is_empty() {
-                "no decoder projection".to_string()
-            } else {
-                l.target_names()
-            },
-            a / 1e6,
-            100.0 * a / arch.params
-        ));
+        notes.push(l.note(&arch, "the reference is the actor without them"));
+        if let Some(gib) = host_lora_sync_gib(v, &arch) {
+            notes.push(format!(
+                "the first LoRA weight sync copies the whole fp32 model to host RAM in each of the {} GPU processes of a node (+{gib:.0} GiB): rollout.load_format {} has not loaded vLLM's base weights, and layered_summon is off",
+                v.n_gpus_per_node, v.load_format
+            ));
+        }
     }
     let critic = v.critic_arch(&arch);
     let actor = Actor::new(&arch, &critic, v);
@@ -1667,18 +1675,12 @@ pub(crate) fn estimate_verl(
             .collect()
     };
     let steady = pass_walks(true, f64::INFINITY);
-    let mut step1: Vec<(Phase, Walk)> = pass_walks(resumed, c)
-        .into_iter()
-        .map(|p| (p.0, p.2))
-        .collect();
-    step1.push((Phase::Update, real));
-    let step2: Vec<(Phase, Walk)> = if resumed {
+    let mut step1: Vec<Walk> = pass_walks(resumed, c).into_iter().map(|p| p.2).collect();
+    step1.push(real);
+    let step2: Vec<Walk> = if resumed {
         Vec::new()
     } else {
-        pass_walks(true, c)
-            .into_iter()
-            .map(|p| (p.0, p.2))
-            .collect()
+        pass_walks(true, c).into_iter().map(|p| p.2).collect()
     };
     // The step's peak is the largest phase's; torch's peak counters are each the largest of
     // any phase (nothing resets them between passes).
@@ -1849,6 +1851,16 @@ impl VerlConfig {
     }
 }
 
+/// With LoRA, `layered_summon` off and a `dummy` load format (verl's default), the first
+/// rollout's weight sync moves the whole model, fp32, to host RAM in every GPU process and
+/// keeps it until vLLM has loaded it (`collect_lora_params` with `base_sync_done` false:
+/// `model.to("cpu")` inside `summon_full_params`, `verl/utils/fsdp_utils.py` L638-651 at
+/// b178a3cd5; `fsdp_vllm.py` L124-132 at 49b08e950): GiB per node. None otherwise.
+fn host_lora_sync_gib(v: &VerlConfig, arch: &Arch) -> Option<f64> {
+    (v.lora.is_some() && !v.layered_summon && v.load_format.contains("dummy"))
+        .then(|| 4.0 * v.param_counts(arch).0 * f64::from(v.n_gpus_per_node) / GIB)
+}
+
 /// verl's host RAM per node.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerlHost {
@@ -1865,12 +1877,11 @@ impl VerlHost {
     /// Host RAM for `v` on a node, for a model of `arch`'s shape.
     pub fn new(v: &VerlConfig, arch: &Arch) -> Self {
         let p = arch.params;
-        let adapters = v.lora.as_ref().map_or(0.0, |l| l.params(arch));
-        let trainable = if v.lora.is_some() { adapters } else { p };
+        let (total, trainable) = v.param_counts(arch);
         let nodes = v.nnodes.max(1) as f64;
         let base = k::HOST_BASE_GIB + k::HOST_PER_GPU_GIB * v.n_gpus_per_node as f64;
         let params = if v.param_offload {
-            4.0 * (p + adapters) / nodes / GIB
+            4.0 * total / nodes / GIB
         } else {
             0.0
         };
@@ -1886,7 +1897,8 @@ impl VerlHost {
         } else {
             0.0
         };
-        let init = base + params + reference;
+        // The first LoRA weight sync's copy of the whole model, held until vLLM has it.
+        let init = base + params + reference + host_lora_sync_gib(v, arch).unwrap_or(0.0);
         Self {
             base_gib: base,
             init_gib: init,
