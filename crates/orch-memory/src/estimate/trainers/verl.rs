@@ -639,7 +639,15 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<
             res.adam,
         ),
         item(
-            format!("vLLM weights bf16 / TP {}", v.tensor_parallel),
+            format!(
+                "vLLM weights bf16 / TP {}{}",
+                v.tensor_parallel,
+                if v.lora.is_some() {
+                    " + one LoRA adapter slot"
+                } else {
+                    ""
+                }
+            ),
             vllm.weights_gib,
         ),
         item(
