@@ -11,7 +11,8 @@
 //!
 //! A trainer that removes padding packs real tokens, so the memory of a micro-batch follows
 //! these lengths, not the padded maximum. The estimator uses them until an earlier attempt of
-//! the run logged its own.
+//! the run logged its own. A project's own `datasets/*.yaml` (the directory `--config-dir`
+//! names) come first: [`load_project_dir`].
 
 use std::sync::OnceLock;
 
@@ -52,25 +53,83 @@ pub fn builtin() -> &'static [Dataset] {
     TABLE.get_or_init(|| {
         embedded_yaml(&BUILTIN_DATASETS, "datasets")
             .into_iter()
-            .map(|(name, text)| {
-                let d: Dataset =
-                    serde_yaml::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
-                assert!(
-                    !d.patterns.is_empty() && d.prompt_tokens > 0.0 && d.response_tokens > 0.0,
-                    "{name}: `match` and both token means are required"
-                );
-                d
-            })
+            .map(|(name, text)| parse(&name, text).unwrap_or_else(|e| panic!("{e}")))
             .collect()
     })
 }
 
+/// A project's own datasets, consulted before the built-in ones: set once per process by
+/// [`load_project_dir`].
+static PROJECT: OnceLock<Vec<Dataset>> = OnceLock::new();
+
+/// A dataset file orch cannot use, with the file and what is wrong (serde's message names the
+/// line and key).
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {message}")]
+pub struct DatasetError {
+    pub file: String,
+    pub message: String,
+}
+
+/// One dataset document, checked as the built-in ones are.
+fn parse(file: &str, text: &str) -> Result<Dataset, DatasetError> {
+    let err = |message: String| DatasetError {
+        file: file.to_string(),
+        message,
+    };
+    let d: Dataset = serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?;
+    if d.patterns.is_empty() {
+        return Err(err(
+            "`match` needs at least one substring of the training files".into(),
+        ));
+    }
+    let count = |t: f64| t.is_finite() && t > 0.0;
+    if !(count(d.prompt_tokens) && count(d.response_tokens)) {
+        return Err(err(
+            "`prompt_tokens` and `response_tokens` must be positive token counts".into(),
+        ));
+    }
+    Ok(Dataset {
+        patterns: d.patterns.iter().map(|p| p.to_ascii_lowercase()).collect(),
+        ..d
+    })
+}
+
+/// Read a project directory's `datasets/*.yaml` (none when it has no such directory) and
+/// consult them before the built-in ones from now on, in file-name order. Returns how many
+/// were read. A process reads one project's: a second call keeps the first one's.
+pub fn load_project_dir(dir: &std::path::Path) -> Result<usize, DatasetError> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(0);
+    };
+    let mut files: Vec<std::path::PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(&path).map_err(|e| DatasetError {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        out.push(parse(&file, &text)?);
+    }
+    let n = out.len();
+    let _ = PROJECT.set(out);
+    Ok(n)
+}
+
 /// The first dataset whose pattern a training-files value (a path, or a list of paths as
-/// Hydra writes it) contains.
+/// Hydra writes it) contains: the project's, then the built-in ones.
 pub fn lookup(train_files: &str) -> Option<&'static Dataset> {
     let lower = train_files.to_ascii_lowercase();
-    builtin()
-        .iter()
+    PROJECT
+        .get()
+        .into_iter()
+        .flatten()
+        .chain(builtin())
         .find(|d| d.patterns.iter().any(|p| lower.contains(p.as_str())))
 }
 
@@ -85,6 +144,44 @@ mod tests {
         assert!(lookup("['/data/GSM8K/train.parquet']").is_some());
         assert!(lookup("/data/math/train.parquet").is_none());
         assert!(d.sources.iter().all(|s| s.contains("at ")));
+    }
+
+    #[test]
+    fn a_bad_dataset_file_is_refused_with_its_name_and_key() {
+        let e = parse(
+            "datasets/mine.yaml",
+            "dataset: mine\nmatch: [mine]\nprompt_tokens: 100\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("datasets/mine.yaml: ") && e.contains("response_tokens"),
+            "{e}"
+        );
+        let e = parse(
+            "datasets/mine.yaml",
+            "dataset: mine\nmatch: []\nprompt_tokens: 100\nresponse_tokens: 50\nsources: []\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`match`"), "{e}");
+        let e = parse(
+            "datasets/mine.yaml",
+            "dataset: mine\nmatch: [Mine]\nprompt_tokens: 100\nresponse_tokens: -5\nsources: []\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("positive"), "{e}");
+        let e = parse(
+            "datasets/mine.yaml",
+            "dataset: mine\nmatch: [m]\nprompt: 1\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("unknown field `prompt`") && e.contains("line 3"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -335,3 +335,41 @@ fn torchruns_estimate_against_a_real_h100() {
         );
     }
 }
+
+/// A project's own `datasets/*.yaml` gives its training files' real lengths, which the
+/// estimate packs instead of the default share of the padded length; a file orch cannot read
+/// is refused with its name and line, and nothing is estimated.
+#[test]
+fn a_projects_dataset_file_gives_the_lengths_the_estimate_packs() {
+    let orch = Orch::new();
+    let default = estimate(&orch, &["diamonds-seed0"]);
+    let dir = orch.path().join("datasets");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("diamonds.yaml"),
+        "dataset: diamonds\nmatch: [Diamonds]\nprompt_tokens: 180\nresponse_tokens: 420\nsources: [\"our first run's logged prompt_length/mean and response_length/mean\"]\n",
+    )
+    .unwrap();
+    let own = estimate(&orch, &["diamonds-seed0"]);
+    let notes = own["notes"].to_string();
+    assert!(
+        notes.contains("a sequence holds 600 of its 1536 tokens: diamonds"),
+        "{notes}"
+    );
+    assert!(
+        own["gpu_peak_gib"].as_f64().unwrap() < default["gpu_peak_gib"].as_f64().unwrap(),
+        "{own} vs {default}"
+    );
+    std::fs::write(
+        dir.join("typo.yaml"),
+        "dataset: x\nmatch: [x]\nprompt_tokens: 1\nresponce_tokens: 2\n",
+    )
+    .unwrap();
+    let run = orch.expect(&["estimate", "diamonds-seed0"], 2);
+    assert!(
+        run.stderr.contains("datasets/typo.yaml")
+            && run.stderr.contains("responce_tokens")
+            && run.stderr.contains("line 4"),
+        "{run:?}"
+    );
+}

@@ -32,7 +32,20 @@ use orch_core::ledger::Ledger;
 /// Run one subcommand; returns the exit code.
 pub async fn run(cli: Cli) -> anyhow::Result<u8> {
     let g = &cli.global;
-    let catalog = Catalog::new(g.config_dir.clone().unwrap_or_else(|| PathBuf::from(".")));
+    let project = g.config_dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    // The project's datasets (`datasets/*.yaml`) for the commands that estimate memory.
+    if matches!(
+        cli.command,
+        Command::Submit(_)
+            | Command::Resume(_)
+            | Command::Estimate(_)
+            | Command::Ladder(_)
+            | Command::Report(_)
+    ) {
+        orch_memory::datasets::load_project_dir(&project.join("datasets"))
+            .map_err(|e| orch_core::error::UsageError(e.to_string()))?;
+    }
+    let catalog = Catalog::new(project);
     let ledger = Ledger::new(g.runs_dir.clone());
     match cli.command {
         Command::Submit(args) => submit::submit(&catalog, &ledger, args, g.quiet).await,

@@ -1624,7 +1624,7 @@ pub(crate) fn estimate_verl(
         )),
         // Without padding removal or dynamic batching every sequence is padded anyway.
         (None, None) if v.use_remove_padding || v.use_dynamic_bsz => notes.push(format!(
-            "a sequence is taken to hold {:.1} % of its {} tokens ({:.0}), a default: orch has no lengths for data.train_files (datasets/ lists those it has); an attempt's logged prompt_length/mean and response_length/mean replace it",
+            "a sequence is taken to hold {:.1} % of its {} tokens ({:.0}), a default: orch has no lengths for data.train_files (a datasets/<name>.yaml in the project directory gives them); an attempt's logged prompt_length/mean and response_length/mean replace it",
             100.0 * k::REMOVE_PADDING_FILL,
             v.seq_len(),
             k::REMOVE_PADDING_FILL * v.seq_len() as f64
