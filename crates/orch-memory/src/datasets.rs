@@ -148,36 +148,21 @@ mod tests {
 
     #[test]
     fn a_bad_dataset_file_is_refused_with_its_name_and_key() {
-        let e = parse(
-            "datasets/mine.yaml",
-            "dataset: mine\nmatch: [mine]\nprompt_tokens: 100\n",
-        )
-        .unwrap_err()
-        .to_string();
+        let refused = |text: &str| parse("datasets/mine.yaml", text).unwrap_err().to_string();
+        let e = refused("dataset: mine\nmatch: [mine]\nprompt_tokens: 100\n");
         assert!(
             e.starts_with("datasets/mine.yaml: ") && e.contains("response_tokens"),
             "{e}"
         );
-        let e = parse(
-            "datasets/mine.yaml",
+        let e = refused(
             "dataset: mine\nmatch: []\nprompt_tokens: 100\nresponse_tokens: 50\nsources: []\n",
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(e.contains("`match`"), "{e}");
-        let e = parse(
-            "datasets/mine.yaml",
+        let e = refused(
             "dataset: mine\nmatch: [Mine]\nprompt_tokens: 100\nresponse_tokens: -5\nsources: []\n",
-        )
-        .unwrap_err()
-        .to_string();
+        );
         assert!(e.contains("positive"), "{e}");
-        let e = parse(
-            "datasets/mine.yaml",
-            "dataset: mine\nmatch: [m]\nprompt: 1\n",
-        )
-        .unwrap_err()
-        .to_string();
+        let e = refused("dataset: mine\nmatch: [m]\nprompt: 1\n");
         assert!(
             e.contains("unknown field `prompt`") && e.contains("line 3"),
             "{e}"
