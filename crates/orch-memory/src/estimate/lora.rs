@@ -127,6 +127,10 @@ impl Selector {
     }
 }
 
+/// How many layers' module names are matched one by one (real decoders have at most a few
+/// hundred).
+const MATCHED_LAYERS: u32 = 1024;
+
 /// A LoRA configuration: its rank and the projections it adapts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lora {
@@ -198,20 +202,23 @@ impl Lora {
         self.targets.matches(&path) && !self.exclude.as_ref().is_some_and(|e| e.matches(&path))
     }
 
-    /// The adapters' parameters over the whole model.
+    /// The adapters' parameters over the whole model. Names are matched layer by layer over
+    /// the first [`MATCHED_LAYERS`] layers; a deeper model (none exists; a hand-written
+    /// architecture may say so) repeats their share.
     pub fn params(&self, a: &Arch) -> f64 {
-        let per_rank: f64 = (0..a.layers)
+        let matched = a.layers.min(MATCHED_LAYERS);
+        let per_rank: f64 = (0..matched)
             .flat_map(|l| Proj::ALL.into_iter().filter(move |&p| self.adapts(p, l)))
             .map(|p| p.in_plus_out(a))
             .sum();
-        self.rank as f64 * per_rank
+        self.rank as f64 * per_rank * f64::from(a.layers) / f64::from(matched.max(1))
     }
 
     /// The adapted projections' names (those of any layer), for notes.
     pub fn target_names(&self, a: &Arch) -> String {
         let names: Vec<&str> = Proj::ALL
             .into_iter()
-            .filter(|&p| (0..a.layers).any(|l| self.adapts(p, l)))
+            .filter(|&p| (0..a.layers.min(MATCHED_LAYERS)).any(|l| self.adapts(p, l)))
             .map(Proj::name)
             .collect();
         if names.is_empty() {
@@ -307,6 +314,16 @@ mod tests {
         assert_eq!(per_layer(&l), 2.0 * h + h + kv);
         let l = Lora::new(8, Some(r".*layers\.(1[0-9])\.self_attn\.q_proj"), None);
         assert_eq!(l.params(&a), 8.0 * 10.0 * 2.0 * h);
+        // A hand-written architecture of 16M layers is counted from its first 1024.
+        let deep = Arch {
+            layers: 1 << 24,
+            ..a.clone()
+        };
+        let all = Lora::new(8, None, None);
+        assert_eq!(
+            all.params(&deep),
+            all.params(&a) * f64::from(deep.layers) / f64::from(a.layers)
+        );
         // A bare name as a string is a regular expression over the whole name: it matches
         // nothing (PEFT then refuses to start).
         assert_eq!(Lora::new(8, Some("q_proj"), None).params(&a), 0.0);
