@@ -605,16 +605,23 @@ def measure(rec, fields, run, on_fail=None):
     )
 
 
+def warm_actor(fns, shape):
+    """An actor with checkpointing on after one update (AdamW's state made, the entropy
+    compiled): the steady state the extra plans measure from."""
+    model, opt, fsdp = build_actor(shape)
+    set_ckpt(model, True)
+    ids, labels, adv = batch(4096, shape["vocab_size"], seed=1)
+    update(model, opt, fns, ids, labels, adv, 0.001, True, {})
+    del ids, labels, adv
+    return model, opt, fsdp
+
+
 def padded_cases(rec, fns, sizes, size="1.5B"):
     """`--plan padded`: the padded path at another response share (a quarter), and the padded
     update with the eager entropy in the loss."""
     shape = sizes[size]
     vocab = shape["vocab_size"]
-    model, opt, fsdp = build_actor(shape)
-    set_ckpt(model, True)
-    ids, labels, adv = batch(4096, vocab, seed=1)
-    update(model, opt, fns, ids, labels, adv, 0.001, True, {})
-    del ids, labels, adv
+    model, opt, fsdp = warm_actor(fns, shape)
     common = dict(kind="actor", size=size, gradient_checkpointing=True, use_torch_compile=False,
                   fsdp2=fsdp, flash_ce=fns.has_flash, padded=True)
     drop = lambda: opt.zero_grad(set_to_none=True)  # noqa: E731
@@ -637,11 +644,7 @@ def padded_cases(rec, fns, sizes, size="1.5B"):
 def extra_cases(rec, fns, sizes, size="1.5B"):
     shape = sizes[size]
     vocab = shape["vocab_size"]
-    model, opt, fsdp = build_actor(shape)
-    set_ckpt(model, True)
-    ids, labels, adv = batch(4096, vocab, seed=1)
-    update(model, opt, fns, ids, labels, adv, 0.001, True, {})
-    del ids, labels, adv
+    model, opt, fsdp = warm_actor(fns, shape)
     common = dict(kind="actor", size=size, gradient_checkpointing=True, entropy_coeff=0.0,
                   use_torch_compile=True, fsdp2=fsdp, flash_ce=fns.has_flash)
     drop = lambda: opt.zero_grad(set_to_none=True)  # noqa: E731
