@@ -495,6 +495,10 @@ pub fn describe(f: &Failure) -> String {
             needed_gib,
             free_gib,
         } => format!("vLLM wake-up needs {needed_gib:.2} GiB with {free_gib:.2} GiB free"),
+        FailKind::SglangResume {
+            needed_gib,
+            free_gib,
+        } => format!("SGLang's resume needs {needed_gib:.2} GiB with {free_gib:.2} GiB free"),
         FailKind::SglangNotEnough { mem_fraction } => {
             format!("SGLang's mem_fraction_static {mem_fraction} leaves no KV pool")
         }

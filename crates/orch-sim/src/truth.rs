@@ -190,6 +190,10 @@ fn scaled(mut e: Estimate, f: f64) -> Estimate {
             FailKind::VllmWakeUp {
                 needed_gib,
                 free_gib,
+            }
+            | FailKind::SglangResume {
+                needed_gib,
+                free_gib,
             } => {
                 *needed_gib *= f;
                 *free_gib *= f;

@@ -261,6 +261,7 @@ fn cases() -> Vec<Case> {
         "True",
     );
     let util = |v: &'static str| ("actor_rollout_ref.rollout.gpu_memory_utilization", v);
+    let sglang = ("actor_rollout_ref.rollout.name", "sglang");
     vec![
         c("verl-oom-softmax", "verl", H100, diamonds("v1", &[])),
         c("verl-oom-expandable", "verl", H100_EXP, diamonds("v2", &[])),
@@ -286,6 +287,20 @@ fn cases() -> Vec<Case> {
                     ("actor_rollout_ref.rollout.max_model_len", "32768"),
                 ],
             ),
+        ),
+        // SGLang as verl's rollout: no room for its pool at start-up; its resume at step 2,
+        // once AdamW's state sits in memory the pool was sized without.
+        c(
+            "verl-sglang-no-pool",
+            "verl",
+            H100_HOST4T,
+            diamonds("v20", &[sglang, util("0.2")]),
+        ),
+        c(
+            "verl-sglang-resume",
+            "verl",
+            H100_HOST4T,
+            diamonds("v21", &[sglang, util("0.9"), m("2")]),
         ),
         c(
             "verl-free-memory",

@@ -76,6 +76,14 @@ pub enum FailKind {
         /// What is free then.
         free_gib: f64,
     },
+    /// SGLang (verl's rollout) could not map its released memory back when woken up
+    /// (`resume_memory_occupation`: torch_memory_saver's `cuMemCreate` out of memory).
+    SglangResume {
+        /// What resuming maps back.
+        needed_gib: f64,
+        /// What is free then.
+        free_gib: f64,
+    },
     /// SGLang: no room for the KV pool inside `mem_fraction_static`.
     SglangNotEnough {
         /// `mem_fraction_static`.
@@ -259,6 +267,13 @@ impl std::fmt::Display for Failure {
             } => write!(
                 f,
                 "vLLM cannot wake up {at}: needs {needed_gib:.2} GiB, {free_gib:.2} free"
+            ),
+            FailKind::SglangResume {
+                needed_gib,
+                free_gib,
+            } => write!(
+                f,
+                "SGLang cannot resume its memory {at}: needs {needed_gib:.2} GiB, {free_gib:.2} free"
             ),
             FailKind::SglangNotEnough { mem_fraction } => write!(
                 f,

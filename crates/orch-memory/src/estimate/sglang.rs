@@ -54,3 +54,80 @@ impl Sglang {
         ]
     }
 }
+
+/// SGLang as verl's rollout engine (`rollout.name: sglang`). verl passes
+/// `rollout.gpu_memory_utilization` as `mem_fraction_static` and starts SGLang with its memory
+/// saver (`verl/workers/rollout/sglang_rollout/async_sglang_server.py` L260-262 at b178a3cd5).
+/// SGLang sizes its KV pool from what is free once its weights are loaded: `available -
+/// total × (1 - mem_fraction_static)` (sglang v0.5.8,
+/// `python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py` `profile_max_num_token`;
+/// `model_runner.py` before it). verl builds the rollout after its FSDP models, so what they
+/// hold then comes out of the pool, not on top of the fraction as with vLLM. Asleep
+/// (`free_cache_engine`), verl releases the `kv_cache` and `weights` tags only
+/// (`async_sglang_server.py` `sleep`, L386-393): the CUDA graphs and the context stay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SglangInVerl {
+    /// `mem_fraction_static` (verl's `gpu_memory_utilization`).
+    pub fraction: f64,
+    /// bf16 weights, sharded over tensor parallelism.
+    pub weights_gib: f64,
+    /// The KV pool (≤ 0: SGLang refuses to start).
+    pub kv_pool_gib: f64,
+    /// KV bytes per token on this GPU.
+    pub kv_bytes_per_token: f64,
+    /// Tensor-parallel size.
+    pub tp: u32,
+}
+
+impl SglangInVerl {
+    /// SGLang's memory on a GPU of `capacity` GiB on which verl's worker holds `held_gib`
+    /// (its CUDA context and FSDP state) when the rollout is built.
+    pub fn profile(arch: &Arch, fraction: f64, tp: u32, capacity: f64, held_gib: f64) -> Self {
+        let weights = 2.0 * arch.params / f64::from(tp.max(1)) / GIB;
+        Self {
+            fraction,
+            weights_gib: weights,
+            kv_pool_gib: fraction * capacity - held_gib - k::SGLANG_CTX_GIB - weights,
+            kv_bytes_per_token: arch.kv_bytes_per_token(tp),
+            tp,
+        }
+    }
+
+    /// What the server holds awake: context, weights, KV pool, and the CUDA graphs and
+    /// workspace outside the fraction.
+    pub fn awake_gib(&self) -> f64 {
+        k::SGLANG_CTX_GIB + self.weights_gib + self.kv_pool_gib.max(0.0) + k::SGLANG_OVERHEAD_GIB
+    }
+
+    /// What stays asleep: the context and the CUDA graphs.
+    pub fn asleep_gib(&self) -> f64 {
+        k::SGLANG_CTX_GIB + k::SGLANG_OVERHEAD_GIB
+    }
+
+    /// Tokens the KV pool holds (0 when there is none).
+    pub fn kv_tokens(&self) -> f64 {
+        (self.kv_pool_gib.max(0.0) * GIB / self.kv_bytes_per_token).floor()
+    }
+
+    /// The generation-phase lines of the server.
+    pub fn items(&self) -> Vec<Item> {
+        vec![
+            item(
+                "SGLang CUDA context (inside mem_fraction_static)",
+                k::SGLANG_CTX_GIB,
+            ),
+            item(
+                format!("SGLang weights bf16 / TP {}", self.tp),
+                self.weights_gib,
+            ),
+            item(
+                format!("SGLang KV pool ({:.0} tokens)", self.kv_tokens()),
+                self.kv_pool_gib.max(0.0),
+            ),
+            item(
+                "SGLang CUDA graphs + overhead (outside the fraction)",
+                k::SGLANG_OVERHEAD_GIB,
+            ),
+        ]
+    }
+}

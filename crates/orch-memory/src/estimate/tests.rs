@@ -1968,3 +1968,121 @@ fn verl_lora_without_layered_summon_gathers_the_whole_model() {
         one(&[("actor_rollout_ref.rollout.layered_summon", "true")])
     );
 }
+
+/// verl with SGLang as its rollout (`rollout.name: sglang`): the pool is the fraction of the
+/// card less what verl's worker holds when it builds SGLang, not a fraction on top of it as
+/// vLLM's request is; CUDA graphs come on top; asleep, the context and graphs stay.
+#[test]
+fn verl_sglang_pool_is_the_fraction_less_what_the_worker_holds() {
+    let sglang = with(&diamonds(), &[("actor_rollout_ref.rollout.name", "sglang")]);
+    let s = verl(h100(false), &sglang);
+    let v = verl(h100(false), &ov(&diamonds()));
+    let cfg = VerlConfig::from_overrides(&sglang);
+    let arch = lookup("Qwen/Qwen2.5-7B-Instruct");
+    let held = super::trainers::verl::resident_at_rollout_init_gib(&cfg, &arch);
+    let weights = 2.0 * arch.params / GIB;
+    let pool = 0.6 * 79.18 - held - k::SGLANG_CTX_GIB - weights;
+    assert!((s.kv_cache_gib.unwrap() - pool).abs() < 1e-9, "{s:?}");
+    // vLLM's peak is the resident state + its request; SGLang's request already counts what
+    // the worker held at start-up, and its graphs come on top.
+    let expected = v.rollout_peak_gib - held + k::SGLANG_OVERHEAD_GIB;
+    assert!(
+        (s.rollout_peak_gib - expected).abs() < 1e-9,
+        "{} vs {expected}",
+        s.rollout_peak_gib
+    );
+    let labels: Vec<&str> = s.rollout_items.iter().map(|i| i.label.as_str()).collect();
+    assert!(
+        labels.iter().any(|l| l.starts_with("SGLang KV pool")),
+        "{labels:?}"
+    );
+    assert!(!labels.iter().any(|l| l.contains("vLLM")), "{labels:?}");
+    assert!(
+        (train_gib(&s, "SGLang asleep") - k::SGLANG_CTX_GIB - k::SGLANG_OVERHEAD_GIB).abs() < 1e-9
+    );
+}
+
+#[test]
+fn verl_sglang_without_room_for_its_pool_refuses_at_start_up() {
+    let o = with(
+        &diamonds(),
+        &[
+            ("actor_rollout_ref.rollout.name", "sglang"),
+            ("actor_rollout_ref.rollout.gpu_memory_utilization", "0.2"),
+        ],
+    );
+    let e = verl(h100(false), &o);
+    match e.failure {
+        Some(Failure {
+            at: FailAt::Init,
+            kind: FailKind::SglangNotEnough { mem_fraction },
+        }) => assert_eq!(mem_fraction, 0.2),
+        other => panic!("expected SGLang to refuse at start-up, got {other:?}"),
+    }
+}
+
+/// SGLang sized its pool before AdamW's state existed; at step 2 that state is resident, and
+/// resuming the released pool no longer fits.
+#[test]
+fn verl_sglang_resume_fails_once_adamw_state_is_resident() {
+    let o = with(
+        &diamonds(),
+        &[
+            ("actor_rollout_ref.rollout.name", "sglang"),
+            ("actor_rollout_ref.rollout.gpu_memory_utilization", "0.9"),
+            ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "2"),
+        ],
+    );
+    let e = verl(h100(false), &o);
+    match e.failure {
+        Some(Failure {
+            at: FailAt::Rollout { step: 2 },
+            kind:
+                FailKind::SglangResume {
+                    needed_gib,
+                    free_gib,
+                },
+        }) => assert!(needed_gib > free_gib),
+        other => panic!("expected SGLang's resume to fail at step 2, got {other:?}"),
+    }
+    // Offloading the optimizer state keeps the memory SGLang was sized against.
+    let offloaded = with(
+        &diamonds(),
+        &[
+            ("actor_rollout_ref.rollout.name", "sglang"),
+            ("actor_rollout_ref.rollout.gpu_memory_utilization", "0.9"),
+            ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "2"),
+            (
+                "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+                "True",
+            ),
+        ],
+    );
+    let e = verl(h100(false), &offloaded);
+    assert!(
+        !matches!(
+            e.failure,
+            Some(Failure {
+                kind: FailKind::SglangResume { .. },
+                ..
+            })
+        ),
+        "{:?}",
+        e.failure
+    );
+}
+
+#[test]
+fn verl_another_rollout_engine_is_estimated_as_vllm_and_says_so() {
+    let o = with(&diamonds(), &[("actor_rollout_ref.rollout.name", "hf")]);
+    let e = verl(h100(false), &o);
+    assert!(
+        e.notes.iter().any(|n| n.starts_with("rollout.name hf:")),
+        "{:?}",
+        e.notes
+    );
+    assert_eq!(
+        e.rollout_peak_gib,
+        verl(h100(false), &ov(&diamonds())).rollout_peak_gib
+    );
+}

@@ -28,7 +28,7 @@ pub use rl_swarm::{RS_LARGE_POOL, RS_SMALL_POOL, RlSwarmConfig, rl_swarm_keys};
 pub use torchrun::{
     TorchrunConfig, torchrun_architecture, torchrun_no_ckpt_factor, torchrun_shape,
 };
-pub use verl::{FusedKernels, VerlConfig};
+pub use verl::{FusedKernels, RolloutEngine, VerlConfig};
 
 /// A trainer the memory model knows (`orch sim-train <trainer>`, a template's `trainer:`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

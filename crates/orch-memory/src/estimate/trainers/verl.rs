@@ -19,6 +19,7 @@ use crate::estimate::host::host_limit;
 use crate::estimate::k;
 use crate::estimate::lora::{Lora, trained_label};
 use crate::estimate::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
+use crate::estimate::sglang::SglangInVerl;
 use crate::estimate::vllm::Vllm;
 use crate::shape::{Arch, lookup};
 
@@ -44,7 +45,10 @@ pub struct VerlConfig {
     pub ulysses_sp: u64,
     /// `rollout.n`: responses sampled per prompt.
     pub rollout_n: u64,
-    /// `rollout.gpu_memory_utilization`: vLLM's share of the GPU.
+    /// `rollout.name`: the rollout engine.
+    pub rollout_engine: RolloutEngine,
+    /// `rollout.gpu_memory_utilization`: vLLM's share of the GPU (SGLang's
+    /// `mem_fraction_static`).
     pub gpu_memory_utilization: f64,
     /// `rollout.tensor_model_parallel_size`: vLLM's tensor-parallel size.
     pub tensor_parallel: u32,
@@ -270,6 +274,32 @@ fn count32(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// verl's rollout engine (`rollout.name`, `vllm` by default in `rollout/rollout.yaml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RolloutEngine {
+    /// vLLM ([`Vllm`]).
+    Vllm,
+    /// SGLang ([`SglangInVerl`]).
+    Sglang,
+}
+
+impl RolloutEngine {
+    /// The engine `name` names; another (`hf`, a custom class) is estimated as vLLM, with a
+    /// note.
+    fn read(name: &str, notes: &mut Vec<String>) -> Self {
+        match name {
+            "sglang" => Self::Sglang,
+            "vllm" => Self::Vllm,
+            other => {
+                notes.push(format!(
+                    "rollout.name {other}: orch models vLLM and SGLang rollouts, so this is the estimate of a vLLM one"
+                ));
+                Self::Vllm
+            }
+        }
+    }
+}
+
 const RO: &str = "actor_rollout_ref.rollout.";
 const ACTOR: &str = "actor_rollout_ref.actor.";
 
@@ -381,6 +411,7 @@ impl VerlConfig {
             ppo_max_token_len_per_gpu,
             ulysses_sp,
             rollout_n,
+            rollout_engine: RolloutEngine::read(&o.str_or(&r("name"), "vllm"), &mut notes),
             gpu_memory_utilization: o.f64_or(&r("gpu_memory_utilization"), 0.5),
             tensor_parallel: count32(o.u64_or(&r("tensor_model_parallel_size"), 2)).max(1),
             max_model_len: o.u64_opt(&r("max_model_len")),
@@ -615,12 +646,101 @@ impl Resident {
     }
 }
 
+/// The rollout engine's memory on one GPU.
+enum Engine {
+    Vllm(Vllm),
+    Sglang(SglangInVerl),
+}
+
+impl Engine {
+    /// The engine verl's settings name, built after the FSDP models that hold `res.init`.
+    fn profile(arch: &Arch, v: &VerlConfig, capacity: f64, res: &Resident) -> Self {
+        match v.rollout_engine {
+            RolloutEngine::Vllm => Self::Vllm(Vllm::profile(arch, v, capacity)),
+            RolloutEngine::Sglang => Self::Sglang(SglangInVerl::profile(
+                arch,
+                v.gpu_memory_utilization,
+                v.tensor_parallel,
+                capacity,
+                res.init,
+            )),
+        }
+    }
+
+    /// What the engine holds awake, on top of verl's own state.
+    fn awake_gib(&self) -> f64 {
+        match self {
+            Self::Vllm(e) => e.requested_gib,
+            Self::Sglang(e) => e.awake_gib(),
+        }
+    }
+
+    /// The KV cache it has.
+    fn kv_gib(&self) -> f64 {
+        match self {
+            Self::Vllm(e) => e.kv_gib,
+            Self::Sglang(e) => e.kv_pool_gib,
+        }
+    }
+
+    /// What it keeps through the training phase, and the line that says so.
+    fn held_in_training(&self, v: &VerlConfig, capacity: f64) -> (f64, String) {
+        match (self, v.free_cache_engine) {
+            (Self::Vllm(_), true) => (
+                k::VLLM_ASLEEP_GIB,
+                "vLLM asleep (free_cache_engine=True)".into(),
+            ),
+            (Self::Vllm(e), false) => (
+                e.requested_gib,
+                format!(
+                    "vLLM memory held (free_cache_engine=False): {} × {capacity}",
+                    v.gpu_memory_utilization
+                ),
+            ),
+            (Self::Sglang(e), true) => (
+                e.asleep_gib(),
+                "SGLang asleep (free_cache_engine=True): context + CUDA graphs".into(),
+            ),
+            (Self::Sglang(e), false) => (
+                e.awake_gib(),
+                "SGLang memory held (free_cache_engine=False)".into(),
+            ),
+        }
+    }
+
+    /// Its generation-phase lines.
+    fn items(&self, v: &VerlConfig) -> Vec<Item> {
+        match self {
+            Self::Vllm(e) => vec![
+                item(
+                    format!(
+                        "vLLM weights bf16 / TP {}{}",
+                        v.tensor_parallel,
+                        if v.lora.is_some() {
+                            " + one LoRA adapter slot"
+                        } else {
+                            ""
+                        }
+                    ),
+                    e.weights_gib,
+                ),
+                item("vLLM activation workspace + CUDA graphs", e.workspace_gib),
+                item(
+                    format!("vLLM KV cache ({:.0} tokens)", e.kv_tokens()),
+                    e.kv_gib.max(0.0),
+                ),
+            ],
+            Self::Sglang(e) => e.items(),
+        }
+    }
+}
+
 fn offloaded(yes: bool) -> &'static str {
     if yes { "offloaded: 0" } else { "resident" }
 }
 
-/// The generation-phase breakdown: resident FSDP state plus vLLM awake.
-fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<Item> {
+/// The generation-phase breakdown: resident FSDP state plus the rollout engine awake.
+fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, engine: &Engine) -> Vec<Item> {
     let mut items = vec![
         item("CUDA context + NCCL (non-PyTorch)", k::CUDA_CTX_GIB),
         item(
@@ -638,27 +758,8 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, vllm: &Vllm) -> Vec<
             ),
             res.adam,
         ),
-        item(
-            format!(
-                "vLLM weights bf16 / TP {}{}",
-                v.tensor_parallel,
-                if v.lora.is_some() {
-                    " + one LoRA adapter slot"
-                } else {
-                    ""
-                }
-            ),
-            vllm.weights_gib,
-        ),
-        item(
-            "vLLM activation workspace + CUDA graphs",
-            vllm.workspace_gib,
-        ),
-        item(
-            format!("vLLM KV cache ({:.0} tokens)", vllm.kv_tokens()),
-            vllm.kv_gib.max(0.0),
-        ),
     ];
+    items.extend(engine.items(v));
     if v.needs_ref() {
         items.push(item(
             if v.lora.is_some() {
@@ -1476,26 +1577,14 @@ fn logprob_loss_events(arch: &Arch, v: &VerlConfig, tokens: f64, entropy: bool) 
 
 /// The training-phase breakdown: non-PyTorch memory, the allocations, the allocator's slack.
 fn train_items(
-    v: &VerlConfig,
     hw: &Hardware,
-    nontorch_vllm: f64,
+    (held_gib, held_label): (f64, String),
     events: &[Event],
     demand: &Walk,
 ) -> Vec<Item> {
-    let c = hw.gpu_mem_gib;
     let mut items = vec![
         item("CUDA context + NCCL (non-PyTorch)", k::CUDA_CTX_GIB),
-        item(
-            if v.free_cache_engine {
-                "vLLM asleep (free_cache_engine=True)".to_string()
-            } else {
-                format!(
-                    "vLLM memory held (free_cache_engine=False): {} × {c}",
-                    v.gpu_memory_utilization
-                )
-            },
-            nontorch_vllm,
-        ),
+        item(held_label, held_gib),
     ];
     items.extend(items_from_events(events));
     items.push(item(
@@ -1515,6 +1604,31 @@ fn host_oom(hw: &Hardware, v: &VerlConfig, host: &VerlHost, total: f64, task: &s
     }
 }
 
+/// vLLM's start-up checks when verl builds it on a GPU where the worker holds `res.init`.
+fn vllm_start_up(v: &VerlConfig, c: f64, res: &Resident, vllm: &Vllm) -> Option<FailKind> {
+    if c - res.init < vllm.requested_gib {
+        Some(FailKind::VllmFreeMemory {
+            free_gib: c - res.init,
+            total_gib: c,
+            util: v.gpu_memory_utilization,
+            requested_gib: vllm.requested_gib,
+        })
+    } else if vllm.kv_gib <= 0.0 {
+        Some(FailKind::VllmNoCacheBlocks {
+            available_gib: vllm.kv_gib,
+        })
+    } else if vllm.kv_gib < vllm.kv_needed_gib {
+        Some(FailKind::VllmMaxLen {
+            max_model_len: vllm.max_model_len,
+            needed_gib: vllm.kv_needed_gib,
+            available_gib: vllm.kv_gib,
+            estimated_max_len: vllm.estimated_max_len(),
+        })
+    } else {
+        None
+    }
+}
+
 /// The first failure in the order a verl run meets them: Ray's GPU check, worker init (host
 /// RAM, vLLM's start-up checks), then per step vLLM's wake-up (before training on a resumed
 /// run, whose optimizer state is loaded up front), the no-grad passes and `update_actor`
@@ -1527,7 +1641,7 @@ fn first_failure(
     v: &VerlConfig,
     resumed: bool,
     res: &Resident,
-    vllm: &Vllm,
+    engine: &Engine,
     host: &VerlHost,
     step1: &[Walk],
     step2: &[Walk],
@@ -1541,7 +1655,7 @@ fn first_failure(
         })
     };
     let c = hw.gpu_mem_gib;
-    let requested = vllm.requested_gib;
+    let awake = engine.awake_gib();
     let limit = host_limit(hw);
     let init = |kind| {
         Some(Failure {
@@ -1550,15 +1664,30 @@ fn first_failure(
         })
     };
     let wake_step = if resumed { 1 } else { 2 };
-    let wake_fails = v.free_cache_engine && res.steady + requested > c;
+    let wake_fails = v.free_cache_engine && res.steady + awake > c;
     let wake_up = || {
+        let (needed_gib, free_gib) = (awake, c - res.steady);
         Some(Failure {
             at: FailAt::Rollout { step: wake_step },
-            kind: FailKind::VllmWakeUp {
-                needed_gib: requested,
-                free_gib: c - res.steady,
+            kind: match engine {
+                Engine::Vllm(_) => FailKind::VllmWakeUp {
+                    needed_gib,
+                    free_gib,
+                },
+                Engine::Sglang(_) => FailKind::SglangResume {
+                    needed_gib,
+                    free_gib,
+                },
             },
         })
+    };
+    let start_up = match engine {
+        Engine::Vllm(vllm) => vllm_start_up(v, c, res, vllm),
+        Engine::Sglang(sglang) => {
+            (sglang.kv_pool_gib <= 0.0).then_some(FailKind::SglangNotEnough {
+                mem_fraction: sglang.fraction,
+            })
+        }
     };
     if v.n_gpus_per_node > hw.gpus_per_node {
         init(FailKind::NotEnoughGpus {
@@ -1568,24 +1697,8 @@ fn first_failure(
     } else if host.init_gib > limit {
         let task = "WorkerDict.actor_rollout_ref_init_model";
         init(host_oom(hw, v, host, host.init_gib, task))
-    } else if c - res.init < requested {
-        init(FailKind::VllmFreeMemory {
-            free_gib: c - res.init,
-            total_gib: c,
-            util: v.gpu_memory_utilization,
-            requested_gib: requested,
-        })
-    } else if vllm.kv_gib <= 0.0 {
-        init(FailKind::VllmNoCacheBlocks {
-            available_gib: vllm.kv_gib,
-        })
-    } else if vllm.kv_gib < vllm.kv_needed_gib {
-        init(FailKind::VllmMaxLen {
-            max_model_len: vllm.max_model_len,
-            needed_gib: vllm.kv_needed_gib,
-            available_gib: vllm.kv_gib,
-            estimated_max_len: vllm.estimated_max_len(),
-        })
+    } else if let Some(kind) = start_up {
+        init(kind)
     } else if resumed && wake_fails {
         wake_up()
     } else if let Some(f) = oom_in(step1, 1) {
@@ -1648,18 +1761,14 @@ pub(crate) fn estimate_verl(
     }
     let critic = v.critic_arch(&arch);
     let actor = Actor::new(&arch, &critic, v);
-    let vllm = Vllm::profile(&arch, v, c);
     let res = Resident::new(v, &actor);
-    let rollout_items = rollout_items(v, &actor, &res, &vllm);
+    let engine = Engine::profile(&arch, v, c, &res);
+    let rollout_items = rollout_items(v, &actor, &res, &engine);
 
-    // Training phase (update_actor), steady state. vLLM is asleep, or keeps everything it
-    // took when verl is told not to free its cache.
-    let nontorch_vllm = if v.free_cache_engine {
-        k::VLLM_ASLEEP_GIB
-    } else {
-        vllm.requested_gib
-    };
-    let nontorch = k::CUDA_CTX_GIB + nontorch_vllm;
+    // Training phase (update_actor), steady state. The engine is asleep, or keeps everything
+    // it took when verl is told not to free its cache.
+    let held = engine.held_in_training(v, c);
+    let nontorch = k::CUDA_CTX_GIB + held.0;
     let events = train_events(&arch, v, &actor);
     let demand = walk(f64::INFINITY, &[], nontorch, frag, &events);
     let real = walk(c, &[], nontorch, frag, &events);
@@ -1714,10 +1823,10 @@ pub(crate) fn estimate_verl(
             demand.device_peak_gib
         ));
     }
-    let train_items = train_items(v, hw, nontorch_vllm, peak.1, peak.2);
+    let train_items = train_items(hw, held, peak.1, peak.2);
     let train_peak_gib = peak.2.device_peak_gib;
     let host = VerlHost::new(v, &arch);
-    let failure = first_failure(hw, v, resumed, &res, &vllm, &host, &step1, &step2);
+    let failure = first_failure(hw, v, resumed, &res, &engine, &host, &step1, &step2);
 
     Estimate {
         trainer: Trainer::Verl,
@@ -1731,8 +1840,8 @@ pub(crate) fn estimate_verl(
         train_reserved_gib: reserved,
         train_static: None,
         rollout_items,
-        rollout_peak_gib: res.steady + vllm.requested_gib,
-        kv_cache_gib: Some(vllm.kv_gib),
+        rollout_peak_gib: res.steady + engine.awake_gib(),
+        kv_cache_gib: Some(engine.kv_gib()),
         host_peak_gib: host.steady_gib,
         host_limit_gib: hw.host_mem_gib,
         failure,

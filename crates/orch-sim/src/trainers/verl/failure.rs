@@ -265,7 +265,16 @@ fn fill(ctx: &Ctx, r: &Run, f: &Failure) -> (&'static str, Vars) {
                 .set("required", required);
             (super::messages::NOT_ENOUGH_GPUS, vars)
         }
-        FailKind::SglangNotEnough { .. } => unreachable!("verl uses vLLM"),
+        FailKind::SglangResume { .. } => (
+            super::messages::SGLANG_RESUME,
+            common_vars(ctx, r, "generate_sequences").set("ray_time", report::Stamp::now().ray()),
+        ),
+        FailKind::SglangNotEnough { .. } => (
+            super::messages::SGLANG_NOT_ENOUGH,
+            common_vars(ctx, r, "init_model")
+                .set("sglang_time", report::Stamp::now().sglang())
+                .set("message", report::sglang_not_enough()),
+        ),
         FailKind::VllmFreeMemory { .. }
         | FailKind::VllmNoCacheBlocks { .. }
         | FailKind::VllmMaxLen { .. } => unreachable!("handled above"),

@@ -15,7 +15,7 @@ use crate::report;
 use crate::{Ctx, TAG, metric, step_from_path, write_file};
 use orch_memory::estimate::Site;
 use orch_memory::estimate::{
-    self as memory, FailAt, FailKind, Failure, GIB, SimConfig, VerlConfig, Workload,
+    self as memory, FailAt, FailKind, Failure, GIB, RolloutEngine, SimConfig, VerlConfig, Workload,
 };
 use orch_memory::shape::Arch;
 
@@ -81,6 +81,11 @@ impl Run {
     /// A line from the WorkerDict actor, as Ray prefixes it.
     fn wd(&self, line: &str) -> String {
         format!("(WorkerDict pid={}) {line}", self.worker)
+    }
+    /// A line from the SGLang server verl starts (`rollout.name: sglang`), as Ray prefixes it.
+    fn sg(&self, line: &str) -> String {
+        let st = report::Stamp::now().sglang();
+        format!("(SGLangHttpServer pid={}) [{st} TP0] {line}", self.engine)
     }
     /// The estimate's failure, if it happens at `at`.
     fn fails_at(&self, at: impl Fn(&Failure) -> bool) -> Option<&Failure> {
@@ -214,15 +219,51 @@ fn init_workers(ctx: &mut Ctx, r: &Run) -> Step<()> {
     if let Some(f) = r.fails_at(init_host) {
         return Err(fail_exit(ctx, r, f));
     }
+    let weights = 2.0 * p / r.v.tensor_parallel as f64 / GIB;
+    if r.v.rollout_engine == RolloutEngine::Sglang {
+        return sglang_start_up(ctx, r, weights, fsdp);
+    }
     let vl = report::Stamp::now().vllm();
     ctx.out(r.wd(&format!(
-        "INFO {vl} [gpu_model_runner.py:2602] Model loading took {:.4} GiB and 4.21 seconds",
-        2.0 * p / r.v.tensor_parallel as f64 / GIB
+        "INFO {vl} [gpu_model_runner.py:2602] Model loading took {weights:.4} GiB and 4.21 seconds"
     )));
     if let Some(f) = r.fails_at(|f| f.at == FailAt::Init) {
         return Err(fail_exit(ctx, r, f));
     }
     vllm_ready_lines(ctx, r, &vl, fsdp);
+    Ok(())
+}
+
+/// SGLang's start-up lines in verl (its weights, then its KV pool: the lines AReaL's simulated
+/// server prints, `trainers/areal.rs`), and the switch back to the trainer.
+fn sglang_start_up(ctx: &mut Ctx, r: &Run, weights: f64, fsdp: f64) -> Step<()> {
+    let c = r.est.capacity_gib;
+    let resident = if r.v.param_offload { 0.0 } else { fsdp };
+    let avail = c - memory::k::CUDA_CTX_GIB - resident - memory::k::SGLANG_CTX_GIB;
+    ctx.out(r.sg(&format!(
+        "Load weight end. type={}ForCausalLM, dtype=torch.bfloat16, avail mem={:.2} GB, mem usage={weights:.2} GB.",
+        if r.arch.name.starts_with("Llama") { "Llama" } else { "Qwen2" },
+        avail - weights
+    )));
+    if let Some(f) = r.fails_at(|f| f.at == FailAt::Init) {
+        return Err(fail_exit(ctx, r, f));
+    }
+    let pool = r.est.kv_cache_gib.unwrap_or(0.0).max(0.0);
+    let tokens = (pool * GIB / r.arch.kv_bytes_per_token(r.v.tensor_parallel)).floor() as u64;
+    ctx.out(r.sg(&format!(
+        "KV Cache is allocated. #tokens: {tokens}, K size: {:.2} GB, V size: {:.2} GB",
+        pool / 2.0,
+        pool / 2.0
+    )));
+    ctx.out(r.wd(&format!(
+        "After switch to trainer mode, memory allocated (GB): {:.2}, memory reserved (GB): {:.2}, device memory used/total (GB): {:.2}/{c:.2}",
+        resident,
+        resident * 1.02,
+        memory::k::CUDA_CTX_GIB
+            + memory::k::SGLANG_CTX_GIB
+            + memory::k::SGLANG_OVERHEAD_GIB
+            + resident * 1.02,
+    )));
     Ok(())
 }
 
@@ -427,6 +468,13 @@ pub(crate) mod messages {
     pub const HOST_OOM_UPDATE: &str = include_str!("../../../outputs/verl/host_oom_update.txt");
     /// `_check_resource_available`: more GPUs requested than the node has.
     pub const NOT_ENOUGH_GPUS: &str = include_str!("../../../outputs/verl/not_enough_gpus.txt");
+    /// SGLang (`rollout.name: sglang`) resuming its memory before a rollout, out of memory:
+    /// the lines of https://github.com/sgl-project/sglang/issues/14092 (verl with SGLang,
+    /// torch_memory_saver's `cu_mem_create`), pids and time replaced.
+    pub const SGLANG_RESUME: &str = include_str!("../../../outputs/verl/sglang_resume.txt");
+    /// SGLang's scheduler at start-up with no room for its KV pool (`init_memory_pool`, as in
+    /// AReaL's `outputs/areal/sglang_not_enough.txt`), under the Ray actor verl runs it in.
+    pub const SGLANG_NOT_ENOUGH: &str = include_str!("../../../outputs/verl/sglang_not_enough.txt");
 }
 
 /// The frames from `ActorRolloutRefWorker.update_actor` (`verl/workers/fsdp_workers.py`)
