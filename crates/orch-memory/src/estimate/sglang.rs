@@ -1,5 +1,7 @@
-//! SGLang as AReaL's rollout server: a fixed `mem_fraction_static` share of the GPU for weights
-//! and its KV pool, plus CUDA graphs outside the fraction.
+//! SGLang as a rollout engine: a fixed `mem_fraction_static` share of the GPU for weights and
+//! its KV pool, plus CUDA graphs outside the fraction — AReaL's rollout server ([`Sglang`]) and
+//! verl's `rollout.name: sglang` ([`SglangInVerl`]), whose pool also gives up what verl's
+//! worker holds when SGLang starts.
 
 use super::GIB;
 use super::hardware::Hardware;
