@@ -2086,3 +2086,29 @@ fn verl_another_rollout_engine_is_estimated_as_vllm_and_says_so() {
         verl(h100(false), &ov(&diamonds())).rollout_peak_gib
     );
 }
+
+/// With micro-batches packed to a token budget, torch's reserved counter keeps one more set of
+/// the micro-batch's tensors (cached segments of another size); the device peak an OOM is
+/// judged by does not move, and expandable segments take the term away.
+#[test]
+fn dynamic_batching_raises_the_reserved_counter_not_the_device_peak() {
+    let dynamic = with(
+        &diamonds(),
+        &[
+            ("actor_rollout_ref.actor.use_dynamic_bsz", "True"),
+            ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "8192"),
+        ],
+    );
+    let d = verl(h100(false), &dynamic);
+    let e = verl(h100(true), &dynamic);
+    // 8192 tokens × 152,064 × 10 B of logits through the backward alone is 11.6 GiB.
+    let extra = d.train_reserved_gib - d.train_allocated_gib * (1.0 + h100(false).frag());
+    assert!(extra > 11.6, "{extra}");
+    assert!(
+        e.train_reserved_gib - e.train_allocated_gib * (1.0 + h100(true).frag()) < 0.5,
+        "{e:?}"
+    );
+    // The device peak (context + vLLM asleep + the replay's reserved) is below the counter:
+    // the term is not in it.
+    assert!(d.train_reserved_gib > d.train_peak_gib, "{d:?}");
+}

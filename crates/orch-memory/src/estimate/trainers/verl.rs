@@ -1144,6 +1144,19 @@ enum Phase {
 }
 
 impl Phase {
+    /// Its micro-batches are packed to a token budget (`use_dynamic_bsz`), so their sizes
+    /// change from one to the next.
+    fn dynamic(self, v: &VerlConfig) -> bool {
+        match self {
+            Self::WeightSync => false,
+            Self::OldLogProb => v.log_prob.use_dynamic_bsz,
+            Self::RefLogProb => v.ref_log_prob.use_dynamic_bsz,
+            Self::Values => v.critic_forward.use_dynamic_bsz,
+            Self::CriticUpdate => v.critic_update.use_dynamic_bsz,
+            Self::Update => v.use_dynamic_bsz,
+        }
+    }
+
     /// The phase's key in measured records (`calibration/measured/`).
     #[cfg(test)]
     fn key(self) -> &'static str {
@@ -1716,6 +1729,54 @@ fn first_failure(
     }
 }
 
+/// What torch's `max_memory_reserved` reaches in a phase (capacity ignored): the replay's
+/// reserved peak, and with micro-batches of changing sizes (`use_dynamic_bsz`) and without
+/// expandable segments one more set of the micro-batch's own tensors — the activations and the
+/// loss's tensors of a smaller micro-batch stay cached in segments of their own, too small
+/// for the next, larger one, which reserves fresh memory beside them (PyTorch's CUDA notes on
+/// `expandable_segments`, made for "a changing batch size"; NVIDIA/NeMo#9061 profiles the
+/// re-allocation on every mini-batch of dynamic shapes). Under memory pressure the allocator
+/// frees those whole cached segments and retries (`num_alloc_retries`) rather than fail, so
+/// this raises the counter, not the device peak an OOM is judged by. play-verl's three
+/// dynamic-batching runs (`calibration/`) logged 12.9–23.0 GiB reserved above allocated where
+/// the replay's slack is 0.5–3.9 GiB; its fixed-size run is within 7 %.
+fn reserved_counter(
+    v: &VerlConfig,
+    hw: &Hardware,
+    phase: Phase,
+    events: &[Event],
+    w: &Walk,
+) -> f64 {
+    if !phase.dynamic(v) || hw.expandable_segments {
+        return w.reserved_peak_gib;
+    }
+    w.reserved_peak_gib + micro_batch_gib(events, w)
+}
+
+/// The part of a phase's allocated peak that its micro-batch's tokens make: the peak less
+/// what the phase holds before the micro-batch's first tensor (parameters, gathered layers,
+/// optimizer state, gradients accumulated by earlier micro-batches).
+fn micro_batch_gib(events: &[Event], w: &Walk) -> f64 {
+    let first = events
+        .iter()
+        .position(|e| {
+            matches!(
+                e,
+                Event::Alloc {
+                    site: Site::Activations
+                        | Site::Recompute
+                        | Site::LogitsBf16
+                        | Site::LogitsFp32
+                        | Site::Softmax
+                        | Site::Attention,
+                    ..
+                }
+            )
+        })
+        .unwrap_or(events.len());
+    (w.allocated_peak_gib - net_gib(&events[..first])).max(0.0)
+}
+
 /// verl's estimate. `resumed`: the run continues from a checkpoint, so the optimizer state is
 /// loaded before the first rollout.
 pub(crate) fn estimate_verl(
@@ -1813,8 +1874,11 @@ pub(crate) fn estimate_verl(
         .fold(demand.allocated_peak_gib, f64::max);
     let reserved = steady
         .iter()
-        .map(|p| p.2.reserved_peak_gib)
-        .fold(demand.reserved_peak_gib, f64::max);
+        .map(|p| reserved_counter(v, hw, p.0, &p.1, &p.2))
+        .fold(
+            reserved_counter(v, hw, Phase::Update, &events, &demand),
+            f64::max,
+        );
     if peak.0 != Phase::Update {
         notes.push(format!(
             "the step's peak is the {} ({:.1} GiB on the device; the actor update's {:.1})",
