@@ -452,6 +452,8 @@ fn values_reach_the_trainer_exactly_as_given() {
             // LoRA, which the estimator reads: a rank and a list of PEFT target modules.
             "actor_rollout_ref.model.lora_rank=32",
             "actor_rollout_ref.model.target_modules=[q_proj,v_proj]",
+            // SGLang as the rollout, which the estimator sizes as SGLang does.
+            "actor_rollout_ref.rollout.name=sglang",
             "train_files=~/my data/train.parquet",
             "val_files=/data/with space/test.parquet",
         ],
@@ -460,6 +462,7 @@ fn values_reach_the_trainer_exactly_as_given() {
             "trainer.logger": ["console", "wandb"],
             "actor_rollout_ref.model.lora_rank": 32,
             "actor_rollout_ref.model.target_modules": ["q_proj", "v_proj"],
+            "actor_rollout_ref.rollout.name": "sglang",
             "data.train_files": format!("{home}/my data/train.parquet"),
             "data.val_files": "/data/with space/test.parquet",
         }),
