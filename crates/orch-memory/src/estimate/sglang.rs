@@ -1,7 +1,7 @@
 //! SGLang as a rollout engine: a fixed `mem_fraction_static` share of the GPU for weights and
 //! its KV pool, plus CUDA graphs outside the fraction — AReaL's rollout server ([`Sglang`]) and
-//! verl's `rollout.name: sglang` ([`SglangInVerl`]), whose pool also gives up what verl's
-//! worker holds when SGLang starts.
+//! verl's `rollout.name: sglang` ([`SglangInVerl`]), whose fraction is of the memory verl's
+//! worker leaves free when SGLang starts.
 
 use super::GIB;
 use super::hardware::Hardware;
@@ -60,11 +60,14 @@ impl Sglang {
 /// SGLang as verl's rollout engine (`rollout.name: sglang`). verl passes
 /// `rollout.gpu_memory_utilization` as `mem_fraction_static` and starts SGLang with its memory
 /// saver (`verl/workers/rollout/sglang_rollout/async_sglang_server.py` L260-262 at b178a3cd5).
-/// SGLang sizes its KV pool from what is free once its weights are loaded: `available -
-/// total × (1 - mem_fraction_static)` (sglang v0.5.8,
+/// SGLang sizes its KV pool as `available - total × (1 - mem_fraction_static)` (sglang v0.5.8,
 /// `python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py` `profile_max_num_token`;
-/// `model_runner.py` before it). verl builds the rollout after its FSDP models, so what they
-/// hold then comes out of the pool, not on top of the fraction as with vLLM. Asleep
+/// `model_runner.py` before it), where `total` is the memory free when SGLang starts (its
+/// `min_per_gpu_memory`, `get_available_gpu_memory` before the weights load) and `available`
+/// what is free after them: the pool is the fraction of the free memory less the weights
+/// ("the fraction of the free GPU memory", verl's `docs/perf/perf_tuning.rst`). verl builds the
+/// rollout after its FSDP models, so the fraction is of what they leave, where vLLM's is of
+/// the whole card. Asleep
 /// (`free_cache_engine`), verl releases the `kv_cache` and `weights` tags only
 /// (`async_sglang_server.py` `sleep`, L386-393): the CUDA graphs and the context stay.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,10 +89,11 @@ impl SglangInVerl {
     /// (its CUDA context and FSDP state) when the rollout is built.
     pub fn profile(arch: &Arch, fraction: f64, tp: u32, capacity: f64, held_gib: f64) -> Self {
         let weights = 2.0 * arch.params / f64::from(tp.max(1)) / GIB;
+        let free_at_start = capacity - held_gib - k::SGLANG_CTX_GIB;
         Self {
             fraction,
             weights_gib: weights,
-            kv_pool_gib: fraction * capacity - held_gib - k::SGLANG_CTX_GIB - weights,
+            kv_pool_gib: fraction * free_at_start - weights,
             kv_bytes_per_token: arch.kv_bytes_per_token(tp),
             tp,
         }

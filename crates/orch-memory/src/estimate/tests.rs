@@ -1969,11 +1969,12 @@ fn verl_lora_without_layered_summon_gathers_the_whole_model() {
     );
 }
 
-/// verl with SGLang as its rollout (`rollout.name: sglang`): the pool is the fraction of the
-/// card less what verl's worker holds when it builds SGLang, not a fraction on top of it as
-/// vLLM's request is; CUDA graphs come on top; asleep, the context and graphs stay.
+/// verl with SGLang as its rollout (`rollout.name: sglang`): SGLang's own arithmetic — the
+/// memory free when it starts (`total`), free again after its weights load (`available`),
+/// the pool `available - total × (1 - fraction)` — with verl's worker holding its state then;
+/// CUDA graphs come on top; asleep, the context and graphs stay.
 #[test]
-fn verl_sglang_pool_is_the_fraction_less_what_the_worker_holds() {
+fn verl_sglang_pool_is_sglangs_fraction_of_what_the_worker_leaves_free() {
     let sglang = with(&diamonds(), &[("actor_rollout_ref.rollout.name", "sglang")]);
     let s = verl(h100(false), &sglang);
     let v = verl(h100(false), &ov(&diamonds()));
@@ -1981,11 +1982,15 @@ fn verl_sglang_pool_is_the_fraction_less_what_the_worker_holds() {
     let arch = lookup("Qwen/Qwen2.5-7B-Instruct");
     let held = super::trainers::verl::resident_at_rollout_init_gib(&cfg, &arch);
     let weights = 2.0 * arch.params / GIB;
-    let pool = 0.6 * 79.18 - held - k::SGLANG_CTX_GIB - weights;
+    let total = 79.18 - held - k::SGLANG_CTX_GIB;
+    let available = total - weights;
+    let pool = available - total * (1.0 - 0.6);
     assert!((s.kv_cache_gib.unwrap() - pool).abs() < 1e-9, "{s:?}");
-    // vLLM's peak is the resident state + its request; SGLang's request already counts what
-    // the worker held at start-up, and its graphs come on top.
-    let expected = v.rollout_peak_gib - held + k::SGLANG_OVERHEAD_GIB;
+    // vLLM's peak is the resident state + 0.6 of the card; SGLang's is the resident state,
+    // its context, weights and pool (0.6 of what was free) and its graphs.
+    let steady_extra = v.rollout_peak_gib - 0.6 * 79.18 - held;
+    let expected =
+        held + steady_extra + k::SGLANG_CTX_GIB + weights + pool + k::SGLANG_OVERHEAD_GIB;
     assert!(
         (s.rollout_peak_gib - expected).abs() < 1e-9,
         "{} vs {expected}",
@@ -2087,28 +2092,20 @@ fn verl_another_rollout_engine_is_estimated_as_vllm_and_says_so() {
     );
 }
 
-/// With micro-batches packed to a token budget, torch's reserved counter keeps one more set of
-/// the micro-batch's tensors (cached segments of another size); the device peak an OOM is
-/// judged by does not move, and expandable segments take the term away.
+/// SGLang's server is a process of its own on verl's GPUs: a training OOM lists it apart
+/// (its context and CUDA graphs while asleep), and the workload says it is the job's own, so
+/// the planner does not take it for another program on the card.
 #[test]
-fn dynamic_batching_raises_the_reserved_counter_not_the_device_peak() {
-    let dynamic = with(
-        &diamonds(),
-        &[
-            ("actor_rollout_ref.actor.use_dynamic_bsz", "True"),
-            ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "8192"),
-        ],
-    );
-    let d = verl(h100(false), &dynamic);
-    let e = verl(h100(true), &dynamic);
-    // 8192 tokens × 152,064 × 10 B of logits through the backward alone is 11.6 GiB.
-    let extra = d.train_reserved_gib - d.train_allocated_gib * (1.0 + h100(false).frag());
-    assert!(extra > 11.6, "{extra}");
-    assert!(
-        e.train_reserved_gib - e.train_allocated_gib * (1.0 + h100(true).frag()) < 0.5,
-        "{e:?}"
-    );
-    // The device peak (context + vLLM asleep + the replay's reserved) is below the counter:
-    // the term is not in it.
-    assert!(d.train_reserved_gib > d.train_peak_gib, "{d:?}");
+fn verl_sglang_server_is_another_process_in_a_training_oom() {
+    let o = with(&diamonds(), &[("actor_rollout_ref.rollout.name", "sglang")]);
+    let e = verl(h100(false), &o);
+    let d = gpu_oom(&e);
+    let asleep = k::SGLANG_CTX_GIB + k::SGLANG_OVERHEAD_GIB;
+    assert_eq!(d.other_processes_gib, vec![asleep]);
+    let vllm = verl(h100(false), &ov(&diamonds()));
+    assert!(gpu_oom(&vllm).other_processes_gib.is_empty());
+    let w = Workload::Verl(Box::new(VerlConfig::from_overrides(&o)));
+    assert!((w.own_engine_gib(79.18) - asleep).abs() < 1e-9);
+    let w = Workload::Verl(Box::new(VerlConfig::from_overrides(&ov(&diamonds()))));
+    assert_eq!(w.own_engine_gib(79.18), 0.0);
 }

@@ -197,10 +197,12 @@ impl Workload {
     }
 
     /// What the job's own rollout server holds in a process of its own (AReaL's SGLang
-    /// server) on a card of `capacity_gib`; 0 where the engine lives in the trainer's process.
+    /// server, verl's with `rollout.name: sglang`) on a card of `capacity_gib`; 0 where the
+    /// engine lives in the trainer's process.
     pub fn own_engine_gib(&self, capacity_gib: f64) -> f64 {
         match self {
             Workload::Areal(a) => a.own_engine_gib(capacity_gib),
+            Workload::Verl(v) => v.own_engine_gib(capacity_gib),
             _ => 0.0,
         }
     }

@@ -274,6 +274,22 @@ fn count32(n: u64) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+impl VerlConfig {
+    /// What the rollout engine holds in a process of its own through the training phase on a
+    /// card of `capacity_gib`: SGLang's server (its context and CUDA graphs asleep; at most
+    /// its fraction of the card and its graphs when verl keeps it awake); 0 for vLLM, whose
+    /// memory orch counts as the worker's own.
+    pub fn own_engine_gib(&self, capacity_gib: f64) -> f64 {
+        match (self.rollout_engine, self.free_cache_engine) {
+            (RolloutEngine::Vllm, _) => 0.0,
+            (RolloutEngine::Sglang, true) => k::SGLANG_CTX_GIB + k::SGLANG_OVERHEAD_GIB,
+            (RolloutEngine::Sglang, false) => {
+                self.gpu_memory_utilization * capacity_gib + k::SGLANG_OVERHEAD_GIB
+            }
+        }
+    }
+}
+
 /// verl's rollout engine (`rollout.name`, `vllm` by default in `rollout/rollout.yaml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RolloutEngine {
@@ -1144,19 +1160,6 @@ enum Phase {
 }
 
 impl Phase {
-    /// Its micro-batches are packed to a token budget (`use_dynamic_bsz`), so their sizes
-    /// change from one to the next.
-    fn dynamic(self, v: &VerlConfig) -> bool {
-        match self {
-            Self::WeightSync => false,
-            Self::OldLogProb => v.log_prob.use_dynamic_bsz,
-            Self::RefLogProb => v.ref_log_prob.use_dynamic_bsz,
-            Self::Values => v.critic_forward.use_dynamic_bsz,
-            Self::CriticUpdate => v.critic_update.use_dynamic_bsz,
-            Self::Update => v.use_dynamic_bsz,
-        }
-    }
-
     /// The phase's key in measured records (`calibration/measured/`).
     #[cfg(test)]
     fn key(self) -> &'static str {
@@ -1173,7 +1176,7 @@ impl Phase {
     fn name(self) -> &'static str {
         match self {
             Self::WeightSync => {
-                "LoRA weight sync for vLLM (rollout.layered_summon off: the whole model gathered)"
+                "LoRA weight sync for the rollout (rollout.layered_summon off: the whole model gathered)"
             }
             Self::OldLogProb => "old-log-prob pass (compute_log_prob)",
             Self::RefLogProb => "reference log-prob pass (compute_ref_log_prob)",
@@ -1729,54 +1732,6 @@ fn first_failure(
     }
 }
 
-/// What torch's `max_memory_reserved` reaches in a phase (capacity ignored): the replay's
-/// reserved peak, and with micro-batches of changing sizes (`use_dynamic_bsz`) and without
-/// expandable segments one more set of the micro-batch's own tensors — the activations and the
-/// loss's tensors of a smaller micro-batch stay cached in segments of their own, too small
-/// for the next, larger one, which reserves fresh memory beside them (PyTorch's CUDA notes on
-/// `expandable_segments`, made for "a changing batch size"; NVIDIA/NeMo#9061 profiles the
-/// re-allocation on every mini-batch of dynamic shapes). Under memory pressure the allocator
-/// frees those whole cached segments and retries (`num_alloc_retries`) rather than fail, so
-/// this raises the counter, not the device peak an OOM is judged by. play-verl's three
-/// dynamic-batching runs (`calibration/`) logged 12.9–23.0 GiB reserved above allocated where
-/// the replay's slack is 0.5–3.9 GiB; its fixed-size run is within 7 %.
-fn reserved_counter(
-    v: &VerlConfig,
-    hw: &Hardware,
-    phase: Phase,
-    events: &[Event],
-    w: &Walk,
-) -> f64 {
-    if !phase.dynamic(v) || hw.expandable_segments {
-        return w.reserved_peak_gib;
-    }
-    w.reserved_peak_gib + micro_batch_gib(events, w)
-}
-
-/// The part of a phase's allocated peak that its micro-batch's tokens make: the peak less
-/// what the phase holds before the micro-batch's first tensor (parameters, gathered layers,
-/// optimizer state, gradients accumulated by earlier micro-batches).
-fn micro_batch_gib(events: &[Event], w: &Walk) -> f64 {
-    let first = events
-        .iter()
-        .position(|e| {
-            matches!(
-                e,
-                Event::Alloc {
-                    site: Site::Activations
-                        | Site::Recompute
-                        | Site::LogitsBf16
-                        | Site::LogitsFp32
-                        | Site::Softmax
-                        | Site::Attention,
-                    ..
-                }
-            )
-        })
-        .unwrap_or(events.len());
-    (w.allocated_peak_gib - net_gib(&events[..first])).max(0.0)
-}
-
 /// verl's estimate. `resumed`: the run continues from a checkpoint, so the optimizer state is
 /// loaded before the first rollout.
 pub(crate) fn estimate_verl(
@@ -1815,7 +1770,7 @@ pub(crate) fn estimate_verl(
         notes.push(l.note(&arch, "the reference is the actor without them"));
         if let Some(gib) = host_lora_sync_gib(v, &arch) {
             notes.push(format!(
-                "the first LoRA weight sync copies the whole fp32 model to host RAM in each of the {} GPU processes of a node (+{gib:.0} GiB): rollout.load_format {} has not loaded vLLM's base weights, and layered_summon is off",
+                "the first LoRA weight sync copies the whole fp32 model to host RAM in each of the {} GPU processes of a node (+{gib:.0} GiB): rollout.load_format {} has not loaded the rollout's base weights, and layered_summon is off",
                 v.n_gpus_per_node, v.load_format
             ));
         }
@@ -1829,10 +1784,16 @@ pub(crate) fn estimate_verl(
     // Training phase (update_actor), steady state. The engine is asleep, or keeps everything
     // it took when verl is told not to free its cache.
     let held = engine.held_in_training(v, c);
-    let nontorch = k::CUDA_CTX_GIB + held.0;
+    // vLLM's memory is the worker's own non-PyTorch memory; SGLang's server is a process of
+    // its own (verl's `SGLangHttpServer` actor and its scheduler), which torch's OOM message
+    // lists apart.
+    let (others, nontorch): (Vec<f64>, f64) = match engine {
+        Engine::Vllm(_) => (Vec::new(), k::CUDA_CTX_GIB + held.0),
+        Engine::Sglang(_) => (vec![held.0], k::CUDA_CTX_GIB),
+    };
     let events = train_events(&arch, v, &actor);
-    let demand = walk(f64::INFINITY, &[], nontorch, frag, &events);
-    let real = walk(c, &[], nontorch, frag, &events);
+    let demand = walk(f64::INFINITY, &others, nontorch, frag, &events);
+    let real = walk(c, &others, nontorch, frag, &events);
     // The no-grad passes before the update, each a phase of its own: its allocations once
     // AdamW state exists (the run's peak, from step 2 on) and in step 1 (only a resumed run
     // has the state then).
@@ -1847,7 +1808,7 @@ pub(crate) fn estimate_verl(
                 )
             }))
             .map(|(phase, ev)| {
-                let w = walk(capacity, &[], nontorch, frag, &ev);
+                let w = walk(capacity, &others, nontorch, frag, &ev);
                 (phase, ev, w)
             })
             .collect()
@@ -1874,11 +1835,8 @@ pub(crate) fn estimate_verl(
         .fold(demand.allocated_peak_gib, f64::max);
     let reserved = steady
         .iter()
-        .map(|p| reserved_counter(v, hw, p.0, &p.1, &p.2))
-        .fold(
-            reserved_counter(v, hw, Phase::Update, &events, &demand),
-            f64::max,
-        );
+        .map(|p| p.2.reserved_peak_gib)
+        .fold(demand.reserved_peak_gib, f64::max);
     if peak.0 != Phase::Update {
         notes.push(format!(
             "the step's peak is the {} ({:.1} GiB on the device; the actor update's {:.1})",
@@ -1995,7 +1953,9 @@ pub static MODEL: TrainerModel = TrainerModel {
     //    reference model, vLLM's adapter slot, the whole-model gather of a LoRA weight sync
     //    without `layered_summon`; the deprecated global micro-batch is per data-parallel
     //    rank (world / sp), not per GPU.
-    revision: 8,
+    // 9: `rollout.name: sglang` is sized as SGLang (its fraction of the memory the worker
+    //    leaves free, CUDA graphs outside it, context and graphs kept asleep), not as vLLM.
+    revision: 9,
 };
 
 /// verl's configuration from a plan, with the real tokens per sequence an earlier attempt

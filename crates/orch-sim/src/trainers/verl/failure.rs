@@ -219,7 +219,7 @@ fn fill(ctx: &Ctx, r: &Run, f: &Failure) -> (&'static str, Vars) {
             let vars = common_vars(ctx, r, pass.method)
                 .set(
                     "oom",
-                    report::torch_oom_message(d, &[], OwnProcess::ThisProcess),
+                    report::torch_oom_message(d, &[r.engine], OwnProcess::ThisProcess),
                 )
                 .set("trainer_call", pass.trainer_call)
                 .set("worker_task", pass.task())
