@@ -469,6 +469,9 @@ pub(crate) fn stage_of(line: &[u8]) -> Option<Stage> {
         ("compute_values", Stage::Values),
         ("update_critic", Stage::CriticUpdate),
         ("generate_sequences", Stage::Generation),
+        // SGLang mapping its released memory back before a rollout (verl's
+        // `rollout_mode`; sgl-project/sglang#14092's log).
+        ("resume_memory_occupation", Stage::Generation),
         ("determine_num_available_blocks", Stage::RolloutStartup),
         ("_initialize_kv_caches", Stage::RolloutStartup),
         ("determine_available_memory", Stage::RolloutStartup),
@@ -704,5 +707,9 @@ mod tests {
         let mut v = Phase::default();
         v.observe(b"  File \"/verl/workers/critic/dp_critic.py\", line 178, in compute_values");
         assert_eq!(v.stage, Some(Stage::Values));
+        // SGLang's resume before a rollout (sgl-project/sglang#14092, verl with SGLang).
+        let mut g = Phase::default();
+        g.observe(b"(WorkerDict pid=209740) WARNING:2025-11-28 16:00:45,396:Async request to resume_memory_occupation timed out (attempt 1)");
+        assert_eq!(g.stage, Some(Stage::Generation));
     }
 }

@@ -2099,3 +2099,29 @@ fn verl_sglang_server_is_another_process_in_a_training_oom() {
     let w = Workload::Verl(Box::new(VerlConfig::from_overrides(&ov(&diamonds()))));
     assert_eq!(w.own_engine_gib(79.18), 0.0);
 }
+
+#[test]
+fn verl_lora_with_sglang_says_verl_serves_no_adapters_there() {
+    let o = with(
+        &diamonds(),
+        &[
+            ("actor_rollout_ref.rollout.name", "sglang"),
+            ("actor_rollout_ref.model.lora_rank", "32"),
+        ],
+    );
+    let e = verl(h100(false), &o);
+    assert!(
+        e.notes
+            .iter()
+            .any(|n| n.starts_with("LoRA with rollout.name sglang")),
+        "{:?}",
+        e.notes
+    );
+    let vllm = with(&diamonds(), &[("actor_rollout_ref.model.lora_rank", "32")]);
+    assert!(
+        !verl(h100(false), &vllm)
+            .notes
+            .iter()
+            .any(|n| n.contains("rollout.name sglang"))
+    );
+}

@@ -1768,6 +1768,11 @@ pub(crate) fn estimate_verl(
     }
     if let Some(l) = &v.lora {
         notes.push(l.note(&arch, "the reference is the actor without them"));
+        if v.rollout_engine == RolloutEngine::Sglang {
+            notes.push(
+                "LoRA with rollout.name sglang: verl's SGLang rollout takes no LoRA adapters (its update_weights drops the adapter config, verl/workers/rollout/sglang_rollout/sglang_rollout.py at b178a3cd5), so after the first weight sync its rollouts would not sample from the trained adapters; verl's LoRA recipes use vLLM".into(),
+            );
+        }
         if let Some(gib) = host_lora_sync_gib(v, &arch) {
             notes.push(format!(
                 "the first LoRA weight sync copies the whole fp32 model to host RAM in each of the {} GPU processes of a node (+{gib:.0} GiB): rollout.load_format {} has not loaded the rollout's base weights, and layered_summon is off",
