@@ -1690,9 +1690,11 @@ fn first_failure(
                     needed_gib,
                     free_gib,
                 },
-                Engine::Sglang(_) => FailKind::SglangResume {
-                    needed_gib,
-                    free_gib,
+                // What resuming maps back (the pool and the weights), against what is free
+                // beside the context and graphs that stayed.
+                Engine::Sglang(e) => FailKind::SglangResume {
+                    needed_gib: needed_gib - e.asleep_gib(),
+                    free_gib: free_gib - e.asleep_gib(),
                 },
             },
         })
