@@ -79,6 +79,12 @@ const TEARDOWN_MESSAGES: &[&[u8]] = &[
     b"Connection closed by peer",
     b"Connection reset by peer",
     b"killed by signal",
+    // verl's HTTP client to its rollout server (SGLang) giving up after its retries
+    // (`http_server_engine.py` `_make_async_request`, L718 at b178a3cd5): the server did
+    // not answer, for a reason logged before (sgl-project/sglang#14092: a resume out of
+    // memory).
+    b"Failed to complete async request to ",
+    b"Failed to complete request to ",
 ];
 
 /// `ray.exceptions.RayTaskError(X): ...` (Ray's re-raise of a task's exception).

@@ -23,6 +23,15 @@ pub(crate) fn fixtures_dir() -> PathBuf {
 /// `None` class => no evidence (line 0, substring "").
 pub(crate) const EXPECTED: &[(&str, FailureClass, u64, &str)] = &[
     // ---- GPU OOM
+    // orch's simulated verl + SGLang resume failure (crates/orch-sim/outputs/verl/
+    // sglang_resume.txt): sgl-project/sglang#14092's lines, then verl's RuntimeError after its
+    // three attempts, which is the consequence, not the cause.
+    (
+        "verl-sglang-resume-oom-then-retries-exhausted.log",
+        GpuOom,
+        1,
+        "CUresult error: 2 (out of memory)",
+    ),
     (
         "verl-gpu-oom-ray-wrapped.log",
         GpuOom,

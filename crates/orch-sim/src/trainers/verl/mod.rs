@@ -470,7 +470,9 @@ pub(crate) mod messages {
     pub const NOT_ENOUGH_GPUS: &str = include_str!("../../../outputs/verl/not_enough_gpus.txt");
     /// SGLang (`rollout.name: sglang`) resuming its memory before a rollout, out of memory:
     /// the lines of https://github.com/sgl-project/sglang/issues/14092 (verl with SGLang,
-    /// torch_memory_saver's `cu_mem_create`), pids and time replaced.
+    /// torch_memory_saver's `cu_mem_create`), pids and time replaced, then verl's three
+    /// attempts and its `RuntimeError` through `rollout_mode` (`http_server_engine.py`
+    /// L704-718, `sglang_rollout.py` L171, `fsdp_workers.py` L736 and L957 at b178a3cd5).
     pub const SGLANG_RESUME: &str = include_str!("../../../outputs/verl/sglang_resume.txt");
     /// SGLang's scheduler at start-up with no room for its KV pool (`init_memory_pool`, as in
     /// AReaL's `outputs/areal/sglang_not_enough.txt`), under the Ray actor verl runs it in.
