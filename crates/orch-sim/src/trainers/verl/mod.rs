@@ -239,16 +239,20 @@ fn init_workers(ctx: &mut Ctx, r: &Run) -> Step<()> {
 fn sglang_start_up(ctx: &mut Ctx, r: &Run, weights: f64, fsdp: f64) -> Step<()> {
     let c = r.est.capacity_gib;
     let resident = if r.v.param_offload { 0.0 } else { fsdp };
-    let avail = c - memory::k::CUDA_CTX_GIB - resident - memory::k::SGLANG_CTX_GIB;
+    // What was free when SGLang started, as the estimate sized its pool from it (the pool is
+    // the fraction of it less the weights): the worker's whole state then, critic and LoRA
+    // included.
+    let pool = r.est.kv_cache_gib.unwrap_or(0.0);
+    let free_at_start = (pool + weights) / r.v.gpu_memory_utilization.max(1e-6);
     ctx.out(r.sg(&format!(
         "Load weight end. type={}ForCausalLM, dtype=torch.bfloat16, avail mem={:.2} GB, mem usage={weights:.2} GB.",
         if r.arch.name.starts_with("Llama") { "Llama" } else { "Qwen2" },
-        avail - weights
+        free_at_start - weights
     )));
     if let Some(f) = r.fails_at(|f| f.at == FailAt::Init) {
         return Err(fail_exit(ctx, r, f));
     }
-    let pool = r.est.kv_cache_gib.unwrap_or(0.0).max(0.0);
+    let pool = pool.max(0.0);
     let tokens = (pool * GIB / r.arch.kv_bytes_per_token(r.v.tensor_parallel)).floor() as u64;
     ctx.out(r.sg(&format!(
         "KV Cache is allocated. #tokens: {tokens}, K size: {:.2} GB, V size: {:.2} GB",
