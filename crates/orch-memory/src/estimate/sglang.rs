@@ -39,22 +39,35 @@ impl Sglang {
 
     /// The generation-phase breakdown.
     pub fn items(&self, a: &ArealConfig) -> Vec<Item> {
-        vec![
-            item(
-                "SGLang CUDA context (inside mem_fraction_static)",
-                k::SGLANG_CTX_GIB,
-            ),
-            item(
-                format!("SGLang weights bf16 / TP {}", a.gen_tp),
-                self.weights_gib,
-            ),
-            item("SGLang KV pool", self.kv_pool_gib.max(0.0)),
-            item(
-                "SGLang CUDA graphs + overhead (outside the fraction)",
-                k::SGLANG_OVERHEAD_GIB,
-            ),
-        ]
+        server_items(
+            a.gen_tp,
+            self.weights_gib,
+            "SGLang KV pool".into(),
+            self.kv_pool_gib,
+        )
     }
+}
+
+/// What SGLang's server keeps asleep (`release_memory_occupation` of its `kv_cache` and
+/// `weights`): its context and its CUDA graphs.
+pub fn sglang_asleep_gib() -> f64 {
+    k::SGLANG_CTX_GIB + k::SGLANG_OVERHEAD_GIB
+}
+
+/// The server's lines: context and weights and pool inside the fraction, graphs outside.
+fn server_items(tp: u32, weights_gib: f64, pool_label: String, pool_gib: f64) -> Vec<Item> {
+    vec![
+        item(
+            "SGLang CUDA context (inside mem_fraction_static)",
+            k::SGLANG_CTX_GIB,
+        ),
+        item(format!("SGLang weights bf16 / TP {tp}"), weights_gib),
+        item(pool_label, pool_gib.max(0.0)),
+        item(
+            "SGLang CUDA graphs + overhead (outside the fraction)",
+            k::SGLANG_OVERHEAD_GIB,
+        ),
+    ]
 }
 
 /// SGLang as verl's rollout engine (`rollout.name: sglang`). verl passes
@@ -107,7 +120,7 @@ impl SglangInVerl {
 
     /// What stays asleep: the context and the CUDA graphs.
     pub fn asleep_gib(&self) -> f64 {
-        k::SGLANG_CTX_GIB + k::SGLANG_OVERHEAD_GIB
+        sglang_asleep_gib()
     }
 
     /// Tokens the KV pool holds (0 when there is none).
@@ -117,23 +130,11 @@ impl SglangInVerl {
 
     /// The generation-phase lines of the server.
     pub fn items(&self) -> Vec<Item> {
-        vec![
-            item(
-                "SGLang CUDA context (inside mem_fraction_static)",
-                k::SGLANG_CTX_GIB,
-            ),
-            item(
-                format!("SGLang weights bf16 / TP {}", self.tp),
-                self.weights_gib,
-            ),
-            item(
-                format!("SGLang KV pool ({:.0} tokens)", self.kv_tokens()),
-                self.kv_pool_gib.max(0.0),
-            ),
-            item(
-                "SGLang CUDA graphs + overhead (outside the fraction)",
-                k::SGLANG_OVERHEAD_GIB,
-            ),
-        ]
+        server_items(
+            self.tp,
+            self.weights_gib,
+            format!("SGLang KV pool ({:.0} tokens)", self.kv_tokens()),
+            self.kv_pool_gib,
+        )
     }
 }

@@ -282,7 +282,7 @@ impl VerlConfig {
     pub fn own_engine_gib(&self, capacity_gib: f64) -> f64 {
         match (self.rollout_engine, self.free_cache_engine) {
             (RolloutEngine::Vllm, _) => 0.0,
-            (RolloutEngine::Sglang, true) => k::SGLANG_CTX_GIB + k::SGLANG_OVERHEAD_GIB,
+            (RolloutEngine::Sglang, true) => crate::estimate::sglang::sglang_asleep_gib(),
             (RolloutEngine::Sglang, false) => {
                 self.gpu_memory_utilization * capacity_gib + k::SGLANG_OVERHEAD_GIB
             }

@@ -237,7 +237,6 @@ fn init_workers(ctx: &mut Ctx, r: &Run) -> Step<()> {
 /// SGLang's start-up lines in verl (its weights, then its KV pool: the lines AReaL's simulated
 /// server prints, `trainers/areal.rs`), and the switch back to the trainer.
 fn sglang_start_up(ctx: &mut Ctx, r: &Run, weights: f64, fsdp: f64) -> Step<()> {
-    let c = r.est.capacity_gib;
     let resident = if r.v.param_offload { 0.0 } else { fsdp };
     // What was free when SGLang started, as the estimate sized its pool from it (the pool is
     // the fraction of it less the weights): the worker's whole state then, critic and LoRA
@@ -259,16 +258,20 @@ fn sglang_start_up(ctx: &mut Ctx, r: &Run, weights: f64, fsdp: f64) -> Step<()> 
         pool / 2.0,
         pool / 2.0
     )));
+    trainer_mode_line(ctx, r, resident, memory::sglang::sglang_asleep_gib());
+    Ok(())
+}
+
+/// verl's memory report after the switch back to the trainer: the resident FSDP state, with
+/// the rollout engine's `asleep` memory on the device.
+fn trainer_mode_line(ctx: &mut Ctx, r: &Run, resident: f64, asleep: f64) {
     ctx.out(r.wd(&format!(
-        "After switch to trainer mode, memory allocated (GB): {:.2}, memory reserved (GB): {:.2}, device memory used/total (GB): {:.2}/{c:.2}",
+        "After switch to trainer mode, memory allocated (GB): {:.2}, memory reserved (GB): {:.2}, device memory used/total (GB): {:.2}/{:.2}",
         resident,
         resident * 1.02,
-        memory::k::CUDA_CTX_GIB
-            + memory::k::SGLANG_CTX_GIB
-            + memory::k::SGLANG_OVERHEAD_GIB
-            + resident * 1.02,
+        memory::k::CUDA_CTX_GIB + asleep + resident * 1.02,
+        r.est.capacity_gib
     )));
-    Ok(())
 }
 
 /// vLLM's KV-cache lines and the switch back to the trainer after a successful start-up.
@@ -289,13 +292,7 @@ fn vllm_ready_lines(ctx: &mut Ctx, r: &Run, vl: &str, fsdp: f64) {
         kv_tokens as f64 / r.v.max_model_len() as f64
     )));
     let resident = if r.v.param_offload { 0.0 } else { fsdp };
-    ctx.out(r.wd(&format!(
-        "After switch to trainer mode, memory allocated (GB): {:.2}, memory reserved (GB): {:.2}, device memory used/total (GB): {:.2}/{:.2}",
-        resident,
-        resident * 1.02,
-        memory::k::CUDA_CTX_GIB + memory::k::VLLM_ASLEEP_GIB + resident * 1.02,
-        r.est.capacity_gib
-    )));
+    trainer_mode_line(ctx, r, resident, memory::k::VLLM_ASLEEP_GIB);
 }
 
 /// verl's `_load_checkpoint` lines; a run already at its last step ends here.
