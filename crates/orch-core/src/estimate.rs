@@ -257,13 +257,22 @@ impl Estimator {
             model: &model,
             known: known.as_ref(),
             sequence_tokens: self.sequence_tokens,
+            trainer_version: setup.experiment.file.trainer_version.as_ref(),
         });
-        let estimate = orch_memory::estimate::estimate(&SimConfig {
+        let mut estimate = orch_memory::estimate::estimate(&SimConfig {
             hw,
             workload: workload.clone(),
             resumed: false,
             arch,
         });
+        if let Some(v) = &setup.experiment.file.trainer_version
+            && !self.trainer.model().reads_release
+        {
+            estimate.notes.push(format!(
+                "trainer_version {v}: orch's memory model of {} is the same for every release, so it is not read",
+                self.trainer.name()
+            ));
+        }
         let fit = verdict(&estimate);
         PlanEstimate {
             trainer: self.trainer,

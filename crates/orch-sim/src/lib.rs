@@ -31,8 +31,8 @@ use std::io::Write;
 use std::path::Path;
 
 pub use orch_memory::estimate::{
-    Estimate, FailAt, FailKind, Failure, Hardware, OomDetail, SimConfig, Trainer, Workload,
-    estimate,
+    Estimate, FailAt, FailKind, Failure, Hardware, OomDetail, SimConfig, Trainer, TrainerVersion,
+    Workload, estimate,
 };
 
 use report::Ids;
@@ -186,6 +186,9 @@ pub struct SimEnv {
     pub node: Option<Node>,
     /// `ORCH_SIM_TRUTH` / `ORCH_SIM_TRUTH_SEED`: what the job really needs ([`truth`]).
     pub truth: Truth,
+    /// `ORCH_SIM_TRAINER_VERSION`: the release the simulated trainer behaves as (orch sets
+    /// it from the experiment's `trainer_version:`); None: not stated.
+    pub trainer_version: Option<TrainerVersion>,
 }
 
 /// One node of a multi-node job.
@@ -275,6 +278,13 @@ impl SimEnv {
             notes.push(format!("{e}; the estimate is the truth"));
             Truth::Exact
         });
+        let trainer_version = get("ORCH_SIM_TRAINER_VERSION").and_then(|v| match v.parse() {
+            Ok(v) => Some(v),
+            Err(e) => {
+                notes.push(format!("ORCH_SIM_TRAINER_VERSION: {e}; not stated"));
+                None
+            }
+        });
         Self {
             hw: Hardware {
                 gpu_name,
@@ -307,6 +317,7 @@ impl SimEnv {
                 _ => None,
             },
             truth,
+            trainer_version,
         }
     }
 }
@@ -364,6 +375,11 @@ impl Ctx<'_> {
             hw.host_mem_gib,
             if hw.expandable_segments { "on" } else { "off" }
         ));
+        if let Some(v) = self.env.trainer_version.clone() {
+            self.both(format!(
+                "{TAG} {trainer} release: {v} (ORCH_SIM_TRAINER_VERSION, the experiment's trainer_version)"
+            ));
+        }
         for n in self.env.hw_notes.clone() {
             self.both(format!("{TAG} note: {n}"));
         }
@@ -672,6 +688,18 @@ mod tests {
         assert_eq!(e.hw_notes.len(), 1);
         let e = env(&[("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:False")]);
         assert!(!e.hw.expandable_segments);
+        assert_eq!(e.trainer_version, None);
+        let e = env(&[("ORCH_SIM_TRAINER_VERSION", "0.6.1")]);
+        assert_eq!(e.trainer_version.map(|v| (v.major, v.minor)), Some((0, 6)));
+        let e = env(&[("ORCH_SIM_TRAINER_VERSION", "latest")]);
+        assert_eq!(e.trainer_version, None);
+        assert!(
+            e.hw_notes
+                .iter()
+                .any(|n| n.contains("ORCH_SIM_TRAINER_VERSION")),
+            "{:?}",
+            e.hw_notes
+        );
     }
 
     #[test]

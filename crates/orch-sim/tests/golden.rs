@@ -123,6 +123,14 @@ const RTX4090_1: &[(&str, &str)] = &[
     ("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"),
     ("USER", "golden"),
 ];
+const H100_V06: &[(&str, &str)] = &[
+    ("ORCH_SIM_GPU_NAME", "NVIDIA H100 80GB HBM3"),
+    ("ORCH_SIM_GPU_MEM_GIB", "79.18"),
+    ("ORCH_SIM_GPUS", "4"),
+    ("ORCH_SIM_HOST_MEM_GIB", "512"),
+    ("ORCH_SIM_TRAINER_VERSION", "0.6.1"),
+    ("USER", "golden"),
+];
 const NOTHING: &[(&str, &str)] = &[("USER", "golden")];
 
 /// The directory every case writes under, relative to the test's temporary directory (see the
@@ -265,6 +273,8 @@ fn cases() -> Vec<Case> {
     vec![
         c("verl-oom-softmax", "verl", H100, diamonds("v1", &[])),
         c("verl-oom-expandable", "verl", H100_EXP, diamonds("v2", &[])),
+        // verl 0.6 turns expandable segments on for training itself.
+        c("verl-release-0.6", "verl", H100_V06, diamonds("v21", &[])),
         c("verl-fits", "verl", H100_EXP, diamonds("v3", &[m("16")])),
         c("verl-resumed", "verl", STEPS6, diamonds("v3", &[m("16")])),
         c("verl-done", "verl", H100_EXP, diamonds("v3", &[m("16")])),

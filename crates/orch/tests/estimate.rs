@@ -373,3 +373,56 @@ fn a_projects_dataset_file_gives_the_lengths_the_estimate_packs() {
         "{run:?}"
     );
 }
+
+/// A verl experiment as the README writes one, at the seed's batch sizes, with `extra` lines.
+fn verl_experiment(extra: &str) -> String {
+    format!(
+        "template: verl-grpo\nprofile: h100-80g\nmodel: Qwen/Qwen2.5-7B-Instruct\n{extra}overrides:\n  data.train_batch_size: 1024\n  data.max_response_length: 1024\n  actor_rollout_ref.actor.ppo_mini_batch_size: 256\n  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: 32\n  actor_rollout_ref.rollout.n: 5\n  actor_rollout_ref.rollout.gpu_memory_utilization: 0.6\n  actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 32\n  actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu: 32\n"
+    )
+}
+
+/// The experiment's `trainer_version:` reaches verl's estimate: from 0.6 on verl trains with
+/// expandable segments (less slack), an earlier release is sized as one not stated, and only
+/// the unstated one says what stating it would change. A version that is not one is refused
+/// with the file, the line and the key; a trainer whose model no release changes says so.
+#[test]
+fn a_stated_verl_release_sizes_training_as_that_release() {
+    let orch = Orch::new()
+        .file("experiments/unstated.yaml", &verl_experiment(""))
+        .file(
+            "experiments/old.yaml",
+            &verl_experiment("trainer_version: 0.4.1\n"),
+        )
+        .file(
+            "experiments/new.yaml",
+            &verl_experiment("trainer_version: \"0.6.1\"\n"),
+        )
+        .file(
+            "experiments/bad.yaml",
+            &verl_experiment("trainer_version: latest\n"),
+        )
+        .file(
+            "experiments/small.yaml",
+            &format!("trainer_version: \"2.4\"\n{SMALL_TORCHRUN}"),
+        );
+    let peak = |e: &serde_json::Value| e["train_peak_gib"].as_f64().unwrap();
+    let says = |e: &serde_json::Value, what: &str| e["notes"].to_string().contains(what);
+    let (unstated, old, new) = (
+        estimate(&orch, &["unstated"]),
+        estimate(&orch, &["old"]),
+        estimate(&orch, &["new"]),
+    );
+    assert_eq!(peak(&unstated), peak(&old), "{old}");
+    assert!(peak(&new) < peak(&old) - 1.0, "{new}");
+    assert!(says(&unstated, "trainer_version:"), "{unstated}");
+    assert!(!says(&old, "trainer_version:") && !says(&new, "trainer_version:"));
+    let run = orch.expect(&["estimate", "bad"], 2);
+    assert!(
+        run.stderr.contains("experiments/bad.yaml:4")
+            && run.stderr.contains("trainer_version")
+            && run.stderr.contains("\"latest\" is not a release"),
+        "{run:?}"
+    );
+    let small = estimate(&orch, &["small"]);
+    assert!(says(&small, "not read"), "{small}");
+}

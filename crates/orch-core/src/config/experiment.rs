@@ -30,6 +30,12 @@ pub struct ExperimentFile {
     /// directory, the Hugging Face cache, then its model table (`models/*.yaml`).
     #[serde(default)]
     pub architecture: Option<orch_memory::ArchSpec>,
+    /// The trainer's release as `pip show` prints it (`"0.6.1"`), for memory estimates where
+    /// releases differ (verl 0.6 turns expandable segments on for training). Never rendered:
+    /// the trainer is whatever the job's environment installs. Without it orch sizes for what
+    /// holds on every release, and `orch estimate` says so.
+    #[serde(default)]
+    pub trainer_version: Option<orch_memory::estimate::TrainerVersion>,
     #[serde(default)]
     pub train_files: Option<String>,
     #[serde(default)]

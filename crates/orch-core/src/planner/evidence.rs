@@ -67,7 +67,10 @@ impl FailingPhase {
         match (self, class) {
             (FailingPhase::Rollout, FailureClass::KvCache) => -est.kv_cache_gib.unwrap_or(0.0),
             (FailingPhase::Rollout, _) => est.rollout_peak_gib,
-            (FailingPhase::Train, _) => est.train_reserved_gib.max(est.train_peak_gib),
+            // The device peak an OOM is judged by. torch's reserved counter can be above it
+            // (verl's dynamic batching keeps cached segments the allocator frees and retries
+            // before it fails), so it is not what a failure measures.
+            (FailingPhase::Train, _) => est.train_peak_gib,
             (FailingPhase::Host, _) => est.host_peak_gib - est.host_limit_gib,
         }
     }

@@ -1006,3 +1006,29 @@ fn a_move_that_needs_more_gpus_comes_after_one_that_fits_the_written_ones() {
         "the move takes it: {notes:?}"
     );
 }
+
+/// With verl's dynamic batching on a release before 0.6 the estimate's reserved counter holds
+/// cached segments the allocator frees before it fails, so it can sit above the device peak;
+/// what a training failure is measured against is the device peak.
+#[test]
+fn a_training_failure_is_measured_against_the_device_peak_not_the_reserved_counter() {
+    let (mut setup, written) = load(
+        "diamonds-seed0",
+        "h100-80g",
+        &[
+            ("actor_rollout_ref.actor.use_dynamic_bsz", "True"),
+            ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "16384"),
+        ],
+    );
+    setup.experiment.file.trainer_version = Some("0.5.0".parse().unwrap());
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    let e = estimator.estimate(&setup, &written);
+    assert!(
+        e.estimate.train_reserved_gib > e.estimate.train_peak_gib,
+        "{} {}",
+        e.estimate.train_reserved_gib,
+        e.estimate.train_peak_gib
+    );
+    let q = super::evidence::FailingPhase::Train.quantity(FailureClass::GpuOom, &e);
+    assert_eq!(q, e.estimate.train_peak_gib);
+}

@@ -175,7 +175,8 @@ fn profile_values(setup: &Setup, plan: &Plan) -> BTreeMap<&'static str, Value> {
 /// What the simulated trainer needs to behave like the profile's hardware.
 fn sim_env(setup: &Setup, plan: &Plan) -> BTreeMap<String, String> {
     let gpu = &setup.profile.gpu;
-    BTreeMap::from([
+    let version = setup.experiment.file.trainer_version.as_ref();
+    let mut env = BTreeMap::from([
         ("ORCH_SIM_GPU_NAME".to_string(), gpu.model.clone()),
         (
             "ORCH_SIM_GPU_MEM_GIB".to_string(),
@@ -186,7 +187,12 @@ fn sim_env(setup: &Setup, plan: &Plan) -> BTreeMap<String, String> {
             "ORCH_SIM_HOST_MEM_GIB".to_string(),
             plan.resources.mem_gb.to_string(),
         ),
-    ])
+    ]);
+    // The release the experiment states, which the simulated trainer behaves as.
+    if let Some(v) = version {
+        env.insert("ORCH_SIM_TRAINER_VERSION".to_string(), v.text.clone());
+    }
+    env
 }
 
 fn run_values(plan: &Plan, info: &AttemptInfo) -> BTreeMap<&'static str, Value> {

@@ -48,6 +48,15 @@ struct Row {
     /// fails when an unmarked OOM row is predicted to fit, and when a marked one no longer is.
     #[serde(default)]
     known_miss: Option<String>,
+    /// The trainer's release the row ran (what `pip show` would print for it, as an
+    /// experiment's `trainer_version:` states it): required of verl's rows, where releases
+    /// size training differently (expandable segments from 0.6 on).
+    #[serde(default)]
+    trainer_version: Option<crate::estimate::TrainerVersion>,
+    /// Where the release is read from (a version file at the source's commit, a report's
+    /// words, the release current at its date).
+    #[serde(default)]
+    trainer_version_source: Option<String>,
     overrides: BTreeMap<String, serde_yaml::Value>,
 }
 
@@ -175,7 +184,10 @@ fn estimate_row(trainer: Trainer, r: &Row) -> Estimate {
             (Workload::Areal(a), n)
         }
         _ => {
-            let v = VerlConfig::from_overrides(&o);
+            let v = VerlConfig {
+                version: r.trainer_version.clone(),
+                ..VerlConfig::from_overrides(&o)
+            };
             let n = v.n_gpus_per_node;
             (Workload::Verl(Box::new(v)), n)
         }
@@ -381,6 +393,14 @@ fn score(trainer: Trainer, file: &str) -> Vec<Scored> {
     rows(file)
         .into_iter()
         .map(|r| {
+            if trainer == Trainer::Verl {
+                assert!(
+                    r.trainer_version.is_some()
+                        && r.trainer_version_source.as_ref().is_some_and(|s| !s.is_empty()),
+                    "{}: verl's release and where it is read from (trainer_version, trainer_version_source)",
+                    r.id
+                );
+            }
             let e = estimate_row(trainer, &r);
             let failure = e
                 .failure

@@ -32,6 +32,7 @@ pub mod output;
 pub mod seeds;
 pub mod sglang;
 pub mod trainers;
+pub mod version;
 pub mod vllm;
 
 #[cfg(test)]
@@ -46,6 +47,7 @@ pub use hardware::Hardware;
 pub use output::{Estimate, FailAt, FailKind, Failure, Item, StaticPart};
 pub use sglang::sglang_in_use_gib;
 pub use trainers::*;
+pub use version::{TrainerVersion, VersionError};
 
 /// Bytes per GiB.
 pub const GIB: f64 = 1_073_741_824.0;

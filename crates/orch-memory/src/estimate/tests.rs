@@ -2125,3 +2125,78 @@ fn verl_lora_with_sglang_says_verl_serves_no_adapters_there() {
             .any(|n| n.contains("rollout.name sglang"))
     );
 }
+
+/// verl's estimate for a stated release.
+fn verl_release(hw: Hardware, o: &Overrides, release: Option<&str>) -> Estimate {
+    estimate(&SimConfig {
+        hw,
+        workload: Workload::Verl(Box::new(VerlConfig {
+            version: release.map(|r| r.parse().unwrap()),
+            ..VerlConfig::from_overrides(o)
+        })),
+        resumed: false,
+        arch: None,
+    })
+}
+
+/// verl 0.6 turns expandable segments on for training (`trainer_mode`), so its training is
+/// sized with their slack whatever the environment says; an earlier release, or one not
+/// stated, with the environment's; only an unstated one says so.
+#[test]
+fn verl_from_0_6_trains_with_expandable_segments() {
+    let o = ov(&diamonds());
+    let unstated = verl_release(h100(false), &o, None);
+    let old = verl_release(h100(false), &o, Some("0.5.0"));
+    let new = verl_release(h100(false), &o, Some("0.6.1"));
+    let env_on = verl_release(h100(true), &o, None);
+    assert_eq!(unstated.train_peak_gib, old.train_peak_gib);
+    assert_eq!(new.train_peak_gib, env_on.train_peak_gib);
+    assert!(new.train_peak_gib < old.train_peak_gib, "{new:?}");
+    assert_eq!(new.frag, h100(true).frag());
+    assert_eq!(old.frag, h100(false).frag());
+    let says = |e: &Estimate| e.notes.iter().any(|n| n.contains("trainer_version:"));
+    assert!(says(&unstated), "{:?}", unstated.notes);
+    assert!(!says(&old) && !says(&new) && !says(&env_on));
+    // The rollout is vLLM's either way (verl turns them off again for its pool).
+    assert_eq!(new.rollout_peak_gib, old.rollout_peak_gib);
+}
+
+/// With micro-batches packed to a token budget on a verl release before 0.6, torch's reserved
+/// counter keeps one more set of the micro-batch's tensors (cached segments of another size);
+/// the device peak an OOM is judged by does not move. A release from 0.6 on (expandable
+/// segments), expandable segments from the environment, or a release not stated: no term.
+#[test]
+fn dynamic_batching_before_0_6_raises_the_reserved_counter_not_the_device_peak() {
+    let dynamic = with(
+        &diamonds(),
+        &[
+            ("actor_rollout_ref.actor.use_dynamic_bsz", "True"),
+            ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "8192"),
+        ],
+    );
+    let slack = |e: &Estimate, hw: &Hardware| {
+        e.train_reserved_gib - e.train_allocated_gib * (1.0 + hw.frag())
+    };
+    let old = verl_release(h100(false), &dynamic, Some("0.4.1"));
+    // 8192 tokens × 152,064 × 10 B of logits through the backward alone is 11.6 GiB.
+    assert!(slack(&old, &h100(false)) > 11.6, "{old:?}");
+    assert!(old.train_reserved_gib > old.train_peak_gib, "{old:?}");
+    for (hw, release) in [
+        (h100(false), None),
+        (h100(false), Some("0.6.0")),
+        (h100(true), Some("0.4.1")),
+    ] {
+        let e = verl_release(hw.clone(), &dynamic, release);
+        let train_hw = Hardware {
+            expandable_segments: hw.expandable_segments || release == Some("0.6.0"),
+            ..hw
+        };
+        assert!(slack(&e, &train_hw) < 0.5, "{release:?}: {e:?}");
+    }
+    // The device peak is the same with the term as without it.
+    let unstated = verl_release(h100(false), &dynamic, None);
+    assert_eq!(old.train_peak_gib, unstated.train_peak_gib);
+    // Fixed-size micro-batches keep no segments of another size.
+    let fixed = verl_release(h100(false), &ov(&diamonds()), Some("0.4.1"));
+    assert!(slack(&fixed, &h100(false)) < 0.5, "{fixed:?}");
+}

@@ -761,6 +761,7 @@ pub static MODEL: TrainerModel = TrainerModel {
     how_to_know: ARCHITECTURE_FROM_EXPERIMENT,
     log_tokens_per_gpu: false,
     log_peak_is_lower_bound: true,
+    reads_release: false,
     // 2: checked against AReaL v1.0.4 — the cluster's nodes, the trainer's `t`/`c`, the
     // reference model with `kl_ctl > 0`, the chunked fp32 log-softmax.
     // 3: the trainer's non-PyTorch memory is AReaL's own (k::AREAL_TRAINER_NONTORCH_GIB, from

@@ -71,6 +71,8 @@ pub struct PlanInput<'a> {
     pub known: Option<&'a Arch>,
     /// Real tokens per sequence an earlier attempt logged, when one did.
     pub sequence_tokens: Option<f64>,
+    /// The trainer's release, when the experiment states it (`trainer_version:`).
+    pub trainer_version: Option<&'a super::version::TrainerVersion>,
 }
 
 impl PlanInput<'_> {
@@ -109,6 +111,9 @@ pub struct TrainerModel {
     pub log_tokens_per_gpu: bool,
     /// Its log's memory figure is what was in use when it logged, not torch's peak.
     pub log_peak_is_lower_bound: bool,
+    /// Its estimate reads the release an experiment states (`trainer_version:`); for the
+    /// others it is said to be ignored.
+    pub reads_release: bool,
     /// The revision of its memory model: raised whenever a change to the estimator moves its
     /// prediction of a configuration. Predictions are stored with it, and a measured peak
     /// calibrates only predictions of the same revision (a ratio to an older, different

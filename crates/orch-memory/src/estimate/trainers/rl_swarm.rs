@@ -571,6 +571,7 @@ pub static MODEL: TrainerModel = TrainerModel {
     how_to_know: ARCHITECTURE_FROM_EXPERIMENT,
     log_tokens_per_gpu: false,
     log_peak_is_lower_bound: false,
+    reads_release: false,
     revision: 1,
 };
 

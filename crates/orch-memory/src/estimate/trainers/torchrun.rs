@@ -623,6 +623,7 @@ pub static MODEL: TrainerModel = TrainerModel {
     how_to_know: "state the model's shape in the training config (`model.architecture.*` config.json keys or `model.config: PATH`)",
     log_tokens_per_gpu: false,
     log_peak_is_lower_bound: false,
+    reads_release: false,
     // 2: the allocator's stranded fp32-logits block and the static part.
     revision: 2,
 };

@@ -20,6 +20,7 @@ use crate::estimate::k;
 use crate::estimate::lora::{Lora, trained_label};
 use crate::estimate::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
 use crate::estimate::sglang::SglangInVerl;
+use crate::estimate::version::TrainerVersion;
 use crate::estimate::vllm::Vllm;
 use crate::shape::{Arch, lookup};
 
@@ -173,9 +174,24 @@ pub struct VerlConfig {
     /// (cut at the run's maxima) give the share of the padded length a sequence holds until an
     /// attempt logged its own.
     pub dataset: Option<&'static Dataset>,
+    /// The verl release the run uses, when the experiment states it (`trainer_version:`; verl's
+    /// own keys do not say). None: not known, and the estimate keeps to what holds on every
+    /// release ([`VerlConfig::trains_with_expandable_segments`], [`reserved_counter`]).
+    pub version: Option<TrainerVersion>,
     /// What was assumed, for the banner.
     pub notes: Vec<String>,
 }
+
+/// The first verl release that turns PyTorch's expandable segments on for training and off
+/// for the rollout engine's pool, which cannot work with them: e6843cc82 (verl#3020,
+/// 2025-08-13, "to avoid the increasing memory fragmentation caused by temporary variables
+/// during the training process": its test shows `compute_log_prob` leaving 73.59 GiB reserved
+/// for 5.53 allocated before, 14.20 for 4.95 after) in the sharding managers' exit and enter;
+/// 19020f618 (2025-09-03) moved it into `trainer_mode` / `rollout_mode` (`fsdp_workers.py` at
+/// v0.6.0 L683/L731, at b178a3cd5 L724/L756). v0.6.0 (2025-10-15) is the first release with
+/// it; main between v0.5.0 and v0.6.0 says `0.5.0.dev` in `verl/version/version` before and
+/// after 2025-08-13.
+pub const EXPANDABLE_TRAINING_RELEASE: (u32, u32) = TrainerVersion::line(0, 6);
 
 /// verl's fused log-prob/entropy kernels (`use_fused_kernels`), by
 /// `fused_kernel_options.impl_backend`; `verl/models/transformers/monkey_patch.py`
@@ -494,10 +510,31 @@ impl VerlConfig {
             n_gpus_per_node,
             nnodes,
             observed_tokens_per_sequence: None,
+            version: None,
             dataset: o
                 .get("data.train_files")
                 .and_then(|f| crate::datasets::lookup(&f)),
             notes,
+        }
+    }
+
+    /// The caching allocator's expandable segments are on in the training phases: the
+    /// environment turns them on (`PYTORCH_CUDA_ALLOC_CONF`), or verl does, from
+    /// [`EXPANDABLE_TRAINING_RELEASE`] on. A release not stated is taken not to (the larger
+    /// fragmentation, the safe side for a fit).
+    pub fn trains_with_expandable_segments(&self, hw: &Hardware) -> bool {
+        hw.expandable_segments
+            || self
+                .version
+                .as_ref()
+                .is_some_and(|r| r.at_least(EXPANDABLE_TRAINING_RELEASE))
+    }
+
+    /// The machine as verl's training phases see it ([`Self::trains_with_expandable_segments`]).
+    pub fn training_hardware(&self, hw: &Hardware) -> Hardware {
+        Hardware {
+            expandable_segments: self.trains_with_expandable_segments(hw),
+            ..hw.clone()
         }
     }
 
@@ -1160,6 +1197,19 @@ enum Phase {
 }
 
 impl Phase {
+    /// Its micro-batches are packed to a token budget (`use_dynamic_bsz`), so their sizes
+    /// change from one to the next.
+    fn dynamic(self, v: &VerlConfig) -> bool {
+        match self {
+            Self::WeightSync => false,
+            Self::OldLogProb => v.log_prob.use_dynamic_bsz,
+            Self::RefLogProb => v.ref_log_prob.use_dynamic_bsz,
+            Self::Values => v.critic_forward.use_dynamic_bsz,
+            Self::CriticUpdate => v.critic_update.use_dynamic_bsz,
+            Self::Update => v.use_dynamic_bsz,
+        }
+    }
+
     /// The phase's key in measured records (`calibration/measured/`).
     #[cfg(test)]
     fn key(self) -> &'static str {
@@ -1734,6 +1784,62 @@ fn first_failure(
     }
 }
 
+/// What torch's `max_memory_reserved` reaches in a phase (capacity ignored): the replay's
+/// reserved peak, and on a verl release known to train without expandable segments
+/// (before [`EXPANDABLE_TRAINING_RELEASE`], the environment not turning them on), with micro-batches
+/// of changing sizes (`use_dynamic_bsz`), one more set of the micro-batch's own tensors: the
+/// activations and the loss's tensors of a smaller micro-batch stay cached in segments of
+/// their own, too small for the next, larger one, which reserves fresh memory beside them
+/// (PyTorch's CUDA notes on `expandable_segments`, made for "a changing batch size";
+/// NVIDIA/NeMo#9061 profiles the re-allocation on every mini-batch of dynamic shapes). Under
+/// memory pressure the allocator frees whole cached segments and retries
+/// (`num_alloc_retries`) rather than fail, so this raises the counter, not the device peak an
+/// OOM is judged by. play-verl's three dynamic-batching runs on verl of 2025-05
+/// (`calibration/verl*.yaml`) logged 12.9–23.0 GiB reserved above allocated where the
+/// replay's slack is 0.5–3.9 GiB; its fixed-size run is within 7 %. A release not stated
+/// gets no term: the planner scales device peaks by logged / predicted reserved, so a term
+/// a newer verl does not have would make it optimistic, while a missing one errs safe.
+fn reserved_counter(
+    v: &VerlConfig,
+    train_hw: &Hardware,
+    phase: Phase,
+    events: &[Event],
+    w: &Walk,
+) -> f64 {
+    let before_trainer_mode = v
+        .version
+        .as_ref()
+        .is_some_and(|r| !r.at_least(EXPANDABLE_TRAINING_RELEASE));
+    if !before_trainer_mode || !phase.dynamic(v) || train_hw.expandable_segments {
+        return w.reserved_peak_gib;
+    }
+    w.reserved_peak_gib + micro_batch_gib(events, w)
+}
+
+/// The part of a phase's allocated peak that its micro-batch's tokens make: the peak less
+/// what the phase holds before the micro-batch's first tensor (parameters, gathered layers,
+/// optimizer state, gradients accumulated by earlier micro-batches).
+fn micro_batch_gib(events: &[Event], w: &Walk) -> f64 {
+    let first = events
+        .iter()
+        .position(|e| {
+            matches!(
+                e,
+                Event::Alloc {
+                    site: Site::Activations
+                        | Site::Recompute
+                        | Site::LogitsBf16
+                        | Site::LogitsFp32
+                        | Site::Softmax
+                        | Site::Attention,
+                    ..
+                }
+            )
+        })
+        .unwrap_or(events.len());
+    (w.allocated_peak_gib - net_gib(&events[..first])).max(0.0)
+}
+
 /// verl's estimate. `resumed`: the run continues from a checkpoint, so the optimizer state is
 /// loaded before the first rollout.
 pub(crate) fn estimate_verl(
@@ -1744,8 +1850,16 @@ pub(crate) fn estimate_verl(
 ) -> Estimate {
     let arch = known.cloned().unwrap_or_else(|| lookup(&v.model_path));
     let c = hw.gpu_mem_gib;
-    let frag = hw.frag();
+    let train_hw = v.training_hardware(hw);
+    let frag = train_hw.frag();
     let mut notes = v.notes.clone();
+    if v.version.is_none() && !train_hw.expandable_segments {
+        notes.push(format!(
+            "verl's release is not stated: training is sized with the caching allocator's {:.0} % fragmentation; verl 0.6 and later turn expandable segments on for training ({:.0} %): say which with `trainer_version:` in the experiment",
+            100.0 * k::FRAG,
+            100.0 * k::FRAG_EXPANDABLE
+        ));
+    }
     match (v.observed_tokens_per_sequence, v.dataset) {
         (None, Some(d)) => notes.push(format!(
             "a sequence holds {:.0} of its {} tokens: {}'s logged lengths (datasets/)",
@@ -1842,8 +1956,11 @@ pub(crate) fn estimate_verl(
         .fold(demand.allocated_peak_gib, f64::max);
     let reserved = steady
         .iter()
-        .map(|p| p.2.reserved_peak_gib)
-        .fold(demand.reserved_peak_gib, f64::max);
+        .map(|p| reserved_counter(v, &train_hw, p.0, &p.1, &p.2))
+        .fold(
+            reserved_counter(v, &train_hw, Phase::Update, &events, &demand),
+            f64::max,
+        );
     if peak.0 != Phase::Update {
         notes.push(format!(
             "the step's peak is the {} ({:.1} GiB on the device; the actor update's {:.1})",
@@ -1852,7 +1969,7 @@ pub(crate) fn estimate_verl(
             demand.device_peak_gib
         ));
     }
-    let train_items = train_items(hw, held, peak.1, peak.2);
+    let train_items = train_items(&train_hw, held, peak.1, peak.2);
     let train_peak_gib = peak.2.device_peak_gib;
     let host = VerlHost::new(v, &arch);
     let failure = first_failure(hw, v, resumed, &res, &engine, &host, &step1, &step2);
@@ -1941,6 +2058,7 @@ pub static MODEL: TrainerModel = TrainerModel {
     how_to_know: ARCHITECTURE_FROM_EXPERIMENT,
     log_tokens_per_gpu: true,
     log_peak_is_lower_bound: false,
+    reads_release: true,
     // 2: a dynamic micro-batch holds its balanced share, not the whole token budget.
     // 3: fused kernels, entropy chunking and entropy checkpointing change the loss's tensors.
     // 4: the no-grad passes before the update (old log-probs with the entropy, the
@@ -1962,7 +2080,9 @@ pub static MODEL: TrainerModel = TrainerModel {
     //    rank (world / sp), not per GPU.
     // 9: `rollout.name: sglang` is sized as SGLang (its fraction of the memory the worker
     //    leaves free, CUDA graphs outside it, context and graphs kept asleep), not as vLLM.
-    revision: 9,
+    // 10: the release an experiment states (`trainer_version:`): from 0.6 on training has
+    //    expandable segments; before it, dynamic micro-batches raise the reserved counter.
+    revision: 10,
 };
 
 /// verl's configuration from a plan, with the real tokens per sequence an earlier attempt
@@ -1970,6 +2090,7 @@ pub static MODEL: TrainerModel = TrainerModel {
 fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
     let v = VerlConfig {
         observed_tokens_per_sequence: p.sequence_tokens,
+        version: p.trainer_version.cloned(),
         ..VerlConfig::from_overrides(p.keys)
     };
     (Workload::Verl(Box::new(v)), Some(p.shape()))

@@ -110,7 +110,10 @@ pub(crate) fn run(ctx: &mut Ctx, args: &[String]) -> i32 {
 /// Resolve the overrides, find the checkpoint to resume from, estimate, print the banner.
 fn plan(ctx: &mut Ctx, args: &[String]) -> Run {
     let o = overrides(args);
-    let v = VerlConfig::from_overrides(&o);
+    let v = VerlConfig {
+        version: ctx.env.trainer_version.clone(),
+        ..VerlConfig::from_overrides(&o)
+    };
     let dir = PathBuf::from(o.str_or("trainer.default_local_dir", ""));
     let resume = resume_step(&o, &dir);
     let start = resume.as_ref().map(|r| r.0).unwrap_or(0);
