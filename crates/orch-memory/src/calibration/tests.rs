@@ -11,7 +11,7 @@ use super::{Band, Residual, bands, excess, residuals};
 use crate::estimate::trainers::verl::resident_at_rollout_init_gib;
 use crate::estimate::vllm::Vllm;
 use crate::estimate::{
-    ArealConfig, Estimate, Hardware, SimConfig, Trainer, VerlConfig, Workload, estimate,
+    ArealConfig, Estimate, FailKind, Hardware, SimConfig, Trainer, VerlConfig, Workload, estimate,
 };
 use crate::overrides::Overrides;
 use crate::shape::{Arch, lookup};
@@ -48,6 +48,12 @@ struct Row {
     /// fails when an unmarked OOM row is predicted to fit, and when a marked one no longer is.
     #[serde(default)]
     known_miss: Option<String>,
+    /// The OOM report is the rollout engine refusing to start (vLLM's "No available memory
+    /// for the cache blocks" or "To serve at least one request …"): its KV cache, not a peak
+    /// beyond the card. The estimate must fail the same way, and the row bounds nothing of
+    /// the peak (its residual is the open side both ways).
+    #[serde(default)]
+    engine_start_failure: bool,
     /// The trainer's release the row ran (what `pip show` would print for it, as an
     /// experiment's `trainer_version:` states it): required of verl's rows, where releases
     /// size training differently (expandable segments from 0.6 on).
@@ -129,7 +135,8 @@ fn rows(file: &str) -> Vec<Row> {
                 ("max_memory_reserved_gb", l.reserved_gib),
             ] {
                 assert!(
-                    l.line.contains(&format!("perf/{key}:{gib}")),
+                    l.line.contains(&format!("perf/{key}:{gib}"))
+                        || l.line.contains(&format!("perf/{key}: {gib}")),
                     "{}: {key} {gib} is not in the excerpt",
                     r.id
                 );
@@ -216,6 +223,7 @@ fn peak(e: &Estimate) -> f64 {
 struct Scored {
     id: String,
     outcome: Outcome,
+    engine_start_failure: bool,
     known_miss: bool,
     estimate: Estimate,
     card_gib: f64,
@@ -339,6 +347,14 @@ fn residual(s: &Scored, open: f64) -> Residual {
                 ),
             }
         }
+        Outcome::Oom if s.engine_start_failure => Residual {
+            id: s.id.clone(),
+            lo: r3(edge_lo),
+            hi: r3(edge_hi),
+            bound: format!(
+                "the rollout engine refused to start (its KV cache): nothing of the peak, predicted {p:.2}"
+            ),
+        },
         Outcome::Oom => {
             let (need, what) = match s.figure_gib {
                 Some(f) => (f, "torch's figure"),
@@ -481,8 +497,25 @@ fn score(trainer: Trainer, file: &str) -> Vec<Scored> {
                     r.id
                 );
             }
+            if r.engine_start_failure {
+                let engine = matches!(
+                    e.failure.as_ref().map(|f| &f.kind),
+                    Some(
+                        FailKind::VllmNoCacheBlocks { .. }
+                            | FailKind::VllmMaxLen { .. }
+                            | FailKind::SglangNotEnough { .. }
+                    )
+                );
+                assert!(
+                    r.outcome == Outcome::Oom && engine,
+                    "{}: an engine's start-up failure, predicted {:?}",
+                    r.id,
+                    e.failure
+                );
+            }
             Scored {
                 known_miss: r.known_miss.is_some(),
+                engine_start_failure: r.engine_start_failure,
                 id: r.id,
                 outcome: r.outcome,
                 estimate: e,

@@ -107,6 +107,15 @@ pub const ACT_LAYER_BYTES_BF16: (f64, f64, f64) = (20.0, 4.0, 8.0);
 pub const ACT_BYTES_CKPT: f64 = 2.0;
 /// vLLM's non-KV memory besides weights: CUDA graphs, sampler, allocator slack.
 pub const VLLM_WORKSPACE_BASE_GIB: f64 = 0.5;
+/// The same with `enforce_eager` (no CUDA graphs). vLLM 0.12 under verl 0.8 on an RTX 5090
+/// (31.36 GiB), Qwen3-4B (7.49 GiB of bf16 weights), `gpu_memory_utilization` 0.25,
+/// `max_num_batched_tokens` 1536, eager: "the available KV cache memory (0.10 GiB)"
+/// (0904wang/LightningSearch-RL at de038e0745c4,
+/// docs/experiments/phase5m-env-transition-grpo-4gpu-failed-kvcache-2026-06-16.md), so
+/// 7.84 − 7.49 − 0.085 (the batched tokens' activations, [`VLLM_WORKSPACE_HIDDEN_BUFFERS`])
+/// − 0.10 = 0.16 GiB; 0.15–0.17 within the message's rounding. The same runs at 1024 and 768
+/// batched tokens started (`calibration/verl-holdout.yaml`, `lightningsearch-*`).
+pub const VLLM_WORKSPACE_BASE_EAGER_GIB: f64 = 0.16;
 /// vLLM's profiled peak activation per batched token: bf16 gate+up MLP outputs (2 × inter
 /// / TP) and four hidden-sized buffers, × 2 bytes.
 pub const VLLM_WORKSPACE_HIDDEN_BUFFERS: f64 = 4.0;

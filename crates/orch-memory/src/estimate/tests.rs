@@ -2200,3 +2200,98 @@ fn dynamic_batching_before_0_6_raises_the_reserved_counter_not_the_device_peak()
     let fixed = verl_release(h100(false), &ov(&diamonds()), Some("0.4.1"));
     assert!(slack(&fixed, &h100(false)) < 0.5, "{fixed:?}");
 }
+
+/// LightningSearch-RL's tiny GRPO of Qwen3-4B on 4 × RTX 5090 (calibration/verl-holdout.yaml).
+fn tiny_qwen3_4b(extra: &[(&'static str, &'static str)]) -> Overrides {
+    with(
+        &[
+            ("actor_rollout_ref.model.path", "Qwen/Qwen3-4B"),
+            ("data.train_batch_size", "4"),
+            ("data.max_prompt_length", "512"),
+            ("data.max_response_length", "256"),
+            ("actor_rollout_ref.rollout.gpu_memory_utilization", "0.25"),
+            ("actor_rollout_ref.rollout.max_model_len", "768"),
+            ("actor_rollout_ref.rollout.max_num_batched_tokens", "1024"),
+            (
+                "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                "1",
+            ),
+            ("actor_rollout_ref.actor.ppo_mini_batch_size", "4"),
+            ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "1"),
+            ("actor_rollout_ref.actor.fsdp_config.param_offload", "True"),
+            (
+                "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+                "True",
+            ),
+            ("algorithm.adv_estimator", "grpo"),
+            ("trainer.n_gpus_per_node", "4"),
+        ],
+        extra,
+    )
+}
+
+fn rtx5090() -> Hardware {
+    hw("NVIDIA GeForce RTX 5090", 31.36, 4, 512.0, false)
+}
+
+/// `actor.fsdp_config.model_dtype: bfloat16` halves the actor's parameters, gradients and
+/// AdamW state (in the breakdown's labels too); in host RAM as well when offloaded.
+#[test]
+fn a_bf16_actor_halves_its_parameters_gradients_and_adamw_state() {
+    let fp32 = verl(rtx5090(), &tiny_qwen3_4b(&[]));
+    let bf16 = verl(
+        rtx5090(),
+        &tiny_qwen3_4b(&[(
+            "actor_rollout_ref.actor.fsdp_config.model_dtype",
+            "bfloat16",
+        )]),
+    );
+    for (label, ratio) in [("actor params", 0.5), ("AdamW m+v", 0.5), ("grads", 0.5)] {
+        let (a, b) = (train_gib(&fp32, label), train_gib(&bf16, label));
+        assert!(a > 0.0 && (b / a - ratio).abs() < 1e-9, "{label}: {a} {b}");
+    }
+    assert!(
+        train_gib(&bf16, "params bf16") > 0.0,
+        "{:?}",
+        bf16.train_items
+    );
+    assert!(bf16.host_peak_gib < fp32.host_peak_gib);
+}
+
+/// After the backward, AdamW's foreach step makes sqrt(v) beside the parameters, gradients, m
+/// and v: with a micro-batch this small that is the update's allocated peak, five shards of
+/// the bf16 actor (LightningSearch-RL logged 9.38 GiB allocated).
+#[test]
+fn the_optimizer_steps_sqrt_v_is_the_peak_of_a_small_update() {
+    let o = tiny_qwen3_4b(&[(
+        "actor_rollout_ref.actor.fsdp_config.model_dtype",
+        "bfloat16",
+    )]);
+    let e = verl(rtx5090(), &o);
+    let shard = train_gib(&e, "actor params bf16");
+    assert!((shard - 1.87).abs() < 0.02, "{shard}");
+    assert!(train_gib(&e, "AdamW step: sqrt(v) bf16") > 0.0);
+    assert!(
+        (e.train_allocated_gib - 5.0 * shard).abs() < 0.1,
+        "{} {shard}",
+        e.train_allocated_gib
+    );
+}
+
+/// vLLM captures CUDA graphs unless `enforce_eager`: verl's default was `True` until v0.6.0;
+/// a release not stated gets graphs (the larger workspace); an explicit value wins.
+#[test]
+fn vllm_is_eager_by_the_releases_default_unless_told() {
+    let o = tiny_qwen3_4b(&[]);
+    let kv = |release: Option<&str>, o: &Overrides| {
+        verl_release(rtx5090(), o, release).kv_cache_gib.unwrap()
+    };
+    let (old, new, unstated) = (kv(Some("0.5.0"), &o), kv(Some("0.6.0"), &o), kv(None, &o));
+    assert_eq!(new, unstated);
+    let graphs = k::VLLM_WORKSPACE_BASE_GIB - k::VLLM_WORKSPACE_BASE_EAGER_GIB;
+    assert!((old - new - graphs).abs() < 1e-9, "{old} {new}");
+    let eager = tiny_qwen3_4b(&[("actor_rollout_ref.rollout.enforce_eager", "True")]);
+    assert_eq!(kv(Some("0.8.0"), &eager), old);
+    let graphs_on = tiny_qwen3_4b(&[("actor_rollout_ref.rollout.enforce_eager", "False")]);
+    assert_eq!(kv(Some("0.5.0"), &graphs_on), new);
+}

@@ -43,7 +43,12 @@ impl Vllm {
         let weights = 2.0 * arch.params / tp / GIB + adapter_slot;
         // The profile run's peak: gate+up MLP outputs (2 × inter / TP) and a few hidden-sized
         // buffers per batched token, in bf16.
-        let workspace = k::VLLM_WORKSPACE_BASE_GIB
+        let base = if v.vllm_eager() {
+            k::VLLM_WORKSPACE_BASE_EAGER_GIB
+        } else {
+            k::VLLM_WORKSPACE_BASE_GIB
+        };
+        let workspace = base
             + v.max_num_batched_tokens as f64
                 * (2.0 * arch.intermediate as f64 / tp
                     + k::VLLM_WORKSPACE_HIDDEN_BUFFERS * arch.hidden as f64)

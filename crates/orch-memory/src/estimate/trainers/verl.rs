@@ -57,6 +57,9 @@ pub struct VerlConfig {
     pub max_model_len: Option<u64>,
     /// `rollout.max_num_batched_tokens`: sizes vLLM's activation workspace.
     pub max_num_batched_tokens: u64,
+    /// `rollout.enforce_eager`, when given: vLLM captures no CUDA graphs. Its default is the
+    /// release's ([`VerlConfig::vllm_eager`]).
+    pub enforce_eager: Option<bool>,
     /// `rollout.free_cache_engine`: vLLM sleeps (frees its KV cache) during training.
     pub free_cache_engine: bool,
     /// `actor.fsdp_config.param_offload`: actor params in host RAM between phases.
@@ -93,6 +96,12 @@ pub struct VerlConfig {
     /// (fp32 by default since verl d7a046997, `_build_model_optimizer` loads the model in it;
     /// bf16 before, as at db84a40).
     pub ref_param_bytes: f64,
+    /// Bytes a parameter of the actor takes: `actor.fsdp_config.model_dtype` (fp32 when not
+    /// given: `_build_model_optimizer` loads the actor in `torch.float32` unless
+    /// `fsdp_config.model_dtype` says otherwise, `fsdp_workers.py` L324-328 at b178a3cd5).
+    /// FSDP shards the parameters in that dtype, their gradients take it, and AdamW's m and v
+    /// (`torch.zeros_like(param)`, torch/optim/adamw.py) too: bf16 halves all three.
+    pub actor_param_bytes: f64,
     /// The actor update computes the entropy of the logits: `actor.calculate_entropy` or a
     /// non-zero `actor.entropy_coeff` (verl ≥ 0.4, `verl/workers/actor/dp_actor.py`
     /// `update_policy`: `calculate_entropy = self.config.calculate_entropy or (entropy_coeff
@@ -180,6 +189,14 @@ pub struct VerlConfig {
     pub version: Option<TrainerVersion>,
     /// What was assumed, for the banner.
     pub notes: Vec<String>,
+}
+
+/// Bytes per element of a dtype as verl's `PrecisionType` names it (`bf16`, `bfloat16`, …).
+fn dtype_bytes(name: &str) -> f64 {
+    match name {
+        "bf16" | "bfloat16" | "fp16" | "float16" | "16" => 2.0,
+        _ => 4.0,
+    }
 }
 
 /// The first verl release that turns PyTorch's expandable segments on for training and off
@@ -448,6 +465,9 @@ impl VerlConfig {
             tensor_parallel: count32(o.u64_or(&r("tensor_model_parallel_size"), 2)).max(1),
             max_model_len: o.u64_opt(&r("max_model_len")),
             max_num_batched_tokens: o.u64_or(&r("max_num_batched_tokens"), 8192),
+            enforce_eager: o
+                .get(&r("enforce_eager"))
+                .and_then(|v| crate::overrides::parse_bool(&v)),
             free_cache_engine: o.bool_or(&r("free_cache_engine"), true),
             param_offload: o.bool_or(&a("fsdp_config.param_offload"), false),
             optimizer_offload: o.bool_or(&a("fsdp_config.optimizer_offload"), false),
@@ -481,13 +501,12 @@ impl VerlConfig {
             layered_summon: o.bool_or(&r("layered_summon"), false),
             load_format: o.str_or(&r("load_format"), "dummy"),
             fsdp2: strategy == "fsdp2",
-            ref_param_bytes: match o
-                .str_or("actor_rollout_ref.ref.fsdp_config.model_dtype", "fp32")
-                .as_str()
-            {
-                "bf16" | "bfloat16" | "fp16" | "float16" => 2.0,
-                _ => 4.0,
-            },
+            ref_param_bytes: dtype_bytes(
+                &o.str_or("actor_rollout_ref.ref.fsdp_config.model_dtype", "fp32"),
+            ),
+            actor_param_bytes: dtype_bytes(
+                &o.str_or("actor_rollout_ref.actor.fsdp_config.model_dtype", "fp32"),
+            ),
             log_prob: forward(RO),
             ref_log_prob: forward("actor_rollout_ref.ref."),
             critic_forward,
@@ -528,6 +547,19 @@ impl VerlConfig {
                 .version
                 .as_ref()
                 .is_some_and(|r| r.at_least(EXPANDABLE_TRAINING_RELEASE))
+    }
+
+    /// vLLM runs without CUDA graphs: `rollout.enforce_eager` as given, else the release's
+    /// default, `True` until ff6978c14 (2025-08-08, in v0.6.0: "add cudagraph_capture_sizes
+    /// option"; `enforce_eager: True` in `rollout/rollout.yaml` at v0.5.0, `False` at v0.6.0
+    /// and b178a3cd5). A release not stated gets graphs, the larger workspace (the smaller
+    /// KV cache: the safe side of vLLM's start-up checks).
+    pub fn vllm_eager(&self) -> bool {
+        self.enforce_eager.unwrap_or_else(|| {
+            self.version
+                .as_ref()
+                .is_some_and(|r| !r.at_least(EXPANDABLE_TRAINING_RELEASE))
+        })
     }
 
     /// The machine as verl's training phases see it ([`Self::trains_with_expandable_segments`]).
@@ -600,13 +632,15 @@ impl VerlConfig {
 /// The FSDP actor's per-GPU state (GiB), sharded over every GPU of the job.
 struct Actor {
     world: f64,
-    /// fp32 parameters (with LoRA, the model's and the adapters').
+    /// The parameters' dtype, for labels (`fp32`, or `bf16` with `model_dtype`).
+    dtype: &'static str,
+    /// Parameters (with LoRA, the model's and the adapters').
     params: f64,
     /// The trained ones among them: all of them, or with LoRA the adapters'. Their grads are
     /// the same size, AdamW m+v twice it.
     trainable: f64,
-    /// One FSDP unit of fp32 params: the chunk size of the params/grads/optimizer tensors.
-    unit_fp32: f64,
+    /// One FSDP unit of params: the chunk size of the params/grads/optimizer tensors.
+    unit_gib: f64,
     /// Tokens in one micro-batch on one GPU.
     tokens: f64,
     /// A PPO critic's fp32 params (unless offloaded), sharded like the actor's.
@@ -640,11 +674,13 @@ impl Actor {
         )
         .unwrap_or((0.0, 1.0));
         let (total, trained) = v.param_counts(arch);
+        let bytes = v.actor_param_bytes;
         Self {
             world,
-            params: 4.0 * total / world / GIB,
-            trainable: 4.0 * trained / world / GIB,
-            unit_fp32: arch.largest_unit_params() * 4.0 / world / GIB,
+            dtype: if bytes == 2.0 { "bf16" } else { "fp32" },
+            params: bytes * total / world / GIB,
+            trainable: bytes * trained / world / GIB,
+            unit_gib: arch.largest_unit_params() * bytes / world / GIB,
             tokens,
             accumulates: micro_batches > 1.0,
             critic_params: if v.use_critic && !v.critic_param_offload {
@@ -664,7 +700,7 @@ impl Actor {
         2.0 * self.trainable
     }
 
-    /// The trained parameters' fp32 gradients.
+    /// The trained parameters' gradients (in their dtype).
     fn grads(&self) -> f64 {
         self.trainable
     }
@@ -798,7 +834,8 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, engine: &Engine) -> 
         item("CUDA context + NCCL (non-PyTorch)", k::CUDA_CTX_GIB),
         item(
             format!(
-                "actor params fp32, FSDP 1/{} ({})",
+                "actor params {}, FSDP 1/{} ({})",
+                a.dtype,
                 a.world,
                 offloaded(v.param_offload)
             ),
@@ -806,7 +843,8 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, engine: &Engine) -> 
         ),
         item(
             format!(
-                "AdamW m+v fp32 from step 2 ({})",
+                "AdamW m+v {} from step 2 ({})",
+                a.dtype,
                 offloaded(v.optimizer_offload)
             ),
             res.adam,
@@ -845,37 +883,38 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
     let layer_bf16 = arch.layer_params() * 2.0 / GIB;
     let grads = alloc(
         Site::Grads,
-        trained_label(v.lora.is_some(), "grads fp32"),
+        trained_label(v.lora.is_some(), &format!("grads {}", a.dtype)),
         a.grads(),
-        a.unit_fp32,
+        a.unit_gib,
     );
     let mut events = vec![
         alloc(
             Site::Static,
             "critic params + AdamW fp32, resident (PPO)",
             a.critic_params + a.critic_adam,
-            a.unit_fp32,
+            a.unit_gib,
         ),
         alloc(
             Site::Params,
-            format!("actor params fp32 (FSDP 1/{})", a.world),
+            format!("actor params {} (FSDP 1/{})", a.dtype, a.world),
             a.params,
-            a.unit_fp32,
+            a.unit_gib,
         ),
         alloc(
             Site::Optim,
-            trained_label(v.lora.is_some(), "AdamW m+v fp32"),
+            trained_label(v.lora.is_some(), &format!("AdamW m+v {}", a.dtype)),
             a.adam(),
-            a.unit_fp32,
+            a.unit_gib,
         ),
     ];
     if a.accumulates {
         events.push(grads.clone());
     }
+    let gathered_gib = 2.0 * layer_bf16;
     events.push(alloc(
         Site::Gather,
         "FSDP all-gather buffers (2 layers bf16)",
-        2.0 * layer_bf16,
+        gathered_gib,
         layer_bf16,
     ));
     let (recompute, stored): (Vec<Event>, Vec<Event>) =
@@ -890,6 +929,7 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
                     }
                 )
             });
+    let activations_gib = net_gib(&stored) + net_gib(&recompute);
     events.extend(stored);
     let loss = loss_events(arch, v, a.tokens);
     let loss_gib = net_gib(&loss);
@@ -915,6 +955,32 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
         events.push(after(grads));
     }
     events.extend(recompute.into_iter().map(after));
+    // The optimizer step, once the backward has freed the activations and FSDP its gathered
+    // layers: torch's AdamW on CUDA
+    // (`foreach`, verl builds `torch.optim.AdamW` with its defaults) updates m, v and the
+    // parameters in place, but takes `torch._foreach_sqrt(exp_avg_sqs)` into a new list the
+    // size of v (`_multi_tensor_adam`, torch/optim/adam.py, which AdamW runs with decoupled
+    // weight decay). Beside the parameters, the gradients and m and v, that is the update's
+    // peak when the micro-batch's tensors are small: LightningSearch-RL's bf16 Qwen3-4B on 4 ×
+    // RTX 5090 (`calibration/verl-holdout.yaml`) logged 9.38 GiB allocated, five 1.87 GiB
+    // shards.
+    events.push(Event::Free {
+        gib: activations_gib + gathered_gib,
+    });
+    let sqrt_v = a.adam() / 2.0;
+    events.push(alloc(
+        Site::Optim,
+        trained_label(
+            v.lora.is_some(),
+            &format!(
+                "AdamW step: sqrt(v) {} (foreach), after the backward",
+                a.dtype
+            ),
+        ),
+        sqrt_v,
+        a.unit_gib,
+    ));
+    events.push(Event::Free { gib: sqrt_v });
     events
 }
 
@@ -1385,9 +1451,12 @@ fn critic_update_events(
     let mut events = vec![
         alloc(
             Site::Static,
-            label("actor params (+ AdamW once stepped) fp32, resident"),
+            label(&format!(
+                "actor params (+ AdamW once stepped) {}, resident",
+                a.dtype
+            )),
             actor_params + actor_adam,
-            a.unit_fp32,
+            a.unit_gib,
         ),
         alloc(
             Site::Params,
@@ -1450,20 +1519,28 @@ fn lora_sync_events(v: &VerlConfig, a: &Actor, with_adam: bool) -> Option<Vec<Ev
             Site::Static,
             label("critic params (+ AdamW once stepped) fp32 (PPO)"),
             a.critic_params + critic_adam,
-            a.unit_fp32,
+            a.unit_gib,
         ),
         alloc(
             Site::Params,
-            label(&format!("actor params fp32 (FSDP 1/{})", a.world)),
+            label(&format!("actor params {} (FSDP 1/{})", a.dtype, a.world)),
             a.params,
-            a.unit_fp32,
+            a.unit_gib,
         ),
-        alloc(Site::Optim, label("AdamW m+v fp32"), adam, a.unit_fp32),
+        alloc(
+            Site::Optim,
+            label(&format!("AdamW m+v {}", a.dtype)),
+            adam,
+            a.unit_gib,
+        ),
         alloc(
             Site::Gather,
-            label("the whole model fp32, gathered (summon_full_params)"),
+            label(&format!(
+                "the whole model {}, gathered (summon_full_params)",
+                a.dtype
+            )),
             whole,
-            a.unit_fp32 * a.world,
+            a.unit_gib * a.world,
         ),
     ])
 }
@@ -1522,15 +1599,20 @@ fn pass_events(
             Site::Static,
             label("critic params (+ AdamW once stepped) fp32 (PPO)"),
             critic_params + critic_adam,
-            a.unit_fp32,
+            a.unit_gib,
         ),
         alloc(
             Site::Params,
-            label(&format!("actor params fp32 (FSDP 1/{})", a.world)),
+            label(&format!("actor params {} (FSDP 1/{})", a.dtype, a.world)),
             actor_params,
-            a.unit_fp32,
+            a.unit_gib,
         ),
-        alloc(Site::Optim, label("AdamW m+v fp32"), adam, a.unit_fp32),
+        alloc(
+            Site::Optim,
+            label(&format!("AdamW m+v {}", a.dtype)),
+            adam,
+            a.unit_gib,
+        ),
         alloc(
             Site::Gather,
             label("FSDP all-gather buffers (2 layers bf16)"),
@@ -1891,8 +1973,10 @@ pub(crate) fn estimate_verl(
         }
         if let Some(gib) = host_lora_sync_gib(v, &arch) {
             notes.push(format!(
-                "the first LoRA weight sync copies the whole fp32 model to host RAM in each of the {} GPU processes of a node (+{gib:.0} GiB): rollout.load_format {} has not loaded the rollout's base weights, and layered_summon is off",
-                v.n_gpus_per_node, v.load_format
+                "the first LoRA weight sync copies the whole model ({}) to host RAM in each of the {} GPU processes of a node (+{gib:.0} GiB): rollout.load_format {} has not loaded the rollout's base weights, and layered_summon is off",
+                if v.actor_param_bytes == 2.0 { "bf16" } else { "fp32" },
+                v.n_gpus_per_node,
+                v.load_format
             ));
         }
     }
@@ -2081,7 +2165,10 @@ pub static MODEL: TrainerModel = TrainerModel {
     // 9: `rollout.name: sglang` is sized as SGLang (its fraction of the memory the worker
     //    leaves free, CUDA graphs outside it, context and graphs kept asleep), not as vLLM.
     // 10: the release an experiment states (`trainer_version:`): from 0.6 on training has
-    //    expandable segments; before it, dynamic micro-batches raise the reserved counter.
+    //    expandable segments; before it, dynamic micro-batches raise the reserved counter,
+    //    and vLLM is eager by default. `actor.fsdp_config.model_dtype` (a bf16 actor);
+    //    AdamW's sqrt(v) in the optimizer step, after FSDP frees its gathered layers;
+    //    vLLM's smaller workspace with `enforce_eager`.
     revision: 10,
 };
 
@@ -2127,7 +2214,7 @@ impl VerlConfig {
 /// b178a3cd5; `fsdp_vllm.py` L124-132 at 49b08e950): GiB per node. None otherwise.
 fn host_lora_sync_gib(v: &VerlConfig, arch: &Arch) -> Option<f64> {
     (v.lora.is_some() && !v.layered_summon && v.load_format.contains("dummy"))
-        .then(|| 4.0 * v.param_counts(arch).0 * f64::from(v.n_gpus_per_node) / GIB)
+        .then(|| v.actor_param_bytes * v.param_counts(arch).0 * f64::from(v.n_gpus_per_node) / GIB)
 }
 
 /// verl's host RAM per node.
@@ -2149,13 +2236,14 @@ impl VerlHost {
         let (total, trainable) = v.param_counts(arch);
         let nodes = v.nnodes.max(1) as f64;
         let base = k::HOST_BASE_GIB + k::HOST_PER_GPU_GIB * v.n_gpus_per_node as f64;
+        let bytes = v.actor_param_bytes;
         let params = if v.param_offload {
-            4.0 * total / nodes / GIB
+            bytes * total / nodes / GIB
         } else {
             0.0
         };
         let adam = if v.optimizer_offload {
-            8.0 * trainable / nodes / GIB
+            2.0 * bytes * trainable / nodes / GIB
         } else {
             0.0
         };
