@@ -256,6 +256,16 @@ pub(crate) static RULES: &[Rule] = &[
         r"KV cache is needed, which is larger than the available KV cache memory",
         r"KV cache is needed, which is larger than the available KV cache memory",
     ),
+    // The same message's head (vLLM's own "models's"), for when the message is wrapped
+    // before its figures, as a document quoting it wraps it (tests/corpus,
+    // vllm012-kv-max-seq-len-wrapped.log): the exception line alone names the failure.
+    msg(
+        "vllm-v1-max-seq-len-head",
+        Slot::KvCache,
+        &["To serve at least one request with the model"],
+        r"To serve at least one request with the models?'s max seq len \(\d+\)",
+        r"To serve at least one request with the models?'s max seq len \([0-9]+\)",
+    ),
     msg(
         "sglang-mem-fraction-static",
         Slot::KvCache,
