@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use orch_memory::estimate::{
-    ConfigShape, Estimate, Hardware, PlanInput, SimConfig, Trainer, Workload,
+    ConfigShape, Estimate, Hardware, PlanInput, SimConfig, Trainer, TrainerVersion, Workload,
 };
 use orch_memory::overrides::Overrides;
 use orch_memory::shape::Arch;
@@ -173,6 +173,7 @@ impl Estimator {
             static_reserved_gib: e.estimate.train_static.map(|s| round2(s.reserved_gib)),
             static_allocated_gib: e.estimate.train_static.map(|s| round2(s.allocated_gib)),
             model_revision: Some(self.trainer.model().revision),
+            trainer_version: self.release(setup).map(|v| v.text.clone()),
         }
     }
 
@@ -207,6 +208,16 @@ impl Estimator {
             }
             _ => (self.model.clone(), self.architecture.clone()),
         }
+    }
+
+    /// The release the experiment states, when the trainer's estimate reads it.
+    pub fn release<'a>(&self, setup: &'a Setup) -> Option<&'a TrainerVersion> {
+        setup
+            .experiment
+            .file
+            .trainer_version
+            .as_ref()
+            .filter(|_| self.trainer.model().reads_release)
     }
 
     /// The trainer its template runs.

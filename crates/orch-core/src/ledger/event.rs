@@ -160,6 +160,11 @@ pub struct PredictedMemory {
     /// records written before revisions were kept, which were revision 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_revision: Option<u32>,
+    /// The trainer release the prediction assumed (the experiment's `trainer_version:`, for a
+    /// trainer whose estimate reads it); none: not stated. A measured/predicted ratio only
+    /// calibrates predictions of the same release line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trainer_version: Option<String>,
 }
 
 /// One line of `events.jsonl`.

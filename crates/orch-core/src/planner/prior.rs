@@ -220,9 +220,11 @@ impl Prior {
             .iter()
             .filter_map(|o| o.measured.as_ref().and_then(|m| m.sequence_tokens))
             .next_back();
-        // Nor does a prediction of another revision of the memory model (an older orch's).
+        // Nor does a prediction of another revision of the memory model (an older orch's), or
+        // one that assumed another release of the trainer.
         let alike = |pr: &PredictedMemory| {
             pr.model_revision.unwrap_or(1) == trainer.revision
+                && release_of(pr) == trainer.release
                 && match (pr.sequence_tokens, latest) {
                     (None, None) => true,
                     (Some(a), Some(b)) => (a - b).abs() <= 0.05 * b,
@@ -460,7 +462,8 @@ pub fn load_with(
     let key = crate::evidence_store::EvidenceKey::of(setup, estimator, simulated);
     let mut obs = store.about(&key);
     obs.extend(running);
-    Prior::from_observations(&obs, Reports::of(estimator.trainer()), this_run)
+    let reports = Reports::of(estimator.trainer()).assuming(estimator.release(setup));
+    Prior::from_observations(&obs, reports, this_run)
 }
 
 /// How a trainer's log states what it measured.
@@ -474,6 +477,9 @@ pub struct Reports {
     pub peak_is_lower_bound: bool,
     /// Its memory model's revision: only predictions of this one are calibrated against.
     pub revision: u32,
+    /// The release line (major, minor) the estimates assume (the experiment's
+    /// `trainer_version:`); only predictions that assumed the same one are calibrated against.
+    pub release: Option<(u32, u32)>,
 }
 
 impl Reports {
@@ -484,8 +490,25 @@ impl Reports {
             tokens_per_gpu: model.log_tokens_per_gpu,
             peak_is_lower_bound: model.log_peak_is_lower_bound,
             revision: model.revision,
+            release: None,
         }
     }
+
+    /// With the release the estimates assume.
+    pub fn assuming(self, release: Option<&orch_memory::estimate::TrainerVersion>) -> Reports {
+        Reports {
+            release: release.map(|v| (v.major, v.minor)),
+            ..self
+        }
+    }
+}
+
+/// The release line a stored prediction assumed.
+fn release_of(pr: &PredictedMemory) -> Option<(u32, u32)> {
+    pr.trainer_version
+        .as_deref()
+        .and_then(|t| t.parse::<orch_memory::estimate::TrainerVersion>().ok())
+        .map(|v| (v.major, v.minor))
 }
 
 #[cfg(test)]
@@ -499,6 +522,7 @@ mod tests {
         tokens_per_gpu: true,
         peak_is_lower_bound: false,
         revision: 1,
+        release: None,
     };
     const PLAIN: Reports = Reports {
         tokens_per_gpu: false,
@@ -537,6 +561,7 @@ mod tests {
                 static_reserved_gib: None,
                 static_allocated_gib: None,
                 model_revision: Some(1),
+                trainer_version: None,
             }),
             measured: measured.map(|m| Measured {
                 peak_reserved_gib: Some(m),
@@ -672,6 +697,7 @@ mod tests {
             tokens_per_gpu: false,
             peak_is_lower_bound: true,
             revision: 1,
+            release: None,
         };
         let low = Prior::from_observations(
             &[obs("a", Outcome::Succeeded, 60.0, Some(30.0))],
@@ -708,6 +734,29 @@ mod tests {
             o.predicted.as_mut().unwrap().model_revision = None;
         }
         let p = Prior::from_observations(&unstamped, PER_GPU, None);
+        assert!((p.scale.unwrap() - 79.18 / 71.0).abs() < 1e-9, "{p:?}");
+    }
+
+    #[test]
+    fn a_prediction_that_assumed_another_release_calibrates_nothing() {
+        let oom = Outcome::Failed(FailureClass::GpuOom);
+        let mut stated = [
+            obs("a", Outcome::Succeeded, 60.0, Some(45.0)),
+            obs("big", oom, 70.0, None),
+        ];
+        for o in &mut stated {
+            o.predicted.as_mut().unwrap().trainer_version = Some("0.5.0".into());
+        }
+        // The experiment now states 0.6 (or nothing): the 0.5 predictions' errors are not its.
+        let v06: orch_memory::estimate::TrainerVersion = "0.6.1".parse().unwrap();
+        for reports in [PER_GPU.assuming(Some(&v06)), PER_GPU] {
+            let p = Prior::from_observations(&stated, reports, None);
+            assert_eq!(p.scale, None, "{p:?}");
+            assert!(p.good.contains_key("a") && p.bad.contains_key("big"));
+        }
+        // The same release line calibrates.
+        let v05: orch_memory::estimate::TrainerVersion = "0.5.2".parse().unwrap();
+        let p = Prior::from_observations(&stated, PER_GPU.assuming(Some(&v05)), None);
         assert!((p.scale.unwrap() - 79.18 / 71.0).abs() < 1e-9, "{p:?}");
     }
 
