@@ -229,7 +229,7 @@ pub enum Event {
         /// What the memory estimator predicted for this configuration (absent where the
         /// template has no estimator, and in records written before orch kept it).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        predicted: Option<PredictedMemory>,
+        predicted: Option<Box<PredictedMemory>>,
     },
     /// The scheduler accepted the attempt's job.
     Submitted {

@@ -273,7 +273,7 @@ impl RunRecord {
                 devices,
                 gpus,
                 running_since: None,
-                predicted,
+                predicted: predicted.map(|p| *p),
                 measured: None,
             }),
             Event::Submitted {

@@ -156,7 +156,7 @@ impl RunDriver {
             overrides,
             devices,
             gpus: Some(self.plan.resources.gpus * self.plan.resources.nodes),
-            predicted: self.predicted(),
+            predicted: self.predicted().map(Box::new),
         })?;
         crash_point("rendered");
         Ok(Phase::Submitting)
