@@ -212,12 +212,7 @@ impl Estimator {
 
     /// The release the experiment states, when the trainer's estimate reads it.
     pub fn release<'a>(&self, setup: &'a Setup) -> Option<&'a TrainerVersion> {
-        setup
-            .experiment
-            .file
-            .trainer_version
-            .as_ref()
-            .filter(|_| self.trainer.model().reads_release)
+        release(setup, self.trainer)
     }
 
     /// The trainer its template runs.
@@ -294,6 +289,17 @@ impl Estimator {
             fit,
         }
     }
+}
+
+/// The release `setup`'s experiment states (`trainer_version:`), when `trainer`'s estimate
+/// reads it.
+pub fn release(setup: &Setup, trainer: Trainer) -> Option<&TrainerVersion> {
+    setup
+        .experiment
+        .file
+        .trainer_version
+        .as_ref()
+        .filter(|_| trainer.model().reads_release)
 }
 
 /// What would make the architecture known to `trainer`'s estimate.

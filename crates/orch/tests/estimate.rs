@@ -415,6 +415,10 @@ fn a_stated_verl_release_sizes_training_as_that_release() {
     assert_eq!(peak(&unstated), peak(&old), "{old}");
     assert!(peak(&new) < peak(&old) - 1.0, "{new}");
     assert!(says(&unstated, "trainer_version:"), "{unstated}");
+    assert_eq!(new["trainer_version"], "0.6.1", "{new}");
+    assert!(unstated["trainer_version"].is_null(), "{unstated}");
+    let text = orch.expect(&["estimate", "new"], 0).stdout;
+    assert!(text.contains("verl release 0.6.1"), "{text}");
     assert!(!says(&old, "trainer_version:") && !says(&new, "trainer_version:"));
     let run = orch.expect(&["estimate", "bad"], 2);
     assert!(

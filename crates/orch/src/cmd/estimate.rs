@@ -186,6 +186,7 @@ fn to_json(setup: &Setup, plan: &Plan, est: &PlanEstimate) -> serde_json::Value 
         "trainer": est.trainer.name(),
         "model": est.model,
         "architecture": architecture_json(&est.architecture),
+        "trainer_version": release(setup, est),
         "gpu": setup.profile.gpu.model,
         "gpus": plan.resources.gpus,
         "gpu_capacity_gib": round2(e.capacity_gib),
@@ -207,6 +208,11 @@ fn to_json(setup: &Setup, plan: &Plan, est: &PlanEstimate) -> serde_json::Value 
         })),
         "within_band": planner::within_band(est, e.capacity_gib).is_some(),
     })
+}
+
+/// The release the experiment states, where the trainer's estimate reads it.
+fn release<'a>(setup: &'a Setup, est: &PlanEstimate) -> Option<&'a str> {
+    orch_core::estimate::release(setup, est.trainer).map(|v| v.text.as_str())
 }
 
 fn breakdown(out: &mut String, title: &str, items: &[Item], peak: f64) {
@@ -248,6 +254,12 @@ fn report(setup: &Setup, plan: &Plan, est: &PlanEstimate) -> String {
             tried.join("; "),
             orch_core::estimate::how_to_know(est.trainer)
         )),
+    }
+    if let Some(v) = release(setup, est) {
+        out.push_str(&format!(
+            "{} release {v} (the experiment's trainer_version)\n",
+            est.trainer.name()
+        ));
     }
     breakdown(&mut out, "rollout", &e.rollout_items, e.rollout_peak_gib);
     breakdown(&mut out, "training", &e.train_items, e.train_peak_gib);
