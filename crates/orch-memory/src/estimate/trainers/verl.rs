@@ -704,6 +704,18 @@ impl Actor {
     fn grads(&self) -> f64 {
         self.trainable
     }
+
+    /// `gib` of its parameter shard in a pass, labelled by `label`.
+    fn shard_event(&self, label: &dyn Fn(&str) -> String, gib: f64) -> Event {
+        let what = format!("actor params {} (FSDP 1/{})", self.dtype, self.world);
+        alloc(Site::Params, label(&what), gib, self.unit_gib)
+    }
+
+    /// `gib` of its AdamW state in a pass, labelled by `label`.
+    fn adam_event(&self, label: &dyn Fn(&str) -> String, gib: f64) -> Event {
+        let what = format!("AdamW m+v {}", self.dtype);
+        alloc(Site::Optim, label(&what), gib, self.unit_gib)
+    }
 }
 
 /// What stays on the GPU through the generation phase (verl offloads only what it is told to).
@@ -1521,18 +1533,8 @@ fn lora_sync_events(v: &VerlConfig, a: &Actor, with_adam: bool) -> Option<Vec<Ev
             a.critic_params + critic_adam,
             a.unit_gib,
         ),
-        alloc(
-            Site::Params,
-            label(&format!("actor params {} (FSDP 1/{})", a.dtype, a.world)),
-            a.params,
-            a.unit_gib,
-        ),
-        alloc(
-            Site::Optim,
-            label(&format!("AdamW m+v {}", a.dtype)),
-            adam,
-            a.unit_gib,
-        ),
+        a.shard_event(&label, a.params),
+        a.adam_event(&label, adam),
         alloc(
             Site::Gather,
             label(&format!(
@@ -1601,18 +1603,8 @@ fn pass_events(
             critic_params + critic_adam,
             a.unit_gib,
         ),
-        alloc(
-            Site::Params,
-            label(&format!("actor params {} (FSDP 1/{})", a.dtype, a.world)),
-            actor_params,
-            a.unit_gib,
-        ),
-        alloc(
-            Site::Optim,
-            label(&format!("AdamW m+v {}", a.dtype)),
-            adam,
-            a.unit_gib,
-        ),
+        a.shard_event(&label, actor_params),
+        a.adam_event(&label, adam),
         alloc(
             Site::Gather,
             label("FSDP all-gather buffers (2 layers bf16)"),
