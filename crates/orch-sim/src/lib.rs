@@ -376,8 +376,16 @@ impl Ctx<'_> {
             if hw.expandable_segments { "on" } else { "off" }
         ));
         if let Some(v) = self.env.trainer_version.clone() {
+            let read = est.trainer.model().reads_release;
+            let training = if read && est.frag < hw.frag() {
+                ": training with expandable segments, which it turns on itself"
+            } else if read {
+                ""
+            } else {
+                ": not read, this trainer's memory model is the same for every release"
+            };
             self.both(format!(
-                "{TAG} {trainer} release: {v} (ORCH_SIM_TRAINER_VERSION, the experiment's trainer_version)"
+                "{TAG} {trainer} release {v} (ORCH_SIM_TRAINER_VERSION, the experiment's trainer_version){training}"
             ));
         }
         for n in self.env.hw_notes.clone() {

@@ -54,6 +54,11 @@ struct Row {
     /// the peak (its residual is the open side both ways).
     #[serde(default)]
     engine_start_failure: bool,
+    /// vLLM's own figures in that refusal ("(X GiB KV cache is needed, which is larger than
+    /// the available KV cache memory (Y GiB)"): the estimate's must print the same, to the
+    /// message's two decimals.
+    #[serde(default)]
+    engine_kv: Option<EngineKv>,
     /// The trainer's release the row ran (what `pip show` would print for it, as an
     /// experiment's `trainer_version:` states it): required of verl's rows, where releases
     /// size training differently (expandable segments from 0.6 on).
@@ -97,6 +102,14 @@ struct Logged {
 enum Outcome {
     Fits,
     Oom,
+}
+
+/// vLLM's KV-cache figures in its start-up refusal.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EngineKv {
+    needed_gib: f64,
+    available_gib: f64,
 }
 
 /// A real figure: torch's OOM message proves the job needed at least `in use + tried`.
@@ -511,6 +524,23 @@ fn score(trainer: Trainer, file: &str) -> Vec<Scored> {
                     "{}: an engine's start-up failure, predicted {:?}",
                     r.id,
                     e.failure
+                );
+            }
+            if let Some(kv) = &r.engine_kv {
+                let printed = match e.failure.as_ref().map(|f| &f.kind) {
+                    Some(FailKind::VllmMaxLen {
+                        needed_gib,
+                        available_gib,
+                        ..
+                    }) => Some((*needed_gib, *available_gib)),
+                    _ => None,
+                };
+                let r2 = |x: f64| (x * 100.0).round() / 100.0;
+                assert_eq!(
+                    printed.map(|(n, a)| (r2(n), r2(a))),
+                    Some((kv.needed_gib, kv.available_gib)),
+                    "{}: vLLM's figures",
+                    r.id
                 );
             }
             Scored {

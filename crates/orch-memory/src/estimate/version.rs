@@ -85,7 +85,12 @@ impl<'de> Deserialize<'de> for TrainerVersion {
                 s.parse().map_err(E::custom)
             }
             fn visit_f64<E: serde::de::Error>(self, f: f64) -> Result<TrainerVersion, E> {
-                self.visit_str(&f.to_string())
+                // `1.0` is read as the number 1: keep its minor.
+                if f.fract() == 0.0 {
+                    self.visit_str(&format!("{f:.1}"))
+                } else {
+                    self.visit_str(&f.to_string())
+                }
             }
             fn visit_u64<E: serde::de::Error>(self, u: u64) -> Result<TrainerVersion, E> {
                 self.visit_str(&format!("{u}.0"))
@@ -145,6 +150,8 @@ mod tests {
         assert_eq!(v.text, "0.6.1");
         let v: TrainerVersion = serde_yaml::from_str("0.6.1").unwrap();
         assert_eq!(v.text, "0.6.1");
+        let v: TrainerVersion = serde_yaml::from_str("1.0").unwrap();
+        assert_eq!((v.major, v.minor), (1, 0));
         let e = serde_yaml::from_str::<TrainerVersion>("latest").unwrap_err();
         assert!(e.to_string().contains("not a release"), "{e}");
     }

@@ -100,8 +100,9 @@ pub struct VerlConfig {
     /// given: `_build_model_optimizer` loads the actor in `torch.float32` unless
     /// `fsdp_config.model_dtype` says otherwise, `fsdp_workers.py` L324-328 at b178a3cd5).
     /// FSDP shards the parameters in that dtype, their gradients take it, and AdamW's m and v
-    /// (`torch.zeros_like(param)`, torch/optim/adamw.py) too: bf16 halves all three.
-    pub actor_param_bytes: f64,
+    /// (`torch.zeros_like(param)`, torch/optim/adamw.py) too: bf16 halves all three. With its
+    /// short name (`fp32`, `bf16`, `fp16`).
+    pub actor_dtype: (f64, &'static str),
     /// The actor update computes the entropy of the logits: `actor.calculate_entropy` or a
     /// non-zero `actor.entropy_coeff` (verl ≥ 0.4, `verl/workers/actor/dp_actor.py`
     /// `update_policy`: `calculate_entropy = self.config.calculate_entropy or (entropy_coeff
@@ -191,11 +192,19 @@ pub struct VerlConfig {
     pub notes: Vec<String>,
 }
 
-/// Bytes per element of a dtype as verl's `PrecisionType` names it (`bf16`, `bfloat16`, …).
-fn dtype_bytes(name: &str) -> f64 {
-    match name {
-        "bf16" | "bfloat16" | "fp16" | "float16" | "16" => 2.0,
-        _ => 4.0,
+/// A `0.5` pre-release: main between v0.5.0 and v0.6.0 ([`VerlConfig::release_line`]).
+fn ambiguous_main(v: &TrainerVersion) -> bool {
+    (v.major, v.minor) == (0, 5) && v.text.contains("dev")
+}
+
+/// A dtype as verl's `PrecisionType` names it (`bf16`, `bfloat16`, `16`, …): its bytes per
+/// element and short name; None for a name it does not know.
+fn dtype(name: &str) -> Option<(f64, &'static str)> {
+    match name.trim().to_ascii_lowercase().as_str() {
+        "bf16" | "bfloat16" => Some((2.0, "bf16")),
+        "fp16" | "float16" | "half" | "16" => Some((2.0, "fp16")),
+        "fp32" | "float32" | "float" | "32" => Some((4.0, "fp32")),
+        _ => None,
     }
 }
 
@@ -364,6 +373,16 @@ impl VerlConfig {
         let mini = o.u64_or(&a("ppo_mini_batch_size"), 256).max(1);
         let ulysses_sp = o.u64_or(&a("ulysses_sequence_parallel_size"), 1).max(1);
         let mut notes = Vec::new();
+        let dtype_key = "actor_rollout_ref.actor.fsdp_config.model_dtype";
+        let actor_dtype = match o.get(dtype_key) {
+            None => (4.0, "fp32"),
+            Some(name) => dtype(&name).unwrap_or_else(|| {
+                notes.push(format!(
+                    "{dtype_key} {name:?} is not a dtype orch knows (bf16, fp16, fp32): the actor is sized in fp32"
+                ));
+                (4.0, "fp32")
+            }),
+        };
         let strategy = o.str_or(&a("strategy"), "fsdp");
         if !matches!(strategy.as_str(), "fsdp" | "fsdp2") {
             notes.push(format!(
@@ -501,12 +520,11 @@ impl VerlConfig {
             layered_summon: o.bool_or(&r("layered_summon"), false),
             load_format: o.str_or(&r("load_format"), "dummy"),
             fsdp2: strategy == "fsdp2",
-            ref_param_bytes: dtype_bytes(
+            ref_param_bytes: dtype(
                 &o.str_or("actor_rollout_ref.ref.fsdp_config.model_dtype", "fp32"),
-            ),
-            actor_param_bytes: dtype_bytes(
-                &o.str_or("actor_rollout_ref.actor.fsdp_config.model_dtype", "fp32"),
-            ),
+            )
+            .map_or(4.0, |d| d.0),
+            actor_dtype,
             log_prob: forward(RO),
             ref_log_prob: forward("actor_rollout_ref.ref."),
             critic_forward,
@@ -544,9 +562,19 @@ impl VerlConfig {
     pub fn trains_with_expandable_segments(&self, hw: &Hardware) -> bool {
         hw.expandable_segments
             || self
-                .version
-                .as_ref()
-                .is_some_and(|r| r.at_least(EXPANDABLE_TRAINING_RELEASE))
+                .release_line()
+                .is_some_and(|l| l >= EXPANDABLE_TRAINING_RELEASE)
+    }
+
+    /// The release line the estimate goes by: the stated release's, except a `0.5` pre-release
+    /// (`0.5.0.dev`), which is what main printed from v0.5.0 (2025-07-23) to v0.6.0
+    /// (2025-10-15), across both changes the estimate keys on (ff6978c14 of 2025-08-08,
+    /// e6843cc82 of 2025-08-13): it is taken as not stated, and the estimate says so.
+    fn release_line(&self) -> Option<(u32, u32)> {
+        self.version
+            .as_ref()
+            .filter(|v| !ambiguous_main(v))
+            .map(|v| (v.major, v.minor))
     }
 
     /// vLLM runs without CUDA graphs: `rollout.enforce_eager` as given, else the release's
@@ -556,9 +584,8 @@ impl VerlConfig {
     /// KV cache: the safe side of vLLM's start-up checks).
     pub fn vllm_eager(&self) -> bool {
         self.enforce_eager.unwrap_or_else(|| {
-            self.version
-                .as_ref()
-                .is_some_and(|r| !r.at_least(EXPANDABLE_TRAINING_RELEASE))
+            self.release_line()
+                .is_some_and(|l| l < EXPANDABLE_TRAINING_RELEASE)
         })
     }
 
@@ -674,10 +701,10 @@ impl Actor {
         )
         .unwrap_or((0.0, 1.0));
         let (total, trained) = v.param_counts(arch);
-        let bytes = v.actor_param_bytes;
+        let (bytes, dtype) = v.actor_dtype;
         Self {
             world,
-            dtype: if bytes == 2.0 { "bf16" } else { "fp32" },
+            dtype,
             params: bytes * total / world / GIB,
             trainable: bytes * trained / world / GIB,
             unit_gib: arch.largest_unit_params() * bytes / world / GIB,
@@ -974,14 +1001,10 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
     // size of v (`_multi_tensor_adam`, torch/optim/adam.py, which AdamW runs with decoupled
     // weight decay). Beside the parameters, the gradients and m and v, that is the update's
     // peak when the micro-batch's tensors are small: LightningSearch-RL's bf16 Qwen3-4B on 4 ×
-    // RTX 5090 (`calibration/verl-holdout.yaml`) logged 9.38 GiB allocated, five 1.87 GiB
+    // RTX 5090 (`calibration/verl.yaml`) logged 9.38 GiB allocated, five 1.87 GiB
     // shards.
-    events.push(Event::Free {
-        gib: activations_gib + gathered_gib,
-    });
-    let sqrt_v = a.adam() / 2.0;
-    events.push(alloc(
-        Site::Optim,
+    events.extend(optimizer_step(
+        activations_gib + gathered_gib,
         trained_label(
             v.lora.is_some(),
             &format!(
@@ -989,11 +1012,21 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
                 a.dtype
             ),
         ),
-        sqrt_v,
+        a.adam() / 2.0,
         a.unit_gib,
     ));
-    events.push(Event::Free { gib: sqrt_v });
     events
+}
+
+/// The optimizer step after a backward: what the backward leaves to free (`freed`: the
+/// activations and FSDP's gathered layers), then AdamW's sqrt(v), `sqrt_v` GiB in tensors of
+/// `unit` (see [`train_events`]), freed at the step's end.
+fn optimizer_step(freed: f64, label: String, sqrt_v: f64, unit: f64) -> [Event; 3] {
+    [
+        Event::Free { gib: freed },
+        alloc(Site::Optim, label, sqrt_v, unit),
+        Event::Free { gib: sqrt_v },
+    ]
 }
 
 /// The loss's allocations, the largest of the update: the logits and the entropy's working
@@ -1495,11 +1528,20 @@ fn critic_update_events(
             layer_bf16,
         ),
     ];
-    events.extend(
+    let activations: Vec<Event> =
         activation_events(critic, tokens, v.critic_gradient_checkpointing)
             .into_iter()
-            .map(|e| e.in_phase(name)),
-    );
+            .map(|e| e.in_phase(name))
+            .collect();
+    let freed = net_gib(&activations) + 2.0 * layer_bf16;
+    events.extend(activations);
+    // Its optimizer step, as the actor's: AdamW's sqrt(v) beside its params, grads, m and v.
+    events.extend(optimizer_step(
+        freed,
+        label("AdamW step: sqrt(v) fp32 (foreach), after the backward"),
+        critic_params,
+        critic_unit,
+    ));
     events
 }
 
@@ -1881,37 +1923,50 @@ fn reserved_counter(
     w: &Walk,
 ) -> f64 {
     let before_trainer_mode = v
-        .version
-        .as_ref()
-        .is_some_and(|r| !r.at_least(EXPANDABLE_TRAINING_RELEASE));
+        .release_line()
+        .is_some_and(|l| l < EXPANDABLE_TRAINING_RELEASE);
     if !before_trainer_mode || !phase.dynamic(v) || train_hw.expandable_segments {
         return w.reserved_peak_gib;
     }
-    w.reserved_peak_gib + micro_batch_gib(events, w)
+    w.reserved_peak_gib + micro_batch_gib(events)
 }
 
-/// The part of a phase's allocated peak that its micro-batch's tokens make: the peak less
-/// what the phase holds before the micro-batch's first tensor (parameters, gathered layers,
-/// optimizer state, gradients accumulated by earlier micro-batches).
-fn micro_batch_gib(events: &[Event], w: &Walk) -> f64 {
-    let first = events
+/// The most a phase's micro-batch holds of its own at once: its activations, recomputed layer
+/// and loss tensors, from its first tensor until the optimizer step (which allocates nothing
+/// of the micro-batch's size: sqrt(v) is the parameters' size). Not the phase's allocated peak
+/// less what it held before: where the step is the peak (a small micro-batch, an offloaded
+/// model) that difference is gradients and sqrt(v), no micro-batch tensor.
+fn micro_batch_gib(events: &[Event]) -> f64 {
+    let own = |site: &Site| {
+        matches!(
+            site,
+            Site::Activations
+                | Site::Recompute
+                | Site::LogitsBf16
+                | Site::LogitsFp32
+                | Site::Softmax
+                | Site::Attention
+        )
+    };
+    let Some(first) = events
         .iter()
-        .position(|e| {
-            matches!(
-                e,
-                Event::Alloc {
-                    site: Site::Activations
-                        | Site::Recompute
-                        | Site::LogitsBf16
-                        | Site::LogitsFp32
-                        | Site::Softmax
-                        | Site::Attention,
-                    ..
-                }
-            )
-        })
-        .unwrap_or(events.len());
-    (w.allocated_peak_gib - net_gib(&events[..first])).max(0.0)
+        .position(|e| matches!(e, Event::Alloc { site, .. } if own(site)))
+    else {
+        return 0.0;
+    };
+    let (mut held, mut most) = (0.0f64, 0.0f64);
+    for e in &events[first..] {
+        match e {
+            Event::Alloc { site, gib, .. } if own(site) => held += gib,
+            Event::Alloc {
+                site: Site::Optim, ..
+            } => break,
+            Event::Free { gib } => held = (held - gib).max(0.0),
+            _ => {}
+        }
+        most = most.max(held);
+    }
+    most
 }
 
 /// verl's estimate. `resumed`: the run continues from a checkpoint, so the optimizer state is
@@ -1927,7 +1982,11 @@ pub(crate) fn estimate_verl(
     let train_hw = v.training_hardware(hw);
     let frag = train_hw.frag();
     let mut notes = v.notes.clone();
-    if v.version.is_none() && !train_hw.expandable_segments {
+    if let Some(r) = v.version.as_ref().filter(|r| ambiguous_main(r)) {
+        notes.push(format!(
+            "verl {r} is main between v0.5.0 and v0.6.0, which began training with expandable segments on 2025-08-13 (e6843cc82) and starting vLLM with CUDA graphs on 2025-08-08 (ff6978c14): it is sized as a release not stated; say trainer_version: \"0.6\" for a build of main from 2025-08-13 on, \"0.5\" for one before"
+        ));
+    } else if v.version.is_none() && !train_hw.expandable_segments {
         notes.push(format!(
             "verl's release is not stated: training is sized with the caching allocator's {:.0} % fragmentation; verl 0.6 and later turn expandable segments on for training ({:.0} %): say which with `trainer_version:` in the experiment",
             100.0 * k::FRAG,
@@ -1966,7 +2025,7 @@ pub(crate) fn estimate_verl(
         if let Some(gib) = host_lora_sync_gib(v, &arch) {
             notes.push(format!(
                 "the first LoRA weight sync copies the whole model ({}) to host RAM in each of the {} GPU processes of a node (+{gib:.0} GiB): rollout.load_format {} has not loaded the rollout's base weights, and layered_summon is off",
-                if v.actor_param_bytes == 2.0 { "bf16" } else { "fp32" },
+                v.actor_dtype.1,
                 v.n_gpus_per_node,
                 v.load_format
             ));
@@ -2206,7 +2265,7 @@ impl VerlConfig {
 /// b178a3cd5; `fsdp_vllm.py` L124-132 at 49b08e950): GiB per node. None otherwise.
 fn host_lora_sync_gib(v: &VerlConfig, arch: &Arch) -> Option<f64> {
     (v.lora.is_some() && !v.layered_summon && v.load_format.contains("dummy"))
-        .then(|| v.actor_param_bytes * v.param_counts(arch).0 * f64::from(v.n_gpus_per_node) / GIB)
+        .then(|| v.actor_dtype.0 * v.param_counts(arch).0 * f64::from(v.n_gpus_per_node) / GIB)
 }
 
 /// verl's host RAM per node.
@@ -2228,7 +2287,7 @@ impl VerlHost {
         let (total, trainable) = v.param_counts(arch);
         let nodes = v.nnodes.max(1) as f64;
         let base = k::HOST_BASE_GIB + k::HOST_PER_GPU_GIB * v.n_gpus_per_node as f64;
-        let bytes = v.actor_param_bytes;
+        let bytes = v.actor_dtype.0;
         let params = if v.param_offload {
             bytes * total / nodes / GIB
         } else {
