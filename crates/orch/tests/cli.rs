@@ -226,36 +226,34 @@ fn render_step_applies_the_first_n_steps() {
         0,
     );
     let script = std::fs::read_to_string(orch.path().join("s2/run_grpo.sh")).unwrap();
+    // Two halvings (verl's ladder starts with them: it has no allocator step).
     assert!(
-        script.contains("export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+        script.contains("    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8 \\\n"),
         "{script}"
     );
-    assert!(
-        script.contains("    actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=16 \\\n"),
-        "{script}"
-    );
+    assert!(!script.contains("expandable_segments"), "{script}");
     let run = orch.expect(&["render", "diamonds-seed0", "--step", "99"], 2);
     insta::assert_snapshot!(orch.redacted(&run));
     // A step that changes nothing still counts, and says so: diamonds batches by count, so
-    // the ladder's fifth step (`halve-token-budget`, `when:` dynamic batches) does not apply.
+    // the ladder's fourth step (`halve-token-budget`, `when:` dynamic batches) does not apply.
     let run = orch.expect(
-        &["render", "diamonds-seed0", "--step", "5", "--out", "s5"],
+        &["render", "diamonds-seed0", "--step", "4", "--out", "s4"],
         0,
     );
     assert!(
         run.stderr.contains(
-            "note: step 5 (halve-token-budget) applies only where `actor_rollout_ref.actor.use_dynamic_bsz` holds, not here; the files are those after step 4"
+            "note: step 4 (halve-token-budget) applies only where `actor_rollout_ref.actor.use_dynamic_bsz` holds, not here; the files are those after step 3"
         ),
         "{}",
         run.stderr
     );
     orch.expect(
-        &["render", "diamonds-seed0", "--step", "4", "--out", "s4"],
+        &["render", "diamonds-seed0", "--step", "3", "--out", "s3"],
         0,
     );
     let read =
         |dir: &str| std::fs::read_to_string(orch.path().join(dir).join("plan.yaml")).unwrap();
-    assert_eq!(read("s4"), read("s5"));
+    assert_eq!(read("s3"), read("s4"));
 }
 
 #[test]

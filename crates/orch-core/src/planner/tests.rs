@@ -229,14 +229,9 @@ fn seed_002_failure_is_answered_by_one_fitting_move() {
     let facts = torch_oom(17.68, 3.92, 79.18, 68.68, 4.08);
     let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     let m = moved(next);
+    // verl's ladder has no allocator step (vLLM's sleep mode refuses expandable segments).
     assert!(
         !m.plan.steps.iter().any(|s| s == "expandable-segments"),
-        "{notes:?}"
-    );
-    assert!(
-        notes
-            .iter()
-            .any(|n| n.contains("fragmentation is not the cause")),
         "{notes:?}"
     );
     assert!(!m.changes_semantics, "{}", m.describe());
@@ -244,10 +239,11 @@ fn seed_002_failure_is_answered_by_one_fitting_move() {
     assert!(predicted_to_fit(&setup, &m.plan));
 }
 
-/// 11 MiB reserved-but-unallocated: `expandable_segments` cannot help, so it is not taken.
+/// 11 MiB reserved-but-unallocated: `expandable_segments` cannot help, so it is not taken
+/// (torchrun's ladder offers it; verl's does not).
 #[test]
 fn allocator_setting_is_passed_over_when_fragmentation_is_small() {
-    let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    let (setup, written) = load("pretrain-512m", "h100-80g", &[]);
     let facts = torch_oom(2.21, 0.5, 79.18, 78.0, 0.011);
     let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     assert!(
@@ -510,7 +506,9 @@ fn a_host_oom_gets_more_host_memory() {
 /// which needs host memory, and a shorter rollout — a semantics change, marked as one.
 #[test]
 fn the_menu_widens_to_every_memory_step_before_giving_up() {
-    let (setup, written) = load("diamonds-seed0", "rtx4090", &[]);
+    let (mut setup, written) = load("diamonds-seed0", "rtx4090", &[]);
+    // verl 0.6: training with expandable segments, which verl turns on itself.
+    setup.experiment.file.trainer_version = Some("0.6.1".parse().unwrap());
     let facts = torch_oom(17.68, 0.5, 23.5, 22.0, 0.3);
     let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     let m = moved(next);
@@ -528,7 +526,8 @@ fn the_menu_widens_to_every_memory_step_before_giving_up() {
 /// written plan's semantic values wins over a faster one that changes more.
 #[test]
 fn a_forced_semantics_change_changes_as_little_as_it_can() {
-    let (setup, written) = load("diamonds-seed0", "rtx4090", &[]);
+    let (mut setup, written) = load("diamonds-seed0", "rtx4090", &[]);
+    setup.experiment.file.trainer_version = Some("0.6.1".parse().unwrap());
     let facts = MemoryFacts {
         desired_utilization: Some(0.6),
         desired_gib: Some(14.19),
@@ -701,7 +700,11 @@ fn observed(
 /// batch 4 — 40.9 GiB in truth — is predicted to fit and taken.
 #[test]
 fn two_measured_peaks_calibrate_the_static_and_token_parts_apart() {
-    let (setup, written) = load("pretrain-512m", "a40", &[]);
+    let (setup, written) = load(
+        "pretrain-512m",
+        "a40",
+        &[("env.PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")],
+    );
     let estimator = Estimator::new(&setup, &written).unwrap();
     assert!(!estimator.knows_architecture());
     let truth = |plan: &Plan| {

@@ -1982,6 +1982,11 @@ pub(crate) fn estimate_verl(
     let train_hw = v.training_hardware(hw);
     let frag = train_hw.frag();
     let mut notes = v.notes.clone();
+    if hw.expandable_segments && v.rollout_engine != RolloutEngine::Sglang {
+        notes.push(
+            "PYTORCH_CUDA_ALLOC_CONF turns expandable segments on: vLLM's sleep mode, which verl always starts vLLM with, refuses them at start-up from vLLM 0.8 until the spring-2026 releases (\"AssertionError: Expandable segments are not compatible with memory pool\", vllm-project/vllm#14189, lifted by #40812): remove it unless the job's vLLM is newer; verl 0.6 and later turn them on for training themselves".into(),
+        );
+    }
     if let Some(r) = v.version.as_ref().filter(|r| ambiguous_main(r)) {
         notes.push(format!(
             "verl {r} is main between v0.5.0 and v0.6.0, which began training with expandable segments on 2025-08-13 (e6843cc82) and starting vLLM with CUDA graphs on 2025-08-08 (ff6978c14): it is sized as a release not stated; say trainer_version: \"0.6\" for a build of main from 2025-08-13 on, \"0.5\" for one before"
