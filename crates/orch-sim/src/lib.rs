@@ -698,7 +698,7 @@ mod tests {
         assert!(!e.hw.expandable_segments);
         assert_eq!(e.trainer_version, None);
         let e = env(&[("ORCH_SIM_TRAINER_VERSION", "0.6.1")]);
-        assert_eq!(e.trainer_version.map(|v| (v.major, v.minor)), Some((0, 6)));
+        assert_eq!(e.trainer_version.map(|v| v.line()), Some((0, 6)));
         let e = env(&[("ORCH_SIM_TRAINER_VERSION", "latest")]);
         assert_eq!(e.trainer_version, None);
         assert!(

@@ -497,7 +497,7 @@ impl Reports {
     /// With the release the estimates assume.
     pub fn assuming(self, release: Option<&orch_memory::estimate::TrainerVersion>) -> Reports {
         Reports {
-            release: release.map(|v| (v.major, v.minor)),
+            release: release.map(orch_memory::estimate::TrainerVersion::line),
             ..self
         }
     }
@@ -508,7 +508,7 @@ fn release_of(pr: &PredictedMemory) -> Option<(u32, u32)> {
     pr.trainer_version
         .as_deref()
         .and_then(|t| t.parse::<orch_memory::estimate::TrainerVersion>().ok())
-        .map(|v| (v.major, v.minor))
+        .map(|v| v.line())
 }
 
 #[cfg(test)]

@@ -23,14 +23,9 @@ pub struct TrainerVersion {
 }
 
 impl TrainerVersion {
-    /// The release line `major.minor` (for comparisons: `v >= TrainerVersion::line(0, 6)`).
-    pub const fn line(major: u32, minor: u32) -> (u32, u32) {
-        (major, minor)
-    }
-
-    /// Whether it is `major.minor` or later.
-    pub fn at_least(&self, (major, minor): (u32, u32)) -> bool {
-        (self.major, self.minor) >= (major, minor)
+    /// Its release line `(major, minor)`, which compares as releases do (`v.line() >= (0, 6)`).
+    pub fn line(&self) -> (u32, u32) {
+        (self.major, self.minor)
     }
 }
 
@@ -136,10 +131,10 @@ mod tests {
     #[test]
     fn comparisons_are_by_release_line() {
         let v: TrainerVersion = "0.6.0".parse().unwrap();
-        assert!(v.at_least(TrainerVersion::line(0, 6)));
-        assert!(!v.at_least(TrainerVersion::line(0, 7)));
+        assert!(v.line() >= (0, 6));
+        assert!(v.line() < (0, 7));
         let v: TrainerVersion = "0.5.0.dev".parse().unwrap();
-        assert!(!v.at_least(TrainerVersion::line(0, 6)));
+        assert!(v.line() < (0, 6));
     }
 
     #[test]

@@ -194,7 +194,7 @@ pub struct VerlConfig {
 
 /// A `0.5` pre-release: main between v0.5.0 and v0.6.0 ([`VerlConfig::release_line`]).
 fn ambiguous_main(v: &TrainerVersion) -> bool {
-    (v.major, v.minor) == (0, 5) && v.text.contains("dev")
+    v.line() == (0, 5) && v.text.contains("dev")
 }
 
 /// A dtype as verl's `PrecisionType` names it (`bf16`, `bfloat16`, `16`, …): its bytes per
@@ -217,7 +217,7 @@ fn dtype(name: &str) -> Option<(f64, &'static str)> {
 /// v0.6.0 L683/L731, at b178a3cd5 L724/L756). v0.6.0 (2025-10-15) is the first release with
 /// it; main between v0.5.0 and v0.6.0 says `0.5.0.dev` in `verl/version/version` before and
 /// after 2025-08-13.
-pub const EXPANDABLE_TRAINING_RELEASE: (u32, u32) = TrainerVersion::line(0, 6);
+pub const EXPANDABLE_TRAINING_RELEASE: (u32, u32) = (0, 6);
 
 /// verl's fused log-prob/entropy kernels (`use_fused_kernels`), by
 /// `fused_kernel_options.impl_backend`; `verl/models/transformers/monkey_patch.py`
@@ -574,7 +574,7 @@ impl VerlConfig {
         self.version
             .as_ref()
             .filter(|v| !ambiguous_main(v))
-            .map(|v| (v.major, v.minor))
+            .map(TrainerVersion::line)
     }
 
     /// vLLM runs without CUDA graphs: `rollout.enforce_eager` as given, else the release's
