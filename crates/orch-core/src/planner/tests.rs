@@ -475,6 +475,34 @@ fn throughput_model_directions() {
     );
 }
 
+/// Rollout tensor parallelism costs time where the KV cache already holds the rollout (an
+/// H200 at vLLM's 0.6: the engines only synchronise more), and pays where the cache is what
+/// limits (an L40S at 0.3: twice the cache per GPU).
+#[test]
+fn rollout_tensor_parallelism_pays_only_where_the_kv_cache_limits() {
+    let tp = "actor_rollout_ref.rollout.tensor_model_parallel_size";
+    let util = "actor_rollout_ref.rollout.gpu_memory_utilization";
+    let at = |profile: &str, sets: &[(&str, &str)]| {
+        let (setup, plan) = load("diamonds-seed0", profile, sets);
+        let e = Estimator::new(&setup, &plan)
+            .unwrap()
+            .estimate(&setup, &plan);
+        let t = throughput::predict(&e, plan.resources.gpus, setup.profile.gpu.memory_gib);
+        (t.relative, t.costs)
+    };
+    let (one, c1) = at("h200", &[(tp, "1")]);
+    let (two, c2) = at("h200", &[(tp, "2")]);
+    assert!(two < one, "{two} >= {one}\n{c1:?}\n{c2:?}");
+    assert!(
+        c2.iter()
+            .any(|(what, f)| what.contains("tensor parallel") && (*f - 1.0 / 0.7).abs() < 1e-9),
+        "{c2:?}"
+    );
+    let (one, c1) = at("l40s", &[(tp, "1"), (util, "0.3")]);
+    let (two, c2) = at("l40s", &[(tp, "2"), (util, "0.3")]);
+    assert!(two > one, "{two} <= {one}\n{c1:?}\n{c2:?}");
+}
+
 /// A host-memory kill (Slurm's cgroup) is answered by asking for more memory: the failing
 /// quantity is the shortfall against the job's `--mem`, which a bigger request lowers even
 /// though the job's own need is unchanged.

@@ -13,6 +13,9 @@
 //! - a smaller rollout-engine share (vLLM `gpu_memory_utilization`, SGLang
 //!   `mem_fraction_static`) leaves less KV cache, fewer sequences in flight and a slower
 //!   rollout ([`ROLLOUT_CONCURRENCY_EXPONENT`]), which is [`ROLLOUT_SHARE`] of an RL step;
+//! - a rollout engine split over more GPUs (tensor parallelism) leaves more KV cache per GPU
+//!   but synchronises every layer, and the same GPUs run fewer engines
+//!   ([`ROLLOUT_TP_EFFICIENCY`]);
 //! - more GPUs shorten the step but lose a little per GPU to communication
 //!   ([`SCALING_PER_DOUBLING`]); the figure is per GPU because GPU-hours are what a run costs.
 
@@ -62,6 +65,18 @@ pub const ROLLOUT_SHARE: f64 = 0.5;
 /// memory-bound, so halving the sequences in flight nearly doubles the time; not quite, as
 /// larger batches become compute-bound.
 pub const ROLLOUT_CONCURRENCY_EXPONENT: f64 = 0.8;
+
+/// Per-GPU rollout throughput kept per doubling of the rollout engine's tensor-parallel size,
+/// at the same KV cache per GPU: the GPUs run half as many engines, each synchronising its
+/// layers over the GPUs it spans. verl's performance guide (docs/perf/perf_tuning.rst at
+/// b178a3cd5, "Use a smaller tensor_parallel_size": more vLLM replicas, "Data parallelism (DP)
+/// can yield higher throughput than tensor parallelism (TP)", citing HybridFlow §8.4); vLLM's
+/// tuning guide ("may lead to excessive synchronization overhead"); a TP=2 × 4 against TP=1 ×
+/// 8 comparison on one 8-GPU node (2026) measured +51 % time per output token at TP 2, ≈ 0.66
+/// of the per-GPU decode rate; vLLM of 2023 gained no engine throughput at all from TP 2–8
+/// (vllm-project/vllm#367, #1435: 0.5 per doubling). The KV-cache gain is counted apart (the
+/// cache holds more of the rollout), so more TP still wins where the cache is what limits.
+pub const ROLLOUT_TP_EFFICIENCY: f64 = 0.7;
 
 /// Per-GPU throughput kept per doubling of data-parallel GPUs (gradient all-reduce, a
 /// smaller batch per GPU): ring all-reduce overlapped with the backward costs a few percent.
@@ -165,7 +180,21 @@ fn rollout_time(costs: &mut Vec<(String, f64)>, e: &PlanEstimate, demand: f64, t
             time,
         );
     }
-    time
+    time * tensor_parallel_time(costs, tp)
+}
+
+/// The rollout's time for splitting each engine over `tp` GPUs ([`ROLLOUT_TP_EFFICIENCY`] per
+/// doubling from one).
+fn tensor_parallel_time(costs: &mut Vec<(String, f64)>, tp: u32) -> f64 {
+    let doublings = f64::from(tp.max(1)).log2();
+    if doublings <= 0.0 {
+        return 1.0;
+    }
+    cost(
+        costs,
+        &format!("rollout engines split over {tp} GPUs (tensor parallel)"),
+        ROLLOUT_TP_EFFICIENCY.powf(-doublings),
+    )
 }
 
 #[cfg(test)]
