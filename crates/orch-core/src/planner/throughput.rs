@@ -72,8 +72,8 @@ pub const ROLLOUT_CONCURRENCY_EXPONENT: f64 = 0.8;
 /// b178a3cd5, "Use a smaller tensor_parallel_size": more vLLM replicas, "Data parallelism (DP)
 /// can yield higher throughput than tensor parallelism (TP)", citing HybridFlow §8.4); vLLM's
 /// tuning guide ("may lead to excessive synchronization overhead"); a TP=2 × 4 against TP=1 ×
-/// 8 comparison on one 8-GPU node (2026) measured +51 % time per output token at TP 2, ≈ 0.66
-/// of the per-GPU decode rate; vLLM of 2023 gained no engine throughput at all from TP 2–8
+/// 8 comparison on one 8-GPU node measured +51 % time per output token at TP 2, ≈ 0.66 of the
+/// per-GPU decode rate (gitea.gahow.org/gahow/agentic-kvc, commit 42bcd3197, 2026-05-22); vLLM of 2023 gained no engine throughput at all from TP 2–8
 /// (vllm-project/vllm#367, #1435: 0.5 per doubling). The KV-cache gain is counted apart (the
 /// cache holds more of the rollout), so more TP still wins where the cache is what limits.
 pub const ROLLOUT_TP_EFFICIENCY: f64 = 0.7;
