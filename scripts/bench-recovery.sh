@@ -11,8 +11,14 @@
 # `exact` (the job needs what orch's estimate says: the planner cannot be caught out, so
 # recovery is true by construction) and `calibrated` (the job needs the estimate times an error
 # drawn per configuration from the calibration set's residuals, seeded: what an estimation
-# error costs). The last column, `true`, is the throughput kept against the best configuration
-# the whole ladder allows that fits by the TRUE peak (`orch estimate --sim-truth`'s `true_best`).
+# error costs). Two columns measure against the TRUE peak (`orch estimate --sim-truth`'s
+# `true_best`): `true` against what preflight would submit if the truth were its estimate (the
+# plan as written when it truly fits, else the best of the steps answering its true failure,
+# widened to every memory step only when those do not fit: the issue's "best fitting
+# throughput"), and `ladder` against the best of the whole ladder, steps that answer no failure
+# of the plan included (raising vLLM's memory above what was written), which orch never takes
+# unasked. The summary also gives the pairs whose architecture orch knows apart (the goal's
+# scope: a size-only experiment has no preflight).
 #
 #   scripts/bench-recovery.sh [MAX_ATTEMPTS]        (default 8)
 #
@@ -62,7 +68,7 @@ import json, sys
 for p in json.load(sys.stdin):
     print(p["name"] if isinstance(p, dict) else p)' | tr '\n' ' ')}
 
-printf '%-16s %-10s %-10s %-9s %6s %8s %6s %6s  %s\n' experiment profile truth result failed attempts kept true "semantic changes (final steps)"
+printf '%-16s %-10s %-10s %-9s %6s %8s %6s %6s %6s  %s\n' experiment profile truth result failed attempts kept true ladder "semantic changes (final steps)"
 rows=$WORK/rows.tsv
 : >"$rows"
 for truth in $TRUTHS; do
@@ -77,8 +83,8 @@ for exp in $EXPERIMENTS; do
         # The run is the directory with a ledger (evidence.jsonl sits beside it).
         run=$(cd "$runs" 2>/dev/null && for d in */events.jsonl; do [[ -e $d ]] && echo "${d%/events.jsonl}"; done | head -n 1)
         if [[ -z $run ]]; then
-            printf '%-16s %-10s %-10s %-9s %6s %8s %6s %6s  %s\n' "$exp" "$prof" "$truth" refused - - - - "$(head -n 1 "$WORK/err")"
-            printf '%s\t%s\t%s\trefused\t-\t-\t-\t\t\t\n' "$exp" "$prof" "$truth" >>"$rows"
+            printf '%-16s %-10s %-10s %-9s %6s %8s %6s %6s %6s  %s\n' "$exp" "$prof" "$truth" refused - - - - - "$(head -n 1 "$WORK/err")"
+            printf '%s\t%s\t%s\trefused\t-\t-\t-\t\t\t\t\t\n' "$exp" "$prof" "$truth" >>"$rows"
             continue
         fi
         # The best fitting configuration's predicted throughput, with the architecture known:
@@ -110,14 +116,18 @@ elif best_est.get("verdict") in ("fits", "tight"):
     best = best_est["throughput"]
 else:
     best = None
-true_best = ((best_est.get("true_best") or {}).get("best") or {}).get("throughput")
+tb = best_est.get("true_best") or {}
+policy_best = (tb.get("policy") or {}).get("throughput")
+ladder_best = (tb.get("best") or {}).get("throughput")
+known = "yes" if (best_est.get("architecture") or {}).get("known") else "no"
 final = final_est.get("throughput")
-kept = final / best if ok and best and final else None
-kept_true = final / true_best if ok and true_best and final else None
+ratio = lambda b: final / b if ok and b and final else None
+kept, kept_true, kept_ladder = ratio(best), ratio(policy_best), ratio(ladder_best)
 pct = lambda k: "%5.0f%%" % (100 * k) if k is not None else "     -"
-print("%-16s %-10s %-10s %-9s %6d %8d %s %s  %s" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), pct(kept), pct(kept_true), desc))
+print("%-16s %-10s %-10s %-9s %6d %8d %s %s %s  %s" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), pct(kept), pct(kept_true), pct(kept_ladder), desc))
+blank = lambda k: "" if k is None else k
 with open(sys.argv[3], "a") as f:
-    f.write("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), "yes" if sem else "no", "" if kept is None else kept, "" if kept_true is None else kept_true, final if ok and final else ""))
+    f.write("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), "yes" if sem else "no", blank(kept), blank(kept_true), final if ok and final else "", blank(kept_ladder), known))
 ' "$exp" "$prof" "$rows" "$WORK/best.json" "$WORK/final.json" "$truth"
     done
 done
@@ -137,11 +147,18 @@ for truth in dict.fromkeys(r[2] for r in rows):
         print(f"  failed attempts before the fit (succeeded pairs): median {statistics.median(fails)}, "
               f"mean {statistics.mean(fails):.2f}, max {max(fails)}; zero failures: {sum(1 for f in fails if f == 0)}")
     print(f"  pairs whose final configuration changes training semantics: {sum(1 for r in ok if r[6] == 'yes')}")
-    for col, what in ((7, "the estimate's best (preflight's choice)"), (8, "the best fitting by the TRUE peak (whole ladder)")):
-        kept = [float(r[col]) for r in ok if r[col] not in ("", "-")]
-        if kept:
-            print(f"  throughput kept vs {what}: median {100 * statistics.median(kept):.0f} %, "
-                  f"min {100 * min(kept):.0f} %; pairs at ≥ 95 %: {sum(1 for k in kept if k >= 0.95)} of {len(kept)}")
+    for col, what in ((7, "the estimate's best (preflight's choice)"),
+                      (8, "the best fitting by the TRUE peak (preflight's choice were the truth its estimate)"),
+                      (10, "the best fitting by the TRUE peak (whole ladder, raising what was written included)")):
+        for scope, these in (("", ok), (", architecture known", [r for r in ok if len(r) > 11 and r[11] == "yes"])):
+            kept = [float(r[col]) for r in these if len(r) > col and r[col] not in ("", "-")]
+            if kept:
+                print(f"  throughput kept vs {what}{scope}: median {100 * statistics.median(kept):.0f} %, "
+                      f"min {100 * min(kept):.0f} %; pairs at ≥ 95 %: {sum(1 for k in kept if k >= 0.95)} of {len(kept)}")
+    known = [int(r[4]) for r in ok if len(r) > 11 and r[11] == "yes"]
+    if known:
+        print(f"  failed attempts before the fit, architecture known: median {statistics.median(known)}, "
+              f"mean {statistics.mean(known):.2f}, max {max(known)} over {len(known)} pairs")
     # What the estimate's error alone costs: the same pair's final throughput with an exact truth.
     exact = {(r[0], r[1]): float(r[9]) for r in rows if r[2] == "exact" and len(r) > 9 and r[9]}
     vs = [float(r[9]) / exact[(r[0], r[1])] for r in ok

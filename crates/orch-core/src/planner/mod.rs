@@ -72,7 +72,7 @@ pub const MARGIN_UNKNOWN: f64 = 0.10;
 pub const NO_EFFECT_GIB: f64 = 0.05;
 
 /// The failure classes a configuration change answers: memory.
-pub(crate) const MEMORY_CLASSES: [FailureClass; 3] = [
+pub const MEMORY_CLASSES: [FailureClass; 3] = [
     FailureClass::GpuOom,
     FailureClass::KvCache,
     FailureClass::HostOom,
@@ -340,7 +340,7 @@ pub fn preflight_with(
 
 /// Each ladder step as often as it may repeat when it answers one of `classes`, else not at
 /// all: the combinations preflight and a climb choose among.
-pub(crate) fn ranges_answering(setup: &Setup, classes: &[FailureClass]) -> Vec<Range> {
+pub fn ranges_answering(setup: &Setup, classes: &[FailureClass]) -> Vec<Range> {
     setup
         .ladder
         .steps
@@ -357,7 +357,7 @@ pub(crate) fn ranges_answering(setup: &Setup, classes: &[FailureClass]) -> Vec<R
 }
 
 /// The failure class the classifier would give the estimator's predicted failure.
-fn predicted_class(failure: &orch_memory::estimate::Failure) -> FailureClass {
+pub fn predicted_class(failure: &orch_memory::estimate::Failure) -> FailureClass {
     match failure.kind {
         FailKind::VllmNoCacheBlocks { .. }
         | FailKind::VllmMaxLen { .. }

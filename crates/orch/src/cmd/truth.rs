@@ -7,16 +7,44 @@
 //! among them) is estimated, given the factor the simulator would draw for it, and kept when
 //! its estimate on a card that factor smaller fits (what the simulated job then does). The
 //! best is ranked as preflight ranks: training the same thing first, then on no more GPUs,
-//! then the planner's predicted throughput.
+//! then the planner's predicted throughput. Two references:
+//!
+//! - `policy`: what preflight would submit if the truth were its estimate — the plan as
+//!   written when it truly fits, else the best of the steps answering its true failure's
+//!   class, and only when none of those fits, of every memory step. What recovery can reach
+//!   without changing anything the run did not need changed.
+//! - `best`: the whole ladder, steps that answer no failure of this plan included (raising
+//!   vLLM's memory or its tensor parallelism above what was written), which orch never takes
+//!   unasked.
 
 use orch_core::estimate::Estimator;
 use orch_core::plan::{Plan, Setup};
-use orch_core::planner::{space, throughput};
+use orch_core::planner::{self, space, throughput};
 use orch_sim::truth::{self, Truth};
 use serde_json::json;
 use std::collections::HashSet;
 
-/// The best truly fitting configuration, as JSON (`null` when nothing fits), and the factor
+/// A configuration that truly fits, with its rank.
+struct Fit {
+    same_semantics: bool,
+    same_gpus: bool,
+    throughput: f64,
+    label: String,
+    factor: f64,
+}
+
+impl Fit {
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "steps": self.label,
+            "throughput": (self.throughput * 1000.0).round() / 1000.0,
+            "factor": self.factor,
+            "same_semantics": self.same_semantics,
+        })
+    }
+}
+
+/// The best truly fitting configurations, as JSON (`null` where nothing fits), and the factor
 /// the plan as written gets.
 pub fn true_best(
     setup: &Setup,
@@ -26,58 +54,76 @@ pub fn true_best(
 ) -> serde_json::Value {
     let capacity = setup.profile.gpu.memory_gib;
     let steps = &setup.ladder.steps;
-    let ranges: Vec<space::Range> = steps
+    let semantics = written.semantics(setup);
+    // The truth's verdict on a plan: its factor, and the failure the simulated job meets.
+    let judge = |plan: &Plan| {
+        let pe = estimator.estimate(setup, plan);
+        let f = truth::factor(&pe.estimate, truth);
+        let failure = if f == 1.0 {
+            pe.estimate.failure.clone()
+        } else {
+            estimator
+                .estimate_on(setup, plan, capacity / f)
+                .estimate
+                .failure
+        };
+        (pe, f, failure)
+    };
+    let best_of = |ranges: &[space::Range]| {
+        let mut best: Option<Fit> = None;
+        for c in space::enumerate(setup, written, ranges, &HashSet::new()) {
+            if c.plan.check(setup).is_err() {
+                continue;
+            }
+            let (pe, factor, failure) = judge(&c.plan);
+            if failure.is_some() {
+                continue;
+            }
+            let fit = Fit {
+                same_semantics: c.plan.semantics(setup) == semantics,
+                same_gpus: c.plan.resources.gpus <= written.resources.gpus
+                    && c.plan.resources.nodes <= written.resources.nodes,
+                throughput: throughput::predict(&pe, written.resources.gpus, capacity).relative,
+                label: c.label(steps),
+                factor,
+            };
+            let better = best.as_ref().is_none_or(|b| {
+                (fit.same_semantics, fit.same_gpus)
+                    .cmp(&(b.same_semantics, b.same_gpus))
+                    .then(fit.throughput.total_cmp(&b.throughput))
+                    .is_gt()
+            });
+            if better {
+                best = Some(fit);
+            }
+        }
+        best
+    };
+    let every_step: Vec<space::Range> = steps
         .iter()
         .map(|s| space::Range {
             lo: 0,
             hi: s.repeat,
         })
         .collect();
-    let semantics = written.semantics(setup);
-    let mut best: Option<(bool, bool, f64, String, f64)> = None;
-    for c in space::enumerate(setup, written, &ranges, &HashSet::new()) {
-        if c.plan.check(setup).is_err() {
-            continue;
+    let (written_pe, as_written, written_failure) = judge(written);
+    let policy = match &written_failure {
+        None => Some(Fit {
+            same_semantics: true,
+            same_gpus: true,
+            throughput: throughput::predict(&written_pe, written.resources.gpus, capacity).relative,
+            label: "as written".into(),
+            factor: as_written,
+        }),
+        Some(failure) => {
+            let class = planner::predicted_class(failure);
+            best_of(&planner::ranges_answering(setup, &[class]))
+                .or_else(|| best_of(&planner::ranges_answering(setup, &planner::MEMORY_CLASSES)))
         }
-        let pe = estimator.estimate(setup, &c.plan);
-        let f = truth::factor(&pe.estimate, truth);
-        let truly = if f == 1.0 {
-            pe.estimate.failure.is_none()
-        } else {
-            estimator
-                .estimate_on(setup, &c.plan, capacity / f)
-                .estimate
-                .failure
-                .is_none()
-        };
-        if !truly {
-            continue;
-        }
-        let t = throughput::predict(&pe, written.resources.gpus, capacity).relative;
-        let key = (
-            c.plan.semantics(setup) == semantics,
-            c.plan.resources.gpus <= written.resources.gpus
-                && c.plan.resources.nodes <= written.resources.nodes,
-            t,
-        );
-        let better = best.as_ref().is_none_or(|b| {
-            (key.0, key.1)
-                .cmp(&(b.0, b.1))
-                .then(key.2.total_cmp(&b.2))
-                .is_gt()
-        });
-        if better {
-            best = Some((key.0, key.1, t, c.label(steps), f));
-        }
-    }
-    let as_written = truth::factor(&estimator.estimate(setup, written).estimate, truth);
+    };
     json!({
         "factor_as_written": as_written,
-        "best": best.map(|(same, _, t, label, f)| json!({
-            "steps": label,
-            "throughput": (t * 1000.0).round() / 1000.0,
-            "factor": f,
-            "same_semantics": same,
-        })),
+        "policy": policy.as_ref().map_or(json!(null), Fit::json),
+        "best": best_of(&every_step).as_ref().map_or(json!(null), Fit::json),
     })
 }
