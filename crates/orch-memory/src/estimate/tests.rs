@@ -1352,6 +1352,47 @@ fn verl_ppo_critic_stays_resident_through_the_actor_update() {
     assert_eq!(offloaded, 0.0);
 }
 
+/// `critic.model.fsdp_config.model_dtype: bf16` halves the critic's resident params and
+/// AdamW state (verl loads the critic in that dtype, `fsdp_workers.py` L1289 at b178a3cd5), in
+/// the breakdown's labels too, and its update's peak with them.
+#[test]
+fn a_bf16_critic_halves_its_state() {
+    let critic = |extra: &[(&'static str, &'static str)]| {
+        let mut pairs = vec![("algorithm.adv_estimator", "gae")];
+        pairs.extend_from_slice(extra);
+        let e = verl(h100(false), &with(&diamonds(), &pairs));
+        let gib: f64 = e
+            .train_items
+            .iter()
+            .filter(|i| i.label.contains("critic"))
+            .map(|i| i.gib)
+            .sum();
+        (gib, e)
+    };
+    let (fp32, _) = critic(&[]);
+    let (bf16, e) = critic(&[("critic.model.fsdp_config.model_dtype", "bf16")]);
+    assert!(
+        fp32 > 0.0 && (bf16 / fp32 - 0.5).abs() < 1e-9,
+        "{fp32} {bf16}"
+    );
+    assert!(
+        e.train_items
+            .iter()
+            .any(|i| i.label.contains("critic params + AdamW bf16")),
+        "{:?}",
+        e.train_items
+    );
+    let (odd, e) = critic(&[("critic.model.fsdp_config.model_dtype", "int4")]);
+    assert_eq!(odd, fp32);
+    assert!(
+        e.notes
+            .iter()
+            .any(|n| n.contains("the critic is sized in fp32")),
+        "{:?}",
+        e.notes
+    );
+}
+
 /// With padding removed, a micro-batch holds the real tokens: the lengths an earlier attempt
 /// logged when there are some, else the documented default share of the padded length.
 #[test]

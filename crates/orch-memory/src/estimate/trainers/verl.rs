@@ -103,6 +103,10 @@ pub struct VerlConfig {
     /// (`torch.zeros_like(param)`, torch/optim/adamw.py) too: bf16 halves all three. With its
     /// short name (`fp32`, `bf16`, `fp16`).
     pub actor_dtype: (f64, &'static str),
+    /// A PPO critic's parameter dtype, as the actor's: `critic.model.fsdp_config.model_dtype`,
+    /// `fp32` when not given (`_build_critic_model_optimizer`, `fsdp_workers.py` L1289 at
+    /// b178a3cd5); its gradients and AdamW's m and v take it too.
+    pub critic_dtype: (f64, &'static str),
     /// The actor update computes the entropy of the logits: `actor.calculate_entropy` or a
     /// non-zero `actor.entropy_coeff` (verl ≥ 0.4, `verl/workers/actor/dp_actor.py`
     /// `update_policy`: `calculate_entropy = self.config.calculate_entropy or (entropy_coeff
@@ -373,16 +377,19 @@ impl VerlConfig {
         let mini = o.u64_or(&a("ppo_mini_batch_size"), 256).max(1);
         let ulysses_sp = o.u64_or(&a("ulysses_sequence_parallel_size"), 1).max(1);
         let mut notes = Vec::new();
-        let dtype_key = "actor_rollout_ref.actor.fsdp_config.model_dtype";
-        let actor_dtype = match o.get(dtype_key) {
+        let mut model_dtype = |key: &str, who: &str| {
+            match o.get(key) {
             None => (4.0, "fp32"),
             Some(name) => dtype(&name).unwrap_or_else(|| {
                 notes.push(format!(
-                    "{dtype_key} {name:?} is not a dtype orch knows (bf16, fp16, fp32): the actor is sized in fp32"
+                    "{key} {name:?} is not a dtype orch knows (bf16, fp16, fp32): the {who} is sized in fp32"
                 ));
                 (4.0, "fp32")
             }),
+        }
         };
+        let actor_dtype = model_dtype("actor_rollout_ref.actor.fsdp_config.model_dtype", "actor");
+        let critic_dtype = model_dtype("critic.model.fsdp_config.model_dtype", "critic");
         let strategy = o.str_or(&a("strategy"), "fsdp");
         if !matches!(strategy.as_str(), "fsdp" | "fsdp2") {
             notes.push(format!(
@@ -525,6 +532,7 @@ impl VerlConfig {
             )
             .map_or(4.0, |d| d.0),
             actor_dtype,
+            critic_dtype,
             log_prob: forward(RO),
             ref_log_prob: forward("actor_rollout_ref.ref."),
             critic_forward,
@@ -670,7 +678,7 @@ struct Actor {
     unit_gib: f64,
     /// Tokens in one micro-batch on one GPU.
     tokens: f64,
-    /// A PPO critic's fp32 params (unless offloaded), sharded like the actor's.
+    /// A PPO critic's params in their dtype (unless offloaded), sharded like the actor's.
     critic_params: f64,
     /// More than one micro-batch per mini-batch on a GPU: the later ones meet the gradients
     /// the earlier ones accumulated.
@@ -711,12 +719,12 @@ impl Actor {
             tokens,
             accumulates: micro_batches > 1.0,
             critic_params: if v.use_critic && !v.critic_param_offload {
-                4.0 * critic.params / world / GIB
+                v.critic_dtype.0 * critic.params / world / GIB
             } else {
                 0.0
             },
             critic_adam: if v.use_critic && !v.critic_optimizer_offload {
-                8.0 * critic.params / world / GIB
+                2.0 * v.critic_dtype.0 * critic.params / world / GIB
             } else {
                 0.0
             },
@@ -901,9 +909,13 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, engine: &Engine) -> 
         ));
     }
     if v.use_critic {
-        items.push(item("critic params fp32 (PPO)", a.critic_params));
+        let dtype = v.critic_dtype.1;
         items.push(item(
-            "critic AdamW m+v fp32 from step 2 (PPO)",
+            &format!("critic params {dtype} (PPO)"),
+            a.critic_params,
+        ));
+        items.push(item(
+            &format!("critic AdamW m+v {dtype} from step 2 (PPO)"),
             a.critic_adam,
         ));
     }
@@ -929,7 +941,7 @@ fn train_events(arch: &Arch, v: &VerlConfig, a: &Actor) -> Vec<Event> {
     let mut events = vec![
         alloc(
             Site::Static,
-            "critic params + AdamW fp32, resident (PPO)",
+            format!("critic params + AdamW {}, resident (PPO)", v.critic_dtype.1),
             a.critic_params + a.critic_adam,
             a.unit_gib,
         ),
@@ -1484,8 +1496,9 @@ fn critic_update_events(
 ) -> Vec<Event> {
     let name = Phase::CriticUpdate.name();
     let label = |l: &str| format!("{name}: {l}");
-    let critic_params = 4.0 * critic.params / a.world / GIB;
-    let critic_unit = critic.largest_unit_params() * 4.0 / a.world / GIB;
+    let (bytes, dtype) = v.critic_dtype;
+    let critic_params = bytes * critic.params / a.world / GIB;
+    let critic_unit = critic.largest_unit_params() * bytes / a.world / GIB;
     let actor_params = if v.param_offload { 0.0 } else { a.params };
     let actor_adam = if with_adam && !v.optimizer_offload {
         a.adam()
@@ -1505,19 +1518,19 @@ fn critic_update_events(
         ),
         alloc(
             Site::Params,
-            label(&format!("critic params fp32 (FSDP 1/{})", a.world)),
+            label(&format!("critic params {dtype} (FSDP 1/{})", a.world)),
             critic_params,
             critic_unit,
         ),
         alloc(
             Site::Optim,
-            label("critic AdamW m+v fp32"),
+            label(&format!("critic AdamW m+v {dtype}")),
             if with_adam { 2.0 * critic_params } else { 0.0 },
             critic_unit,
         ),
         alloc(
             Site::Grads,
-            label("critic grads fp32"),
+            label(&format!("critic grads {dtype}")),
             critic_params,
             critic_unit,
         ),
@@ -1538,7 +1551,9 @@ fn critic_update_events(
     // Its optimizer step, as the actor's: AdamW's sqrt(v) beside its params, grads, m and v.
     events.extend(optimizer_step(
         freed,
-        label("AdamW step: sqrt(v) fp32 (foreach), after the backward"),
+        label(&format!(
+            "AdamW step: sqrt(v) {dtype} (foreach), after the backward"
+        )),
         critic_params,
         critic_unit,
     ));
@@ -1571,7 +1586,10 @@ fn lora_sync_events(v: &VerlConfig, a: &Actor, with_adam: bool) -> Option<Vec<Ev
     Some(vec![
         alloc(
             Site::Static,
-            label("critic params (+ AdamW once stepped) fp32 (PPO)"),
+            label(&format!(
+                "critic params (+ AdamW once stepped) {} (PPO)",
+                v.critic_dtype.1
+            )),
             a.critic_params + critic_adam,
             a.unit_gib,
         ),
@@ -1616,7 +1634,7 @@ fn pass_events(
     let name = phase.name();
     let label = |l: &str| format!("{name}: {l}");
     let critic_params = if phase == Phase::Values && v.use_critic {
-        4.0 * critic.params / a.world / GIB
+        v.critic_dtype.0 * critic.params / a.world / GIB
     } else {
         a.critic_params
     };
@@ -1641,7 +1659,10 @@ fn pass_events(
     let mut events = vec![
         alloc(
             Site::Static,
-            label("critic params (+ AdamW once stepped) fp32 (PPO)"),
+            label(&format!(
+                "critic params (+ AdamW once stepped) {} (PPO)",
+                v.critic_dtype.1
+            )),
             critic_params + critic_adam,
             a.unit_gib,
         ),
