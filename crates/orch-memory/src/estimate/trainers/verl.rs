@@ -911,11 +911,11 @@ fn rollout_items(v: &VerlConfig, a: &Actor, res: &Resident, engine: &Engine) -> 
     if v.use_critic {
         let dtype = v.critic_dtype.1;
         items.push(item(
-            &format!("critic params {dtype} (PPO)"),
+            format!("critic params {dtype} (PPO)"),
             a.critic_params,
         ));
         items.push(item(
-            &format!("critic AdamW m+v {dtype} from step 2 (PPO)"),
+            format!("critic AdamW m+v {dtype} from step 2 (PPO)"),
             a.critic_adam,
         ));
     }
