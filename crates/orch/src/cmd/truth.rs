@@ -6,8 +6,9 @@
 //! Every configuration the ladder reaches from the experiment as written (the plan itself
 //! among them) is estimated, given the factor the simulator would draw for it, and kept when
 //! its estimate on a card that factor smaller fits (what the simulated job then does). The
-//! best is ranked as preflight ranks: training the same thing first, then on no more GPUs,
-//! then the planner's predicted throughput. Two references:
+//! best is ranked as preflight ranks: training the same thing first (else changing as few of
+//! its values as it can), then on no more GPUs, then the planner's predicted throughput. Two
+//! references:
 //!
 //! - `policy`: what preflight would submit if the truth were its estimate — the plan as
 //!   written when it truly fits, else the best of the steps answering its true failure's
@@ -18,7 +19,7 @@
 //!   unasked.
 
 use orch_core::estimate::Estimator;
-use orch_core::plan::{Plan, Setup};
+use orch_core::plan::{Plan, Setup, semantic_changes};
 use orch_core::planner::{self, space, throughput};
 use orch_sim::truth::{self, Truth};
 use serde_json::json;
@@ -27,6 +28,8 @@ use std::collections::HashSet;
 /// A configuration that truly fits, with its rank.
 struct Fit {
     same_semantics: bool,
+    /// How many of the written plan's semantic values it changes.
+    semantic_distance: usize,
     same_gpus: bool,
     throughput: f64,
     label: String,
@@ -79,8 +82,10 @@ pub fn true_best(
             if failure.is_some() {
                 continue;
             }
+            let theirs = c.plan.semantics(setup);
             let fit = Fit {
-                same_semantics: c.plan.semantics(setup) == semantics,
+                same_semantics: theirs == semantics,
+                semantic_distance: semantic_changes(&semantics, &theirs).len(),
                 same_gpus: c.plan.resources.gpus <= written.resources.gpus
                     && c.plan.resources.nodes <= written.resources.nodes,
                 throughput: throughput::predict(&pe, written.resources.gpus, capacity).relative,
@@ -88,8 +93,10 @@ pub fn true_best(
                 factor,
             };
             let better = best.as_ref().is_none_or(|b| {
-                (fit.same_semantics, fit.same_gpus)
-                    .cmp(&(b.same_semantics, b.same_gpus))
+                fit.same_semantics
+                    .cmp(&b.same_semantics)
+                    .then(b.semantic_distance.cmp(&fit.semantic_distance))
+                    .then(fit.same_gpus.cmp(&b.same_gpus))
                     .then(fit.throughput.total_cmp(&b.throughput))
                     .is_gt()
             });
@@ -110,6 +117,7 @@ pub fn true_best(
     let policy = match &written_failure {
         None => Some(Fit {
             same_semantics: true,
+            semantic_distance: 0,
             same_gpus: true,
             throughput: throughput::predict(&written_pe, written.resources.gpus, capacity).relative,
             label: "as written".into(),
