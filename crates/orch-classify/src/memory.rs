@@ -16,6 +16,8 @@
 //!   cache is needed, which is larger than the available KV cache memory (Y GiB)`) and
 //!   `the estimated maximum model length is N`.
 //! - **SGLang**: `mem_fraction_static=F` in its "Not enough memory" message.
+//! - **XLA** (JAX): the request of `RESOURCE_EXHAUSTED: Out of memory while trying to allocate
+//!   N bytes`.
 //! - **Host**: Ray's memory monitor (`was 237.99GB / 250.53GB (0.95), which exceeds the
 //!   memory usage threshold of 0.95`) and the kernel's `Killed process N (...) anon-rss:NkB`.
 //!
@@ -284,6 +286,7 @@ struct Readers {
     ray_monitor: Regex,
     kernel_kill: Regex,
     cpu_alloc: Regex,
+    xla_tried: Regex,
 }
 
 fn readers() -> &'static Readers {
@@ -330,6 +333,12 @@ fn readers() -> &'static Readers {
                 r"DefaultCPUAllocator: [^:]*: you tried to allocate ([0-9]+(?:\.[0-9]+)?) ?(bytes|KB|MB|GB|TB)"
                     .to_string(),
             ),
+            // XLA's allocator (JAX): `RESOURCE_EXHAUSTED: Out of memory while trying to
+            // allocate 4770354232 bytes.`
+            xla_tried: re(
+                r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out of memory while trying to allocate ([0-9]+) bytes"
+                    .to_string(),
+            ),
         }
     })
 }
@@ -357,6 +366,10 @@ pub fn read(seg: &[u8]) -> MemoryFacts {
             _ => 1e12,
         };
         f.host_tried_to_allocate_gib = num(&c, 1).map(|n| n * scale / (1u64 << 30) as f64);
+    }
+    if let Some(c) = r.xla_tried.captures(seg) {
+        f.tried_to_allocate_gib =
+            num(&c, 1).map(|b| (b / (1u64 << 30) as f64 * 100.0).round() / 100.0);
     }
     if let Some(c) = r.kernel_kill.captures(seg) {
         f.host_used_gib = num(&c, 1).map(|kb| kb * 1024.0 / (1u64 << 30) as f64);
@@ -591,6 +604,18 @@ mod tests {
         let zero = read(b"Of the allocated memory 0 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.");
         close(zero.allocated_gib, 0.0);
         close(zero.reserved_unallocated_gib, 0.0);
+    }
+
+    /// XLA's request in bytes (patrickbryant1/AFProfile#8), in GiB; its BFC allocator's
+    /// non-fatal warning states no request orch reads.
+    #[test]
+    fn xla_request_in_bytes() {
+        let f = read(
+            b"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4770354232 bytes.",
+        );
+        close(f.tried_to_allocate_gib, 4.44);
+        let warning = read(b"W external/xla/xla/tsl/framework/bfc_allocator.cc:310] Allocator (GPU_0_bfc) ran out of memory trying to allocate 3.37GiB with freed_by_count=0.");
+        assert_eq!(warning.tried_to_allocate_gib, None);
     }
 
     #[test]

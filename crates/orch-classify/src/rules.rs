@@ -419,6 +419,18 @@ pub(crate) static RULES: &[Rule] = &[
         r"CUBLAS_STATUS_ALLOC_FAILED",
         r"CUBLAS_STATUS_ALLOC_FAILED",
     ),
+    // XLA's allocator (JAX, PyTorch/XLA) refusing a buffer: `XlaRuntimeError:
+    // RESOURCE_EXHAUSTED: Out of memory while trying to allocate N bytes.` (older jaxlib:
+    // `Resource exhausted: ...`), and its BFC allocator's `Failed to allocate request for`.
+    // The BFC warning `ran out of memory trying to allocate ... The caller indicates that this
+    // is not a failure` is not it, nor gRPC's `RESOURCE_EXHAUSTED` of an oversized message.
+    msg(
+        "xla-resource-exhausted",
+        Slot::GpuOom,
+        &["RESOURCE_EXHAUSTED: ", "Resource exhausted: "],
+        r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:Out of memory while trying to allocate \d+ bytes|Failed to allocate request for)",
+        r"(RESOURCE_EXHAUSTED|Resource exhausted): (Out of memory while trying to allocate [0-9]+ bytes|Failed to allocate request for)",
+    ),
     // Driver-level OOM reports that are their own line format: NCCL's `Cuda failure 'out of
     // memory'` (a needle inside its quotes would be a mention), torch 0.x's `THCudaCheck FAIL
     // ... error=2 : out of memory`, the torch_memory_saver's `CUresult error: 2 (out of
