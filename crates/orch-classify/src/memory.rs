@@ -9,7 +9,9 @@
 //!   the request, the card's capacity and free memory, this process's use, what PyTorch has
 //!   allocated and reserved-but-unallocated, and every `Process N has X GiB memory in use`
 //!   (another program on the card). Both the current message and the pre-2.1
-//!   `(GPU 0; X total capacity; Y already allocated; Z free; W reserved in total)` one.
+//!   `(GPU 0; X total capacity; Y already allocated; Z free; W reserved in total)` one, which
+//!   torch_npu (Ascend) still prints as `NPU out of memory ... (NPU 0; X total capacity; Y
+//!   already allocated; Y current active; Z free; W reserved in total by PyTorch)`.
 //! - **vLLM**: the start-up check `Free memory on device (F/T GiB) on startup is less than
 //!   desired GPU memory utilization (U, D GiB)`, KV-cache shortfalls (`max seq len (N) is
 //!   larger than the maximum number of tokens that can be stored in KV cache (M)`, `X GiB KV
@@ -296,16 +298,19 @@ fn readers() -> &'static Readers {
         Readers {
             tried: re(format!(r"Tried to allocate {SIZE}")),
             // "capacty" is how torch 2.1 spelled it.
+            // Intel's XPU build of torch may leave the free figure out (`GPU 0 has a total
+            // capacity of 13.74 GiB. Of the allocated memory ...`).
             capacity_free: re(format!(
-                r"GPU ([0-9]+) has a total capac(?:i)?ty of {SIZE} of which {SIZE} is free"
+                r"GPU ([0-9]+) has a total capac(?:i)?ty of {SIZE}(?: of which {SIZE} is free)?"
             )),
             this_process: re(format!(r"this process has {SIZE} memory in use")),
             other_process: re(format!(r"Process ([0-9]+) has {SIZE} memory in use")),
             actor_pid: re(r"^\s*\([\w.:\- ]*pid=([0-9]+)".to_string()),
             allocated: re(format!(r"Of the allocated memory {SIZE} is allocated by PyTorch")),
             reserved_unallocated: re(format!(r"{SIZE} is reserved by PyTorch but unallocated")),
+            // torch_npu (Ascend) keeps this format with `NPU` and a `current active` figure.
             legacy: re(format!(
-                r"\(GPU ([0-9]+); {SIZE} total capacity; {SIZE} already allocated; {SIZE} free;(?: {SIZE} reserved in total by PyTorch)?"
+                r"\((?:GPU|NPU) ([0-9]+); {SIZE} total capacity; {SIZE} already allocated;(?: [0-9.]+ ?[KMGT]?i?B current active;)? {SIZE} free;(?: {SIZE} reserved in total by PyTorch)?"
             )),
             vllm_startup: re(
                 r"Free memory on device(?: \S+)? \(([0-9.]+)/([0-9.]+) GiB\) on startup is less than desired GPU memory utilization \(([0-9.]+), ([0-9.]+) GiB\)"
@@ -604,6 +609,34 @@ mod tests {
         let zero = read(b"Of the allocated memory 0 bytes is allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated.");
         close(zero.allocated_gib, 0.0);
         close(zero.reserved_unallocated_gib, 0.0);
+    }
+
+    /// torch_npu's message (vllm-project/vllm-ascend#1987): the legacy format with `NPU` and a
+    /// `current active` figure.
+    #[test]
+    fn torch_npu_legacy_format() {
+        let f = read(
+            b"RuntimeError: NPU out of memory. Tried to allocate 3.47 GiB (NPU 0; 60.97 GiB total capacity; 58.92 GiB already allocated; 58.92 GiB current active; 1.66 GiB free; 58.95 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.",
+        );
+        close(f.tried_to_allocate_gib, 3.47);
+        assert_eq!(f.device, Some(0));
+        close(f.capacity_gib, 60.97);
+        close(f.allocated_gib, 58.92);
+        close(f.free_gib, 1.66);
+        close(f.reserved_unallocated_gib, 0.03);
+    }
+
+    /// torch's XPU build (intel/intel-extension-for-pytorch#851) states no free figure.
+    #[test]
+    fn torch_xpu_without_a_free_figure() {
+        let f = read(
+            b"torch.OutOfMemoryError: XPU out of memory. Tried to allocate 4.00 GiB. GPU 0 has a total capacity of 13.74 GiB. Of the allocated memory 10.10 GiB is allocated by PyTorch, and 3.47 GiB is reserved by PyTorch but unallocated. Please use `empty_cache` to release all unoccupied cached memory.",
+        );
+        close(f.tried_to_allocate_gib, 4.0);
+        close(f.capacity_gib, 13.74);
+        assert_eq!(f.free_gib, None);
+        close(f.allocated_gib, 10.10);
+        close(f.reserved_unallocated_gib, 3.47);
     }
 
     /// XLA's request in bytes (patrickbryant1/AFProfile#8), in GiB; its BFC allocator's
