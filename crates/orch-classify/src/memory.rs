@@ -18,6 +18,8 @@
 //!   cache is needed, which is larger than the available KV cache memory (Y GiB)`) and
 //!   `the estimated maximum model length is N`.
 //! - **SGLang**: `mem_fraction_static=F` in its "Not enough memory" message.
+//! - torch's **bounded allocation** (`Allocation on device 0 would exceed allowed memory`):
+//!   allocated, request, device limit and free, when the report is on one line.
 //! - **XLA** (JAX): the request of `RESOURCE_EXHAUSTED: Out of memory while trying to allocate
 //!   N bytes`.
 //! - **Host**: Ray's memory monitor (`was 237.99GB / 250.53GB (0.95), which exceeds the
@@ -289,6 +291,7 @@ struct Readers {
     kernel_kill: Regex,
     cpu_alloc: Regex,
     xla_tried: Regex,
+    limit: Regex,
 }
 
 fn readers() -> &'static Readers {
@@ -340,6 +343,12 @@ fn readers() -> &'static Readers {
             ),
             // XLA's allocator (JAX): `RESOURCE_EXHAUSTED: Out of memory while trying to
             // allocate 4770354232 bytes.`
+            // torch's bounded-allocation report (`Allocation on device 0 would exceed allowed
+            // memory. (out of memory)`), when its figures are on the same line: `Currently
+            // allocated : A Requested : R Device limit : L Free (according to CUDA): F`.
+            limit: re(format!(
+                r"Currently allocated\s*: {SIZE}\s+Requested\s*: {SIZE}\s+Device limit\s*: {SIZE}\s+Free \(according to CUDA\): {SIZE}"
+            )),
             xla_tried: re(
                 r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out of memory while trying to allocate ([0-9]+) bytes"
                     .to_string(),
@@ -371,6 +380,12 @@ pub fn read(seg: &[u8]) -> MemoryFacts {
             _ => 1e12,
         };
         f.host_tried_to_allocate_gib = num(&c, 1).map(|n| n * scale / (1u64 << 30) as f64);
+    }
+    if let Some(c) = r.limit.captures(seg) {
+        f.allocated_gib = size(&c, 1);
+        f.tried_to_allocate_gib = size(&c, 3);
+        f.capacity_gib = size(&c, 5);
+        f.free_gib = size(&c, 7);
     }
     if let Some(c) = r.xla_tried.captures(seg) {
         f.tried_to_allocate_gib =
@@ -637,6 +652,18 @@ mod tests {
         assert_eq!(f.free_gib, None);
         close(f.allocated_gib, 10.10);
         close(f.reserved_unallocated_gib, 3.47);
+    }
+
+    /// torch's bounded-allocation report on one line (continue-revolution/sd-webui-animatediff#320).
+    #[test]
+    fn torch_exceed_allowed_memory_on_one_line() {
+        let f = read(
+            b"OutOfMemoryError: Allocation on device 0 would exceed allowed memory. (out of memory) Currently allocated : 12.20 GiB Requested : 1.88 GiB Device limit : 16.00 GiB Free (according to CUDA): 0 bytes PyTorch limit (set by user-supplied memory fraction) : 17179869184.00 GiB",
+        );
+        close(f.allocated_gib, 12.20);
+        close(f.tried_to_allocate_gib, 1.88);
+        close(f.capacity_gib, 16.0);
+        close(f.free_gib, 0.0);
     }
 
     /// XLA's request in bytes (patrickbryant1/AFProfile#8), in GiB; its BFC allocator's
