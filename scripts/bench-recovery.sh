@@ -14,11 +14,12 @@
 # error costs). Two columns measure against the TRUE peak (`orch estimate --sim-truth`'s
 # `true_best`): `true` against what preflight would submit if the truth were its estimate (the
 # plan as written when it truly fits, else the best of the steps answering its true failure,
-# widened to every memory step only when those do not fit: the issue's "best fitting
-# throughput"), and `ladder` against the best of the whole ladder, steps that answer no failure
-# of the plan included (raising vLLM's memory above what was written), which orch never takes
-# unasked. The summary also gives the pairs whose architecture orch knows apart (the goal's
-# scope: a size-only experiment has no preflight).
+# widened to every memory step only when those do not fit: the best fitting throughput
+# recovery is measured against), and `ladder` against the best of the whole ladder, steps
+# that answer no failure of the plan included (raising vLLM's memory above what was written),
+# which a first submission's preflight never takes for a plan that fits. The summary also
+# gives the pairs whose architecture orch knows apart (recovery's goal is stated for them: a
+# size-only experiment has no preflight).
 #
 #   scripts/bench-recovery.sh [MAX_ATTEMPTS]        (default 8)
 #
@@ -148,7 +149,7 @@ for truth in dict.fromkeys(r[2] for r in rows):
               f"mean {statistics.mean(fails):.2f}, max {max(fails)}; zero failures: {sum(1 for f in fails if f == 0)}")
     print(f"  pairs whose final configuration changes training semantics: {sum(1 for r in ok if r[6] == 'yes')}")
     for col, what in ((7, "the estimate's best (preflight's choice)"),
-                      (8, "the best fitting by the TRUE peak (preflight's choice were the truth its estimate)"),
+                      (8, "the best fitting by the TRUE peak (what preflight would choose if it knew the true peaks)"),
                       (10, "the best fitting by the TRUE peak (whole ladder, raising what was written included)")):
         for scope, these in (("", ok), (", architecture known", [r for r in ok if len(r) > 11 and r[11] == "yes"])):
             kept = [float(r[col]) for r in these if len(r) > col and r[col] not in ("", "-")]

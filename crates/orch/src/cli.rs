@@ -391,8 +391,9 @@ pub struct EstimateArgs {
     /// Print the estimate as JSON (the per-GPU peak is `gpu_peak_gib`)
     #[arg(long)]
     pub json: bool,
-    /// With --json: also the best configuration the ladder allows by the simulated trainer's
-    /// truth (`exact` or `calibrated`, as ORCH_SIM_TRUTH), under `true_best`
+    /// With --json: also, by the simulated trainer's truth (`exact` or `calibrated`, as
+    /// ORCH_SIM_TRUTH), what preflight would choose knowing the true peaks and the best the
+    /// whole ladder allows, under `true_best` (`policy`, `best`)
     #[cfg(feature = "sim")]
     #[arg(long, value_name = "TRUTH", hide = true, requires = "json")]
     pub sim_truth: Option<String>,

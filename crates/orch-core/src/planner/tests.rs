@@ -503,6 +503,29 @@ fn rollout_tensor_parallelism_pays_only_where_the_kv_cache_limits() {
     assert!(two > one, "{two} <= {one}\n{c1:?}\n{c2:?}");
 }
 
+/// vLLM decodes at most `max_num_seqs` sequences at once per engine (256 by verl's default):
+/// a KV cache that holds more of them buys no speed, so on an A100 80GB raising vLLM's share
+/// changes nothing at the default, and speeds the rollout when far more may be in flight.
+#[test]
+fn a_kv_cache_larger_than_max_num_seqs_needs_buys_nothing() {
+    let util = "actor_rollout_ref.rollout.gpu_memory_utilization";
+    let seqs = "actor_rollout_ref.rollout.max_num_seqs";
+    let at = |sets: &[(&str, &str)]| {
+        let (setup, plan) = load("diamonds-seed0", "a100-80g", sets);
+        let e = Estimator::new(&setup, &plan)
+            .unwrap()
+            .estimate(&setup, &plan);
+        throughput::predict(&e, plan.resources.gpus, setup.profile.gpu.memory_gib).relative
+    };
+    let (low, high) = (at(&[(util, "0.6")]), at(&[(util, "0.8")]));
+    assert!((low - high).abs() < 1e-12, "{low} {high}");
+    let (low, high) = (
+        at(&[(util, "0.6"), (seqs, "8192")]),
+        at(&[(util, "0.8"), (seqs, "8192")]),
+    );
+    assert!(high > low * 1.05, "{low} {high}");
+}
+
 /// A host-memory kill (Slurm's cgroup) is answered by asking for more memory: the failing
 /// quantity is the shortfall against the job's `--mem`, which a bigger request lowers even
 /// though the job's own need is unchanged.
@@ -1003,10 +1026,17 @@ fn verl_grpos_whole_space_is_searched_uncut() {
 /// The demo's actor-update OOM on four A40s: halving the micro-batch alone leaves vLLM unable to
 /// wake up beside the optimizer state, and the offload that fixes that lowers nothing in the
 /// update that failed, so it was passed over and the best move asked for eight GPUs. With the
-/// steps for the failure judged together it stays on the four it was given.
+/// steps for the failure judged together it stays on the four it was given. (With vLLM
+/// decoding up to 1024 sequences at once, so that its KV cache is what limits the rollout and
+/// a smaller one costs more than the offload: at verl's default 256 the cheaper move is to
+/// lower vLLM's memory, which the first search finds on four GPUs by itself.)
 #[test]
 fn a_move_that_needs_more_gpus_comes_after_one_that_fits_the_written_ones() {
-    let (setup, written) = load("diamonds-seed0", "a40", &[]);
+    let (setup, written) = load(
+        "diamonds-seed0",
+        "a40",
+        &[("actor_rollout_ref.rollout.max_num_seqs", "1024")],
+    );
     let facts = MemoryFacts {
         stage: Some(Stage::ActorUpdate),
         ..torch_oom(8.84, 6.15, 44.42, 35.07, 0.70)

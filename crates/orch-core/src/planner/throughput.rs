@@ -12,7 +12,9 @@
 //!   state once a step ([`PARAM_OFFLOAD_TIME`] > [`OPTIMIZER_OFFLOAD_TIME`]);
 //! - a smaller rollout-engine share (vLLM `gpu_memory_utilization`, SGLang
 //!   `mem_fraction_static`) leaves less KV cache, fewer sequences in flight and a slower
-//!   rollout ([`ROLLOUT_CONCURRENCY_EXPONENT`]), which is [`ROLLOUT_SHARE`] of an RL step;
+//!   rollout ([`ROLLOUT_CONCURRENCY_EXPONENT`]), which is [`ROLLOUT_SHARE`] of an RL step —
+//!   up to what the engine would run at once anyway (the trainer's `Rollout::demand_tokens`:
+//!   verl's `max_num_seqs` caps it);
 //! - a rollout engine split over more GPUs (tensor parallelism) leaves more KV cache per GPU
 //!   but synchronises every layer, and the same GPUs run fewer engines
 //!   ([`ROLLOUT_TP_EFFICIENCY`]);
@@ -71,11 +73,12 @@ pub const ROLLOUT_CONCURRENCY_EXPONENT: f64 = 0.8;
 /// layers over the GPUs it spans. verl's performance guide (docs/perf/perf_tuning.rst at
 /// b178a3cd5, "Use a smaller tensor_parallel_size": more vLLM replicas, "Data parallelism (DP)
 /// can yield higher throughput than tensor parallelism (TP)", citing HybridFlow §8.4); vLLM's
-/// tuning guide ("may lead to excessive synchronization overhead"); a TP=2 × 4 against TP=1 ×
-/// 8 comparison on one 8-GPU node measured +51 % time per output token at TP 2, ≈ 0.66 of the
-/// per-GPU decode rate (gitea.gahow.org/gahow/agentic-kvc, commit 42bcd3197, 2026-05-22); vLLM of 2023 gained no engine throughput at all from TP 2–8
-/// (vllm-project/vllm#367, #1435: 0.5 per doubling). The KV-cache gain is counted apart (the
-/// cache holds more of the rollout), so more TP still wins where the cache is what limits.
+/// tuning guide ("may lead to excessive synchronization overhead"); vLLM of 2023 gained no
+/// engine throughput at all from TP 2–8 (vllm-project/vllm#367, #1435: 0.5 per doubling); a
+/// later serving comparison of TP 2 × 4 against TP 1 × 8 on one 8-GPU node, supporting
+/// only, measured +51 % time per output token at TP 2, ≈ 0.66 of the per-GPU decode rate
+/// (gitea.gahow.org/gahow/agentic-kvc, commit 42bcd3197). The KV-cache gain is counted apart
+/// (the cache holds more of the rollout), so more TP still wins where the cache limits.
 pub const ROLLOUT_TP_EFFICIENCY: f64 = 0.7;
 
 /// Per-GPU throughput kept per doubling of data-parallel GPUs (gradient all-reduce, a
@@ -161,12 +164,13 @@ fn train_time(costs: &mut Vec<(String, f64)>, tokens_per_micro: f64, hidden: f64
 
 /// The rollout phase's time, from the share of `demand` tokens the KV cache holds at once.
 fn rollout_time(costs: &mut Vec<(String, f64)>, e: &PlanEstimate, demand: f64, tp: u32) -> f64 {
+    let split = tensor_parallel_time(costs, tp);
     let (Some(kv_gib), Some(arch)) = (e.estimate.kv_cache_gib, e.estimate.arch.as_ref()) else {
-        return 1.0;
+        return split;
     };
     let per_token = arch.kv_bytes_per_token(tp.max(1));
     if per_token <= 0.0 || demand <= 0.0 {
-        return 1.0;
+        return split;
     }
     let held = (kv_gib.max(0.0) * GIB / per_token / demand).clamp(1e-3, 1.0);
     let time = held.powf(-ROLLOUT_CONCURRENCY_EXPONENT);
@@ -180,11 +184,11 @@ fn rollout_time(costs: &mut Vec<(String, f64)>, e: &PlanEstimate, demand: f64, t
             time,
         );
     }
-    time * tensor_parallel_time(costs, tp)
+    time * split
 }
 
 /// The rollout's time for splitting each engine over `tp` GPUs ([`ROLLOUT_TP_EFFICIENCY`] per
-/// doubling from one).
+/// doubling from one), whether or not the KV cache's share is known.
 fn tensor_parallel_time(costs: &mut Vec<(String, f64)>, tp: u32) -> f64 {
     let doublings = f64::from(tp.max(1)).log2();
     if doublings <= 0.0 {

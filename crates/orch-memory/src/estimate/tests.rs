@@ -1354,7 +1354,8 @@ fn verl_ppo_critic_stays_resident_through_the_actor_update() {
 
 /// `critic.model.fsdp_config.model_dtype: bf16` halves the critic's resident params and
 /// AdamW state (verl loads the critic in that dtype, `fsdp_workers.py` L1289 at b178a3cd5), in
-/// the breakdown's labels too, and its update's peak with them.
+/// the breakdown's labels too; its own update and values pass hold half as much of it; offloaded,
+/// its host RAM halves too.
 #[test]
 fn a_bf16_critic_halves_its_state() {
     let critic = |extra: &[(&'static str, &'static str)]| {
@@ -1381,6 +1382,63 @@ fn a_bf16_critic_halves_its_state() {
             .any(|i| i.label.contains("critic params + AdamW bf16")),
         "{:?}",
         e.train_items
+    );
+    // The critic's own phases: with the actor offloaded and tiny micro-batches, what they
+    // hold is the critic's state (params, grads, m, v, sqrt(v) in the update; its params in
+    // the values pass), so bf16 halves their peaks but for the context and gathered layers.
+    let phases = |dtype: &'static str| {
+        let mut pairs = vec![
+            ("algorithm.adv_estimator", "gae"),
+            ("critic.ppo_micro_batch_size_per_gpu", "1"),
+            ("critic.forward_micro_batch_size_per_gpu", "1"),
+            ("data.max_prompt_length", "64"),
+            ("data.max_response_length", "64"),
+            ("actor_rollout_ref.actor.fsdp_config.param_offload", "True"),
+            (
+                "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+                "True",
+            ),
+        ];
+        pairs.push(("critic.model.fsdp_config.model_dtype", dtype));
+        let v = VerlConfig::from_overrides(&with(&diamonds(), &pairs));
+        let arch = lookup(&v.model_path);
+        crate::estimate::trainers::verl::phase_peaks(&h100(false), &v, &arch)
+    };
+    let (f32_peaks, bf16_peaks) = (phases("fp32"), phases("bf16"));
+    for phase in ["critic_update", "values"] {
+        let at = |peaks: &[(&str, f64, f64)]| {
+            peaks
+                .iter()
+                .find(|p| p.0 == phase)
+                .map(|p| p.1)
+                .unwrap_or_else(|| panic!("no {phase} in {peaks:?}"))
+        };
+        let (a, b) = (at(&f32_peaks), at(&bf16_peaks));
+        assert!(b < 0.6 * a, "{phase}: fp32 {a}, bf16 {b}");
+    }
+    // Offloaded, in host RAM: the bf16 critic adds half what the fp32 one does.
+    let host = |dtype: &'static str, offload: &'static str| {
+        verl(
+            h100(false),
+            &with(
+                &diamonds(),
+                &[
+                    ("algorithm.adv_estimator", "gae"),
+                    ("critic.model.fsdp_config.model_dtype", dtype),
+                    ("critic.model.fsdp_config.param_offload", offload),
+                    ("critic.model.fsdp_config.optimizer_offload", offload),
+                ],
+            ),
+        )
+        .host_peak_gib
+    };
+    let on_host = |dtype| host(dtype, "True") - host(dtype, "False");
+    assert!(on_host("fp32") > 1.0, "{}", on_host("fp32"));
+    assert!(
+        (on_host("bf16") / on_host("fp32") - 0.5).abs() < 1e-6,
+        "{} {}",
+        on_host("bf16"),
+        on_host("fp32")
     );
     let (odd, e) = critic(&[("critic.model.fsdp_config.model_dtype", "int4")]);
     assert_eq!(odd, fp32);

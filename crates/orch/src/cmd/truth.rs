@@ -10,13 +10,16 @@
 //! its values as it can), then on no more GPUs, then the planner's predicted throughput. Two
 //! references:
 //!
-//! - `policy`: what preflight would submit if the truth were its estimate — the plan as
-//!   written when it truly fits, else the best of the steps answering its true failure's
-//!   class, and only when none of those fits, of every memory step. What recovery can reach
-//!   without changing anything the run did not need changed.
+//! - `policy`: what preflight would choose if it knew the true peaks — the plan as written
+//!   when it truly fits, else the best of the steps answering its true failure's class; when
+//!   none of those fits, the best of every memory step. What recovery can reach without
+//!   changing anything the run did not need changed. Preflight's band and its calibration by
+//!   earlier attempts are left out (with the truth known there is nothing to be unsure of),
+//!   and so is its headroom: the headroom's cost counts as a loss.
 //! - `best`: the whole ladder, steps that answer no failure of this plan included (raising
-//!   vLLM's memory or its tensor parallelism above what was written), which orch never takes
-//!   unasked.
+//!   vLLM's memory or its tensor parallelism above what was written), which a first
+//!   submission's preflight never takes for a plan that fits; only a preflight calibrated by
+//!   earlier attempts of the same model on the card ranks every memory step.
 
 use orch_core::estimate::Estimator;
 use orch_core::plan::{Plan, Setup, semantic_changes};
@@ -32,6 +35,8 @@ struct Fit {
     semantic_distance: usize,
     same_gpus: bool,
     throughput: f64,
+    /// Ladder steps taken: fewer wins a tie, as in the planner.
+    moves: u32,
     label: String,
     factor: f64,
 }
@@ -89,6 +94,7 @@ pub fn true_best(
                 same_gpus: c.plan.resources.gpus <= written.resources.gpus
                     && c.plan.resources.nodes <= written.resources.nodes,
                 throughput: throughput::predict(&pe, written.resources.gpus, capacity).relative,
+                moves: c.moves(),
                 label: c.label(steps),
                 factor,
             };
@@ -98,6 +104,7 @@ pub fn true_best(
                     .then(b.semantic_distance.cmp(&fit.semantic_distance))
                     .then(fit.same_gpus.cmp(&b.same_gpus))
                     .then(fit.throughput.total_cmp(&b.throughput))
+                    .then(b.moves.cmp(&fit.moves))
                     .is_gt()
             });
             if better {
@@ -120,6 +127,7 @@ pub fn true_best(
             semantic_distance: 0,
             same_gpus: true,
             throughput: throughput::predict(&written_pe, written.resources.gpus, capacity).relative,
+            moves: 0,
             label: "as written".into(),
             factor: as_written,
         }),

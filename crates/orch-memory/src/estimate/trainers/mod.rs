@@ -180,7 +180,9 @@ pub struct Knobs {
 /// One rollout engine's load in a step.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rollout {
-    /// Tokens one engine holds in flight: sequences × their length.
+    /// Tokens one engine would hold in flight if its KV cache allowed: the sequences it runs
+    /// at once (its share of the batch, at most what the engine schedules together) × their
+    /// length.
     pub demand_tokens: f64,
     /// The engine's tensor-parallel size.
     pub tensor_parallel: u32,

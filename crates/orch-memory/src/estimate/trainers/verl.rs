@@ -57,6 +57,10 @@ pub struct VerlConfig {
     pub max_model_len: Option<u64>,
     /// `rollout.max_num_batched_tokens`: sizes vLLM's activation workspace.
     pub max_num_batched_tokens: u64,
+    /// `rollout.max_num_seqs`: the sequences one engine decodes at once, whatever its KV cache
+    /// would hold (256 in verl's rollout config since its first release, 30911f133, to
+    /// `rollout/rollout.yaml` at b178a3cd5; passed to vLLM, `vllm_async_server.py` L272).
+    pub max_num_seqs: u64,
     /// `rollout.enforce_eager`, when given: vLLM captures no CUDA graphs. Its default is the
     /// release's ([`VerlConfig::vllm_eager`]).
     pub enforce_eager: Option<bool>,
@@ -210,6 +214,25 @@ fn dtype(name: &str) -> Option<(f64, &'static str)> {
         "fp32" | "float32" | "float" | "32" => Some((4.0, "fp32")),
         _ => None,
     }
+}
+
+/// `key`'s dtype as verl's `PrecisionType` reads it, fp32 when not given; a name it does not
+/// know is sized as fp32, with a note naming `who`.
+fn model_dtype(
+    o: &Overrides,
+    key: &str,
+    who: &str,
+    notes: &mut Vec<String>,
+) -> (f64, &'static str) {
+    let Some(name) = o.get(key) else {
+        return (4.0, "fp32");
+    };
+    dtype(&name).unwrap_or_else(|| {
+        notes.push(format!(
+            "{key} {name:?} is not a dtype orch knows (bf16, fp16, fp32): the {who} is sized in fp32"
+        ));
+        (4.0, "fp32")
+    })
 }
 
 /// The first verl release that turns PyTorch's expandable segments on for training and off
@@ -377,19 +400,26 @@ impl VerlConfig {
         let mini = o.u64_or(&a("ppo_mini_batch_size"), 256).max(1);
         let ulysses_sp = o.u64_or(&a("ulysses_sequence_parallel_size"), 1).max(1);
         let mut notes = Vec::new();
-        let mut model_dtype = |key: &str, who: &str| {
-            match o.get(key) {
-            None => (4.0, "fp32"),
-            Some(name) => dtype(&name).unwrap_or_else(|| {
-                notes.push(format!(
-                    "{key} {name:?} is not a dtype orch knows (bf16, fp16, fp32): the {who} is sized in fp32"
-                ));
-                (4.0, "fp32")
-            }),
-        }
+        let use_critic = o
+            .get("critic.enable")
+            .and_then(|v| crate::overrides::parse_bool(&v))
+            .unwrap_or_else(|| o.str_or("algorithm.adv_estimator", "gae") == "gae");
+        let actor_dtype = model_dtype(
+            o,
+            "actor_rollout_ref.actor.fsdp_config.model_dtype",
+            "actor",
+            &mut notes,
+        );
+        let critic_dtype = if use_critic {
+            model_dtype(
+                o,
+                "critic.model.fsdp_config.model_dtype",
+                "critic",
+                &mut notes,
+            )
+        } else {
+            (4.0, "fp32")
         };
-        let actor_dtype = model_dtype("actor_rollout_ref.actor.fsdp_config.model_dtype", "actor");
-        let critic_dtype = model_dtype("critic.model.fsdp_config.model_dtype", "critic");
         let strategy = o.str_or(&a("strategy"), "fsdp");
         if !matches!(strategy.as_str(), "fsdp" | "fsdp2") {
             notes.push(format!(
@@ -491,6 +521,7 @@ impl VerlConfig {
             tensor_parallel: count32(o.u64_or(&r("tensor_model_parallel_size"), 2)).max(1),
             max_model_len: o.u64_opt(&r("max_model_len")),
             max_num_batched_tokens: o.u64_or(&r("max_num_batched_tokens"), 8192),
+            max_num_seqs: o.u64_or(&r("max_num_seqs"), 256).max(1),
             enforce_eager: o
                 .get(&r("enforce_eager"))
                 .and_then(|v| crate::overrides::parse_bool(&v)),
@@ -542,10 +573,7 @@ impl VerlConfig {
                 .bool_or("critic.model.enable_gradient_checkpointing", true),
             critic_use_remove_padding: o.bool_or("critic.model.use_remove_padding", false),
             critic_ulysses_sp: critic_sp,
-            use_critic: o
-                .get("critic.enable")
-                .and_then(|v| crate::overrides::parse_bool(&v))
-                .unwrap_or_else(|| o.str_or("algorithm.adv_estimator", "gae") == "gae"),
+            use_critic,
             critic_model_path: o.get("critic.model.path"),
             critic_param_offload: o.bool_or("critic.model.fsdp_config.param_offload", false),
             critic_optimizer_offload: o
@@ -2262,7 +2290,9 @@ fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
 
 impl VerlConfig {
     /// What it trades speed for: checkpointing, both offloads, and vLLM's rollout (the
-    /// batch's sequences spread over the engines, `tensor_parallel` GPUs each).
+    /// batch's sequences spread over the engines, `tensor_parallel` GPUs each, at most
+    /// `max_num_seqs` of them in flight on one: a KV cache that holds more than those buys
+    /// nothing).
     pub fn knobs(&self) -> Knobs {
         let engines = (u64::from(self.n_gpus_per_node) * u64::from(self.nnodes)
             / u64::from(self.tensor_parallel.max(1)))
@@ -2270,7 +2300,8 @@ impl VerlConfig {
         let in_flight = self
             .train_batch_size
             .saturating_mul(self.rollout_n)
-            .div_ceil(engines);
+            .div_ceil(engines)
+            .min(self.max_num_seqs);
         Knobs {
             gradient_checkpointing: self.gradient_checkpointing,
             param_offload: self.param_offload,
@@ -2299,10 +2330,11 @@ fn host_lora_sync_gib(v: &VerlConfig, arch: &Arch) -> Option<f64> {
 pub struct VerlHost {
     /// Ray, raylet, dataloaders and one process per GPU worker.
     pub base_gib: f64,
-    /// After worker init: base + fp32 params offloaded at init (`param_offload`) + the
-    /// reference model.
+    /// After worker init: base + the actor's params offloaded at init (`param_offload`, in
+    /// its model_dtype) + the reference model + an offloaded critic's params.
     pub init_gib: f64,
-    /// After the first update: + AdamW state offloaded after it (`optimizer_offload`).
+    /// After the first update: + AdamW state offloaded after it (`optimizer_offload`, the
+    /// actor's and an offloaded critic's).
     pub steady_gib: f64,
 }
 
@@ -2331,12 +2363,30 @@ impl VerlHost {
         } else {
             0.0
         };
+        // A PPO critic offloaded as the actor is (`CriticWorker`'s `offload_fsdp_model_to_cpu`
+        // and `offload_fsdp_optimizer`, `fsdp_workers.py` at b178a3cd5), in its model_dtype.
+        let critic_bytes = if v.use_critic {
+            v.critic_dtype.0 * v.critic_arch(arch).params / nodes / GIB
+        } else {
+            0.0
+        };
+        let critic_params = if v.critic_param_offload {
+            critic_bytes
+        } else {
+            0.0
+        };
+        let critic_adam = if v.critic_optimizer_offload {
+            2.0 * critic_bytes
+        } else {
+            0.0
+        };
         // The first LoRA weight sync's copy of the whole model, held until vLLM has it.
-        let init = base + params + reference + host_lora_sync_gib(v, arch).unwrap_or(0.0);
+        let init =
+            base + params + reference + critic_params + host_lora_sync_gib(v, arch).unwrap_or(0.0);
         Self {
             base_gib: base,
             init_gib: init,
-            steady_gib: init + adam,
+            steady_gib: init + adam + critic_adam,
         }
     }
 
