@@ -88,8 +88,18 @@ pub fn true_best(
                 continue;
             }
             let theirs = c.plan.semantics(setup);
+            // As the planner judges it: a template that declares no semantics has the ladder's
+            // `changes_semantics` marks say.
+            let same_semantics = if semantics.is_empty() {
+                !c.counts
+                    .iter()
+                    .zip(steps)
+                    .any(|(n, s)| *n > 0 && s.changes_semantics)
+            } else {
+                theirs == semantics
+            };
             let fit = Fit {
-                same_semantics: theirs == semantics,
+                same_semantics,
                 semantic_distance: semantic_changes(&semantics, &theirs).len(),
                 same_gpus: c.plan.resources.gpus <= written.resources.gpus
                     && c.plan.resources.nodes <= written.resources.nodes,
