@@ -452,17 +452,20 @@ fn a_preemption_resumes_the_same_plan() {
     }
 }
 
+/// The throughput model's prediction for the demo experiment on `profile` with `sets`.
+fn diamonds_throughput(profile: &str, sets: &[(&str, &str)]) -> throughput::Throughput {
+    let (setup, plan) = load("diamonds-seed0", profile, sets);
+    let e = Estimator::new(&setup, &plan)
+        .unwrap()
+        .estimate(&setup, &plan);
+    throughput::predict(&e, plan.resources.gpus, setup.profile.gpu.memory_gib)
+}
+
 /// The throughput model's directions: recompute and offload cost time, parameter offload
 /// more than optimizer offload, larger micro-batches are faster.
 #[test]
 fn throughput_model_directions() {
-    let at = |sets: &[(&str, &str)]| {
-        let (setup, plan) = load("diamonds-seed0", "h200", sets);
-        let e = Estimator::new(&setup, &plan)
-            .unwrap()
-            .estimate(&setup, &plan);
-        throughput::predict(&e, plan.resources.gpus, setup.profile.gpu.memory_gib).relative
-    };
+    let at = |sets: &[(&str, &str)]| diamonds_throughput("h200", sets).relative;
     let ckpt = "actor_rollout_ref.model.enable_gradient_checkpointing";
     let param = "actor_rollout_ref.actor.fsdp_config.param_offload";
     let optim = "actor_rollout_ref.actor.fsdp_config.optimizer_offload";
@@ -483,11 +486,7 @@ fn rollout_tensor_parallelism_pays_only_where_the_kv_cache_limits() {
     let tp = "actor_rollout_ref.rollout.tensor_model_parallel_size";
     let util = "actor_rollout_ref.rollout.gpu_memory_utilization";
     let at = |profile: &str, sets: &[(&str, &str)]| {
-        let (setup, plan) = load("diamonds-seed0", profile, sets);
-        let e = Estimator::new(&setup, &plan)
-            .unwrap()
-            .estimate(&setup, &plan);
-        let t = throughput::predict(&e, plan.resources.gpus, setup.profile.gpu.memory_gib);
+        let t = diamonds_throughput(profile, sets);
         (t.relative, t.costs)
     };
     let (one, c1) = at("h200", &[(tp, "1")]);
@@ -510,13 +509,7 @@ fn rollout_tensor_parallelism_pays_only_where_the_kv_cache_limits() {
 fn a_kv_cache_larger_than_max_num_seqs_needs_buys_nothing() {
     let util = "actor_rollout_ref.rollout.gpu_memory_utilization";
     let seqs = "actor_rollout_ref.rollout.max_num_seqs";
-    let at = |sets: &[(&str, &str)]| {
-        let (setup, plan) = load("diamonds-seed0", "a100-80g", sets);
-        let e = Estimator::new(&setup, &plan)
-            .unwrap()
-            .estimate(&setup, &plan);
-        throughput::predict(&e, plan.resources.gpus, setup.profile.gpu.memory_gib).relative
-    };
+    let at = |sets: &[(&str, &str)]| diamonds_throughput("a100-80g", sets).relative;
     let (low, high) = (at(&[(util, "0.6")]), at(&[(util, "0.8")]));
     assert!((low - high).abs() < 1e-12, "{low} {high}");
     let (low, high) = (

@@ -1352,6 +1352,21 @@ fn verl_ppo_critic_stays_resident_through_the_actor_update() {
     assert_eq!(offloaded, 0.0);
 }
 
+/// A PPO critic with tiny micro-batches and nothing of the actor's beside it (both offloaded):
+/// what its own phases hold is its state.
+const LONE_CRITIC: &[(&str, &str)] = &[
+    ("algorithm.adv_estimator", "gae"),
+    ("critic.ppo_micro_batch_size_per_gpu", "1"),
+    ("critic.forward_micro_batch_size_per_gpu", "1"),
+    ("data.max_prompt_length", "64"),
+    ("data.max_response_length", "64"),
+    ("actor_rollout_ref.actor.fsdp_config.param_offload", "True"),
+    (
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
+        "True",
+    ),
+];
+
 /// `critic.model.fsdp_config.model_dtype: bf16` halves the critic's resident params and
 /// AdamW state (verl loads the critic in that dtype, `fsdp_workers.py` L1289 at b178a3cd5), in
 /// the breakdown's labels too; its own update and values pass hold half as much of it; offloaded,
@@ -1387,18 +1402,7 @@ fn a_bf16_critic_halves_its_state() {
     // hold is the critic's state (params, grads, m, v, sqrt(v) in the update; its params in
     // the values pass), so bf16 halves their peaks but for the context and gathered layers.
     let phases = |dtype: &'static str| {
-        let mut pairs = vec![
-            ("algorithm.adv_estimator", "gae"),
-            ("critic.ppo_micro_batch_size_per_gpu", "1"),
-            ("critic.forward_micro_batch_size_per_gpu", "1"),
-            ("data.max_prompt_length", "64"),
-            ("data.max_response_length", "64"),
-            ("actor_rollout_ref.actor.fsdp_config.param_offload", "True"),
-            (
-                "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
-                "True",
-            ),
-        ];
+        let mut pairs = LONE_CRITIC.to_vec();
         pairs.push(("critic.model.fsdp_config.model_dtype", dtype));
         let v = VerlConfig::from_overrides(&with(&diamonds(), &pairs));
         let arch = lookup(&v.model_path);
@@ -2470,22 +2474,7 @@ fn verl_main_between_0_5_and_0_6_is_sized_as_not_stated() {
 /// its peak is the critic's params, grads, m, v and sqrt(v), 20 B a parameter over the GPUs.
 #[test]
 fn the_critics_update_ends_in_adamws_step_too() {
-    let o = with(
-        &diamonds(),
-        &[
-            ("algorithm.adv_estimator", "gae"),
-            ("critic.ppo_micro_batch_size_per_gpu", "1"),
-            ("critic.forward_micro_batch_size_per_gpu", "1"),
-            ("data.max_prompt_length", "64"),
-            ("data.max_response_length", "64"),
-            // Nothing of the actor's beside it.
-            ("actor_rollout_ref.actor.fsdp_config.param_offload", "True"),
-            (
-                "actor_rollout_ref.actor.fsdp_config.optimizer_offload",
-                "True",
-            ),
-        ],
-    );
+    let o = with(&diamonds(), LONE_CRITIC);
     let v = VerlConfig::from_overrides(&o);
     let arch = lookup(&v.model_path);
     let peaks = crate::estimate::trainers::verl::phase_peaks(&h100(false), &v, &arch);
