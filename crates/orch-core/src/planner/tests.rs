@@ -366,6 +366,32 @@ fn seed_000_the_jobs_own_sglang_server_is_not_a_stranger() {
     assert!(!m.changes_semantics, "{} {notes:?}", m.describe());
 }
 
+/// verl 0.8's vLLM is a process of its own: a training OOM lists the asleep engine ("Process N
+/// has 1.50 GiB"), which is the job's own, so the card is not taken for smaller; a verl that
+/// does not say its release keeps vLLM in the worker, so a process listed is someone else's.
+#[test]
+fn verl_08s_own_vllm_process_is_not_a_stranger() {
+    let unavailable = |release: Option<&str>| {
+        let (mut setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+        setup.experiment.file.trainer_version = release.map(|r| r.parse().unwrap());
+        let estimator = Estimator::new(&setup, &written).unwrap();
+        let facts = MemoryFacts {
+            other_processes: vec![ProcessUse { pid: 77, gib: 1.5 }],
+            ..torch_oom(8.84, 1.32, 79.18, 75.0, 0.5)
+        };
+        let failure = failed(&written, FailureClass::GpuOom, facts);
+        super::evidence::Learned::from_failures_after(
+            super::evidence::Learned::nothing(),
+            &[failure],
+            79.18,
+            |p| estimator.estimate(&setup, p),
+        )
+        .unavailable_gib
+    };
+    assert_eq!(unavailable(Some("0.8.0")), 0.0);
+    assert_eq!(unavailable(None), 1.5);
+}
+
 /// Another program holds 30 GiB of an A40 that a torchrun job needs most of: nothing orch may
 /// change fits in what is left, so it stops at once, naming the process.
 #[test]

@@ -2248,6 +2248,44 @@ fn verl_release(hw: Hardware, o: &Overrides, release: Option<&str>) -> Estimate 
     })
 }
 
+/// From verl 0.8 vLLM runs in processes of its own (verl#4280): a training OOM lists its
+/// asleep engine apart, and the workload says it is the job's own, as SGLang's server; before
+/// 0.8, or with the release not stated, its memory is the worker's and nothing is listed.
+/// The card holds the same either way.
+#[test]
+fn verl_08_lists_its_vllm_apart_in_a_training_oom() {
+    let o = ov(&diamonds());
+    let own = |release: Option<&str>| {
+        Workload::Verl(Box::new(VerlConfig {
+            version: release.map(|r| r.parse().unwrap()),
+            ..VerlConfig::from_overrides(&o)
+        }))
+        .own_engine_gib(79.18)
+    };
+    let new = verl_release(h100(false), &o, Some("0.8.0"));
+    assert_eq!(gpu_oom(&new).other_processes_gib, vec![k::VLLM_ASLEEP_GIB]);
+    assert_eq!(own(Some("0.8.0")), k::VLLM_ASLEEP_GIB);
+    for old in [Some("0.7.0"), None] {
+        let e = verl_release(h100(false), &o, old);
+        assert!(gpu_oom(&e).other_processes_gib.is_empty(), "{old:?}");
+        assert_eq!(own(old), 0.0, "{old:?}");
+    }
+    // The same device peak: only where torch's message puts the engine moves.
+    let seven = verl_release(h100(false), &o, Some("0.7.0"));
+    assert!((new.train_peak_gib - seven.train_peak_gib).abs() < 1e-9);
+    assert!((new.rollout_peak_gib - seven.rollout_peak_gib).abs() < 1e-9);
+    // Kept awake (free_cache_engine=False), its fraction of the card.
+    let awake = with(
+        &diamonds(),
+        &[("actor_rollout_ref.rollout.free_cache_engine", "False")],
+    );
+    let w = Workload::Verl(Box::new(VerlConfig {
+        version: Some("0.8.0".parse().unwrap()),
+        ..VerlConfig::from_overrides(&awake)
+    }));
+    assert!((w.own_engine_gib(79.18) - 0.6 * 79.18).abs() < 1e-9);
+}
+
 /// verl 0.6 turns expandable segments on for training (`trainer_mode`), so its training is
 /// sized with their slack whatever the environment says; an earlier release, or one not
 /// stated, with the environment's; only an unstated one says so.

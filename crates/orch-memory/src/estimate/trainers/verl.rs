@@ -246,6 +246,12 @@ fn model_dtype(
 /// after 2025-08-13.
 pub const EXPANDABLE_TRAINING_RELEASE: (u32, u32) = (0, 6);
 
+/// The first verl release whose colocated vLLM rollout runs in processes of its own:
+/// e9405d70b (verl#4280, 2026-01-24, "vLLM colocated training-inference rollout with process
+/// separation": `MultiprocExecutor`, weights over CUDA IPC) is after v0.7.0 (2026-01-05) and
+/// on main's `0.8.0.dev`.
+pub const VLLM_OWN_PROCESS_RELEASE: (u32, u32) = (0, 8);
+
 /// verl's fused log-prob/entropy kernels (`use_fused_kernels`), by
 /// `fused_kernel_options.impl_backend`; `verl/models/transformers/monkey_patch.py`
 /// `apply_monkey_patch` patches the model's forward with one or the other (volcengine/verl at
@@ -346,11 +352,14 @@ fn count32(n: u64) -> u32 {
 impl VerlConfig {
     /// What the rollout engine holds in a process of its own through the training phase on a
     /// card of `capacity_gib`: SGLang's server (its context and CUDA graphs asleep; at most
-    /// its fraction of the card and its graphs when verl keeps it awake); 0 for vLLM, whose
-    /// memory orch counts as the worker's own.
+    /// its fraction of the card and its graphs when verl keeps it awake); vLLM's from verl 0.8
+    /// ([`Self::vllm_in_own_process`]: what it keeps asleep, or its fraction of the card
+    /// awake); 0 for vLLM before, whose memory is the worker's own.
     pub fn own_engine_gib(&self, capacity_gib: f64) -> f64 {
         match (self.rollout_engine, self.free_cache_engine) {
-            (RolloutEngine::Vllm, _) => 0.0,
+            (RolloutEngine::Vllm, _) if !self.vllm_in_own_process() => 0.0,
+            (RolloutEngine::Vllm, true) => k::VLLM_ASLEEP_GIB,
+            (RolloutEngine::Vllm, false) => self.gpu_memory_utilization * capacity_gib,
             (RolloutEngine::Sglang, true) => crate::estimate::sglang::sglang_asleep_gib(),
             (RolloutEngine::Sglang, false) => {
                 self.gpu_memory_utilization * capacity_gib + k::SGLANG_OVERHEAD_GIB
@@ -611,6 +620,15 @@ impl VerlConfig {
             .as_ref()
             .filter(|v| !ambiguous_main(v))
             .map(TrainerVersion::line)
+    }
+
+    /// vLLM runs in processes of its own (verl's `ServerAdapter` over vLLM's
+    /// `MultiprocExecutor`), so a training OOM lists it apart: from the stated release
+    /// [`VLLM_OWN_PROCESS_RELEASE`] on; before, and when the release is not stated, in the
+    /// worker's.
+    pub fn vllm_in_own_process(&self) -> bool {
+        self.release_line()
+            .is_some_and(|l| l >= VLLM_OWN_PROCESS_RELEASE)
     }
 
     /// vLLM runs without CUDA graphs: `rollout.enforce_eager` as given, else the release's
@@ -2094,12 +2112,13 @@ pub(crate) fn estimate_verl(
     // Training phase (update_actor), steady state. The engine is asleep, or keeps everything
     // it took when verl is told not to free its cache.
     let held = engine.held_in_training(v, c);
-    // vLLM's memory is the worker's own non-PyTorch memory; SGLang's server is a process of
-    // its own (verl's `SGLangHttpServer` actor and its scheduler), which torch's OOM message
-    // lists apart.
+    // vLLM's memory is the worker's own non-PyTorch memory before verl 0.8; SGLang's server,
+    // and vLLM's from verl 0.8, are processes of their own (verl's `SGLangHttpServer` actor
+    // and its scheduler; vLLM's `MultiprocExecutor` workers), which torch's OOM message lists
+    // apart.
     let (others, nontorch): (Vec<f64>, f64) = match engine {
-        Engine::Vllm(_) => (Vec::new(), k::CUDA_CTX_GIB + held.0),
-        Engine::Sglang(_) => (vec![held.0], k::CUDA_CTX_GIB),
+        Engine::Vllm(_) if !v.vllm_in_own_process() => (Vec::new(), k::CUDA_CTX_GIB + held.0),
+        Engine::Vllm(_) | Engine::Sglang(_) => (vec![held.0], k::CUDA_CTX_GIB),
     };
     let events = train_events(&arch, v, &actor);
     let demand = walk(f64::INFINITY, &others, nontorch, frag, &events);
