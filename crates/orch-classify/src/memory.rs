@@ -259,6 +259,8 @@ fn unit_gib(unit: &[u8]) -> Option<f64> {
 
 /// A size as torch prints it: a number then a unit (`17.68 GiB`, `0 bytes`).
 const SIZE: &str = r"([0-9]+(?:\.[0-9]+)?) ?(bytes|KiB|MiB|GiB|TiB|B)";
+/// [`SIZE`] where the figure is not read (no capture groups).
+const SIZE_NC: &str = r"[0-9]+(?:\.[0-9]+)? ?(?:bytes|KiB|MiB|GiB|TiB|B)";
 
 fn num(c: &Captures, i: usize) -> Option<f64> {
     std::str::from_utf8(c.get(i)?.as_bytes()).ok()?.parse().ok()
@@ -313,7 +315,7 @@ fn readers() -> &'static Readers {
             reserved_unallocated: re(format!(r"{SIZE} is reserved by PyTorch but unallocated")),
             // torch_npu (Ascend) keeps this format with `NPU` and a `current active` figure.
             legacy: re(format!(
-                r"\((?:GPU|NPU) ([0-9]+); {SIZE} total capacity; {SIZE} already allocated;(?: [0-9.]+ ?[KMGT]?i?B current active;)? {SIZE} free;(?: {SIZE} reserved in total by PyTorch)?"
+                r"\((?:GPU|NPU) ([0-9]+); {SIZE} total capacity; {SIZE} already allocated;(?: {SIZE_NC} current active;)? {SIZE} free;(?: {SIZE_NC} allowed;)?(?: {SIZE} reserved in total by PyTorch)?"
             )),
             vllm_startup: re(
                 r"Free memory on device(?: \S+)? \(([0-9.]+)/([0-9.]+) GiB\) on startup is less than desired GPU memory utilization \(([0-9.]+), ([0-9.]+) GiB\)"
@@ -347,10 +349,10 @@ fn readers() -> &'static Readers {
             // memory. (out of memory)`), when its figures are on the same line: `Currently
             // allocated : A Requested : R Device limit : L Free (according to CUDA): F`.
             limit: re(format!(
-                r"Currently allocated\s*: {SIZE}\s+Requested\s*: {SIZE}\s+Device limit\s*: {SIZE}\s+Free \(according to CUDA\): {SIZE}"
+                r"Currently allocated\s*: {SIZE}\s+Requested\s*: {SIZE}\s+Device limit\s*: {SIZE}\s+Free \(according to CUDA\): {SIZE}(?:\s+PyTorch limit \(set by user-supplied memory fraction\)\s*: {SIZE})?"
             )),
             xla_tried: re(
-                r"(?:RESOURCE_EXHAUSTED|Resource exhausted): Out of memory while trying to allocate ([0-9]+) bytes"
+                r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:Out of memory while trying to allocate ([0-9]+) bytes|Failed to allocate request for [^(]*\(([0-9]+)B\))"
                     .to_string(),
             ),
         }
@@ -384,12 +386,17 @@ pub fn read(seg: &[u8]) -> MemoryFacts {
     if let Some(c) = r.limit.captures(seg) {
         f.allocated_gib = size(&c, 1);
         f.tried_to_allocate_gib = size(&c, 3);
-        f.capacity_gib = size(&c, 5);
+        // A memory fraction below the device is the process's card.
+        f.capacity_gib = match (size(&c, 5), size(&c, 9)) {
+            (Some(device), Some(limit)) => Some(device.min(limit)),
+            (device, _) => device,
+        };
         f.free_gib = size(&c, 7);
     }
     if let Some(c) = r.xla_tried.captures(seg) {
-        f.tried_to_allocate_gib =
-            num(&c, 1).map(|b| (b / (1u64 << 30) as f64 * 100.0).round() / 100.0);
+        f.tried_to_allocate_gib = num(&c, 1)
+            .or_else(|| num(&c, 2))
+            .map(|b| b / (1u64 << 30) as f64);
     }
     if let Some(c) = r.kernel_kill.captures(seg) {
         f.host_used_gib = num(&c, 1).map(|kb| kb * 1024.0 / (1u64 << 30) as f64);
@@ -639,6 +646,14 @@ mod tests {
         close(f.allocated_gib, 58.92);
         close(f.free_gib, 1.66);
         close(f.reserved_unallocated_gib, 0.03);
+        // The first allocation: nothing held yet, and a memory fraction's `allowed` figure.
+        let first = read(
+            b"RuntimeError: NPU out of memory. Tried to allocate 2.00 GiB (NPU 1; 60.97 GiB total capacity; 0 bytes already allocated; 0 bytes current active; 60.10 GiB free; 30.00 GiB allowed; 0 bytes reserved in total by PyTorch)",
+        );
+        close(first.capacity_gib, 60.97);
+        close(first.allocated_gib, 0.0);
+        close(first.free_gib, 60.10);
+        close(first.reserved_unallocated_gib, 0.0);
     }
 
     /// torch's XPU build (intel/intel-extension-for-pytorch#851) states no free figure.
@@ -664,16 +679,21 @@ mod tests {
         close(f.tried_to_allocate_gib, 1.88);
         close(f.capacity_gib, 16.0);
         close(f.free_gib, 0.0);
+        let bounded = read(b"Allocation on device 0 would exceed allowed memory. (out of memory) Currently allocated : 9.00 GiB Requested : 2.00 GiB Device limit : 79.18 GiB Free (according to CUDA): 60.00 GiB PyTorch limit (set by user-supplied memory fraction) : 10.00 GiB");
+        close(bounded.capacity_gib, 10.0);
     }
 
-    /// XLA's request in bytes (patrickbryant1/AFProfile#8), in GiB; its BFC allocator's
-    /// non-fatal warning states no request orch reads.
+    /// XLA's request in bytes (patrickbryant1/AFProfile#8), in GiB, and StreamExecutor's
+    /// (google-deepmind/jax_privacy#10); its BFC allocator's non-fatal warning states no
+    /// request orch reads.
     #[test]
     fn xla_request_in_bytes() {
         let f = read(
             b"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4770354232 bytes.",
         );
-        close(f.tried_to_allocate_gib, 4.44);
+        close(f.tried_to_allocate_gib, 4770354232.0 / (1u64 << 30) as f64);
+        let s = read(b"RESOURCE_EXHAUSTED: Failed to allocate request for 176.00MiB (184549376B) on device ordinal 0");
+        close(s.tried_to_allocate_gib, 176.0 / 1024.0);
         let warning = read(b"W external/xla/xla/tsl/framework/bfc_allocator.cc:310] Allocator (GPU_0_bfc) ran out of memory trying to allocate 3.37GiB with freed_by_count=0.");
         assert_eq!(warning.tried_to_allocate_gib, None);
     }

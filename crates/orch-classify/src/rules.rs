@@ -412,8 +412,8 @@ pub(crate) static RULES: &[Rule] = &[
         "gpu-oom-message",
         Slot::GpuOom,
         &["f memor", "_OutOfMemory"],
-        r"(?:CUDA|HIP|NPU|XPU) (?:[Ee]rror: )?out of memory|would exceed allowed memory\. \(out of memory\)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)\s+out of memory",
-        r"(CUDA|HIP|NPU|XPU) ([Ee]rror: )?out of memory|would exceed allowed memory\. \(out of memory\)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
+        r"(?:CUDA|HIP|NPU|XPU) (?:[Ee]rror: )?out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)\s+out of memory",
+        r"(CUDA|HIP|NPU|XPU) ([Ee]rror: )?out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
     ),
     msg(
         "cublas-alloc-failed",
@@ -424,7 +424,8 @@ pub(crate) static RULES: &[Rule] = &[
     ),
     // XLA's allocator (JAX, PyTorch/XLA) refusing a buffer: `XlaRuntimeError:
     // RESOURCE_EXHAUSTED: Out of memory while trying to allocate N bytes.` (older jaxlib:
-    // `Resource exhausted: ...`), and its BFC allocator's `Failed to allocate request for`.
+    // `Resource exhausted: ...`), and StreamExecutor's device allocator's `Failed to allocate
+    // request for 176.00MiB (184549376B) on device ordinal 0`.
     // The BFC warning `ran out of memory trying to allocate ... The caller indicates that this
     // is not a failure` is not it, nor gRPC's `RESOURCE_EXHAUSTED` of an oversized message.
     // Its out-of-memory form shares the `f memor` needle (a needle of its own starting `Re`

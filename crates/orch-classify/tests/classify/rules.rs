@@ -220,8 +220,21 @@ fn torch_message_variants_are_gpu_oom() {
         "include/alloc.h:320 (ncclCuMemAlloc) NCCL WARN Cuda failure 2 'out of memory'",
         "failed to allocate 890.06M (933298432 bytes) from device: HIP_ERROR_OutOfMemory",
         "RuntimeError: CUDA out of memory occurred when warming up sampler with 256 dummy requests. Please try lowering `max_num_seqs`",
+        // torch_npu, torch's XPU build, the bounded allocator printed alone, XLA's allocators.
+        "RuntimeError: NPU out of memory. Tried to allocate 22.00 MiB (NPU 0; 60.97 GiB total capacity; 10.24 GiB already allocated; 10.24 GiB current active; 19.52 MiB free; 10.65 GiB reserved in total by PyTorch)",
+        "torch.OutOfMemoryError: XPU out of memory. Tried to allocate 16.00 GiB. GPU 0 has a total capacity of 16.48 GiB of which 16.07 GiB is free.",
+        "Allocation on device 0 would exceed allowed memory. (out of memory)",
+        "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 7406166528 bytes.",
+        "RESOURCE_EXHAUSTED: Failed to allocate request for 176.00MiB (184549376B) on device ordinal 0",
     ] {
         assert_eq!(class_of(&format!("{l}\n")), GpuOom, "{l}");
+    }
+    // XLA's allocator warnings that are not a failure, and gRPC's exhausted resource.
+    for l in [
+        "2025-05-18 21:59:55.086788: W external/xla/xla/tsl/framework/bfc_allocator.cc:310] Allocator (GPU_0_bfc) ran out of memory trying to allocate 3.37GiB with freed_by_count=0. The caller indicates that this is not a failure, but this may mean that there could be performance gains if more memory were available.",
+        "grpc: StatusCode.RESOURCE_EXHAUSTED: Received message larger than max (4194305 vs. 4194304)",
+    ] {
+        assert_eq!(class_of(&format!("{l}\n")), FailureClass::None, "{l}");
     }
     // NCCL's generic wrapper with a different CUDA failure is not an OOM: an error.
     assert_eq!(

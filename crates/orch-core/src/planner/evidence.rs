@@ -23,8 +23,9 @@ pub const FRAGMENTATION_RELEVANT: f64 = 0.25;
 /// Memory another process holds beyond this (GiB) is worth naming; less is driver noise.
 pub const NO_HOLDER_GIB: f64 = 1.0;
 
-/// What the job's own rollout server holds in a process of its own (AReaL's SGLang server), as
-/// predicted for the failed plan; 0 where the engine lives in the trainer's process (verl).
+/// What the job's own rollout server holds in a process of its own (AReaL's SGLang server,
+/// verl's SGLang, verl 0.8's vLLM), as predicted for the failed plan; 0 where the engine lives
+/// in the trainer's process (verl's vLLM before 0.8).
 fn own_engine_gib(predicted: &PlanEstimate, capacity_gib: f64) -> f64 {
     predicted.workload.own_engine_gib(capacity_gib)
 }
@@ -204,8 +205,8 @@ impl Learned {
                 continue;
             };
             let predicted = estimate(&failure.plan);
-            learned.note_holders(facts, own_engine_gib(&predicted, capacity_gib));
-            learned.calibrate(failure, facts, &predicted, capacity_gib);
+            let own = learned.note_holders(facts, own_engine_gib(&predicted, capacity_gib));
+            learned.calibrate(failure, facts, &predicted, capacity_gib, own);
         }
         learned
     }
@@ -218,14 +219,18 @@ impl Learned {
 
     /// Note the other processes on the card, less `own_gib`: the job's own rollout server is
     /// another process to torch (AReaL's SGLang), and changing its share is one of the moves.
-    fn note_holders(&mut self, facts: &MemoryFacts, own_gib: f64) {
+    /// Name the other programs on the card, less the job's own engine (the listed process
+    /// closest to `own_gib`, up to that much); returns what was taken as the job's own.
+    fn note_holders(&mut self, facts: &MemoryFacts, own_gib: f64) -> f64 {
         let mut own = own_gib;
+        let mut taken = 0.0;
         let mut others: Vec<&ProcessUse> = facts.other_processes.iter().collect();
         // The job's server is the process whose memory is closest to what it was predicted to hold.
         others.sort_by(|a, b| (a.gib - own).abs().total_cmp(&(b.gib - own).abs()));
         for p in others {
             let held = if own > 0.0 {
                 let rest = (p.gib - own).max(0.0);
+                taken = p.gib.min(own);
                 own = 0.0;
                 rest
             } else {
@@ -242,22 +247,27 @@ impl Learned {
         if held > self.unavailable_gib {
             self.unavailable_gib = held;
         }
+        taken
     }
 
     /// Raise the scale when the failure shows more demand than the estimator predicted.
+    /// `own_engine_gib`: what torch listed as another process but is the job's own rollout
+    /// engine ([`Self::note_holders`]), part of the demand the training phase's estimate
+    /// counts.
     fn calibrate(
         &mut self,
         failure: &Failure,
         facts: &MemoryFacts,
         predicted: &PlanEstimate,
         capacity_gib: f64,
+        own_engine_gib: f64,
     ) {
         let phase = failing_phase(failure, predicted);
         let observed = match phase {
             FailingPhase::Train => facts
                 .tried_to_allocate_gib
                 .zip(facts.process_in_use_gib.or(facts.allocated_gib))
-                .map(|(tried, held)| tried + held),
+                .map(|(tried, held)| tried + held + own_engine_gib),
             // vLLM wanted `desired` free and found less: the job held capacity − free.
             FailingPhase::Rollout => facts
                 .desired_gib

@@ -392,6 +392,34 @@ fn verl_08s_own_vllm_process_is_not_a_stranger() {
     assert_eq!(unavailable(None), 1.5);
 }
 
+/// The same OOM, stated by a verl that keeps vLLM in the worker (the engine's 1.5 GiB in "this
+/// process") and by verl 0.8 (listed apart, this process 1.5 GiB less), scales the
+/// predictions alike: the job's own engine is part of the training demand either way.
+#[test]
+fn verl_08s_listed_engine_still_counts_in_the_training_demand() {
+    let scale = |release: &str, facts: MemoryFacts| {
+        let (mut setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+        setup.experiment.file.trainer_version = Some(release.parse().unwrap());
+        let estimator = Estimator::new(&setup, &written).unwrap();
+        let failure = failed(&written, FailureClass::GpuOom, facts);
+        super::evidence::Learned::from_failures_after(
+            super::evidence::Learned::nothing(),
+            &[failure],
+            79.18,
+            |p| estimator.estimate(&setup, p),
+        )
+        .scale
+    };
+    let inside = torch_oom(20.0, 0.5, 79.18, 75.0, 0.5);
+    let apart = MemoryFacts {
+        other_processes: vec![ProcessUse { pid: 7, gib: 1.5 }],
+        process_in_use_gib: inside.process_in_use_gib.map(|g| g - 1.5),
+        ..inside.clone()
+    };
+    let (a, b) = (scale("0.7.0", inside), scale("0.8.0", apart));
+    assert!(a > 1.0 && (a - b).abs() < 1e-9, "{a} {b}");
+}
+
 /// Another program holds 30 GiB of an A40 that a torchrun job needs most of: nothing orch may
 /// change fits in what is left, so it stops at once, naming the process.
 #[test]
@@ -1040,6 +1068,32 @@ fn verl_grpos_whole_space_is_searched_uncut() {
             .product();
         assert!(size <= super::space::MAX_COMBINATIONS, "{sets:?}: {size}");
     }
+}
+
+/// At verl's default `max_num_seqs` (256) a smaller KV cache costs the rollout little, so on
+/// four A40s preflight lowers vLLM's memory rather than offload the actor (which would slow
+/// every update), training the same thing on the same GPUs.
+#[test]
+fn on_four_a40s_preflight_lowers_vllm_memory_rather_than_offload() {
+    let (setup, written) = load("diamonds-seed0", "a40", &[]);
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    let m = preflight(&setup, &estimator, &written, &mut Vec::new()).expect("a fitting plan");
+    assert!(!m.changes_semantics, "{}", m.describe());
+    assert_eq!(m.plan.resources.gpus, written.resources.gpus);
+    assert_eq!(
+        value(&m.plan, "actor_rollout_ref.actor.fsdp_config.param_offload"),
+        "false",
+        "{}",
+        m.describe()
+    );
+    assert!(
+        value(&m.plan, "actor_rollout_ref.rollout.gpu_memory_utilization")
+            .parse::<f64>()
+            .unwrap()
+            < 0.6,
+        "{}",
+        m.describe()
+    );
 }
 
 /// The demo's actor-update OOM on four A40s: halving the micro-batch alone leaves vLLM unable to

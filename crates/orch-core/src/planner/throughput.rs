@@ -205,6 +205,18 @@ fn tensor_parallel_time(costs: &mut Vec<(String, f64)>, tp: u32) -> f64 {
 mod grid_tests {
     use super::*;
 
+    /// The rollout's split over TP GPUs: nothing at 1, [`ROLLOUT_TP_EFFICIENCY`] per doubling,
+    /// listed as a cost (`rollout_time` applies it on every path, the KV share known or not).
+    #[test]
+    fn tensor_parallelism_costs_per_doubling() {
+        let mut costs = Vec::new();
+        assert_eq!(tensor_parallel_time(&mut costs, 1), 1.0);
+        assert!(costs.is_empty());
+        let four = tensor_parallel_time(&mut costs, 4);
+        assert!((four - 1.0 / (0.7 * 0.7)).abs() < 1e-12, "{four}");
+        assert_eq!(costs.len(), 1, "{costs:?}");
+    }
+
     /// examples/torchrun/train.py on one H100 (data/throughput/README.md).
     const GRID: &str = include_str!("../../data/throughput/h100-train-py.jsonl");
 
