@@ -1329,9 +1329,9 @@ fn verl_ppo_critic_stays_resident_through_the_actor_update() {
             .sum()
     };
     let gae = [("algorithm.adv_estimator", "gae")];
-    // Qwen2.5-7B: 7.62e9 × 12 B / 4 GPUs.
+    // Qwen2.5-7B's value model: 7.07e9 × 12 B / 4 GPUs.
     assert!(
-        (critic(&gae) - 7.615_616_512e9 * 12.0 / 4.0 / GIB).abs() < 0.01,
+        (critic(&gae) - QWEN25_7B_CRITIC_PARAMS * 12.0 / 4.0 / GIB).abs() < 0.01,
         "{}",
         critic(&gae)
     );
@@ -1351,6 +1351,11 @@ fn verl_ppo_critic_stays_resident_through_the_actor_update() {
     ]);
     assert_eq!(offloaded, 0.0);
 }
+
+/// Qwen2.5-7B's critic as verl loads it (`AutoModelForTokenClassification`, one label): the
+/// causal LM's 7.62e9 parameters less its untied LM head (152,064 × 3,584), plus a value head
+/// of 3,584.
+const QWEN25_7B_CRITIC_PARAMS: f64 = 7_615_616_512.0 - 152_064.0 * 3_584.0 + 3_584.0;
 
 /// A PPO critic with tiny micro-batches and nothing of the actor's beside it (both offloaded):
 /// what its own phases hold is its state.
@@ -1438,7 +1443,7 @@ fn a_bf16_critic_halves_its_state() {
     };
     let on_host = |dtype| host(dtype, "True") - host(dtype, "False");
     // Qwen2.5-7B's params, m and v in fp32 on the one node: 12 B a parameter.
-    let twelve_bytes = 7.615_616_512e9 * 12.0 / GIB;
+    let twelve_bytes = QWEN25_7B_CRITIC_PARAMS * 12.0 / GIB;
     assert!(
         (on_host("fp32") - twelve_bytes).abs() < 0.01,
         "{} {twelve_bytes}",
@@ -1705,8 +1710,8 @@ fn diamonds_ppo(m: &'static str, extra: &[(&'static str, &'static str)]) -> Esti
 /// checkpointing fail there, at the first MLP tensor (98,304 × 18,944 bf16), named; with
 /// padding removed the same micro-batch holds 0.635 of the tokens. At 2 sequences it fits,
 /// and is still the step's peak: `update_critic` loads the offloaded critic's fp32 params,
-/// gradients and AdamW state (7.62e9 × 16 B / 4 GPUs = 28.4 GiB) beside the actor's resident
-/// 21.3 GiB.
+/// gradients and AdamW state (7.07e9 × 16 B / 4 GPUs = 26.3 GiB: the value model, without the
+/// LM head) beside the actor's resident 21.3 GiB.
 #[test]
 fn verl_critic_update_is_a_phase_on_padded_sequences() {
     let small = diamonds_ppo("2", &[]);
@@ -1724,7 +1729,7 @@ fn verl_critic_update_is_a_phase_on_padded_sequences() {
         .map(|w| phase_gib(&small, CRITIC_UPDATE, &format!(": {w}")))
         .sum();
     assert!(
-        (state - 7.615_616_512e9 * 16.0 / 4.0 / GIB).abs() < 0.05,
+        (state - QWEN25_7B_CRITIC_PARAMS * 16.0 / 4.0 / GIB).abs() < 0.05,
         "{state}"
     );
     let no_ckpt = ("critic.model.enable_gradient_checkpointing", "False");
@@ -2527,6 +2532,10 @@ fn the_critics_update_ends_in_adamws_step_too() {
         .find(|p| p.0 == "critic_update")
         .copied()
         .expect("a critic update");
-    let shard = 4.0 * arch.params / 4.0 / crate::estimate::GIB;
+    let shard = 4.0 * QWEN25_7B_CRITIC_PARAMS / 4.0 / crate::estimate::GIB;
     assert!(allocated >= 5.0 * shard, "{allocated} {shard}");
+    assert_eq!(
+        arch.params, 7_615_616_512.0,
+        "the actor's model, with its LM head"
+    );
 }

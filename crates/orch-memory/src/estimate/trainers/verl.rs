@@ -686,10 +686,23 @@ impl VerlConfig {
     }
 
     /// The critic's architecture: `critic.model.path`'s, else the actor's model's.
+    /// verl loads the critic as `AutoModelForTokenClassification` with one label
+    /// (`load_valuehead_model`, `verl/utils/model.py` L621 at b178a3cd5): the decoder with a
+    /// `hidden × 1` value head in place of the LM head, so an untied LM head's `vocab × hidden`
+    /// parameters are not there (a tied one was the input embedding, which stays).
     fn critic_arch(&self, actor: &Arch) -> Arch {
-        self.critic_model_path
+        let lm = self
+            .critic_model_path
             .as_deref()
-            .map_or_else(|| actor.clone(), lookup)
+            .map_or_else(|| actor.clone(), lookup);
+        if lm.tied_embeddings {
+            return lm;
+        }
+        Arch {
+            params: lm.params - lm.embed_params() + f64::from(lm.hidden),
+            tied_embeddings: true,
+            ..lm
+        }
     }
 
     /// The actor's parameters, adapters included, and the trained ones among them (all, or
