@@ -402,7 +402,8 @@ pub(crate) static RULES: &[Rule] = &[
     // torch's message (all formats; CUDA, HIP, and the NPU of torch_npu on Ascend, where verl
     // and vLLM-Ascend run, and Intel's XPU; `Allocation on device 0 would exceed allowed
     // memory. (out of memory)` where a memory fraction or the async allocator bounds the
-    // process), the driver's `CUDA error: out of memory`,
+    // process; torch 0.x's `cuda runtime error (2) : out of memory`), the driver's `CUDA
+    // error: out of memory`,
     // and the error enums (torch's `Search for cudaErrorMemoryAllocation` follows an `out of
     // memory` on its line; TF/XLA's `HIP_ERROR_OutOfMemory` stands alone), and a glog
     // `CHECK_EQ(error, cudaSuccess)` that failed with error 2 (Caffe's `Check failed: error ==
@@ -412,8 +413,8 @@ pub(crate) static RULES: &[Rule] = &[
         "gpu-oom-message",
         Slot::GpuOom,
         &["f memor", "_OutOfMemory"],
-        r"(?:CUDA|HIP|NPU|XPU) (?:[Ee]rror: )?out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)\s+out of memory",
-        r"(CUDA|HIP|NPU|XPU) ([Ee]rror: )?out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
+        r"(?:CUDA|HIP|NPU|XPU) (?:[Ee]rror: ?)?out of memory|cuda runtime error \(2\) : out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)\s+out of memory",
+        r"(CUDA|HIP|NPU|XPU) ([Ee]rror: ?)?out of memory|cuda runtime error \(2\) : out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
     ),
     msg(
         "cublas-alloc-failed",
