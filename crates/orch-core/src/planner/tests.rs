@@ -366,27 +366,35 @@ fn seed_000_the_jobs_own_sglang_server_is_not_a_stranger() {
     assert!(!m.changes_semantics, "{} {notes:?}", m.describe());
 }
 
+/// What the planner learns from one GPU OOM of the demo as written on an H100, the run stating
+/// verl `release`.
+fn learned_from_a_demo_oom_on_an_h100(
+    release: Option<&str>,
+    facts: MemoryFacts,
+) -> super::evidence::Learned {
+    let (mut setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    setup.experiment.file.trainer_version = release.map(|r| r.parse().unwrap());
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    let failure = failed(&written, FailureClass::GpuOom, facts);
+    super::evidence::Learned::from_failures_after(
+        super::evidence::Learned::nothing(),
+        &[failure],
+        79.18,
+        |p| estimator.estimate(&setup, p),
+    )
+}
+
 /// verl 0.8's vLLM is a process of its own: a training OOM lists the asleep engine ("Process N
 /// has 1.50 GiB"), which is the job's own, so the card is not taken for smaller; a verl that
 /// does not say its release keeps vLLM in the worker, so a process listed is someone else's.
 #[test]
 fn verl_08s_own_vllm_process_is_not_a_stranger() {
     let unavailable = |release: Option<&str>| {
-        let (mut setup, written) = load("diamonds-seed0", "h100-80g", &[]);
-        setup.experiment.file.trainer_version = release.map(|r| r.parse().unwrap());
-        let estimator = Estimator::new(&setup, &written).unwrap();
         let facts = MemoryFacts {
             other_processes: vec![ProcessUse { pid: 77, gib: 1.5 }],
             ..torch_oom(8.84, 1.32, 79.18, 75.0, 0.5)
         };
-        let failure = failed(&written, FailureClass::GpuOom, facts);
-        super::evidence::Learned::from_failures_after(
-            super::evidence::Learned::nothing(),
-            &[failure],
-            79.18,
-            |p| estimator.estimate(&setup, p),
-        )
-        .unavailable_gib
+        learned_from_a_demo_oom_on_an_h100(release, facts).unavailable_gib
     };
     assert_eq!(unavailable(Some("0.8.0")), 0.0);
     assert_eq!(unavailable(None), 1.5);
@@ -398,17 +406,7 @@ fn verl_08s_own_vllm_process_is_not_a_stranger() {
 #[test]
 fn verl_08s_listed_engine_still_counts_in_the_training_demand() {
     let scale = |release: &str, facts: MemoryFacts| {
-        let (mut setup, written) = load("diamonds-seed0", "h100-80g", &[]);
-        setup.experiment.file.trainer_version = Some(release.parse().unwrap());
-        let estimator = Estimator::new(&setup, &written).unwrap();
-        let failure = failed(&written, FailureClass::GpuOom, facts);
-        super::evidence::Learned::from_failures_after(
-            super::evidence::Learned::nothing(),
-            &[failure],
-            79.18,
-            |p| estimator.estimate(&setup, p),
-        )
-        .scale
+        learned_from_a_demo_oom_on_an_h100(Some(release), facts).scale
     };
     let inside = torch_oom(20.0, 0.5, 79.18, 75.0, 0.5);
     let apart = MemoryFacts {
