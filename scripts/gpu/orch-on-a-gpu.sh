@@ -72,8 +72,8 @@ overrides:
   save_every: $7
 EOF
 }
-experiment qwen05b-micro16 Qwen/Qwen2.5-0.5B "$qwen05" 16 1 12 12
-experiment qwen05b-micro1 Qwen/Qwen2.5-0.5B "$qwen05" 1 16 80 5
+experiment qwen05b-micro16 Qwen/Qwen2.5-0.5B "$qwen05" 16 1 8 8
+experiment qwen05b-micro1 Qwen/Qwen2.5-0.5B "$qwen05" 1 16 60 10
 experiment qwen15b-micro16 Qwen/Qwen2.5-1.5B "$qwen15" 16 1 8 8
 for exp in qwen05b-micro16 qwen05b-micro1 qwen15b-micro16; do
     (cd "$PROJECT" && "$ORCH" estimate "$exp" --json) >"$OUT/estimate-$exp.json" 2>&1
@@ -94,14 +94,15 @@ run() {
         (cd "$PROJECT" && "$ORCH" history --runs-dir "$RUNS/$name" --json "$(basename "$dir")") \
             >"$OUT/$name/history-$(basename "$dir").json" 2>&1
     done
-    # The record without checkpoints (a 0.5B model's is 6 GB).
+    # The record without checkpoints (train.py keeps every one; a 0.5B model's is 6 GB), packed
+    # in one file per run; then the checkpoints go, so the next run has the disk.
     (cd "$RUNS/$name" && find . -type f ! -path '*/step_*' ! -name '*.pt' -size -4M \
         -exec cp --parents {} "$OUT/$name/" \;)
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader >>"$OUT/$name/stdout.txt" 2>&1
+    tar -C "$OUT" -czf "$OUT/$name.tgz" "$name" && rm -rf "${OUT:?}/$name" "${RUNS:?}/$name"
 }
 
-run recover qwen05b-micro16 150 --preflight=off --no-climb --max-attempts 4
-run preflight qwen05b-micro16 120 --preflight=on --no-climb --max-attempts 3
-run climb qwen05b-micro1 240 --preflight=on --climb --max-attempts 4
-run preflight-1.5b qwen15b-micro16 150 --preflight=on --no-climb --max-attempts 3
+run recover qwen05b-micro16 120 --preflight=off --no-climb --max-attempts 4
+run climb qwen05b-micro1 150 --preflight=on --climb --max-attempts 4
+run preflight qwen05b-micro16 60 --preflight=on --no-climb --max-attempts 3
+run preflight-1.5b qwen15b-micro16 60 --preflight=on --no-climb --max-attempts 3
 rm -rf "$RUNS" "$PROJECT"
