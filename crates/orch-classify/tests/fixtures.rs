@@ -32,6 +32,14 @@ pub(crate) const EXPECTED: &[(&str, FailureClass, u64, &str)] = &[
         1,
         "CUresult error: 2 (out of memory)",
     ),
+    // A real log: orch driving examples/torchrun/train.py on an H100 (torch 2.11), attempt 1's
+    // stderr as written (crates/orch-core/data/gpu-runs/README.md).
+    (
+        "torchrun-h100-oom-orch-driven.log",
+        GpuOom,
+        9,
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.55 GiB",
+    ),
     (
         "verl-gpu-oom-ray-wrapped.log",
         GpuOom,

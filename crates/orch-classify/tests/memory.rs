@@ -38,6 +38,21 @@ fn verl_actor_update_oom_in_a_ray_worker() {
     assert_eq!(f.step, Some(Step::Backward));
 }
 
+/// A real log of orch's own (examples/torchrun/train.py on an H100, torch 2.11): the
+/// figures the planner calibrated on, and the loss's upcast of the logits as the step.
+#[test]
+fn torchrun_oom_on_a_real_h100() {
+    let (class, f) = facts("torchrun-h100-oom-orch-driven.log");
+    assert_eq!(class, FailureClass::GpuOom);
+    assert_eq!(gib(f.tried_to_allocate_gib), 18.55);
+    assert_eq!(gib(f.capacity_gib), 79.18);
+    assert_eq!(gib(f.free_gib), 17.38);
+    assert_eq!(gib(f.process_in_use_gib), 61.79);
+    assert_eq!(gib(f.allocated_gib), 60.97);
+    assert_eq!(gib(f.reserved_unallocated_gib), 0.15);
+    assert!(f.other_processes.is_empty());
+}
+
 #[test]
 fn vllm_start_up_check_names_free_and_desired_memory() {
     let (class, f) = facts("vllm-startup-free-memory.log");

@@ -390,7 +390,18 @@ fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) 
     // combinations is predicted to fit, every memory step (as preflight does): offload needs
     // host memory, a shorter response needs less KV cache.
     let ranges = menu(cx, estimator, &classes_failed(cx), false, notes);
-    let candidates = space::enumerate(setup, cx.written, &ranges, cx.tried);
+    // When the failure's numbers rule fragmentation out, an allocator setting alone is no
+    // answer; beside a step that lowers the demand it still shrinks that plan's slack, and
+    // the estimate judges it there (on an H100, expandable segments took torchrun's micro 8
+    // from 73.6 to 71.0 GiB reserved: docs/PLANNER.md).
+    let alone = allocator_alone(cx);
+    let enumerate = |ranges: &[Range]| -> Vec<Candidate> {
+        space::enumerate(setup, cx.written, ranges, cx.tried)
+            .into_iter()
+            .filter(|c| !alone(c))
+            .collect()
+    };
+    let candidates = enumerate(&ranges);
     let mut wider_notes = Vec::new();
     let all: BTreeSet<&str> = MEMORY_CLASSES.iter().map(|c| c.as_str()).collect();
     let wider = menu(cx, estimator, &all, true, &mut wider_notes);
@@ -401,12 +412,7 @@ fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) 
         let all_steps = menu(cx, estimator, &classes_failed(cx), true, &mut Vec::new());
         let mut found = Vec::new();
         (all_steps != ranges)
-            .then(|| {
-                search.best(
-                    space::enumerate(setup, cx.written, &all_steps, cx.tried),
-                    &mut found,
-                )
-            })
+            .then(|| search.best(enumerate(&all_steps), &mut found))
             .flatten()
             .map(|best| (best, found))
     };
@@ -449,7 +455,7 @@ fn plan_after(cx: &Context<'_>, estimator: &Estimator, notes: &mut Vec<String>) 
     if wider == ranges {
         return nothing_fits(cx, &search, candidates, notes);
     }
-    let more = space::enumerate(setup, cx.written, &wider, cx.tried);
+    let more = enumerate(&wider);
     notes.push(
         "nothing the steps for this failure allow is predicted to fit; adding the ladder's other memory steps".into(),
     );
@@ -574,7 +580,14 @@ fn menu(
             continue;
         }
         let why_not = match (&fragmentation, is_allocator_setting(step)) {
-            (Some(why), true) => Some(why.clone()),
+            (Some(why), true) => {
+                // Not alone (`allocator_alone`): with a step that lowers the demand, the
+                // estimate decides.
+                if !wide {
+                    notes.push(format!("{} alone passed over: {why}", step.name));
+                }
+                None
+            }
             // Widened, a move is judged with the others it comes with (more host memory
             // for an offload, a trainer-side cut for a rollout fix): the estimate decides.
             _ if wide => None,
@@ -618,6 +631,27 @@ fn no_effect(
             a.abs()
         ),
     })
+}
+
+/// Whether a candidate after the last failure changes nothing but allocator settings while
+/// that failure's numbers rule fragmentation out (`fragmentation_ruled_out`): no answer.
+fn allocator_alone<'a>(cx: &'a Context<'_>) -> impl Fn(&Candidate) -> bool + 'a {
+    let steps = &cx.setup.ladder.steps;
+    let ruled_out = cx
+        .failures
+        .last()
+        .and_then(|f| f.facts.as_ref())
+        .and_then(fragmentation_ruled_out)
+        .is_some();
+    let current = counts_of(cx.current, steps);
+    move |c: &Candidate| {
+        ruled_out
+            && c.counts
+                .iter()
+                .zip(&current)
+                .zip(steps)
+                .all(|((n, m), step)| n == m || is_allocator_setting(step))
+    }
 }
 
 /// A step that only sets the CUDA caching allocator's configuration.

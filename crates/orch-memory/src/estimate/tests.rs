@@ -937,7 +937,8 @@ fn torchrun_activations_follow_the_architecture() {
 }
 
 /// The caching allocator's reserve at the loss: one fp32 `tokens × vocab` block stranded on
-/// top of the fragmentation share, unless expandable segments are on.
+/// top of the fragmentation share, unless expandable segments are on (then their slack as
+/// measured under torchrun).
 #[test]
 fn torchrun_reserve_holds_one_stranded_fp32_logits_block() {
     let e = torchrun_llama(1, 4, 2048, true, "bf16");
@@ -972,7 +973,13 @@ fn torchrun_reserve_holds_one_stranded_fp32_logits_block() {
         arch: None,
     });
     assert_eq!(stranded(&expandable), None);
-    assert!(expandable.train_reserved_gib < e.train_reserved_gib - logits);
+    // Nothing stranded, and torchrun's measured expandable slack instead of the 8 %.
+    let share = expandable.train_reserved_gib / expandable.train_allocated_gib - 1.0;
+    assert!(
+        (share - k::TR_FRAG_EXPANDABLE).abs() < 0.005,
+        "{share} of the allocated peak reserved beyond it"
+    );
+    assert!(expandable.train_reserved_gib < e.train_reserved_gib - logits * 0.5);
 }
 
 /// Gradient accumulation keeps every gradient resident while the next micro-batch runs its

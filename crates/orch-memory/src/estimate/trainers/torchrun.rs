@@ -486,14 +486,20 @@ pub(crate) fn layer_blocks(layers: u32) -> impl Iterator<Item = f64> {
 
 /// torchrun's estimate: physics when the config states the architecture, else the fit.
 pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
-    let frag = hw.frag();
+    // With the architecture known, expandable segments' slack as measured under torchrun on
+    // the H100; the size-only fit keeps the generic figure (no run of it was measured).
+    let frag = if hw.expandable_segments && t.shape.is_some() {
+        k::TR_FRAG_EXPANDABLE
+    } else {
+        hw.frag()
+    };
     let (events, mut train_items, arch, note) = match &t.shape {
         Some(a) => {
             let mut events = physics_events(t, a);
             if hw.expandable_segments {
                 // Expandable segments grow one mapping per stream instead of cutting separate
-                // segments: that stays [`k::FRAG_EXPANDABLE`]'s model (no measurement with
-                // them in the H100 grid).
+                // segments: nothing is stranded; their slack is [`k::TR_FRAG_EXPANDABLE`],
+                // measured on the H100.
                 events.retain(|e| !matches!(e, Event::Strand { .. }));
             }
             let items = summed_items(&events);
