@@ -12,11 +12,14 @@
 #   1. recover  Qwen2.5-0.5B, micro 16 x 2048 tokens without checkpointing, preflight off: torch
 #               cannot fit it; orch classifies torch's OutOfMemoryError, plans and resubmits.
 #   2. preflight  the same experiment with preflight on: orch changes it before submitting.
-#   3. climb    Qwen2.5-0.5B from micro 1 x accumulation 16 (a quarter of the card): orch reads
-#               the measured peaks per step and moves the run to a faster configuration.
+#   3. climb    Qwen2.5-0.5B from micro 1 x accumulation 16 (a quarter of the card), climbing on:
+#               orch reads the measured peaks per step. The ladder only lowers memory from the
+#               plan as written, so this run has nothing to climb to (what the 2026-11-27 run
+#               showed); a climb needs a run that stepped down first.
 #   4. preflight-1.5b  Qwen2.5-1.5B, micro 16 without checkpointing, preflight on.
-# Each run's stdout, `orch history --json`, `orch estimate --json` of each experiment and its record (attempt logs, rendered files; not
-# the checkpoints) are copied under $OUT/<name>/. MODE=--simulate tries the script without a GPU.
+# Each run's stdout, `orch history --json` and its record (attempt logs, rendered files; not the
+# checkpoints) are packed in $OUT/<name>.tgz; `orch estimate --json` of each experiment is in
+# $OUT/estimate-<experiment>.json. MODE=--simulate tries the script without a GPU.
 set -uo pipefail
 
 ORCH=${ORCH:-target/release/orch}

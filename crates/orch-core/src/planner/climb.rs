@@ -167,9 +167,13 @@ pub fn climb(
         .map(|f| estimator.estimate(setup, &f.plan).gpu_peak_gib())
         .min_by(f64::total_cmp);
     let fitting = search.fitting(candidates, margin, notes);
-    let now = fitting
+    let Some(now) = fitting
         .iter()
-        .find(|s| crate::evidence_store::settings(setup, &s.candidate.plan) == current)?;
+        .find(|s| crate::evidence_store::settings(setup, &s.candidate.plan) == current)
+    else {
+        notes.push("no climb: the running configuration is not predicted to fit with the headroom, so nothing is judged against it".into());
+        return None;
+    };
     let now_speed = now.throughput.relative;
     let (now_modelled, now_measured) = (now.modelled, now.measured);
     // What the running attempt trains (the plan as written, or what a step down had to change):
@@ -194,7 +198,15 @@ pub fn climb(
                 .iter()
                 .any(|c| sensitive.iter().any(|k| k == &c.key))
             && s.candidate.plan.check(setup).is_ok()
-    })?;
+    });
+    let Some(target) = target else {
+        // The ladder's steps only lower memory from the plan as written: a run that starts
+        // on it has nowhere to climb.
+        notes.push(
+            "no climb: nothing the ladder reaches from the plan as written trains the same thing faster and is predicted to fit".into(),
+        );
+        return None;
+    };
     let speedup = target.throughput.relative / now_speed;
     let label = target.candidate.label(&setup.ladder.steps);
     if speedup < spec.min_speedup {

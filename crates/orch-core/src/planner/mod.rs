@@ -10,12 +10,12 @@
 //!    which phase failed.
 //! 2. **The candidates** ([`space`]): the plan as written with any combination of the steps
 //!    answering a class this run has failed with, each at most `repeat` times, minus every
-//!    configuration already tried. Rules take moves off the menu: an allocator setting when
-//!    reserved-but-unallocated memory is small next to the request; any step that does not
-//!    lower the failing quantity in the estimate (more GPUs where per-GPU memory does not
-//!    depend on them, trainer-side cuts for a rollout start-up failure and the reverse); and
-//!    the last move when the same failure came back with the same numbers (a semantics change
-//!    that did not help is undone).
+//!    configuration already tried. Rules take moves off the menu: a plan that changes allocator
+//!    settings alone when reserved-but-unallocated memory is small next to the request; any
+//!    step that does not lower the failing quantity in the estimate (more GPUs where per-GPU
+//!    memory does not depend on them, trainer-side cuts for a rollout start-up failure and the
+//!    reverse); and the last move when the same failure came back with the same numbers (a
+//!    semantics change that did not help is undone).
 //! 3. **The choice**: candidates predicted to fit the usable card with a margin; those that
 //!    train the same thing as the plan as written first (the template's `semantics:`), then
 //!    those asking for no more GPUs (a bigger allocation waits longer in the queue), then the
@@ -535,8 +535,9 @@ fn margin(estimator: &Estimator) -> f64 {
 }
 
 /// How many times each ladder step may be taken after the last failure: the steps answering
-/// one of `classes`, less those the evidence rules out. `wide`: only the evidence on the
-/// allocator rules a step out; whether a combination helps is the estimate's to say.
+/// one of `classes`, less those the evidence rules out (an allocator setting is never ruled
+/// out here: [`allocator_alone`] filters the plans that change nothing else). `wide`: no step
+/// is ruled out; whether a combination helps is the estimate's to say.
 fn menu(
     cx: &Context<'_>,
     estimator: &Estimator,
@@ -584,10 +585,16 @@ fn menu(
                 // Not alone (`allocator_alone`): with a step that lowers the demand, the
                 // estimate decides.
                 if !wide {
-                    notes.push(format!("{} alone passed over: {why}", step.name));
+                    notes.push(format!(
+                        "{} alone passed over: {why}; beside a step that lowers the demand, the estimate judges it",
+                        step.name
+                    ));
                 }
                 None
             }
+            // The failure's numbers do not rule fragmentation out: the allocator may be the
+            // cause, which the estimate's slack share cannot see, so the step stays.
+            (None, true) => None,
             // Widened, a move is judged with the others it comes with (more host memory
             // for an offload, a trainer-side cut for a rollout fix): the estimate decides.
             _ if wide => None,
@@ -633,8 +640,9 @@ fn no_effect(
     })
 }
 
-/// Whether a candidate after the last failure changes nothing but allocator settings while
-/// that failure's numbers rule fragmentation out (`fragmentation_ruled_out`): no answer.
+/// Whether a candidate after the last failure takes no step beyond the running plan but
+/// allocator settings (it may undo others) while that failure's numbers rule fragmentation
+/// out (`fragmentation_ruled_out`): no answer.
 fn allocator_alone<'a>(cx: &'a Context<'_>) -> impl Fn(&Candidate) -> bool + 'a {
     let steps = &cx.setup.ladder.steps;
     let ruled_out = cx
@@ -650,7 +658,7 @@ fn allocator_alone<'a>(cx: &'a Context<'_>) -> impl Fn(&Candidate) -> bool + 'a 
                 .iter()
                 .zip(&current)
                 .zip(steps)
-                .all(|((n, m), step)| n == m || is_allocator_setting(step))
+                .all(|((n, m), step)| n <= m || is_allocator_setting(step))
     }
 }
 

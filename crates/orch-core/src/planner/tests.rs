@@ -239,19 +239,18 @@ fn seed_002_failure_is_answered_by_one_fitting_move() {
     assert!(predicted_to_fit(&setup, &m.plan));
 }
 
-/// 11 MiB reserved-but-unallocated: `expandable_segments` cannot help, so it is not taken
-/// (torchrun's ladder offers it; verl's does not).
+/// 11 MiB reserved-but-unallocated: `expandable_segments` cannot answer this failure alone, so
+/// no plan that takes it alone is a move (torchrun's ladder offers it; verl's does not).
 #[test]
 fn allocator_setting_is_passed_over_when_fragmentation_is_small() {
     let (setup, written) = load("pretrain-512m", "h100-80g", &[]);
     let facts = torch_oom(2.21, 0.5, 79.18, 78.0, 0.011);
     let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
+    let m = moved(next);
     assert!(
-        !moved(next)
-            .plan
-            .steps
-            .iter()
-            .any(|s| s == "expandable-segments")
+        m.plan.steps.iter().any(|s| s != "expandable-segments"),
+        "{}",
+        m.describe()
     );
     assert!(
         notes
@@ -1207,4 +1206,48 @@ fn a_training_failure_is_measured_against_the_device_peak_not_the_reserved_count
     );
     let q = super::evidence::FailingPhase::Train.quantity(FailureClass::GpuOom, &e);
     assert_eq!(q, e.estimate.train_peak_gib);
+}
+
+/// After a failure that rules fragmentation out, a plan whose only step taken beyond the
+/// failed one is an allocator setting is no answer, even when it undoes another step; one
+/// that also takes a step that lowers the demand is the estimate's to judge.
+#[test]
+fn an_allocator_setting_alone_is_no_answer_even_beside_an_undone_step() {
+    let (setup, written) = load("pretrain-512m", "h100-80g", &[]);
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    // torchrun-yaml: expandable-segments, gradient-checkpointing, halve-micro-batch, …
+    let current = candidate(&setup, &written, &[0, 0, 2]);
+    let counts = |c: &[u32]| {
+        let mut all = vec![0; setup.ladder.steps.len()];
+        all[..c.len()].copy_from_slice(c);
+        super::Candidate {
+            plan: candidate(&setup, &written, c),
+            counts: all,
+        }
+    };
+    let alone_with = |reserved_unallocated: f64| {
+        let failures = [failed(
+            &current,
+            FailureClass::GpuOom,
+            torch_oom(2.21, 0.5, 79.18, 78.0, reserved_unallocated),
+        )];
+        let tried = HashSet::new();
+        let prior = super::Prior::none();
+        let cx = Context {
+            setup: &setup,
+            estimator: Some(&estimator),
+            written: &written,
+            current: &current,
+            failures: &failures,
+            tried: &tried,
+            prior: &prior,
+        };
+        let alone = super::allocator_alone(&cx);
+        [[1, 0, 2], [1, 0, 1], [1, 0, 3], [0, 0, 3]].map(|c| alone(&counts(&c)))
+    };
+    // 11 MiB reserved-but-unallocated: the first takes the allocator setting alone, the second
+    // beside one halving undone.
+    assert_eq!(alone_with(0.011), [true, true, false, false]);
+    // 2 GiB next to a 2.21 GiB request: fragmentation may be the cause, every plan is judged.
+    assert_eq!(alone_with(2.0), [false; 4]);
 }

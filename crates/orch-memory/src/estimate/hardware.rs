@@ -28,7 +28,8 @@ impl Hardware {
             expandable_segments: false,
         }
     }
-    /// The caching allocator's fragmentation slack (lower with `expandable_segments`).
+    /// The caching allocator's fragmentation slack (lower with `expandable_segments`; torchrun
+    /// with a known architecture has its own measured figure, `k::TR_FRAG_EXPANDABLE`).
     pub fn frag(&self) -> f64 {
         if self.expandable_segments {
             k::FRAG_EXPANDABLE

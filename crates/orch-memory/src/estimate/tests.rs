@@ -973,11 +973,16 @@ fn torchrun_reserve_holds_one_stranded_fp32_logits_block() {
         arch: None,
     });
     assert_eq!(stranded(&expandable), None);
-    // Nothing stranded, and torchrun's measured expandable slack instead of the 8 %.
-    let share = expandable.train_reserved_gib / expandable.train_allocated_gib - 1.0;
+    // Nothing stranded; torchrun's measured expandable slack on what was allocated before the
+    // request that set the peak: more than the generic 2 %, at most its share of the peak.
+    let (reserved, allocated) = (
+        expandable.train_reserved_gib,
+        expandable.train_allocated_gib,
+    );
     assert!(
-        (share - k::TR_FRAG_EXPANDABLE).abs() < 0.005,
-        "{share} of the allocated peak reserved beyond it"
+        reserved > allocated * (1.0 + k::FRAG_EXPANDABLE)
+            && reserved <= allocated * (1.0 + k::TR_FRAG_EXPANDABLE) + 1e-9,
+        "{reserved} GiB reserved for {allocated} allocated"
     );
     assert!(expandable.train_reserved_gib < e.train_reserved_gib - logits * 0.5);
 }
