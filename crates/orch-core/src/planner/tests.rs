@@ -16,16 +16,21 @@ use orch_memory::calibration::Band;
 fn load(name: &str, profile: &str, sets: &[(&str, &str)]) -> (Setup, Plan) {
     let dir = tempfile::tempdir().unwrap();
     let catalog = Catalog::new(dir.path());
-    let experiment = Experiment::find(&catalog, name)
-        .unwrap()
-        .into_iter()
-        .find(|e| e.name == name)
-        .unwrap();
+    let experiment = experiment(&catalog, name);
     let sets: Vec<SetArg> = sets
         .iter()
         .map(|(k, v)| format!("{k}={v}").parse().unwrap())
         .collect();
     Setup::load(&catalog, experiment, Some(profile), &sets).unwrap()
+}
+
+/// The experiment `name` of `catalog` (a project's own file, else a built-in one).
+fn experiment(catalog: &Catalog, name: &str) -> Experiment {
+    Experiment::find(catalog, name)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.name == name)
+        .unwrap()
 }
 
 /// torch's OOM numbers.
@@ -280,12 +285,8 @@ fn a_real_h100_oom_is_answered_with_expandable_segments_beside_the_halved_micro_
     )
     .unwrap();
     let catalog = Catalog::new(dir.path());
-    let experiment = Experiment::find(&catalog, "qwen05b")
-        .unwrap()
-        .into_iter()
-        .find(|e| e.name == "qwen05b")
-        .unwrap();
-    let (setup, written) = Setup::load(&catalog, experiment, None, &[]).unwrap();
+    let (setup, written) =
+        Setup::load(&catalog, experiment(&catalog, "qwen05b"), None, &[]).unwrap();
     let facts = torch_oom(18.55, 17.38, 79.18, 60.97, 149.92 / 1024.0);
     let (next, notes) = decide_once(&setup, &written, FailureClass::GpuOom, facts);
     let m = moved(next);
@@ -1080,11 +1081,7 @@ fn a_when_that_cannot_be_read_is_refused_at_load() {
     )
     .unwrap();
     let catalog = Catalog::new(dir.path());
-    let experiment = Experiment::find(&catalog, "diamonds-seed0")
-        .unwrap()
-        .into_iter()
-        .find(|e| e.name == "diamonds-seed0")
-        .unwrap();
+    let experiment = experiment(&catalog, "diamonds-seed0");
     let Err(err) = Setup::load(&catalog, experiment, Some("h100-80g"), &[]) else {
         panic!("a when: over a missing key was accepted");
     };
