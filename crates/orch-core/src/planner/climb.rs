@@ -200,10 +200,9 @@ pub fn climb(
             && s.candidate.plan.check(setup).is_ok()
     });
     let Some(target) = target else {
-        // The ladder's steps only lower memory from the plan as written: a run that starts
-        // on it has nowhere to climb.
+        // E.g. a run on the plan as written: the ladder's steps only lower memory from it.
         notes.push(
-            "no climb: nothing the ladder reaches from the plan as written trains the same thing faster and is predicted to fit".into(),
+            "no climb: no other configuration the ladder allows trains the same thing on the same GPUs, is faster by the model and is predicted to fit".into(),
         );
         return None;
     };
