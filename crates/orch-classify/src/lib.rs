@@ -133,6 +133,7 @@ pub mod memory;
 mod position;
 mod rules;
 mod scan;
+pub mod storage;
 pub mod swallow;
 mod terminal;
 mod text;

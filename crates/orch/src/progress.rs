@@ -243,6 +243,11 @@ fn evidence_line(evidence: Option<&EvidenceRecord>) -> String {
     if let Some(memory) = e.memory_summary() {
         line.push_str(&format!("\n    memory: {memory}"));
     }
+    if orch_classify::storage::write_failed(&e.text) {
+        line.push_str(
+            "\n    storage: a write failed the way a full disk or quota makes it fail: free space where the job writes (its checkpoints) and submit again",
+        );
+    }
     line
 }
 
@@ -301,5 +306,28 @@ mod tests {
         };
         assert!(watch_words(&room).ends_with("make room, then `orch resume r1 r2`"));
         assert!(room.is_result());
+    }
+
+    /// torch.save on a full disk, as orch's own H100 run met it (crates/orch-core/data/
+    /// gpu-runs/README.md): the evidence is torch's line, which does not name the disk, so the
+    /// failure says what to do; an OOM's evidence says nothing of storage.
+    #[test]
+    fn a_failed_write_says_the_disk_may_be_full() {
+        let record = |text: &str| EvidenceRecord {
+            file: "stderr.log".into(),
+            line: 7,
+            text: text.into(),
+            memory: None,
+        };
+        let full = record("RuntimeError: basic_ios::clear: iostream error");
+        let line = evidence_line(Some(&full));
+        assert!(
+            line.starts_with("\n    stderr.log:7: RuntimeError: basic_ios::clear")
+                && line.contains("\n    storage: a write failed the way a full disk or quota"),
+            "{line}"
+        );
+        let oom =
+            record("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 18.55 GiB.");
+        assert!(!evidence_line(Some(&oom)).contains("storage:"));
     }
 }
