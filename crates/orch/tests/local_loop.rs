@@ -985,3 +985,29 @@ fn a_sweep_member_that_starts_later_uses_what_the_first_learned() {
         run.stderr
     );
 }
+
+/// torch.save on a full disk, as orch's own H100 run met it (crates/orch-core/data/gpu-runs/
+/// README.md): torch's line does not name the disk. The job is an `error` (nothing is shrunk)
+/// and orch says under the evidence what to do. `torchrun` is a stand-in (no GPU here) that
+/// ends as that run did.
+#[test]
+fn a_full_disk_is_an_error_that_says_to_free_space() {
+    let bin = tempfile::tempdir().unwrap();
+    write_exe(
+        &bin.path().join("torchrun"),
+        "#!/usr/bin/env bash\n# A stand-in for torchrun (orch's test suite, no GPU): dies as torch.save did on a full disk.\necho 'step 50 loss 12.0033 tokens/s 21920 peak_allocated_gib 15.55 peak_reserved_gib 17.33'\necho 'RuntimeError: basic_ios::clear: iostream error' >&2\nexit 1\n",
+    );
+    let orch = Orch::new().prepend_path(bin.path());
+    let run = orch.submit_local("pretrain-qwen05b", &["--json", "--no-simulate"], 1);
+    let json = run.json();
+    let list = attempts(&json);
+    assert_eq!(list.len(), 1, "{run:?}");
+    assert_eq!(list[0]["outcome"], "error", "{run:?}");
+    assert!(
+        run.stderr.contains("basic_ios::clear: iostream error")
+            && run
+                .stderr
+                .contains("storage: a write failed the way a full disk or quota makes it fail"),
+        "{run:?}"
+    );
+}
