@@ -177,6 +177,12 @@ impl EvidenceRecord {
             .map(|m| m.summary())
             .filter(|s| !s.is_empty())
     }
+
+    /// What to do when the line reports a write that found no space (a full disk, quota or
+    /// `/dev/shm`: [`orch_classify::storage`]), if it does.
+    pub fn storage_hint(&self) -> Option<&'static str> {
+        orch_classify::storage::full(&self.text).map(|f| f.hint())
+    }
 }
 
 #[cfg(test)]

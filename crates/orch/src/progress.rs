@@ -243,10 +243,8 @@ fn evidence_line(evidence: Option<&EvidenceRecord>) -> String {
     if let Some(memory) = e.memory_summary() {
         line.push_str(&format!("\n    memory: {memory}"));
     }
-    if orch_classify::storage::write_failed(&e.text) {
-        line.push_str(
-            "\n    storage: a write failed the way a full disk or quota makes it fail: free space where the job writes (its checkpoints) and submit again",
-        );
+    if let Some(hint) = e.storage_hint() {
+        line.push_str(&format!("\n    storage: {hint}"));
     }
     line
 }
@@ -323,7 +321,9 @@ mod tests {
         let line = evidence_line(Some(&full));
         assert!(
             line.starts_with("\n    stderr.log:7: RuntimeError: basic_ios::clear")
-                && line.contains("\n    storage: a write failed the way a full disk or quota"),
+                && line.contains(
+                    "\n    storage: torch.save failed mid-write, as it does on a full disk"
+                ),
             "{line}"
         );
         let oom =

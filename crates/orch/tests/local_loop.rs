@@ -987,27 +987,52 @@ fn a_sweep_member_that_starts_later_uses_what_the_first_learned() {
 }
 
 /// torch.save on a full disk, as orch's own H100 run met it (crates/orch-core/data/gpu-runs/
-/// README.md): torch's line does not name the disk. The job is an `error` (nothing is shrunk)
-/// and orch says under the evidence what to do. `torchrun` is a stand-in (no GPU here) that
-/// ends as that run did.
+/// README.md, "Not kept": the evidence was the traceback's last line, stderr.log:7): torch's
+/// line does not name the disk. The job is an `error` (nothing is shrunk), and orch says under
+/// the evidence, live and in `orch history`, what to do. `torchrun` is a stand-in (no GPU
+/// here) that records its arguments and ends with train.py's save traceback.
 #[test]
 fn a_full_disk_is_an_error_that_says_to_free_space() {
     let bin = tempfile::tempdir().unwrap();
     write_exe(
         &bin.path().join("torchrun"),
-        "#!/usr/bin/env bash\n# A stand-in for torchrun (orch's test suite, no GPU): dies as torch.save did on a full disk.\necho 'step 50 loss 12.0033 tokens/s 21920 peak_allocated_gib 15.55 peak_reserved_gib 17.33'\necho 'RuntimeError: basic_ios::clear: iostream error' >&2\nexit 1\n",
+        r#"#!/usr/bin/env bash
+# A stand-in for torchrun (orch's test suite, no GPU): records its arguments, then ends as
+# torch.save did on the H100's full disk.
+printf '%s\n' "$@" > "$ORCH_TEST_ARGV"
+echo 'step 10 loss 12.0944 tokens/s 66410 peak_allocated_gib 65.24 peak_reserved_gib 71.00'
+cat >&2 <<'TRACE'
+Traceback (most recent call last):
+  File "examples/torchrun/train.py", line 292, in <module>
+    sys.exit(main())
+  File "examples/torchrun/train.py", line 263, in main
+    save(args.output_dir, step + 1, model, optimizer, rank)
+RuntimeError: basic_ios::clear: iostream error
+TRACE
+exit 1
+"#,
     );
-    let orch = Orch::new().prepend_path(bin.path());
+    let argv = bin.path().join("argv");
+    let orch = Orch::new()
+        .prepend_path(bin.path())
+        .env("ORCH_TEST_ARGV", &argv.display().to_string());
     let run = orch.submit_local("pretrain-qwen05b", &["--json", "--no-simulate"], 1);
+    // The experiment's relative `vars.entry` is the project's file, not the attempt
+    // directory's (where the job runs).
+    let args = std::fs::read_to_string(&argv).unwrap_or_else(|e| panic!("{e}: {run:?}"));
+    let project = std::path::absolute(orch.path()).unwrap();
+    assert!(
+        args.lines()
+            .any(|a| std::path::Path::new(a) == project.join("examples/torchrun/train.py")),
+        "{args}"
+    );
     let json = run.json();
     let list = attempts(&json);
     assert_eq!(list.len(), 1, "{run:?}");
     assert_eq!(list[0]["outcome"], "error", "{run:?}");
-    assert!(
-        run.stderr.contains("basic_ios::clear: iostream error")
-            && run
-                .stderr
-                .contains("storage: a write failed the way a full disk or quota makes it fail"),
-        "{run:?}"
-    );
+    assert_eq!(list[0]["evidence"]["line"], 6, "{run:?}");
+    let hint = "storage: torch.save failed mid-write, as it does on a full disk or quota";
+    assert!(run.stderr.contains(hint), "{run:?}");
+    let history = orch.expect(&["history", json["run"].as_str().unwrap()], 0);
+    assert!(history.stdout.contains(hint), "{history:?}");
 }

@@ -36,8 +36,14 @@ fn render_snapshot(template: &str, experiment: &str, profile: &str) {
         devices: None,
     };
     let files = render_to_strings(&catalog, &setup, &plan, &info).unwrap();
+    // The project directory is a fresh temporary one.
+    let project = std::path::absolute(catalog.project_dir())
+        .unwrap()
+        .display()
+        .to_string();
     let mut text = String::new();
     for (name, body) in files {
+        let body = body.replace(&project, "/project");
         text.push_str(&format!("==> {name} <==\n{body}\n"));
     }
     insta::assert_snapshot!(format!("{template}__{profile}"), text);

@@ -202,7 +202,7 @@ pub fn climb(
     let Some(target) = target else {
         // E.g. a run on the plan as written: the ladder's steps only lower memory from it.
         notes.push(
-            "no climb: no other configuration the ladder allows trains the same thing on the same GPUs, is faster by the model and is predicted to fit".into(),
+            "no climb: no untried configuration the ladder allows trains the same thing on the same GPUs, faster, predicted to fit, below a failed peak and without a checkpoint-sensitive change".into(),
         );
         return None;
     };

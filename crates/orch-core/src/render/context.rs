@@ -46,6 +46,11 @@ pub(super) struct Context<'a> {
     orch_bin: String,
     resume: bool,
     checkpoint_dir: String,
+    /// The project directory (where orch was started, or `--config-dir`), absolute, when the
+    /// job runs on this machine: a relative path of the project's (torchrun's `vars.entry`)
+    /// is read from there, as the job itself runs in the attempt's directory. None on a remote
+    /// host, where the job's shell reads it from its home.
+    project_dir: Option<String>,
     run: BTreeMap<&'static str, Value>,
 }
 
@@ -54,6 +59,7 @@ impl<'a> Context<'a> {
         setup: &'a Setup,
         plan: &'a Plan,
         info: &AttemptInfo,
+        project_dir: &std::path::Path,
     ) -> Result<Self, ArgumentError> {
         let overrides = trainer_overrides(setup, plan, info);
         let syntax = setup.template.spec.override_syntax;
@@ -96,6 +102,12 @@ impl<'a> Context<'a> {
             orch_bin: orch_bin(info),
             resume: plan.resume,
             checkpoint_dir: info.checkpoint_dir.display().to_string(),
+            project_dir: (info.dir == info.write_dir).then(|| {
+                std::path::absolute(project_dir)
+                    .unwrap_or_else(|_| project_dir.to_path_buf())
+                    .display()
+                    .to_string()
+            }),
             run: run_values(plan, info),
         })
     }

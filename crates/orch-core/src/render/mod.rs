@@ -110,10 +110,12 @@ pub fn render_to_strings(
         names.push((name, file.output.clone()));
     }
     let ctx = to_value(
-        context::Context::new(setup, plan, info).map_err(|e| RenderError {
-            name: format!("templates/{}", template.name),
-            line: None,
-            message: e.to_string(),
+        context::Context::new(setup, plan, info, catalog.project_dir()).map_err(|e| {
+            RenderError {
+                name: format!("templates/{}", template.name),
+                line: None,
+                message: e.to_string(),
+            }
         })?,
     );
     let mut out = Vec::new();

@@ -264,6 +264,9 @@ pub fn history(ledger: &Ledger, args: HistoryArgs) -> anyhow::Result<u8> {
             if let Some(memory) = e.memory_summary() {
                 outln!("  memory: {memory}");
             }
+            if let Some(hint) = e.storage_hint() {
+                outln!("  storage: {hint}");
+            }
         }
         if let Some(p) = &a.predicted {
             outln!(
