@@ -1033,6 +1033,16 @@ exit 1
     assert_eq!(list[0]["evidence"]["line"], 6, "{run:?}");
     let hint = "storage: torch.save failed mid-write, as it does on a full disk or quota";
     assert!(run.stderr.contains(hint), "{run:?}");
-    let history = orch.expect(&["history", json["run"].as_str().unwrap()], 0);
+    let id = json["run"].as_str().unwrap();
+    let history = orch.expect(&["history", id], 0);
     assert!(history.stdout.contains(hint), "{history:?}");
+    // And on the report's page, under the evidence.
+    let page = orch.path().join("full-disk.html");
+    orch.expect(&["report", id, "--out", page.to_str().unwrap()], 0);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let hint = hint.trim_start_matches("storage: ");
+    assert!(
+        html.contains(&format!("<dt>storage</dt><dd class=\"warn\">{hint}")),
+        "{html}"
+    );
 }

@@ -105,6 +105,8 @@ pub struct AttemptView {
     pub changes: Vec<Change>,
     pub evidence: Option<EvidenceView>,
     pub memory_line: Option<String>,
+    /// Where a write found no space (a full disk, quota or `/dev/shm`) and what to do.
+    pub storage_line: Option<&'static str>,
     /// What the attempt's own log measured (peak, throughput, step time), and where.
     pub measured_line: Option<String>,
     pub memory_chart: Option<MemoryChart>,
@@ -356,6 +358,7 @@ fn attempt_view(r: &RunRecord, a: &AttemptRecord, now: f64) -> AttemptView {
             .collect(),
         evidence,
         memory_line: a.evidence.as_ref().and_then(|e| e.memory_summary()),
+        storage_line: a.evidence.as_ref().and_then(|e| e.storage_hint()),
         measured_line: measured_memory(a).map(|m| match m.source {
             Some(source) => format!("{} ({source})", m.summary),
             None => m.summary,
