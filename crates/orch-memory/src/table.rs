@@ -232,6 +232,31 @@ mod tests {
             t.lookup("mistralai/Mistral-7B-Instruct-v0.3").unwrap().name,
             "Mistral-7B"
         );
+        // R1's distills: their own family (the 1.5B does not tie its embeddings, as
+        // Qwen2.5-1.5B does), whatever a path puts before the name.
+        let r1 = t
+            .lookup("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B")
+            .unwrap();
+        assert_eq!(r1.name, "DeepSeek-R1-Distill-Qwen-1.5B");
+        assert!(!r1.arch.tie_word_embeddings);
+        assert!(
+            (r1.arch.params() / 1e9 - 1.777).abs() < 0.01,
+            "{}",
+            r1.arch.params()
+        );
+        assert_eq!(
+            t.lookup("/ckpt/DeepSeek-R1-Distill-Qwen-7B")
+                .unwrap()
+                .arch
+                .vocab_size,
+            152064
+        );
+        assert_eq!(
+            t.lookup("deepseek-ai/DeepSeek-R1-Distill-Llama-8B")
+                .unwrap()
+                .name,
+            "DeepSeek-R1-Distill-Llama-8B"
+        );
     }
 
     #[test]
