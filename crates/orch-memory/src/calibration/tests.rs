@@ -624,7 +624,7 @@ fn measured_over_pct(tuning: &[Scored]) -> u32 {
 /// The trainers the set calibrates: (trainer, tuning rows, held-out rows).
 const SETS: [(Trainer, &str, Option<&str>); 2] = [
     (Trainer::Verl, "verl.yaml", Some("verl-holdout.yaml")),
-    (Trainer::Areal, "areal.yaml", None),
+    (Trainer::Areal, "areal.yaml", Some("areal-holdout.yaml")),
 ];
 
 /// One trainer's set, scored: every row, the band the tuning rows measure (with its verdicts on
