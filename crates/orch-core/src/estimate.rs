@@ -84,6 +84,34 @@ impl PlanEstimate {
     }
 }
 
+/// What [`Estimator::fits_below`] found: the verdict turns on the sequences' real length.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LengthBreakEven {
+    /// The longest mean sequence (prompt + response, real tokens) with which the plan fits.
+    pub fits_below_tokens: f64,
+    /// What the estimate took instead.
+    pub assumed: orch_memory::estimate::AssumedLengths,
+}
+
+impl LengthBreakEven {
+    /// One line for a person: where the verdict turns, what was assumed, what settles it.
+    pub fn describe(&self) -> String {
+        format!(
+            "as written {} (its default without the data's lengths: a datasets/<name>.yaml, or an attempt's logged prompt and response lengths, replaces it)",
+            self.short()
+        )
+    }
+
+    /// The same in a clause: where the verdict turns and what was assumed.
+    pub fn short(&self) -> String {
+        let a = &self.assumed;
+        format!(
+            "it fits if a sequence averages under {:.0} of its {} tokens; orch assumed {:.0}",
+            self.fits_below_tokens, a.seq_len, a.tokens_per_sequence,
+        )
+    }
+}
+
 /// Why a plan cannot be estimated.
 #[derive(Debug, thiserror::Error)]
 pub enum EstimateError {
@@ -243,6 +271,40 @@ impl Estimator {
     /// Estimate `plan` on its profile's card.
     pub fn estimate(&self, setup: &Setup, plan: &Plan) -> PlanEstimate {
         self.estimate_on(setup, plan, setup.profile.gpu.memory_gib)
+    }
+
+    /// Where a verdict of "does not fit" rests on the default sequence lengths (nothing said
+    /// how long the run's sequences are): the longest mean sequence with which `plan` would
+    /// fit as written. None when the lengths are known, when it fits, or when it would not fit
+    /// with any length.
+    pub fn fits_below(&self, setup: &Setup, plan: &Plan) -> Option<LengthBreakEven> {
+        let as_written = self.estimate(setup, plan);
+        let assumed = as_written.estimate.assumed_lengths?;
+        if as_written.estimate.fits() {
+            return None;
+        }
+        let fits = |tokens: f64| {
+            let mut at = self.clone();
+            at.set_sequence_tokens(Some(tokens));
+            at.estimate(setup, plan).estimate.fits()
+        };
+        // A sequence holds at least one token; the verdict is monotone in the tokens.
+        let (mut lo, mut hi) = (1.0, assumed.tokens_per_sequence);
+        if !fits(lo) {
+            return None;
+        }
+        while hi - lo > 1.0 {
+            let mid = (lo + hi) / 2.0;
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(LengthBreakEven {
+            fits_below_tokens: lo.floor(),
+            assumed,
+        })
     }
 
     /// Estimate `plan` as if the card had `capacity_gib` (what is left when another program

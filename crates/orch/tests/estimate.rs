@@ -359,6 +359,18 @@ fn torchruns_estimate_against_a_real_h100() {
 fn a_projects_dataset_file_gives_the_lengths_the_estimate_packs() {
     let orch = Orch::new();
     let default = estimate(&orch, &["diamonds-seed0"]);
+    // Without them (diamonds has no built-in lengths) the verdict rests on the default
+    // share, and says where it would turn.
+    let lengths = &default["assumed_lengths"];
+    assert_eq!(lengths["seq_len"], 1536, "{default}");
+    assert_eq!(lengths["tokens_per_sequence"], 975.36, "{default}");
+    let turn = lengths["fits_below_tokens"].as_f64().unwrap();
+    assert!(turn > 600.0 && turn < 975.0, "{default}");
+    let text = orch.expect(&["estimate", "diamonds-seed0"], 0).stdout;
+    let line = format!(
+        "lengths: as written it fits if a sequence averages under {turn:.0} of its 1536 tokens; orch assumed 975"
+    );
+    assert!(text.contains(&line), "{text}");
     let dir = orch.path().join("datasets");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -367,6 +379,13 @@ fn a_projects_dataset_file_gives_the_lengths_the_estimate_packs() {
     )
     .unwrap();
     let own = estimate(&orch, &["diamonds-seed0"]);
+    assert_eq!(own["assumed_lengths"], serde_json::Value::Null, "{own}");
+    assert!(
+        !orch
+            .expect(&["estimate", "diamonds-seed0"], 0)
+            .stdout
+            .contains("lengths:")
+    );
     let notes = own["notes"].to_string();
     assert!(
         notes.contains("a sequence holds 600 of its 1536 tokens: diamonds"),

@@ -328,8 +328,14 @@ pub fn preflight_with(
             b.over_pct
         )
     });
+    // A verdict that rests on the default sequence lengths says where it would turn.
+    let lengths = estimator
+        .fits_below(setup, written)
+        .map_or(String::new(), |l| {
+            format!("; {}, without the data's lengths", l.short())
+        });
     chosen.why = format!(
-        "as written it is predicted to need {:.1} GiB per GPU on a {:.1} GiB card ({}{band}); {}",
+        "as written it is predicted to need {:.1} GiB per GPU on a {:.1} GiB card ({}{band}{lengths}); {}",
         as_written.gpu_peak_gib(),
         setup.profile.gpu.memory_gib,
         predicted.as_str(),

@@ -128,6 +128,58 @@ fn seed_002_preflight_keeps_the_batch_and_the_gpus() {
     assert!(m.why.contains("predicted to need"), "{}", m.why);
 }
 
+/// Seed 002's plan is judged with orch's default lengths (diamonds has no `datasets/` entry):
+/// the verdict says at what mean length it would turn, and that length is where it turns.
+/// With the data's lengths known (GSM8K's, from `datasets/gsm8k.yaml`) or logged by an
+/// attempt, nothing is assumed and nothing is said.
+#[test]
+fn a_verdict_on_assumed_lengths_says_where_it_turns() {
+    let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    let turn = estimator
+        .fits_below(&setup, &written)
+        .expect("a length it fits at");
+    let seq_len = turn.assumed.seq_len as f64;
+    assert_eq!(seq_len, 1536.0);
+    assert!((turn.assumed.tokens_per_sequence / seq_len - 0.635).abs() < 1e-9);
+    let fits_at = |tokens: f64| {
+        let mut e = estimator.clone();
+        e.set_sequence_tokens(Some(tokens));
+        e.estimate(&setup, &written).estimate.fits()
+    };
+    assert!(turn.fits_below_tokens < turn.assumed.tokens_per_sequence);
+    assert!(fits_at(turn.fits_below_tokens));
+    assert!(!fits_at(turn.fits_below_tokens + 2.0));
+    let mut notes = Vec::new();
+    let m = preflight(&setup, &estimator, &written, &mut notes).expect("a fitting plan");
+    let clause = format!(
+        "it fits if a sequence averages under {:.0} of its 1536 tokens; orch assumed 975",
+        turn.fits_below_tokens
+    );
+    assert!(m.why.contains(&clause), "{}", m.why);
+
+    // Lengths an attempt logged: nothing assumed.
+    let mut logged = estimator.clone();
+    logged.set_sequence_tokens(Some(1200.0));
+    assert!(!logged.estimate(&setup, &written).estimate.fits());
+    assert_eq!(logged.fits_below(&setup, &written), None);
+    // A dataset orch knows: nothing assumed either.
+    let (setup, written) = load(
+        "diamonds-seed0",
+        "h100-80g",
+        &[("data.train_files", "~/data/gsm8k/train.parquet")],
+    );
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    assert_eq!(
+        estimator
+            .estimate(&setup, &written)
+            .estimate
+            .assumed_lengths,
+        None
+    );
+    assert_eq!(estimator.fits_below(&setup, &written), None);
+}
+
 /// verl's own 14B tuning recipe (examples/tuning/14b, 4 × H800) as diamonds' overrides on
 /// 4 × H100, on diamonds' data (the default share of the padded length): predicted a few GiB
 /// over the card. Inside a band that admits it, preflight's message says it is submitted as

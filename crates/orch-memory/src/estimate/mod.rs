@@ -44,7 +44,7 @@ mod table;
 pub use allocator::{Event, OomDetail, Site, Walk, walk};
 pub use config::{Precision, SimConfig};
 pub use hardware::Hardware;
-pub use output::{Estimate, FailAt, FailKind, Failure, Item, StaticPart};
+pub use output::{AssumedLengths, Estimate, FailAt, FailKind, Failure, Item, StaticPart};
 pub use sglang::sglang_in_use_gib;
 pub use trainers::*;
 pub use version::{TrainerVersion, VersionError};

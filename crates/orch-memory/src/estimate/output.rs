@@ -186,6 +186,20 @@ pub struct Estimate {
     pub failure: Option<Failure>,
     /// Assumptions and caveats, for the banner.
     pub notes: Vec<String>,
+    /// The real tokens a sequence was taken to hold when nothing said how long the run's
+    /// sequences are (verl with padding removed: no `datasets/` entry, no logged lengths), so
+    /// the verdict rests on a documented default. None where the lengths are known or do not
+    /// matter.
+    pub assumed_lengths: Option<AssumedLengths>,
+}
+
+/// A default the estimate took for the run's sequence lengths ([`Estimate::assumed_lengths`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AssumedLengths {
+    /// Real tokens per sequence taken (prompt + response).
+    pub tokens_per_sequence: f64,
+    /// The padded length: `max_prompt_length + max_response_length`.
+    pub seq_len: u64,
 }
 
 impl Estimate {

@@ -24,6 +24,8 @@ pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyho
     // Bad input (an unreadable `architecture:`, a template without an estimator): exit 2.
     let estimator = Estimator::new(&setup, &written).map_err(|e| UsageError(e.to_string()))?;
     let est = estimator.estimate(&setup, &plan);
+    // Where "does not fit" rests on the default lengths: the length at which it would fit.
+    let lengths = estimator.fits_below(&setup, &plan);
     let speed = throughput::predict(&est, written.resources.gpus, setup.profile.gpu.memory_gib);
     // The best predicted fitting configuration for the experiment as written, by this
     // estimate; what submit's preflight sends instead when the architecture is known.
@@ -53,6 +55,13 @@ pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyho
     if args.json {
         let mut json = to_json(&setup, &plan, &est);
         json["throughput"] = json!(round3(speed.relative));
+        json["assumed_lengths"] = est.estimate.assumed_lengths.map_or(json!(null), |a| {
+            json!({
+                "tokens_per_sequence": round2(a.tokens_per_sequence),
+                "seq_len": a.seq_len,
+                "fits_below_tokens": lengths.map(|l| l.fits_below_tokens),
+            })
+        });
         let as_json = |(m, e, t): &(planner::Move, PlanEstimate, throughput::Throughput)| {
             json!({
                 "steps": m.label,
@@ -92,6 +101,9 @@ pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyho
         outln!("{}", serde_json::to_string_pretty(&json)?);
     } else {
         let mut text = report(&setup, &plan, &est);
+        if let Some(l) = &lengths {
+            text.push_str(&format!("lengths: {}\n", l.describe()));
+        }
         if let Some((p, simulated, chosen)) = &calibration {
             text.push_str(&format!(
                 "{}{}\n",

@@ -747,6 +747,7 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
         host_limit_gib: hw.host_mem_gib,
         failure,
         notes,
+        assumed_lengths: None,
         arch: Some(arch),
     }
 }

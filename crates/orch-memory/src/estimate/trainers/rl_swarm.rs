@@ -559,6 +559,7 @@ pub(crate) fn estimate_rl_swarm(
         host_limit_gib: hw.host_mem_gib,
         failure,
         notes,
+        assumed_lengths: None,
     }
 }
 

@@ -594,6 +594,7 @@ pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
         host_limit_gib: hw.host_mem_gib,
         failure,
         notes,
+        assumed_lengths: None,
     }
 }
 

@@ -18,7 +18,9 @@ use crate::estimate::hardware::Hardware;
 use crate::estimate::host::host_limit;
 use crate::estimate::k;
 use crate::estimate::lora::{Lora, trained_label};
-use crate::estimate::output::{Estimate, FailAt, FailKind, Failure, Item, item, items_from_events};
+use crate::estimate::output::{
+    AssumedLengths, Estimate, FailAt, FailKind, Failure, Item, item, items_from_events,
+};
 use crate::estimate::sglang::SglangInVerl;
 use crate::estimate::version::TrainerVersion;
 use crate::estimate::vllm::Vllm;
@@ -662,6 +664,19 @@ impl VerlConfig {
             Some(t) if t > 0.0 && self.seq_len() > 0 => (t / self.seq_len() as f64).min(1.0),
             _ => k::REMOVE_PADDING_FILL,
         }
+    }
+
+    /// The default [`Self::fill`] takes when nothing says how long the sequences are, where
+    /// their length matters (padding removed, or micro-batches cut by tokens).
+    pub fn assumed_lengths(&self) -> Option<AssumedLengths> {
+        let assumed = self.observed_tokens_per_sequence.is_none()
+            && self.dataset.is_none()
+            && (self.use_remove_padding || self.use_dynamic_bsz)
+            && self.seq_len() > 0;
+        assumed.then(|| AssumedLengths {
+            tokens_per_sequence: k::REMOVE_PADDING_FILL * self.seq_len() as f64,
+            seq_len: self.seq_len(),
+        })
     }
 
     /// The response's share of a padded sequence: what verl's padded path keeps of the
@@ -2214,6 +2229,7 @@ pub(crate) fn estimate_verl(
         failure,
         notes,
         arch: Some(arch),
+        assumed_lengths: v.assumed_lengths(),
     }
 }
 
