@@ -2010,13 +2010,21 @@ fn first_failure(
 /// replay's slack is 0.5–3.9 GiB; its fixed-size run is within 7 %. A release not stated
 /// gets no term: the planner scales device peaks by logged / predicted reserved, so a term
 /// a newer verl does not have would make it optimistic, while a missing one errs safe.
+///
+/// With expandable segments (verl 0.6 and later), an update also holds FSDP's communication
+/// pools in the counter ([`comm_pools_gib`]), as far as the card (`capacity`) has room beside
+/// the phase's peak: under pressure the allocator frees them first.
 fn reserved_counter(
     v: &VerlConfig,
     train_hw: &Hardware,
     phase: Phase,
     events: &[Event],
     w: &Walk,
+    (pools, capacity): (f64, f64),
 ) -> f64 {
+    if train_hw.expandable_segments && matches!(phase, Phase::Update | Phase::CriticUpdate) {
+        return w.reserved_peak_gib + pools.min((capacity - w.device_peak_gib).max(0.0));
+    }
     let before_trainer_mode = v
         .release_line()
         .is_some_and(|l| l < EXPANDABLE_TRAINING_RELEASE);
@@ -2024,6 +2032,39 @@ fn reserved_counter(
         return w.reserved_peak_gib;
     }
     w.reserved_peak_gib + micro_batch_gib(events)
+}
+
+/// What FSDP's own CUDA streams keep reserved through an update, GiB per GPU: PyTorch's
+/// caching allocator keeps a freed block for the stream that allocated it (`get_free_block`
+/// matches `p.stream()`, c10/cuda/CUDACachingAllocator.cpp), and an expandable segment
+/// belongs to one stream, so what FSDP allocates on its all-gather and reduce-scatter streams
+/// stays mapped beside the compute stream's memory until `empty_cache`, freed or not. FSDP1
+/// unshards a unit into its padded flat parameter on `_unshard_stream` (two in flight under
+/// `limit_all_gathers`; the root unit, the embeddings and the final norm verl does not wrap,
+/// stays unsharded from forward to backward) and casts each unit's gradient to `reduce_dtype`
+/// (verl: fp32) and reduce-scatters it into a new shard on `_post_backward_stream`
+/// (`torch/distributed/fsdp/_runtime_utils.py` `_post_backward_hook`, `_reduce_grad`); FSDP2
+/// the same on its all-gather and reduce-scatter streams (`_fully_shard/_fsdp_collectives.py`
+/// `foreach_all_gather`, `foreach_reduce`). So: the root and two layers in bf16, and the root's
+/// gradient in fp32 with its shard. Not the device peak: the allocator frees cached memory of
+/// every stream and retries before an out-of-memory error. The counter of a release that
+/// trains without expandable segments keeps its empirical slack (8 %), which the pools are in.
+/// LightningSearch-RL's verl 0.8 runs (`calibration/verl.yaml`: Qwen3-4B, bf16, 4 × RTX 5090)
+/// logged 13.56 GiB reserved for 9.38 allocated, at any sequence length.
+fn comm_pools_gib(arch: &Arch, actor: &Actor, v: &VerlConfig) -> f64 {
+    if actor.world <= 1.0 {
+        return 0.0;
+    }
+    let heads = if arch.tied_embeddings { 1.0 } else { 2.0 };
+    let root = heads * arch.embed_params() + f64::from(arch.hidden);
+    let gathered = 2.0 * (root + 2.0 * arch.layer_params());
+    // With LoRA only the adapters have gradients to reduce.
+    let reduced = if v.lora.is_some() {
+        0.0
+    } else {
+        4.0 * root * (1.0 + 1.0 / actor.world)
+    };
+    (gathered + reduced) / GIB
 }
 
 /// The most a phase's micro-batch holds of its own at once: its activations, recomputed layer
@@ -2190,11 +2231,12 @@ pub(crate) fn estimate_verl(
         .iter()
         .map(|p| p.2.allocated_peak_gib)
         .fold(demand.allocated_peak_gib, f64::max);
+    let pools = (comm_pools_gib(&arch, &actor, v), c);
     let reserved = steady
         .iter()
-        .map(|p| reserved_counter(v, &train_hw, p.0, &p.1, &p.2))
+        .map(|p| reserved_counter(v, &train_hw, p.0, &p.1, &p.2, pools))
         .fold(
-            reserved_counter(v, &train_hw, Phase::Update, &events, &demand),
+            reserved_counter(v, &train_hw, Phase::Update, &events, &demand, pools),
             f64::max,
         );
     if peak.0 != Phase::Update {
@@ -2322,7 +2364,9 @@ pub static MODEL: TrainerModel = TrainerModel {
     //    and vLLM is eager by default. `actor.fsdp_config.model_dtype` (a bf16 actor);
     //    AdamW's sqrt(v) in the optimizer step, after FSDP frees its gathered layers;
     //    vLLM's smaller workspace with `enforce_eager`.
-    revision: 10,
+    // 11: with expandable segments in training, the reserved counter of an update holds
+    //    what FSDP's all-gather and reduce-scatter streams keep cached (`comm_pools_gib`).
+    revision: 11,
 };
 
 /// verl's configuration from a plan, with the real tokens per sequence an earlier attempt
