@@ -106,7 +106,7 @@ impl LengthBreakEven {
     pub fn short(&self) -> String {
         let a = &self.assumed;
         format!(
-            "it fits if a sequence averages under {:.0} of its {} tokens; orch assumed {:.0}",
+            "it fits if a sequence averages at most {:.0} of its {} tokens; orch assumed {:.0}",
             self.fits_below_tokens, a.seq_len, a.tokens_per_sequence,
         )
     }
@@ -274,13 +274,18 @@ impl Estimator {
     }
 
     /// Where a verdict of "does not fit" rests on the default sequence lengths (nothing said
-    /// how long the run's sequences are): the longest mean sequence with which `plan` would
-    /// fit as written. None when the lengths are known, when it fits, or when it would not fit
-    /// with any length.
-    pub fn fits_below(&self, setup: &Setup, plan: &Plan) -> Option<LengthBreakEven> {
-        let as_written = self.estimate(setup, plan);
+    /// how long the run's sequences are): the longest mean sequence with which `plan` (whose
+    /// estimate is `as_written`) would fit as written, every shorter one fitting too. None when
+    /// the lengths are known, when it fits, when it would not fit with any length, or when
+    /// shorter sequences may need more (micro-batches packed to a token budget).
+    pub fn fits_below(
+        &self,
+        setup: &Setup,
+        plan: &Plan,
+        as_written: &PlanEstimate,
+    ) -> Option<LengthBreakEven> {
         let assumed = as_written.estimate.assumed_lengths?;
-        if as_written.estimate.fits() {
+        if as_written.estimate.fits() || !assumed.monotone {
             return None;
         }
         let fits = |tokens: f64| {
@@ -288,7 +293,8 @@ impl Estimator {
             at.set_sequence_tokens(Some(tokens));
             at.estimate(setup, plan).estimate.fits()
         };
-        // A sequence holds at least one token; the verdict is monotone in the tokens.
+        // A sequence holds at least one token; with fixed micro-batches the peak grows with
+        // the tokens, so the verdict turns once.
         let (mut lo, mut hi) = (1.0, assumed.tokens_per_sequence);
         if !fits(lo) {
             return None;
@@ -301,8 +307,13 @@ impl Estimator {
                 hi = mid;
             }
         }
+        let lo = lo.floor();
+        // What is said must hold: every shorter length checked fits.
+        if !(1..8).all(|i| fits(lo * f64::from(i) / 8.0)) {
+            return None;
+        }
         Some(LengthBreakEven {
-            fits_below_tokens: lo.floor(),
+            fits_below_tokens: lo,
             assumed,
         })
     }

@@ -368,7 +368,7 @@ fn a_projects_dataset_file_gives_the_lengths_the_estimate_packs() {
     assert!(turn > 600.0 && turn < 975.0, "{default}");
     let text = orch.expect(&["estimate", "diamonds-seed0"], 0).stdout;
     let line = format!(
-        "lengths: as written it fits if a sequence averages under {turn:.0} of its 1536 tokens; orch assumed 975"
+        "lengths: as written it fits if a sequence averages at most {turn:.0} of its 1536 tokens; orch assumed 975"
     );
     assert!(text.contains(&line), "{text}");
     let dir = orch.path().join("datasets");

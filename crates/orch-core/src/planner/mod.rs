@@ -330,7 +330,7 @@ pub fn preflight_with(
     });
     // A verdict that rests on the default sequence lengths says where it would turn.
     let lengths = estimator
-        .fits_below(setup, written)
+        .fits_below(setup, written, &as_written)
         .map_or(String::new(), |l| {
             format!("; {}, without the data's lengths", l.short())
         });

@@ -136,8 +136,9 @@ fn seed_002_preflight_keeps_the_batch_and_the_gpus() {
 fn a_verdict_on_assumed_lengths_says_where_it_turns() {
     let (setup, written) = load("diamonds-seed0", "h100-80g", &[]);
     let estimator = Estimator::new(&setup, &written).unwrap();
+    let as_written = estimator.estimate(&setup, &written);
     let turn = estimator
-        .fits_below(&setup, &written)
+        .fits_below(&setup, &written, &as_written)
         .expect("a length it fits at");
     let seq_len = turn.assumed.seq_len as f64;
     assert_eq!(seq_len, 1536.0);
@@ -150,10 +151,11 @@ fn a_verdict_on_assumed_lengths_says_where_it_turns() {
     assert!(turn.fits_below_tokens < turn.assumed.tokens_per_sequence);
     assert!(fits_at(turn.fits_below_tokens));
     assert!(!fits_at(turn.fits_below_tokens + 2.0));
+    assert!((1..20).all(|i| fits_at(turn.fits_below_tokens * f64::from(i) / 20.0)));
     let mut notes = Vec::new();
     let m = preflight(&setup, &estimator, &written, &mut notes).expect("a fitting plan");
     let clause = format!(
-        "it fits if a sequence averages under {:.0} of its 1536 tokens; orch assumed 975",
+        "it fits if a sequence averages at most {:.0} of its 1536 tokens; orch assumed 975",
         turn.fits_below_tokens
     );
     assert!(m.why.contains(&clause), "{}", m.why);
@@ -161,8 +163,9 @@ fn a_verdict_on_assumed_lengths_says_where_it_turns() {
     // Lengths an attempt logged: nothing assumed.
     let mut logged = estimator.clone();
     logged.set_sequence_tokens(Some(1200.0));
-    assert!(!logged.estimate(&setup, &written).estimate.fits());
-    assert_eq!(logged.fits_below(&setup, &written), None);
+    let at_logged = logged.estimate(&setup, &written);
+    assert!(!at_logged.estimate.fits());
+    assert_eq!(logged.fits_below(&setup, &written, &at_logged), None);
     // A dataset orch knows: nothing assumed either.
     let (setup, written) = load(
         "diamonds-seed0",
@@ -170,14 +173,42 @@ fn a_verdict_on_assumed_lengths_says_where_it_turns() {
         &[("data.train_files", "~/data/gsm8k/train.parquet")],
     );
     let estimator = Estimator::new(&setup, &written).unwrap();
-    assert_eq!(
-        estimator
-            .estimate(&setup, &written)
-            .estimate
-            .assumed_lengths,
-        None
+    let known = estimator.estimate(&setup, &written);
+    assert_eq!(known.estimate.assumed_lengths, None);
+    assert_eq!(estimator.fits_below(&setup, &written, &known), None);
+}
+
+/// With micro-batches packed to a token budget, shorter sequences can need more: the budget
+/// fills one micro-batch where longer ones split into two smaller ones. The verdict turns more
+/// than once, so no length is promised. Here (a 40,000-token budget over 256 + 280 tokens)
+/// 100-token sequences do not fit, 150-token ones do.
+#[test]
+fn a_token_budget_promises_no_length() {
+    let (setup, written) = load(
+        "diamonds-seed0",
+        "h100-80g",
+        &[
+            ("actor_rollout_ref.actor.use_dynamic_bsz", "true"),
+            ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu", "40000"),
+            ("data.max_prompt_length", "256"),
+            ("data.max_response_length", "280"),
+        ],
     );
-    assert_eq!(estimator.fits_below(&setup, &written), None);
+    let estimator = Estimator::new(&setup, &written).unwrap();
+    let as_written = estimator.estimate(&setup, &written);
+    let assumed = as_written
+        .estimate
+        .assumed_lengths
+        .expect("lengths assumed");
+    assert!(!assumed.monotone);
+    assert!(!as_written.estimate.fits());
+    let fits_at = |tokens: f64| {
+        let mut e = estimator.clone();
+        e.set_sequence_tokens(Some(tokens));
+        e.estimate(&setup, &written).estimate.fits()
+    };
+    assert!(!fits_at(100.0) && fits_at(150.0));
+    assert_eq!(estimator.fits_below(&setup, &written, &as_written), None);
 }
 
 /// verl's own 14B tuning recipe (examples/tuning/14b, 4 × H800) as diamonds' overrides on

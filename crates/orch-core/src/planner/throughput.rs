@@ -122,7 +122,8 @@ pub fn predict(e: &PlanEstimate, base_gpus: u32, capacity_gib: f64) -> Throughpu
         Some(r) => ROLLOUT_SHARE * r + (1.0 - ROLLOUT_SHARE) * train,
         None => train,
     };
-    let peak = est.train_reserved_gib.max(est.rollout_peak_gib);
+    // What other streams keep cached is freed under pressure before anything else.
+    let peak = (est.train_reserved_gib - est.train_stream_cache_gib).max(est.rollout_peak_gib);
     if peak > PRESSURE_FRACTION * capacity_gib {
         step *= cost(
             &mut costs,

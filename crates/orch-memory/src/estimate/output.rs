@@ -167,6 +167,9 @@ pub struct Estimate {
     pub train_allocated_gib: f64,
     /// `max_memory_reserved` of the training process (capacity ignored).
     pub train_reserved_gib: f64,
+    /// Of `train_reserved_gib`, what streams other than the compute stream keep cached (FSDP's
+    /// communication pools): the allocator frees it before it fails, so it is no pressure.
+    pub train_stream_cache_gib: f64,
     /// The training peak's part that no token of the micro-batch adds (weights, gradients,
     /// optimizer state, buffers): the same step with an empty micro-batch. What is left of the
     /// peak grows with the micro-batch's tokens, so a measured peak can calibrate the two parts
@@ -200,6 +203,10 @@ pub struct AssumedLengths {
     pub tokens_per_sequence: f64,
     /// The padded length: `max_prompt_length + max_response_length`.
     pub seq_len: u64,
+    /// Whether fewer tokens per sequence never need more memory: false where a pass packs
+    /// micro-batches to a token budget (`use_dynamic_bsz`), whose micro-batch grows and shrinks
+    /// as the sequences lengthen (one budget-full micro-batch, then two smaller ones).
+    pub monotone: bool,
 }
 
 impl Estimate {

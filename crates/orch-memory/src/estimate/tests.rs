@@ -2325,8 +2325,9 @@ fn verl_from_0_6_trains_with_expandable_segments() {
 
 /// With micro-batches packed to a token budget on a verl release before 0.6, torch's reserved
 /// counter keeps one more set of the micro-batch's tensors (cached segments of another size);
-/// the device peak an OOM is judged by does not move. A release from 0.6 on (expandable
-/// segments), expandable segments from the environment, or a release not stated: no term.
+/// the device peak an OOM is judged by does not move. A release not stated: no term. A release
+/// from 0.6 on (expandable segments), or expandable segments from the environment: none either,
+/// but FSDP's communication pools instead (revision 11).
 #[test]
 fn dynamic_batching_before_0_6_raises_the_reserved_counter_not_the_device_peak() {
     let dynamic = with(
@@ -2382,19 +2383,19 @@ fn fsdp_pools_gib(model: &str, world: f64) -> f64 {
 /// verl 0.8's counter on LightningSearch-RL's tiny run (calibration/verl.yaml: 9.38 GiB
 /// allocated, 13.56 reserved at any sequence length): the allocated peak is the optimizer step
 /// and the counter adds FSDP's communication pools (2.9 GiB for Qwen3-4B over four GPUs) to the
-/// compute stream's. The device peak does not move: the allocator frees what other streams
-/// cache before it fails. On one GPU there is nothing to gather or reduce; with LoRA only the
-/// gathers.
+/// compute stream's. The device peak does not hold them: the allocator frees what other
+/// streams cache before it fails, so they fill only the room the card has left. On one GPU
+/// there is nothing to gather or reduce; with LoRA only the gathers.
 #[test]
 fn verl_with_expandable_segments_counts_fsdps_communication_pools_in_the_reserved_counter() {
-    let bf16 = [(
+    let bf16 = (
         "actor_rollout_ref.actor.fsdp_config.model_dtype",
         "bfloat16",
-    )];
-    let run = |extra: &[(&'static str, &'static str)], release: Option<&str>| {
-        verl_release(rtx5090(), &tiny_qwen3_4b(extra), release)
+    );
+    let on = |card: Hardware, extra: &[(&'static str, &'static str)]| {
+        verl_release(card, &tiny_qwen3_4b(extra), Some("0.8.0"))
     };
-    let new = run(&bf16, Some("0.8.0"));
+    let new = on(rtx5090(), &[bf16]);
     let pools = fsdp_pools_gib("Qwen/Qwen3-4B", 4.0);
     assert!((pools - 2.91).abs() < 0.02, "{pools}");
     let compute = new.train_allocated_gib * (1.0 + k::FRAG_EXPANDABLE);
@@ -2402,24 +2403,90 @@ fn verl_with_expandable_segments_counts_fsdps_communication_pools_in_the_reserve
         (new.train_reserved_gib - compute - pools).abs() < 0.05,
         "{new:?}"
     );
+    assert!((new.train_stream_cache_gib - pools).abs() < 0.05, "{new:?}");
     assert!(
         (new.train_reserved_gib / 13.56 - 1.0).abs() < 0.10,
         "{new:?}"
     );
+    // The device peak is the compute stream's and the process's others (verl 0.8's asleep
+    // vLLM is a process of its own), without the pools.
+    let beside = k::CUDA_CTX_GIB + k::VLLM_ASLEEP_GIB;
+    assert!(
+        (new.train_peak_gib - (new.train_reserved_gib - pools) - beside).abs() < 0.05,
+        "{new:?}"
+    );
+    // A card with 1 GiB of room beside that peak holds 1 GiB of them.
+    let tight = Hardware {
+        gpu_mem_gib: new.train_peak_gib + 1.0,
+        ..rtx5090()
+    };
+    // (vLLM's share of so small a card leaves it no KV cache: the counter is what is read.)
+    let capped = on(tight, &[bf16]);
+    assert!(
+        (capped.train_reserved_gib - compute - 1.0).abs() < 0.05,
+        "{capped:?}"
+    );
+    // LoRA: only the gathers (the root and two layers in bf16). (Layered, so that the weight
+    // sync, which holds no pools, is not the counter's peak.)
+    let lora = on(
+        rtx5090(),
+        &[
+            bf16,
+            ("actor_rollout_ref.model.lora_rank", "8"),
+            ("actor_rollout_ref.rollout.layered_summon", "true"),
+            ("actor_rollout_ref.rollout.load_format", "safetensors"),
+        ],
+    );
+    let a = lookup("Qwen/Qwen3-4B");
+    let gathers = 2.0 * (a.embed_params() + f64::from(a.hidden) + 2.0 * a.layer_params()) / GIB;
+    assert!(
+        (lora.train_stream_cache_gib - gathers).abs() < 0.05,
+        "{gathers} {lora:?}"
+    );
     // A release without expandable segments keeps its 8 % slack, pools in it.
-    let old = run(&bf16, Some("0.5.0"));
+    let old = verl_release(rtx5090(), &tiny_qwen3_4b(&[bf16]), Some("0.5.0"));
     assert!(
         old.train_reserved_gib < old.train_allocated_gib * (1.0 + k::FRAG) + 0.05,
         "{old:?}"
     );
-    assert_eq!(new.train_peak_gib, run(&bf16, Some("0.6.0")).train_peak_gib);
+    assert_eq!(old.train_stream_cache_gib, 0.0);
     // One GPU: no pools.
-    let one = run(&[bf16[0], ("trainer.n_gpus_per_node", "1")], Some("0.8.0"));
-    assert!(
-        (one.train_reserved_gib - one.train_allocated_gib * (1.0 + k::FRAG_EXPANDABLE)).abs()
-            < 0.05,
-        "{one:?}"
+    let one = on(rtx5090(), &[bf16, ("trainer.n_gpus_per_node", "1")]);
+    assert_eq!(one.train_stream_cache_gib, 0.0, "{one:?}");
+}
+
+/// A PPO critic's update holds its own FSDP root's pools, of the value model's shape: no LM
+/// head, so an untied model's root is its embedding alone.
+#[test]
+fn a_critics_update_counts_the_value_models_pools() {
+    let ppo = with(
+        &diamonds(),
+        &[
+            ("algorithm.adv_estimator", "gae"),
+            ("critic.ppo_micro_batch_size_per_gpu", "1"),
+            ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "1"),
+            (
+                "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+                "1",
+            ),
+            (
+                "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+                "1",
+            ),
+        ],
     );
+    let e = verl_release(h100(false), &ppo, Some("0.6.0"));
+    let actor = fsdp_pools_gib("Qwen/Qwen2.5-7B-Instruct", 4.0);
+    // The actor's pools (two embedding matrices in its root) are the larger; the counter is
+    // the larger of the two updates' with theirs.
+    assert!(
+        e.train_stream_cache_gib > 0.0 && e.train_stream_cache_gib <= actor + 0.01,
+        "{e:?}"
+    );
+    let a = lookup("Qwen/Qwen2.5-7B-Instruct");
+    let root = a.embed_params() + f64::from(a.hidden);
+    let critic = (2.0 * (root + 2.0 * a.layer_params()) + 4.0 * root * 1.25) / GIB;
+    assert!(critic < actor - 2.0, "{critic} {actor}");
 }
 
 /// LightningSearch-RL's tiny GRPO of Qwen3-4B on 4 × RTX 5090 (calibration/verl-holdout.yaml).

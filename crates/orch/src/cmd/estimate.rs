@@ -25,7 +25,7 @@ pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyho
     let estimator = Estimator::new(&setup, &written).map_err(|e| UsageError(e.to_string()))?;
     let est = estimator.estimate(&setup, &plan);
     // Where "does not fit" rests on the default lengths: the length at which it would fit.
-    let lengths = estimator.fits_below(&setup, &plan);
+    let lengths = estimator.fits_below(&setup, &plan, &est);
     let speed = throughput::predict(&est, written.resources.gpus, setup.profile.gpu.memory_gib);
     // The best predicted fitting configuration for the experiment as written, by this
     // estimate; what submit's preflight sends instead when the architecture is known.

@@ -739,6 +739,7 @@ pub(crate) fn estimate_areal(hw: &Hardware, a: &ArealConfig, known: Option<&Arch
         train_peak_gib: peak.2.device_peak_gib,
         train_allocated_gib: allocated_peak,
         train_reserved_gib: reserved_peak,
+        train_stream_cache_gib: 0.0,
         train_static: None,
         rollout_items: sglang.items(a),
         rollout_peak_gib: sglang.in_use_gib,

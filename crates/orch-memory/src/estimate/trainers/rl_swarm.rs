@@ -551,6 +551,7 @@ pub(crate) fn estimate_rl_swarm(
         train_peak_gib: train.device_peak_gib,
         train_allocated_gib: train.allocated_peak_gib,
         train_reserved_gib: train.reserved_peak_gib,
+        train_stream_cache_gib: 0.0,
         train_static: None,
         rollout_items,
         rollout_peak_gib: rollout_peak,

@@ -583,6 +583,7 @@ pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
         train_peak_gib: demand.device_peak_gib,
         train_allocated_gib: demand.allocated_peak_gib,
         train_reserved_gib: demand.reserved_peak_gib,
+        train_stream_cache_gib: 0.0,
         train_static: Some(StaticPart {
             allocated_gib: fixed.allocated_peak_gib,
             reserved_gib: fixed.reserved_peak_gib,

@@ -669,13 +669,20 @@ impl VerlConfig {
     /// The default [`Self::fill`] takes when nothing says how long the sequences are, where
     /// their length matters (padding removed, or micro-batches cut by tokens).
     pub fn assumed_lengths(&self) -> Option<AssumedLengths> {
+        let dynamic = self.use_dynamic_bsz
+            || self.log_prob.use_dynamic_bsz
+            || self.ref_log_prob.use_dynamic_bsz
+            || self.critic_forward.use_dynamic_bsz
+            || self.critic_update.use_dynamic_bsz;
+        let packed = self.use_remove_padding || self.critic_use_remove_padding;
         let assumed = self.observed_tokens_per_sequence.is_none()
             && self.dataset.is_none()
-            && (self.use_remove_padding || self.use_dynamic_bsz)
+            && (packed || dynamic)
             && self.seq_len() > 0;
         assumed.then(|| AssumedLengths {
             tokens_per_sequence: k::REMOVE_PADDING_FILL * self.seq_len() as f64,
             seq_len: self.seq_len(),
+            monotone: !dynamic,
         })
     }
 
@@ -2012,18 +2019,23 @@ fn first_failure(
 /// a newer verl does not have would make it optimistic, while a missing one errs safe.
 ///
 /// With expandable segments (verl 0.6 and later), an update also holds FSDP's communication
-/// pools in the counter ([`comm_pools_gib`]), as far as the card (`capacity`) has room beside
-/// the phase's peak: under pressure the allocator frees them first.
+/// pools in the counter ([`Pools`]), as far as the card has room beside the phase's peak:
+/// under pressure the allocator frees them first.
 fn reserved_counter(
     v: &VerlConfig,
     train_hw: &Hardware,
     phase: Phase,
     events: &[Event],
     w: &Walk,
-    (pools, capacity): (f64, f64),
+    pools: &Pools,
 ) -> f64 {
-    if train_hw.expandable_segments && matches!(phase, Phase::Update | Phase::CriticUpdate) {
-        return w.reserved_peak_gib + pools.min((capacity - w.device_peak_gib).max(0.0));
+    let cached = match phase {
+        Phase::Update => pools.actor,
+        Phase::CriticUpdate => pools.critic,
+        _ => 0.0,
+    };
+    if train_hw.expandable_segments && cached > 0.0 {
+        return w.reserved_peak_gib + cached.min((pools.capacity - w.device_peak_gib).max(0.0));
     }
     let before_trainer_mode = v
         .release_line()
@@ -2035,34 +2047,67 @@ fn reserved_counter(
 }
 
 /// What FSDP's own CUDA streams keep reserved through an update, GiB per GPU: PyTorch's
-/// caching allocator keeps a freed block for the stream that allocated it (`get_free_block`
-/// matches `p.stream()`, c10/cuda/CUDACachingAllocator.cpp), and an expandable segment
-/// belongs to one stream, so what FSDP allocates on its all-gather and reduce-scatter streams
-/// stays mapped beside the compute stream's memory until `empty_cache`, freed or not. FSDP1
-/// unshards a unit into its padded flat parameter on `_unshard_stream` (two in flight under
-/// `limit_all_gathers`; the root unit, the embeddings and the final norm verl does not wrap,
-/// stays unsharded from forward to backward) and casts each unit's gradient to `reduce_dtype`
-/// (verl: fp32) and reduce-scatters it into a new shard on `_post_backward_stream`
-/// (`torch/distributed/fsdp/_runtime_utils.py` `_post_backward_hook`, `_reduce_grad`); FSDP2
-/// the same on its all-gather and reduce-scatter streams (`_fully_shard/_fsdp_collectives.py`
-/// `foreach_all_gather`, `foreach_reduce`). So: the root and two layers in bf16, and the root's
-/// gradient in fp32 with its shard. Not the device peak: the allocator frees cached memory of
-/// every stream and retries before an out-of-memory error. The counter of a release that
-/// trains without expandable segments keeps its empirical slack (8 %), which the pools are in.
+/// caching allocator gives a freed block back only to the stream that allocated it
+/// (`get_free_block` matches the request's stream, c10/cuda/CUDACachingAllocator.cpp), and
+/// with expandable segments each stream maps a segment of its own, so what FSDP allocates on
+/// its communication streams stays mapped beside the compute stream's memory until
+/// `empty_cache`, freed or not. Sized for FSDP1, verl's default `strategy: fsdp`: it unshards
+/// each unit into its padded flat parameter on `_unshard_stream` (the root unit, the
+/// embeddings and final norm verl does not wrap, stays unsharded from forward to backward; two
+/// layers in flight under `limit_all_gathers`) and casts each unit's gradient to
+/// `reduce_dtype` (verl: fp32) and reduce-scatters it into a new shard on
+/// `_post_backward_stream` (`torch/distributed/fsdp/_runtime_utils.py` `_post_backward_hook`,
+/// `_reduce_grad`). So: the root and two layers in bf16, and the root's gradient in fp32 with
+/// its shard. FSDP2 copies its gathered parameters out onto the compute stream, so its gather
+/// pool is smaller. The same caching happens without expandable segments; there the counter
+/// keeps the 8 % slack fitted on play-verl's logged counters (verl of 2025-05), which holds
+/// it. Where the counter's peak is in the backward, the walk's own two gathered layers are
+/// then counted twice (0.87 GiB for a 7B's two layers). Not the device peak: the allocator frees
+/// cached memory of every stream and retries before an out-of-memory error.
 /// LightningSearch-RL's verl 0.8 runs (`calibration/verl.yaml`: Qwen3-4B, bf16, 4 × RTX 5090)
 /// logged 13.56 GiB reserved for 9.38 allocated, at any sequence length.
-fn comm_pools_gib(arch: &Arch, actor: &Actor, v: &VerlConfig) -> f64 {
-    if actor.world <= 1.0 {
+struct Pools {
+    /// The actor's update.
+    actor: f64,
+    /// The critic's update (its own FSDP root and streams, the value model's shape).
+    critic: f64,
+    /// The card, which bounds what stays cached.
+    capacity: f64,
+}
+
+impl Pools {
+    fn new(arch: &Arch, critic: &Arch, actor: &Actor, v: &VerlConfig, capacity: f64) -> Self {
+        Pools {
+            actor: comm_pools_gib(arch, actor.world, v.lora.is_some()),
+            critic: comm_pools_gib(critic, actor.world, false),
+            capacity,
+        }
+    }
+
+    /// No pools: the counter as a release without expandable segments would read it.
+    fn none(capacity: f64) -> Self {
+        Pools {
+            actor: 0.0,
+            critic: 0.0,
+            capacity,
+        }
+    }
+}
+
+/// [`Pools`] of one FSDP model over `world` GPUs; with LoRA only the adapters have gradients
+/// to reduce. On one GPU FSDP1 falls back to `NO_SHARD`: nothing to gather or reduce-scatter
+/// (its mixed-precision copies are the walk's).
+fn comm_pools_gib(arch: &Arch, world: f64, lora: bool) -> f64 {
+    if world <= 1.0 {
         return 0.0;
     }
     let heads = if arch.tied_embeddings { 1.0 } else { 2.0 };
     let root = heads * arch.embed_params() + f64::from(arch.hidden);
     let gathered = 2.0 * (root + 2.0 * arch.layer_params());
-    // With LoRA only the adapters have gradients to reduce.
-    let reduced = if v.lora.is_some() {
+    let reduced = if lora {
         0.0
     } else {
-        4.0 * root * (1.0 + 1.0 / actor.world)
+        4.0 * root * (1.0 + 1.0 / world)
     };
     (gathered + reduced) / GIB
 }
@@ -2231,14 +2276,17 @@ pub(crate) fn estimate_verl(
         .iter()
         .map(|p| p.2.allocated_peak_gib)
         .fold(demand.allocated_peak_gib, f64::max);
-    let pools = (comm_pools_gib(&arch, &actor, v), c);
-    let reserved = steady
-        .iter()
-        .map(|p| reserved_counter(v, &train_hw, p.0, &p.1, &p.2, pools))
-        .fold(
-            reserved_counter(v, &train_hw, Phase::Update, &events, &demand, pools),
-            f64::max,
-        );
+    let counter = |pools: &Pools| {
+        steady
+            .iter()
+            .map(|p| reserved_counter(v, &train_hw, p.0, &p.1, &p.2, pools))
+            .fold(
+                reserved_counter(v, &train_hw, Phase::Update, &events, &demand, pools),
+                f64::max,
+            )
+    };
+    let reserved = counter(&Pools::new(&arch, &critic, &actor, v, c));
+    let stream_cache = reserved - counter(&Pools::none(c));
     if peak.0 != Phase::Update {
         notes.push(format!(
             "the step's peak is the {} ({:.1} GiB on the device; the actor update's {:.1})",
@@ -2262,6 +2310,7 @@ pub(crate) fn estimate_verl(
         train_peak_gib,
         train_allocated_gib: allocated,
         train_reserved_gib: reserved,
+        train_stream_cache_gib: stream_cache,
         train_static: None,
         rollout_items,
         rollout_peak_gib: res.steady + engine.awake_gib(),
