@@ -2084,7 +2084,7 @@ impl Pools {
         }
     }
 
-    /// No pools: the counter as a release without expandable segments would read it.
+    /// No pools: the counter without them, which `train_stream_cache_gib` is measured against.
     fn none(capacity: f64) -> Self {
         Pools {
             actor: 0.0,
