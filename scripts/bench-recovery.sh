@@ -32,7 +32,10 @@
 #      EXPERIMENTS / PROFILES (space-separated; default: all built-in ones),
 #      ORCH_SIM_STEP_SECONDS (default 0.05: the simulator's step time; the table does not
 #      depend on it), EXTRA (more arguments for `orch submit`, e.g. "--preflight=off"),
-#      TRUTHS (default "exact calibrated"), ORCH_SIM_TRUTH_SEED (the calibrated draw; default 0).
+#      TRUTHS (default "exact calibrated"), ORCH_SIM_TRUTH_SEED (the calibrated draw; default 0),
+#      SEEDS (several calibrated draws, e.g. "0 1 2": each runs as its own truth,
+#      `calibrated:sN`, and the summary adds them up; the draws are per configuration, so one
+#      seed's figures move whenever the calibration set's residuals do).
 # The demo's simulated preemption (experiments/diamonds.yaml) is switched off: only memory
 # failures are counted.
 set -euo pipefail
@@ -49,6 +52,7 @@ fi
 export ORCH_SIM_STEP_SECONDS=${ORCH_SIM_STEP_SECONDS:-0.05}
 TRUTHS=${TRUTHS:-exact calibrated}
 SEED=${ORCH_SIM_TRUTH_SEED:-0}
+SEEDS=${SEEDS:-$SEED}
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-recovery.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
@@ -69,29 +73,44 @@ import json, sys
 for p in json.load(sys.stdin):
     print(p["name"] if isinstance(p, dict) else p)' | tr '\n' ' ')}
 
-printf '%-16s %-10s %-10s %-9s %6s %8s %6s %6s %6s  %s\n' experiment profile truth result failed attempts kept true ladder "semantic changes (final steps)"
+printf '%-16s %-10s %-13s %-9s %6s %8s %6s %6s %6s  %s\n' experiment profile truth result failed attempts kept true ladder "semantic changes (final steps)"
 rows=$WORK/rows.tsv
 : >"$rows"
-for truth in $TRUTHS; do
+# Each (truth, seed) to run, as `truth seed label`: the exact truth draws nothing.
+runs_of() {
+    local truth seed
+    for truth in $TRUTHS; do
+        if [[ $truth == calibrated ]]; then
+            # shellcheck disable=SC2086
+            set -- $SEEDS
+            for seed in "$@"; do
+                if [[ $# -gt 1 ]]; then echo "$truth $seed $truth:s$seed"; else echo "$truth $seed $truth"; fi
+            done
+        else
+            echo "$truth $SEED $truth"
+        fi
+    done
+}
+while read -r truth seed label; do
 for exp in $EXPERIMENTS; do
     for prof in $PROFILES; do
-        runs="$WORK/runs-$truth-$exp-$prof"
+        runs="$WORK/runs-$label-$exp-$prof"
         # shellcheck disable=SC2086
         ORCH_RUNS_DIR=$runs "$ORCH" submit "$exp" --profile "$prof" --backend local \
             --max-attempts "$MAX" --set env.ORCH_SIM_PREEMPT_AT_STEP=0 \
-            --set env.ORCH_SIM_TRUTH="$truth" --set env.ORCH_SIM_TRUTH_SEED="$SEED" ${EXTRA:-} \
+            --set env.ORCH_SIM_TRUTH="$truth" --set env.ORCH_SIM_TRUTH_SEED="$seed" ${EXTRA:-} \
             >/dev/null 2>"$WORK/err" || true
         # The run is the directory with a ledger (evidence.jsonl sits beside it).
         run=$(cd "$runs" 2>/dev/null && for d in */events.jsonl; do [[ -e $d ]] && echo "${d%/events.jsonl}"; done | head -n 1)
         if [[ -z $run ]]; then
-            printf '%-16s %-10s %-10s %-9s %6s %8s %6s %6s %6s  %s\n' "$exp" "$prof" "$truth" refused - - - - - "$(head -n 1 "$WORK/err")"
-            printf '%s\t%s\t%s\trefused\t-\t-\t-\t\t\t\t\t\n' "$exp" "$prof" "$truth" >>"$rows"
+            printf '%-16s %-10s %-13s %-9s %6s %8s %6s %6s %6s  %s\n' "$exp" "$prof" "$label" refused - - - - - "$(head -n 1 "$WORK/err")"
+            printf '%s\t%s\t%s\trefused\t-\t-\t-\t\t\t\t\t\n' "$exp" "$prof" "$label" >>"$rows"
             continue
         fi
         # The best fitting configuration's predicted throughput, with the architecture known:
         # by the estimate (preflight's `best`) and by the truth (`true_best`).
         env -u ORCH_ARCHITECTURE "$ORCH" estimate "$exp" --profile "$prof" --json \
-            --sim-truth "$truth" --sim-truth-seed "$SEED" \
+            --sim-truth "$truth" --sim-truth-seed "$seed" \
             >"$WORK/best.json" 2>/dev/null || echo '{}' >"$WORK/best.json"
         last=$(ls "$runs/$run/attempts" 2>/dev/null | sort -n | tail -n 1)
         if [[ -n $last ]] && env -u ORCH_ARCHITECTURE "$ORCH" estimate "$exp" --profile "$prof" \
@@ -125,19 +144,25 @@ final = final_est.get("throughput")
 ratio = lambda b: final / b if ok and b and final else None
 kept, kept_true, kept_ladder = ratio(best), ratio(policy_best), ratio(ladder_best)
 pct = lambda k: "%5.0f%%" % (100 * k) if k is not None else "     -"
-print("%-16s %-10s %-10s %-9s %6d %8d %s %s %s  %s" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), pct(kept), pct(kept_true), pct(kept_ladder), desc))
+print("%-16s %-10s %-13s %-9s %6d %8d %s %s %s  %s" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), pct(kept), pct(kept_true), pct(kept_ladder), desc))
 blank = lambda k: "" if k is None else k
 with open(sys.argv[3], "a") as f:
     f.write("%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n" % (exp, prof, truth, "ok" if ok else h["state"], failed, len(atts), "yes" if sem else "no", blank(kept), blank(kept_true), final if ok and final else "", blank(kept_ladder), known))
-' "$exp" "$prof" "$rows" "$WORK/best.json" "$WORK/final.json" "$truth"
+' "$exp" "$prof" "$rows" "$WORK/best.json" "$WORK/final.json" "$label"
     done
 done
-done
-python3 - "$rows" "$SEED" <<'PY'
+done < <(runs_of)
+python3 - "$rows" "$SEEDS" <<'PY'
 import statistics, sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
-for truth in dict.fromkeys(r[2] for r in rows):
-    mine = [r for r in rows if r[2] == truth]
+labels = list(dict.fromkeys(r[2] for r in rows))
+seeds = [l for l in labels if l.startswith("calibrated:")]
+# Each truth (each calibrated seed apart), then the seeds together.
+groups = [(l, [r for r in rows if r[2] == l]) for l in labels]
+if len(seeds) > 1:
+    groups.append(("calibrated, seeds " + " ".join(l.split(":s")[1] for l in seeds),
+                   [r for r in rows if r[2] in seeds]))
+for truth, mine in groups:
     ran = [r for r in mine if r[3] != "refused"]
     ok = [r for r in ran if r[3] == "ok"]
     fails = [int(r[4]) for r in ok]
