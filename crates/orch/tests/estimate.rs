@@ -364,6 +364,7 @@ fn a_projects_dataset_file_gives_the_lengths_the_estimate_packs() {
     let lengths = &default["assumed_lengths"];
     assert_eq!(lengths["seq_len"], 1536, "{default}");
     assert_eq!(lengths["tokens_per_sequence"], 975.36, "{default}");
+    assert_eq!(lengths["monotone"], true, "{default}");
     let turn = lengths["fits_below_tokens"].as_f64().unwrap();
     assert!(turn > 600.0 && turn < 975.0, "{default}");
     let text = orch.expect(&["estimate", "diamonds-seed0"], 0).stdout;

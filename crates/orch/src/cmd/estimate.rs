@@ -59,6 +59,8 @@ pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyho
             json!({
                 "tokens_per_sequence": round2(a.tokens_per_sequence),
                 "seq_len": a.seq_len,
+                // false: micro-batches packed to a token budget, where no length is promised
+                "monotone": a.monotone,
                 "fits_below_tokens": lengths.map(|l| l.fits_below_tokens),
             })
         });
