@@ -19,6 +19,8 @@ everything it needs in DIR (default \$ORCH_SSHD_DIR, else /tmp/orch-sshd):
 
   DIR/sshd_config, DIR/ssh_host_{ed25519,ecdsa}_key   server config and keys
   DIR/sshd.pid, DIR/sshd.log                          pid file, server log
+  DIR/login-home/                                     the login shell's HOME (SetEnv),
+                                                      with a quiet .bashrc
   DIR/authorized_keys                                 the client keys below
   DIR/home/                                           a ready-made client HOME:
     .ssh/id_ed25519           client key, no passphrase
@@ -176,6 +178,14 @@ UsePAM no
 KbdInteractiveAuthentication no"
 fi
 
+# The login shell's HOME: a directory of its own, with a quiet .bashrc. bash sources ~/.bashrc
+# for commands run over ssh, and this machine's own (root's, say) may print to stderr: pyenv's
+# `init` rehashes on every login and, with the suite's logins racing, says "pyenv: cannot
+# rehash" into the remote command's stderr, which the tests compare byte for byte.
+LOGIN_HOME="$DIR/login-home"
+mkdir -p "$LOGIN_HOME"
+printf '# Written by scripts/sshd-up.sh: the test sshd login shell starts quiet.\n' >"$LOGIN_HOME/.bashrc"
+
 CONFIG_CHANGED=0
 write_if_changed "$DIR/sshd_config" <<EOF && CONFIG_CHANGED=1
 # Written by scripts/sshd-up.sh; rewritten on each run.
@@ -200,6 +210,7 @@ Subsystem sftp internal-sftp
 MaxStartups 200:30:400
 MaxSessions 100
 LoginGraceTime 30
+SetEnv HOME=$LOGIN_HOME
 LogLevel VERBOSE
 EOF
 
