@@ -533,7 +533,7 @@ fn other_architecture(setup: &Setup, model: &str) -> Architecture {
         &env,
     );
     match found {
-        Ok(Lookup::Known(r)) => known_architecture(model, r),
+        Ok(Lookup::Known(r)) => known_architecture(model, *r),
         Ok(Lookup::Unknown { tried }) => Architecture::Unknown { tried },
         Err(e) => Architecture::Unknown {
             tried: vec![e.to_string()],
@@ -569,7 +569,7 @@ fn architecture(setup: &Setup, model: &str) -> Result<Architecture, EstimateErro
         Err(unknown) => return Ok(unknown),
     };
     Ok(match found {
-        Lookup::Known(r) => known_architecture(model, r),
+        Lookup::Known(r) => known_architecture(model, *r),
         Lookup::Unknown { tried } => Architecture::Unknown { tried },
     })
 }

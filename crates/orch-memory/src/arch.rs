@@ -28,6 +28,39 @@ pub struct Architecture {
     /// (and Qwen2.5) have them without saying so in `config.json`; Llama says `false`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_bias: Option<bool>,
+    /// A mixture of experts' keys; all absent in a dense model.
+    #[serde(flatten)]
+    pub moe: MoeKeys,
+}
+
+/// The `config.json` keys of a sparse mixture-of-experts decoder, as Hugging Face's Qwen2-MoE,
+/// Qwen3-MoE, OLMoE and Mixtral write them (`transformers/models/*/configuration_*.py`).
+/// Every layer's MLP is then `num_experts` gated MLPs of `moe_intermediate_size`, a router
+/// (`hidden_size × num_experts`) and, in Qwen2-MoE, a shared expert every token passes through.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MoeKeys {
+    /// Routed experts per sparse layer (`num_experts`; Mixtral's `num_local_experts`).
+    #[serde(
+        default,
+        alias = "num_local_experts",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub num_experts: Option<u64>,
+    /// Experts each token is routed to (top-k).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_experts_per_tok: Option<u64>,
+    /// One expert's MLP width. Absent: `intermediate_size` (Mixtral's experts use it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moe_intermediate_size: Option<u64>,
+    /// Qwen2-MoE's shared expert (with its one-unit sigmoid gate). Absent or 0: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_expert_intermediate_size: Option<u64>,
+    /// Qwen2-MoE/Qwen3-MoE: layers that keep a dense MLP of `intermediate_size`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mlp_only_layers: Vec<u64>,
+    /// Qwen2-MoE/Qwen3-MoE: every `decoder_sparse_step`-th layer is sparse (1: all).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decoder_sparse_step: Option<u64>,
 }
 
 /// Why an architecture cannot be used.
@@ -53,7 +86,28 @@ pub enum ArchError {
         "architecture: num_attention_heads ({heads}) must be a multiple of num_key_value_heads ({kv})"
     )]
     Heads { heads: u64, kv: u64 },
+    #[error("architecture: num_experts_per_tok ({k}) must be at most num_experts ({experts})")]
+    TopK { k: u64, experts: u64 },
+    #[error(
+        "{path}: `{key}` marks {what}, whose memory orch does not model; its estimate would be wrong, so orch refuses it (give a supported model's config.json, or set the estimate off)"
+    )]
+    Unsupported {
+        path: String,
+        key: &'static str,
+        what: &'static str,
+    },
 }
+
+/// `config.json` keys of architectures whose shape the keys above cannot state, each with what
+/// it marks: DeepSeek-V2/V3's multi-head latent attention and routed experts (with dense first
+/// layers and shared experts of their own).
+const UNSUPPORTED_KEYS: [(&str, &str); 2] = [
+    (
+        "kv_lora_rank",
+        "multi-head latent attention (DeepSeek-V2/V3)",
+    ),
+    ("n_routed_experts", "DeepSeek-V2/V3's mixture of experts"),
+];
 
 /// The largest size any one architecture key may have: far above every real model's (a
 /// vocabulary of 256k, 126 layers, a hidden size of 16k), and small enough that products of
@@ -73,7 +127,22 @@ impl Architecture {
             path: shown.clone(),
             error,
         })?;
-        let arch: Architecture = serde_json::from_str(&text).map_err(|e| ArchError::Parse {
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| ArchError::Parse {
+                path: shown.clone(),
+                message: e.to_string(),
+            })?;
+        if let Some((key, what)) = UNSUPPORTED_KEYS
+            .into_iter()
+            .find(|(key, _)| value.get(key).is_some_and(|v| !v.is_null()))
+        {
+            return Err(ArchError::Unsupported {
+                path: shown,
+                key,
+                what,
+            });
+        }
+        let arch: Architecture = serde_json::from_value(value).map_err(|e| ArchError::Parse {
             path: shown,
             message: e.to_string(),
         })?;
@@ -91,6 +160,19 @@ impl Architecture {
             ("vocab_size", self.vocab_size),
             ("num_key_value_heads", self.num_key_value_heads.unwrap_or(1)),
             ("head_dim", self.head_dim.unwrap_or(1)),
+            ("num_experts", self.moe.num_experts.unwrap_or(1)),
+            (
+                "num_experts_per_tok",
+                self.moe.num_experts_per_tok.unwrap_or(1),
+            ),
+            (
+                "moe_intermediate_size",
+                self.moe.moe_intermediate_size.unwrap_or(1),
+            ),
+            (
+                "decoder_sparse_step",
+                self.moe.decoder_sparse_step.unwrap_or(1),
+            ),
         ] {
             if v == 0 {
                 return Err(ArchError::NotPositive { key });
@@ -102,6 +184,11 @@ impl Architecture {
                     max: MAX_DIMENSION,
                 });
             }
+        }
+        if let (Some(experts), k) = (self.moe.num_experts, self.top_k())
+            && k > experts
+        {
+            return Err(ArchError::TopK { k, experts });
         }
         let kv = self.kv_heads();
         if !self.num_attention_heads.is_multiple_of(kv) {
@@ -135,9 +222,73 @@ impl Architecture {
             .unwrap_or(self.model_type.as_deref() == Some("qwen2"))
     }
 
+    /// Routed experts per sparse layer (`None`: a dense model).
+    pub fn experts(&self) -> Option<u64> {
+        self.moe.num_experts.filter(|&e| e > 0)
+    }
+
+    /// Experts a token passes through in a sparse layer (top-k; 1 when unset, as in Hugging
+    /// Face's default of none; a dense model's 1 MLP).
+    pub fn top_k(&self) -> u64 {
+        self.moe.num_experts_per_tok.unwrap_or(1).max(1)
+    }
+
+    /// One routed expert's MLP width.
+    pub fn expert_intermediate(&self) -> u64 {
+        self.moe
+            .moe_intermediate_size
+            .unwrap_or(self.intermediate_size)
+    }
+
+    /// Layers whose MLP is a mixture of experts: Qwen2-MoE's rule (`modeling_qwen2_moe.py`
+    /// `Qwen2MoeDecoderLayer.__init__`: not in `mlp_only_layers`, and `(i + 1)` a multiple of
+    /// `decoder_sparse_step`); every layer in Mixtral and OLMoE; none in a dense model.
+    pub fn sparse_layers(&self) -> u64 {
+        if self.experts().is_none() {
+            return 0;
+        }
+        let step = self.moe.decoder_sparse_step.unwrap_or(1).max(1);
+        (0..self.num_hidden_layers)
+            .filter(|i| !self.moe.mlp_only_layers.contains(i) && (i + 1).is_multiple_of(step))
+            .count() as u64
+    }
+
+    /// Parameters of one sparse layer's MLP: the experts' gated MLPs, the router, and the
+    /// shared expert with its one-unit gate.
+    fn sparse_mlp_params(&self) -> f64 {
+        let h = self.hidden_size as f64;
+        let experts = self.experts().unwrap_or(0) as f64;
+        let shared = self.moe.shared_expert_intermediate_size.unwrap_or(0) as f64;
+        let shared = if shared > 0.0 {
+            3.0 * h * shared + h
+        } else {
+            0.0
+        };
+        experts * 3.0 * h * self.expert_intermediate() as f64 + h * experts + shared
+    }
+
+    /// MLP units a token passes through, averaged over the layers: the dense MLP's width, or in
+    /// a sparse layer its top-k experts' widths and the shared expert's. Activations scale
+    /// with it as with a dense model's `intermediate_size`.
+    pub fn mlp_units_per_token(&self) -> f64 {
+        let layers = self.num_hidden_layers as f64;
+        let sparse = self.sparse_layers() as f64;
+        let sparse_units = (self.top_k() * self.expert_intermediate()
+            + self.moe.shared_expert_intermediate_size.unwrap_or(0))
+            as f64;
+        (sparse * sparse_units + (layers - sparse) * self.intermediate_size as f64) / layers
+    }
+
+    /// Share of the layers that are sparse (0 for a dense model).
+    pub fn sparse_share(&self) -> f64 {
+        self.sparse_layers() as f64 / self.num_hidden_layers as f64
+    }
+
     /// Parameters of one decoder layer: attention (Q, K, V, O projections, with Qwen2's QKV
     /// biases), a gated MLP (gate, up, down: the SwiGLU of Llama, Qwen and Mistral) and two
-    /// RMSNorms. Qwen2.5-7B comes to 7,615,616,512, its published count exactly.
+    /// RMSNorms. Qwen2.5-7B comes to 7,615,616,512, its published count exactly. A mixture of
+    /// experts' layers are averaged: the sparse ones hold every expert (see
+    /// [`Architecture::sparse_layers`]).
     pub fn layer_params(&self) -> f64 {
         let h = self.hidden_size as f64;
         let q = self.num_attention_heads as f64 * self.head_dim() as f64;
@@ -148,8 +299,20 @@ impl Architecture {
             0.0
         };
         let attention = h * q + 2.0 * h * kv + q * h + bias;
-        let mlp = 3.0 * h * self.intermediate_size as f64;
+        let dense = 3.0 * h * self.intermediate_size as f64;
+        let share = self.sparse_share();
+        let mlp = share * self.sparse_mlp_params() + (1.0 - share) * dense;
         attention + mlp + 2.0 * h
+    }
+
+    /// Parameters one token's forward uses: every layer's attention, its top-k experts and
+    /// the shared expert (not the other experts), the embedding and the LM head.
+    pub fn active_params(&self) -> f64 {
+        let h = self.hidden_size as f64;
+        let inactive = self.experts().map_or(0.0, |e| {
+            (e - self.top_k()) as f64 * 3.0 * h * self.expert_intermediate() as f64
+        });
+        self.params() - self.sparse_layers() as f64 * inactive
     }
 
     /// Total parameters: layers, the embedding, the LM head unless tied, the final norm.
@@ -203,6 +366,7 @@ mod tests {
             tie_word_embeddings: false,
             model_type: None,
             attention_bias: None,
+            moe: MoeKeys::default(),
         };
         assert!(
             (llama.params() / 1e9 - 8.03).abs() < 0.02,
@@ -242,5 +406,56 @@ mod tests {
         let mut uneven = qwen25_7b();
         uneven.num_key_value_heads = Some(5);
         assert!(uneven.validate().is_err());
+    }
+
+    /// Mixtral's `num_local_experts` is read as `num_experts`; DeepSeek-V2/V3's keys, whose
+    /// attention and experts these keys cannot state, are refused with the key named.
+    #[test]
+    fn mixture_of_experts_config_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let mixtral = dir.path().join("mixtral.json");
+        std::fs::write(
+            &mixtral,
+            r#"{"architectures": ["MixtralForCausalLM"], "hidden_size": 4096,
+                "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+                "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2,
+                "vocab_size": 32000, "tie_word_embeddings": false, "model_type": "mixtral"}"#,
+        )
+        .unwrap();
+        let a = Architecture::from_config_file(&mixtral).unwrap();
+        assert_eq!(
+            (a.experts(), a.top_k(), a.expert_intermediate()),
+            (Some(8), 2, 14336)
+        );
+        assert_eq!(a.sparse_layers(), 32);
+        assert_eq!(a.mlp_units_per_token(), 2.0 * 14336.0);
+        // Dense layers named by mlp_only_layers keep intermediate_size.
+        let mut mixed = a.clone();
+        mixed.moe.mlp_only_layers = vec![0, 1];
+        assert_eq!(mixed.sparse_layers(), 30);
+        assert!(mixed.params() < a.params());
+        let deepseek = dir.path().join("deepseek.json");
+        std::fs::write(
+            &deepseek,
+            r#"{"hidden_size": 2048, "num_hidden_layers": 27, "num_attention_heads": 16,
+                "intermediate_size": 10944, "vocab_size": 102400, "kv_lora_rank": 512,
+                "n_routed_experts": 64, "num_experts_per_tok": 6}"#,
+        )
+        .unwrap();
+        let err = Architecture::from_config_file(&deepseek)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("kv_lora_rank") && err.contains("deepseek.json"),
+            "{err}"
+        );
+        let mut top = a;
+        top.moe.num_experts_per_tok = Some(9);
+        assert!(
+            top.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("num_experts_per_tok")
+        );
     }
 }

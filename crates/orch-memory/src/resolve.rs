@@ -70,7 +70,7 @@ pub struct Resolved {
 /// The outcome of [`resolve`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lookup {
-    Known(Resolved),
+    Known(Box<Resolved>),
     /// Nothing knew the model; `tried` lists the places looked at, for the one message
     /// that says so.
     Unknown {
@@ -135,7 +135,7 @@ pub fn resolve(
 }
 
 fn known(arch: Architecture, source: ArchSource) -> Lookup {
-    Lookup::Known(Resolved { arch, source })
+    Lookup::Known(Box::new(Resolved { arch, source }))
 }
 
 /// `p` with a leading `~` replaced by `$HOME`, as a shell (and Python's `expanduser`) would.

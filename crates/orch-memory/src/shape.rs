@@ -8,6 +8,25 @@
 use crate::arch::Architecture;
 use crate::table::{ModelTable, params_from_name};
 
+/// A mixture of experts' routing, as far as memory is concerned.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Moe {
+    /// Routed experts per sparse layer.
+    pub experts: u32,
+    /// Experts each token is routed to.
+    pub top_k: u32,
+    /// One expert's MLP width.
+    pub expert_intermediate: u32,
+    /// The shared expert's width (0: none).
+    pub shared_intermediate: u32,
+    /// The dense layers' MLP width (`intermediate_size`).
+    pub dense_intermediate: u32,
+    /// Share of the layers that are sparse.
+    pub sparse_share: f64,
+    /// Parameters one token's forward uses.
+    pub active_params: f64,
+}
+
 /// The shape of a decoder-only transformer, as far as memory is concerned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Arch {
@@ -25,8 +44,12 @@ pub struct Arch {
     pub kv_heads: u32,
     /// Per-head dimension.
     pub head_dim: u32,
-    /// MLP intermediate size.
+    /// MLP units a token passes through: a dense model's intermediate size; in a mixture of
+    /// experts its top-k experts' widths and the shared expert's, averaged over the layers
+    /// ([`Architecture::mlp_units_per_token`]). Activations scale with it.
     pub intermediate: u32,
+    /// A mixture of experts' routing (`None` for a dense model).
+    pub moe: Option<Moe>,
     /// Vocabulary size.
     pub vocab: u32,
     /// Input embedding and LM head share one matrix.
@@ -72,7 +95,16 @@ impl Arch {
             heads: a.num_attention_heads as u32,
             kv_heads: a.kv_heads() as u32,
             head_dim: a.head_dim() as u32,
-            intermediate: a.intermediate_size as u32,
+            intermediate: a.mlp_units_per_token().round() as u32,
+            moe: a.experts().map(|experts| Moe {
+                experts: experts as u32,
+                top_k: a.top_k() as u32,
+                expert_intermediate: a.expert_intermediate() as u32,
+                shared_intermediate: a.moe.shared_expert_intermediate_size.unwrap_or(0) as u32,
+                dense_intermediate: a.intermediate_size as u32,
+                sparse_share: a.sparse_share(),
+                active_params: a.active_params(),
+            }),
             vocab: a.vocab_size as u32,
             tied_embeddings: a.tie_word_embeddings,
             known,
@@ -156,6 +188,24 @@ mod tests {
         assert_eq!(lookup("Qwen/Qwen3-8B").name, "Qwen3-8B");
         assert_eq!(lookup("Qwen/Qwen3-0.6B").layers, 28);
         assert_eq!(lookup("~/models/deepseek-llm-7b-chat").kv_heads, 32);
+        // A mixture of experts: a token passes through 8 experts of 768 units, so its
+        // activations are a 6144-unit MLP's; FSDP's unit is a layer with all 128 experts.
+        let moe = lookup("Qwen/Qwen3-30B-A3B-Base");
+        assert!(moe.known);
+        assert_eq!(moe.intermediate, 8 * 768);
+        let routing = moe.moe.expect("a mixture of experts");
+        assert_eq!((routing.experts, routing.top_k), (128, 8));
+        assert!(
+            (moe.layer_params() / 1e6 - 622.9).abs() < 1.0,
+            "{}",
+            moe.layer_params()
+        );
+        // Qwen1.5-MoE's shared expert adds its width to every token's.
+        assert_eq!(
+            lookup("Qwen/Qwen1.5-MoE-A2.7B").intermediate,
+            4 * 1408 + 5632
+        );
+        assert!(lookup("Qwen/Qwen2.5-7B").moe.is_none());
     }
 
     #[test]
@@ -166,6 +216,10 @@ mod tests {
         assert_eq!(params_from_name("gsa-512m"), Some(512e6));
         assert_eq!(params_from_name("my-org/custom-13b-chat"), Some(13e9));
         assert_eq!(params_from_name("gpt2"), None);
+        // A mixture of experts' total comes first; Mixtral's 8x7B counts 8 × 7B.
+        assert_eq!(params_from_name("Qwen3-30B-A3B-Base"), Some(30e9));
+        assert_eq!(params_from_name("Mixtral-8x7B-Instruct-v0.1"), Some(56e9));
+        assert_eq!(params_from_name("my-moe-4x1.5b"), Some(6e9));
     }
 
     #[test]
@@ -174,6 +228,11 @@ mod tests {
         assert!(!a.known);
         assert!((a.params - 13e9).abs() < 1.0);
         assert_eq!(a.hidden, 5120); // nearest: Qwen2.5-14B
+        // A mixture of experts the table lacks is sized by its name's total, never its
+        // active count (a dense stand-in: its activations are over-counted, not its weights).
+        let m = lookup("my-org/custom-moe-16x3B");
+        assert!(!m.known);
+        assert_eq!(m.params, 48e9);
         let b = lookup("some/model");
         assert!(!b.known);
         assert_eq!(b.hidden, 3584);

@@ -176,26 +176,76 @@ impl ModelTable {
     }
 }
 
-/// Parameter count in a model name (`7B`, `1.5b`, `512M`), in parameters.
+/// Parameter count in a model name (`7B`, `1.5b`, `512M`), in parameters. The first count
+/// is taken: a mixture of experts' total (`Qwen3-30B-A3B` → 30B, its active count after). A
+/// Mixtral-style `8x7B` counts 8 × 7B: more than the model (its experts share attention
+/// and embeddings: 46.7B), never less.
 pub fn params_from_name(name: &str) -> Option<f64> {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {
-        Regex::new(r"(?i)(?:^|[^0-9.])(\d+(?:\.\d+)?)([bm])(?:[^a-z0-9]|$)").expect("size regex")
+        Regex::new(r"(?i)(?:^|[^0-9.])(?:(\d+)x)?(\d+(?:\.\d+)?)([bm])(?:[^a-z0-9]|$)")
+            .expect("size regex")
     });
     let base = name.rsplit('/').next().unwrap_or(name);
     let caps = re.captures(base)?;
-    let n: f64 = caps[1].parse().ok()?;
-    let scale = if caps[2].eq_ignore_ascii_case("b") {
+    let experts: f64 = caps.get(1).map_or(Some(1.0), |m| m.as_str().parse().ok())?;
+    let n: f64 = caps[2].parse().ok()?;
+    let scale = if caps[3].eq_ignore_ascii_case("b") {
         1e9
     } else {
         1e6
     };
-    Some(n * scale).filter(|p| *p > 0.0)
+    Some(experts * n * scale).filter(|p| *p > 0.0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Mixtures of experts: total and active parameters as their model cards publish them
+    /// (Qwen3-30B-A3B 30.5B/3.3B, Qwen3-235B-A22B 235B/22B, Qwen1.5-MoE-A2.7B 14.3B/2.7B,
+    /// Qwen2-57B-A14B 57.4B/14B, Mixtral-8x7B 46.7B/12.9B, Mixtral-8x22B 141B/39B,
+    /// OLMoE-1B-7B 6.9B/1.3B), within 3 %.
+    #[test]
+    fn mixtures_of_experts_match_their_published_counts() {
+        let t = ModelTable::builtin();
+        for (name, family_size, total, active) in [
+            ("Qwen/Qwen3-30B-A3B-Base", "Qwen3-MoE-30B-A3B", 30.5, 3.3),
+            ("Qwen/Qwen3-235B-A22B", "Qwen3-MoE-235B-A22B", 235.0, 22.0),
+            ("Qwen/Qwen1.5-MoE-A2.7B-Chat", "Qwen2-MoE-A2.7B", 14.3, 2.7),
+            (
+                "Qwen/Qwen2-57B-A14B-Instruct",
+                "Qwen2-MoE-57B-A14B",
+                57.4,
+                14.0,
+            ),
+            (
+                "mistralai/Mixtral-8x7B-Instruct-v0.1",
+                "Mixtral-8x7B",
+                46.7,
+                12.9,
+            ),
+            ("mistralai/Mixtral-8x22B-v0.1", "Mixtral-8x22B", 141.0, 39.0),
+            ("allenai/OLMoE-1B-7B-0924", "OLMoE-1B-7B", 6.9, 1.3),
+        ] {
+            let m = t
+                .lookup(name)
+                .unwrap_or_else(|| panic!("{name} is in the table"));
+            assert_eq!(m.name, family_size);
+            let (p, a) = (m.arch.params() / 1e9, m.arch.active_params() / 1e9);
+            assert!(
+                (p / total - 1.0).abs() < 0.03,
+                "{name}: {p:.2}B of {total}B"
+            );
+            assert!(
+                (a / active - 1.0).abs() < 0.03,
+                "{name}: {a:.2}B active of {active}B"
+            );
+        }
+        // The dense Qwen3 of a near size is still the dense one.
+        assert_eq!(t.lookup("Qwen/Qwen3-32B").unwrap().name, "Qwen3-32B");
+        assert!(t.lookup("Qwen/Qwen3-32B").unwrap().arch.experts().is_none());
+    }
 
     #[test]
     fn builtin_families_resolve_by_name() {
@@ -262,13 +312,18 @@ mod tests {
     #[test]
     fn every_builtin_size_matches_its_published_parameter_count() {
         // The size label is the model card's rounded count; the shape must agree within the
-        // rounding (0.5B is 0.49B; 1.7B is 2.03B with its tied embedding counted once).
+        // rounding (0.5B is 0.49B; 1.7B is 2.03B with its tied embedding counted once). A
+        // mixture of experts' name gives its total (30B-A3B), its active count (A2.7B, OLMoE's
+        // 1B-7B) or experts × size (8x7B: 56B for 46.7B; 8x22B: 176B for 141B).
         for (file, fam) in &ModelTable::builtin().families {
             for (label, arch) in &fam.sizes {
                 let named = params_from_name(label).unwrap();
-                let ratio = arch.params() / named;
+                let agrees = |p: f64, lo: f64, hi: f64| (lo..hi).contains(&(p / named));
                 assert!(
-                    (0.85..1.25).contains(&ratio),
+                    agrees(arch.params(), 0.85, 1.25)
+                        || arch.experts().is_some()
+                            && (agrees(arch.params(), 0.75, 1.25)
+                                || agrees(arch.active_params(), 0.85, 1.3)),
                     "{file} {} {label}: shape gives {:.3}B",
                     fam.family,
                     arch.params() / 1e9

@@ -11,7 +11,50 @@ use crate::shape::Arch;
 pub(crate) fn layer_bytes(arch: &Arch) -> f64 {
     let (bh, bkv, bi) = k::ACT_LAYER_BYTES_BF16;
     let kv = f64::from(arch.kv_heads) * f64::from(arch.head_dim);
-    bh * arch.hidden as f64 + bkv * kv + bi * arch.intermediate as f64
+    bh * arch.hidden as f64 + bkv * kv + bi * arch.intermediate as f64 + routing_bytes(arch, 1.0)
+}
+
+/// Bytes per token, averaged over the layers, that a mixture of experts' routing adds to what
+/// its MLP units count in a layer that keeps its tensors for the backward
+/// ([`k::MOE_SAVED_BYTES_BF16`]); `scale` for another element size (1 in bf16). Qwen2-MoE's
+/// shared expert adds its `down_proj` output, saved by its sigmoid gate's multiply. 0 for a
+/// dense model.
+pub(crate) fn routing_bytes(arch: &Arch, scale: f64) -> f64 {
+    let (per_copy_unit, per_copy, per_expert) = k::MOE_SAVED_BYTES_BF16;
+    arch.moe.map_or(0.0, |m| {
+        let h = arch.hidden as f64;
+        let copies = f64::from(m.top_k);
+        let shared = if m.shared_intermediate > 0 {
+            2.0 * h
+        } else {
+            0.0
+        };
+        scale
+            * m.sparse_share
+            * (copies * (per_copy_unit * h + per_copy) + per_expert * f64::from(m.experts) + shared)
+    })
+}
+
+/// Bytes per token of one decoder layer's no-grad forward working set (log-prob passes): the
+/// hidden-sized tensors alive at once and the MLP's ([`k::NOGRAD_LAYER_BYTES`]). A mixture of
+/// experts runs one expert at a time on its share of the tokens, beside the expert mask and
+/// the router's logits ([`k::MOE_NOGRAD_BYTES`]), and the shared expert on every token.
+pub(crate) fn nograd_layer_bytes(arch: &Arch) -> f64 {
+    let (hb, mb) = k::NOGRAD_LAYER_BYTES;
+    let h = arch.hidden as f64;
+    match arch.moe {
+        None => hb * h + mb * arch.intermediate as f64,
+        Some(m) => {
+            let (per_copy_expert, per_expert) = k::MOE_NOGRAD_BYTES;
+            let (experts, copies) = (f64::from(m.experts), f64::from(m.top_k));
+            let units = copies * f64::from(m.expert_intermediate) / experts
+                + f64::from(m.shared_intermediate);
+            let sparse =
+                hb * h + mb * units + per_copy_expert * copies * experts + per_expert * experts;
+            let dense = hb * h + mb * f64::from(m.dense_intermediate);
+            m.sparse_share * sparse + (1.0 - m.sparse_share) * dense
+        }
+    }
 }
 
 /// Training-phase activations for `t` tokens: with checkpointing the stored layer inputs plus

@@ -118,6 +118,27 @@ pub const ACT_BYTES_FULL: f64 = 34.0;
 /// It replaces Korthikanti et al.'s `34·h` ([`ACT_BYTES_FULL`]), which assumes a 4h MLP: Qwen2.5's
 /// MLP is 5.3–5.8 h, so `34·h` counted half of what a layer keeps.
 pub const ACT_LAYER_BYTES_BF16: (f64, f64, f64) = (20.0, 4.0, 8.0);
+/// A mixture of experts' layer, per token, beyond what [`ACT_LAYER_BYTES_BF16`] counts with the
+/// top-k experts' widths as its MLP units: `(per routed copy and hidden unit, per routed copy,
+/// per expert)`. Hugging Face's eager expert loop (transformers 4.54–4.57, which verl's CI pins;
+/// `modeling_qwen3_moe.py` `Qwen3MoeSparseMoeBlock.forward`, the same in Mixtral and
+/// Qwen2-MoE) keeps, for each of a token's top-k copies, the gathered expert input, the
+/// `down_proj` output and the weighted output `index_add_` saves (3 × 2 bytes per hidden unit),
+/// its int64 top-k index, `torch.where`'s indices, the routing weight and
+/// `norm_topk_prob`'s division (30 bytes); and per expert the fp32 softmax of the router's
+/// logits (4 bytes). Counted with autograd's saved-tensor hooks on CPU (torch 2.8,
+/// transformers 4.57.1, small shapes: 10,940 bytes per token, the formula to the byte).
+/// transformers 5's grouped-matmul experts keep one hidden copy fewer; the larger is used.
+pub const MOE_SAVED_BYTES_BF16: (f64, f64, f64) = (6.0, 30.0, 4.0);
+/// A mixture of experts' layer in a no-grad forward (log-probs), per token, as `(per routed
+/// copy and expert, per expert)`: the eager loop holds the int64 `one_hot` expert mask
+/// (`k × E × 8` bytes) for the whole loop beside the bf16 router logits, and runs one expert's
+/// MLP at a time, on `k / E` of the tokens (so its MLP units are `k × I / E` in
+/// [`NOGRAD_LAYER_BYTES`]'s count). Measured as [`MOE_SAVED_BYTES_BF16`] (peak live bytes).
+pub const MOE_NOGRAD_BYTES: (f64, f64) = (8.0, 2.0);
+/// vLLM's fused-MoE chunk: `VLLM_FUSED_MOE_CHUNK_SIZE`'s default, 32768 tokens in vLLM 0.11
+/// (`vllm/envs.py`; 16384 in 0.12): its caches hold at most this many batched tokens.
+pub const VLLM_FUSED_MOE_CHUNK: f64 = 32768.0;
 /// With gradient checkpointing: each layer keeps its bf16 input only.
 pub const ACT_BYTES_CKPT: f64 = 2.0;
 /// vLLM's non-KV memory besides weights: CUDA graphs, sampler, allocator slack.

@@ -63,11 +63,24 @@ impl Proj {
         let h = a.hidden as f64;
         let q = a.heads as f64 * a.head_dim as f64;
         let kv = a.kv_heads as f64 * a.head_dim as f64;
-        let f = a.intermediate as f64;
         match self {
             Proj::Q | Proj::O => h + q,
             Proj::K | Proj::V => h + kv,
-            Proj::Gate | Proj::Up | Proj::Down => h + f,
+            Proj::Gate | Proj::Up | Proj::Down => match a.moe {
+                None => h + a.intermediate as f64,
+                // Every expert's projection of that name carries an adapter (Hugging Face's
+                // MoE blocks of transformers 4.x hold each expert as an MLP of `nn.Linear`s,
+                // `mlp.experts.N.gate_proj`), and the shared expert's; averaged over the layers.
+                Some(m) => {
+                    let shared = match m.shared_intermediate {
+                        0 => 0.0,
+                        s => h + f64::from(s),
+                    };
+                    let sparse = f64::from(m.experts) * (h + f64::from(m.expert_intermediate));
+                    let dense = h + f64::from(m.dense_intermediate);
+                    m.sparse_share * (sparse + shared) + (1.0 - m.sparse_share) * dense
+                }
+            },
         }
     }
 }

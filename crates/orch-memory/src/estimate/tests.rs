@@ -2677,3 +2677,59 @@ fn the_critics_update_ends_in_adamws_step_too() {
         "the actor's model, with its LM head"
     );
 }
+
+/// A mixture of experts under vLLM, against the one public profile of one: verl-recipe's
+/// `qat/README.md` (verl-project/verl-recipe at 48ea0a797f, "Experiment 3", BF16 column:
+/// Qwen3-30B-A3B-Base on a B300, vLLM TP 1, `gpu_memory_utilization` 0.90,
+/// `max_num_batched_tokens` 32768) reads "Weight | 56.88 GiB", "Peak Activation | 2.64 GiB",
+/// "Non-torch Memory | 0.14 GiB". The weights are all 128 experts'; the fused-MoE caches are
+/// most of the activation peak (the dense formula's 2 × 6144 MLP units per token would give
+/// 1.25 GiB where the caches alone hold 1.38).
+#[test]
+fn vllm_profiles_a_mixture_of_experts_as_verl_recipe_measured_it() {
+    use super::vllm::Vllm;
+    let arch = lookup("Qwen/Qwen3-30B-A3B-Base");
+    let o = ov(&[
+        ("actor_rollout_ref.model.path", "Qwen/Qwen3-30B-A3B-Base"),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", "1"),
+        ("actor_rollout_ref.rollout.gpu_memory_utilization", "0.9"),
+        ("actor_rollout_ref.rollout.max_num_batched_tokens", "32768"),
+        ("actor_rollout_ref.rollout.enforce_eager", "False"),
+    ]);
+    let v = Vllm::profile(&arch, &VerlConfig::from_overrides(&o), 267.7);
+    assert!(
+        (v.weights_gib / 56.88 - 1.0).abs() < 0.001,
+        "{}",
+        v.weights_gib
+    );
+    // The measured activation peak and non-torch memory (2.78 GiB) against the workspace,
+    // which also holds CUDA graphs and the sampler: within 0.5 GiB.
+    assert!((v.workspace_gib - 2.78).abs() < 0.5, "{}", v.workspace_gib);
+    let caches = 32768.0 * 8.0 * (2048.0 + 768.0) * 2.0 / GIB;
+    assert!(
+        v.workspace_gib > caches + k::VLLM_WORKSPACE_BASE_GIB,
+        "{v:?}"
+    );
+}
+
+/// A mixture of experts' layer keeps what Hugging Face's eager expert loop saves for the
+/// backward, counted with autograd's saved-tensor hooks (transformers 4.57.1, torch 2.8, CPU,
+/// bf16): the MoE block's `2h + 6kh + 8kI + 30k + 4E + 4` bytes per token (with
+/// `norm_topk_prob`; 10,940 bytes at h 256, I 128, E 16, k 4, to the byte), the block's input
+/// being the `2h` the dense count already holds. Its no-grad forward runs one expert at a
+/// time beside the int64 expert mask, a tenth of what the training forward keeps.
+#[test]
+fn a_mixture_of_experts_layer_keeps_what_the_eager_expert_loop_saves() {
+    use super::activations::{layer_bytes, nograd_layer_bytes};
+    let moe = lookup("Qwen/Qwen3-30B-A3B-Base");
+    let (h, i, e, k) = (2048.0, 768.0, 128.0, 8.0);
+    let attention = 20.0 * h + 4.0 * 4.0 * 128.0;
+    let block = 2.0 * h + 6.0 * k * h + 8.0 * k * i + 30.0 * k + 4.0 * e + 4.0;
+    assert!((layer_bytes(&moe) - (attention + block - 2.0 * h)).abs() <= 4.0);
+    // The small shape measured: the block's count is the formula's.
+    let small = 2.0 * 256.0 + 6.0 * 4.0 * 256.0 + 8.0 * 4.0 * 128.0 + 30.0 * 4.0 + 4.0 * 16.0 + 4.0;
+    assert_eq!(small, 10_940.0);
+    let nograd = nograd_layer_bytes(&moe);
+    assert!(nograd < layer_bytes(&moe) / 5.0, "{nograd}");
+    assert!(nograd > 8.0 * k * e, "the expert mask alone: {nograd}");
+}

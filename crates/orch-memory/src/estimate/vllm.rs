@@ -50,7 +50,7 @@ impl Vllm {
         };
         let workspace = base
             + v.max_num_batched_tokens as f64
-                * (2.0 * arch.intermediate as f64 / tp
+                * (mlp_workspace_units(arch, tp, v.max_num_batched_tokens as f64)
                     + k::VLLM_WORKSPACE_HIDDEN_BUFFERS * arch.hidden as f64)
                 * 2.0
                 / GIB;
@@ -75,5 +75,25 @@ impl Vllm {
     /// The longest sequence the KV cache could hold (vLLM's "estimated maximum model length").
     pub fn estimated_max_len(&self) -> u64 {
         (self.kv_gib * GIB / self.kv_bytes_per_token).floor() as u64
+    }
+}
+
+/// bf16 units per batched token of the MLP's profiled peak: a dense MLP's gate and up outputs
+/// (2 × intermediate / TP). A mixture of experts' fused-MoE caches instead
+/// (`vllm/model_executor/layers/fused_moe/fused_moe.py` `fused_experts_impl`, vLLM 0.11): for
+/// each of a token's top-k copies, `intermediate_cache1` (2 × I / TP) sharing its memory with
+/// `intermediate_cache3` (the hidden size), whichever is larger, and `intermediate_cache2`
+/// (I / TP); at most [`k::VLLM_FUSED_MOE_CHUNK`] tokens at a time, so for `batched` tokens
+/// the caches' units are spread over them all. Experts are split by TP as tensors, not by
+/// expert (verl turns expert parallelism on only with `expert_parallel_size`).
+fn mlp_workspace_units(arch: &Arch, tp: f64, batched: f64) -> f64 {
+    match arch.moe {
+        None => 2.0 * arch.intermediate as f64 / tp,
+        Some(m) => {
+            let i = f64::from(m.expert_intermediate) / tp;
+            let per_token = f64::from(m.top_k) * ((2.0 * i).max(arch.hidden as f64) + i);
+            let cached = batched.min(k::VLLM_FUSED_MOE_CHUNK);
+            per_token * cached / batched.max(1.0)
+        }
     }
 }

@@ -257,10 +257,16 @@ fn report(setup: &Setup, plan: &Plan, est: &PlanEstimate) -> String {
             params,
             shape,
         } => out.push_str(&format!(
-            "model {}: {} ({:.2}B parameters) from {source}\n",
+            "model {}: {} ({:.2}B parameters{}) from {source}\n",
             est.model,
             shape.name,
-            params / 1e9
+            params / 1e9,
+            shape.moe.map_or(String::new(), |m| format!(
+                "; a mixture of experts: {} per token of {}, {:.2}B active",
+                m.top_k,
+                m.experts,
+                m.active_params / 1e9
+            ))
         )),
         Architecture::Unknown { tried } => out.push_str(&format!(
             "model {}: architecture unknown ({}); estimated from its size alone — {} for a real estimate\n",

@@ -11,7 +11,7 @@ use super::{
     TrainerModel, Workload,
 };
 use crate::estimate::GIB;
-use crate::estimate::activations::activation_events;
+use crate::estimate::activations::{activation_events, nograd_layer_bytes};
 use crate::estimate::allocator::{Event, Site, Walk, alloc, net_gib, walk};
 use crate::estimate::hardware::Hardware;
 use crate::estimate::host::host_limit;
@@ -437,8 +437,7 @@ fn allocated(events: &[Event]) -> f64 {
 /// chunk of the compiled fp32 log-softmax at a time (`gather_logprobs`, nothing kept for a
 /// backward).
 fn logp_events(arch: &Arch, a: &ArealConfig, s: &Sizes, stepped: bool) -> Vec<Event> {
-    let (hb, mb) = k::NOGRAD_LAYER_BYTES;
-    let working = s.local_tokens * (hb * arch.hidden as f64 + mb * arch.intermediate as f64) / GIB;
+    let working = s.local_tokens * nograd_layer_bytes(arch) / GIB;
     let hidden = s.local_tokens * arch.hidden as f64 * 2.0 / GIB;
     let chunk = (k::AREAL_LOGITS_BYTES - 2.0) * s.chunk_unit;
     let mut events = vec![s.w()];

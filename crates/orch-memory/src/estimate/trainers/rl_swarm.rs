@@ -27,6 +27,7 @@ use super::{
     TrainerModel, Workload,
 };
 use crate::estimate::GIB;
+use crate::estimate::activations::routing_bytes;
 use crate::estimate::allocator::{Event, Site, alloc, walk};
 use crate::estimate::config::Precision;
 use crate::estimate::hardware::Hardware;
@@ -345,7 +346,9 @@ fn layer_activations(r: &RlSwarmConfig, a: &Arch, tokens: f64) -> f64 {
         k::TR_LAYER_BYTES_FP32
     };
     let kv = f64::from(a.kv_heads) * f64::from(a.head_dim);
-    tokens * (bh * a.hidden as f64 + bkv * kv + bi * a.intermediate as f64) / GIB
+    // A mixture of experts' routing, at this precision's bytes per MLP unit.
+    let routing = routing_bytes(a, bi / k::ACT_LAYER_BYTES_BF16.2);
+    tokens * (bh * a.hidden as f64 + bkv * kv + bi * a.intermediate as f64 + routing) / GIB
 }
 
 /// The training step in the order torch allocates it. `steady`: round 2 on (Adam's state

@@ -17,6 +17,7 @@
 
 use super::{Knobs, PlanInput, Trainer, TrainerModel, Workload};
 use crate::estimate::GIB;
+use crate::estimate::activations::routing_bytes;
 use crate::estimate::allocator::{Event, Site, alloc, walk};
 use crate::estimate::config::Precision;
 use crate::estimate::hardware::Hardware;
@@ -28,7 +29,7 @@ use crate::estimate::output::{
 use crate::shape::Arch;
 use std::path::Path;
 
-use crate::arch::{ArchError, Architecture};
+use crate::arch::{ArchError, Architecture, MoeKeys};
 use crate::overrides::{self, Overrides};
 use crate::resolve::{ArchSource, expand_home};
 
@@ -94,6 +95,7 @@ pub fn torchrun_architecture(
             tie_word_embeddings: flag("model.architecture.tie_word_embeddings").unwrap_or(false),
             model_type: o.get("model.architecture.model_type"),
             attention_bias: flag("model.architecture.attention_bias"),
+            moe: MoeKeys::default(),
         };
         let keys = "model.architecture.*";
         (arch, ArchSource::TrainingConfig { keys })
@@ -114,6 +116,7 @@ pub fn torchrun_architecture(
             tie_word_embeddings: flag("model.tie_word_embeddings").unwrap_or(false),
             model_type: Some("llama".into()),
             attention_bias: Some(false),
+            moe: MoeKeys::default(),
         };
         let keys = "model.d_model, model.n_layers, …";
         (arch, ArchSource::TrainingConfig { keys })
@@ -296,7 +299,9 @@ fn layer_bytes(t: &TorchrunConfig) -> (f64, f64, f64) {
 fn layer_activations(t: &TorchrunConfig, a: &Arch, tokens: f64) -> f64 {
     let (bh, bkv, bi) = layer_bytes(t);
     let kv = f64::from(a.kv_heads) * f64::from(a.head_dim);
-    tokens * (bh * a.hidden as f64 + bkv * kv + bi * a.intermediate as f64) / GIB
+    // A mixture of experts' routing, at this precision's bytes per MLP unit.
+    let routing = routing_bytes(a, bi / k::ACT_LAYER_BYTES_BF16.2);
+    tokens * (bh * a.hidden as f64 + bkv * kv + bi * a.intermediate as f64 + routing) / GIB
 }
 
 /// The training step of a model whose architecture is known, in the order torch allocates

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::datasets::Dataset;
 use crate::estimate::GIB;
-use crate::estimate::activations::activation_events;
+use crate::estimate::activations::{activation_events, nograd_layer_bytes};
 use crate::estimate::allocator::{Event, Site, Walk, alloc, net_gib, walk};
 use crate::estimate::hardware::Hardware;
 use crate::estimate::host::host_limit;
@@ -1734,8 +1734,7 @@ fn pass_events(
         0.0
     };
     let layer_bf16 = model.layer_params() * 2.0 / GIB;
-    let (hb, mb) = k::NOGRAD_LAYER_BYTES;
-    let working = tokens * (hb * model.hidden as f64 + mb * model.intermediate as f64) / GIB;
+    let working = tokens * nograd_layer_bytes(model) / GIB;
     let hidden = tokens * model.hidden as f64 * 2.0 / GIB;
     let mut events = vec![
         alloc(
