@@ -438,8 +438,9 @@ fn hardware(setup: &Setup, plan: &Plan) -> Hardware {
 }
 
 /// An architecture lookup's error, sorted: a `config.json` that cannot be read here may exist
-/// where the job runs (a login node's path), so the architecture is unknown (`Ok(Err)`, the
-/// estimate says why); one that is read but wrong is the experiment's mistake (`Err`).
+/// where the job runs (a login node's path), and one of a shape orch does not model
+/// (DeepSeek-V2/V3) is a real model, so the architecture is unknown (`Ok(Err)`, the estimate
+/// says why); one that is read but wrong is the experiment's mistake (`Err`).
 fn sorted<T>(
     setup: &Setup,
     found: Result<T, ArchError>,
@@ -448,6 +449,9 @@ fn sorted<T>(
         Ok(found) => Ok(Ok(found)),
         Err(e @ ArchError::Read { .. }) => Ok(Err(Architecture::Unknown {
             tried: vec![format!("{e} (read from this machine)")],
+        })),
+        Err(e @ ArchError::Unsupported { .. }) => Ok(Err(Architecture::Unknown {
+            tried: vec![e.to_string()],
         })),
         Err(error) => Err(EstimateError::Architecture {
             experiment: setup.experiment.name.clone(),

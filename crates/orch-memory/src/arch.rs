@@ -88,9 +88,7 @@ pub enum ArchError {
     Heads { heads: u64, kv: u64 },
     #[error("architecture: num_experts_per_tok ({k}) must be at most num_experts ({experts})")]
     TopK { k: u64, experts: u64 },
-    #[error(
-        "{path}: `{key}` marks {what}, whose memory orch does not model; its estimate would be wrong, so orch refuses it (give a supported model's config.json, or set the estimate off)"
-    )]
+    #[error("{path}: `{key}` marks {what}, a shape orch's memory model does not cover")]
     Unsupported {
         path: String,
         key: &'static str,
@@ -310,7 +308,7 @@ impl Architecture {
     pub fn active_params(&self) -> f64 {
         let h = self.hidden_size as f64;
         let inactive = self.experts().map_or(0.0, |e| {
-            (e - self.top_k()) as f64 * 3.0 * h * self.expert_intermediate() as f64
+            e.saturating_sub(self.top_k()) as f64 * 3.0 * h * self.expert_intermediate() as f64
         });
         self.params() - self.sparse_layers() as f64 * inactive
     }

@@ -115,6 +115,45 @@ fn an_unreadable_architecture_path_is_named_and_the_architecture_unknown() {
     assert!(run.stdout.contains("missing/config.json"), "{}", run.stdout);
 }
 
+/// A real model of a shape orch does not model (DeepSeek-V2's latent attention) is not the
+/// experiment's mistake: the estimate goes on from its size and says why; a mixture of
+/// experts the table knows is estimated with its experts, and says so.
+#[test]
+fn an_unmodelled_shape_is_unknown_and_a_mixture_of_experts_is_named() {
+    let orch = Orch::new()
+        .file(
+            "experiments/deepseek.json",
+            r#"{"hidden_size": 2048, "num_hidden_layers": 27, "num_attention_heads": 16,
+                "intermediate_size": 10944, "vocab_size": 102400, "kv_lora_rank": 512,
+                "n_routed_experts": 64, "num_experts_per_tok": 6, "model_type": "deepseek_v2"}"#,
+        )
+        .file(
+            "experiments/lite.yaml",
+            "template: verl-grpo\nprofile: h100-80g\nmodel: deepseek-ai/DeepSeek-V2-Lite\narchitecture: deepseek.json\noverrides: {actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu: 2, actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu: 2}\n",
+        );
+    let run = orch.expect(&["estimate", "lite"], 0);
+    assert!(
+        run.stdout.contains("architecture unknown") && run.stdout.contains("kv_lora_rank"),
+        "{}",
+        run.stdout
+    );
+    let run = orch.expect(
+        &[
+            "estimate",
+            "diamonds-seed0",
+            "--set",
+            "model=Qwen/Qwen3-30B-A3B-Base",
+        ],
+        0,
+    );
+    assert!(
+        run.stdout
+            .contains("Qwen3-MoE-30B-A3B (30.53B parameters; a mixture of experts: 8 per token of 128, 3.35B active)"),
+        "{}",
+        run.stdout
+    );
+}
+
 /// What preflight would submit instead is part of the estimate, and an attempt's own
 /// configuration (its plan.yaml) can be estimated: after `submit`, the planner's choice is
 /// predicted to fit, at the throughput the estimate said.
