@@ -152,6 +152,16 @@ fn an_unmodelled_shape_is_unknown_and_a_mixture_of_experts_is_named() {
         "{}",
         run.stdout
     );
+    let e = estimate(
+        &orch,
+        &["diamonds-seed0", "--set", "model=Qwen/Qwen3-30B-A3B-Base"],
+    );
+    let experts = &e["architecture"]["experts"];
+    assert_eq!(
+        (experts["experts"].as_u64(), experts["per_token"].as_u64()),
+        (Some(128), Some(8))
+    );
+    assert!(e["architecture"]["params"].as_f64().unwrap() > 30e9, "{e}");
 }
 
 /// What preflight would submit instead is part of the estimate, and an attempt's own

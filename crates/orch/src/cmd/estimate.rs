@@ -186,7 +186,18 @@ fn architecture_json(a: &Architecture) -> serde_json::Value {
             source,
             params,
             shape,
-        } => json!({"known": true, "name": shape.name, "params": params, "source": source}),
+        } => {
+            let mut known =
+                json!({"known": true, "name": shape.name, "params": params, "source": source});
+            if let Some(m) = shape.moe {
+                known["experts"] = json!({
+                    "experts": m.experts,
+                    "per_token": m.top_k,
+                    "active_params": m.active_params,
+                });
+            }
+            known
+        }
         Architecture::Unknown { tried } => json!({"known": false, "tried": tried}),
     }
 }
