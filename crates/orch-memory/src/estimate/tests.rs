@@ -2684,7 +2684,7 @@ fn the_critics_update_ends_in_adamws_step_too() {
 /// `max_num_batched_tokens` 32768) reads "Weight | 56.88 GiB", "Peak Activation | 2.64 GiB",
 /// "Non-torch Memory | 0.14 GiB". The weights are all 128 experts'; the fused-MoE caches are
 /// most of the activation peak (the dense formula's 2 × 6144 MLP units per token would give
-/// 1.25 GiB where the caches alone hold 1.38).
+/// 0.75 GiB where the caches alone hold 1.38).
 #[test]
 fn vllm_profiles_a_mixture_of_experts_as_verl_recipe_measured_it() {
     use super::vllm::Vllm;
@@ -2709,6 +2709,19 @@ fn vllm_profiles_a_mixture_of_experts_as_verl_recipe_measured_it() {
     assert!(
         v.workspace_gib > caches + k::VLLM_WORKSPACE_BASE_GIB,
         "{v:?}"
+    );
+    // Split over tensor parallelism, every rank holds a quarter of every expert:
+    // vllm-project/vllm#17469 (vLLM 0.8.5, Qwen/Qwen3-30B-A3B on 4 × A10, TP 4) logs
+    // "Model loading took 14.2474 GiB" on each of its four workers.
+    let tp4 = ov(&[
+        ("actor_rollout_ref.model.path", "Qwen/Qwen3-30B-A3B"),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", "4"),
+    ]);
+    let v = Vllm::profile(&arch, &VerlConfig::from_overrides(&tp4), 22.07);
+    assert!(
+        (v.weights_gib / 14.2474 - 1.0).abs() < 0.005,
+        "{}",
+        v.weights_gib
     );
 }
 
