@@ -181,8 +181,12 @@ impl Engine {
                 r"^(?:\x1b\[[0-9;]*m)*(?:\([^)]*\)(?:\x1b\[[0-9;]*m)*\s*)?\s*\{*'[\w.\-]+': ",
             )
             .expect("config dump regex"),
-            exception_line: Regex::new(r"^[A-Za-z_][\w.]*(?:\([\w.]*\))?(?::(?:\s|$)|$)")
-                .expect("exception regex"),
+            // A wrapper's name cut inside its parentheses by a paste
+            // (`ray.exceptions.RayTaskError(ValueErr`) still ends the traceback.
+            exception_line: Regex::new(
+                r"^[A-Za-z_][\w.]*(?:(?:\([\w.]*\))?(?::(?:\s|$)|$)|\([\w.]+$)",
+            )
+            .expect("exception regex"),
         }
     }
 }

@@ -598,10 +598,13 @@ pub(crate) fn exception_name_len(b: &[u8]) -> Option<usize> {
             .iter()
             .take_while(|&&c| is_word(c) || c == b'.')
             .count();
-        if b.get(j + 1 + inner) != Some(&b')') {
-            return None;
+        match b.get(j + 1 + inner) {
+            Some(b')') => j += inner + 2,
+            // A paste cut inside the wrapped name (`ray.exceptions.RayTaskError(ValueErr`):
+            // the line ends there, still a report's start.
+            None if inner > 0 => return Some(j + 1 + inner),
+            _ => return None,
         }
-        j += inner + 2;
     }
     match b.get(j) {
         None => Some(j),
@@ -723,6 +726,7 @@ mod tests {
             "Exception: Capture",
             "KeyboardInterrupt",
             "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+            "ray.exceptions.RayTaskError(ValueErr",
         ] {
             assert!(exception_name_len(s.as_bytes()).is_some(), "{s}");
         }
@@ -732,6 +736,8 @@ mod tests {
             "rank3.log:torch.OutOfMemoryError: x",
             "Error executing job",
             "OOMError-prone config: x",
+            "ray.exceptions.RayTaskError(",
+            "RayTaskError(ValueError x",
         ] {
             assert!(exception_name_len(s.as_bytes()).is_none(), "{s}");
         }

@@ -15,9 +15,9 @@ use super::FailureClass;
 pub(crate) enum Slot {
     /// Slurm `*** JOB .. CANCELLED AT .. DUE TO TIME LIMIT ***`.
     Timeout,
-    /// Slurm `DUE TO PREEMPTION` / `DUE TO JOB REQUEUE`.
+    /// Slurm `DUE TO PREEMPTION` / `DUE TO JOB REQUEUE`; a cloud machine reclaimed.
     Preempted,
-    /// Slurm `DUE TO NODE FAILURE`, `UNCORRECTABLE MEMORY ERROR`.
+    /// Slurm `DUE TO NODE FAILURE`, `UNCORRECTABLE MEMORY ERROR`; the driver's lost GPU.
     NodeFail,
     /// vLLM / SGLang KV-cache sizing failures.
     KvCache,
@@ -567,6 +567,28 @@ pub(crate) static RULES: &[Rule] = &[
         &["Node failure on "],
         r"(?:srun|salloc|sbatch|yhrun)\b[^:]*: error: Node failure on \S+",
         r"(srun|salloc|sbatch|yhrun)[^:]*: error: Node failure on [^ ]+",
+    ),
+    // The NVIDIA driver's report of a GPU the node has lost (kernel log lines a job's wrapper
+    // or a site's prolog/epilog dumps, `NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off
+    // the bus.`; NVIDIA's Xid catalogue: 48 double-bit ECC, 62 and 119/120 the GPU's own
+    // controllers halted or timed out, 74 NVLink, 79 off the bus, 95 uncontained ECC). The
+    // Xids an application causes (13, 31, 43: its own faults) are not the node's.
+    hit(
+        "nvidia-xid-gpu-lost",
+        Slot::NodeFail,
+        &["NVRM: "],
+        r"NVRM: (?:Xid \([^)]*\): (?:48|62|74|79|95|119|120)\b|GPU \S+: GPU has fallen off the bus)",
+        r"NVRM: (Xid \([^)]*\): (48|62|74|79|95|119|120)([^0-9]|$)|GPU [^ ]+: GPU has fallen off the bus)",
+    ),
+    // A cloud machine reclaimed under the job (spot / preemptible): GCP's metadata server as
+    // workers relay it (`termination is imminent`), AWS's notice (`spot/termination-time`,
+    // a `Spot Instance termination notice`).
+    hit(
+        "cloud-spot-reclaimed",
+        Slot::Preempted,
+        &["termination"],
+        r"termination is imminent|[Ss]pot [Ii]nstance termination|spot/termination-time",
+        r"termination is imminent|[Ss]pot [Ii]nstance termination|spot/termination-time",
     ),
     // --------------------------------------------------------------- error (specific)
     hit(

@@ -15,7 +15,8 @@
 //! The test fails on any *memory false alarm* (a case labelled with a non-memory class
 //! classified as a memory class: orch would shrink a job for nothing), when the tuned split
 //! acts correctly on fewer than [`TUNED_FLOOR`] of its cases, or the holdout on fewer than
-//! [`HOLDOUT_FLOOR`], or the second holdout (`holdout2/`) on fewer than [`HOLDOUT2_FLOOR`].
+//! [`HOLDOUT_FLOOR`], or the second holdout (`holdout2/`) on fewer than [`HOLDOUT2_FLOOR`], or
+//! the third (`holdout3/`) on fewer than [`HOLDOUT3_FLOOR`].
 //! Each holdout was written in before the classifier was tuned for it and scored first as it
 //! stood.
 //!
@@ -45,6 +46,16 @@ const HOLDOUT_FLOOR: f64 = 0.97;
 /// exception repr mid-line, a traceback without frames): 26/27 (96.3 %). The miss: a
 /// terminal that wrapped the watchdog's timeout mid-word.
 const HOLDOUT2_FLOOR: f64 = 0.96;
+
+/// Share of the third holdout that must be acted on correctly. Its 22 excerpts (issue 21's
+/// last session: verl, OpenRLHF, AReaL, RLinf, EasyR1, rl-swarm, vLLM, SGLang, Ray, Slurm, a
+/// cloud worker, the NVIDIA driver) were collected by someone who had not read the classifier,
+/// and scored before any change made for them: 20/22 (90.9 %), exact 19/22, 0 memory false
+/// alarms. The misses: the driver's `Xid 79, GPU has fallen off the bus` (no node-failure
+/// rule outside Slurm) and GCP's `termination is imminent` (no preemption rule outside
+/// Slurm); and, with the right action, a paste that cut `RayTaskError(ValueErr`. After the
+/// three generic rules: 22/22.
+const HOLDOUT3_FLOOR: f64 = 0.95;
 
 fn corpus_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus")
@@ -249,4 +260,10 @@ fn holdout_split() {
 fn second_holdout_split() {
     let s = score(&corpus_dir().join("holdout2"), "corpus (second holdout)");
     check(&s, HOLDOUT2_FLOOR);
+}
+
+#[test]
+fn third_holdout_split() {
+    let s = score(&corpus_dir().join("holdout3"), "corpus (third holdout)");
+    check(&s, HOLDOUT3_FLOOR);
 }

@@ -683,3 +683,58 @@ fn issue20_real_log_shapes_classify() {
         assert_eq!(class_of(&format!("{l}\n")), None, "{l}");
     }
 }
+
+/// The third holdout's shapes (tests/corpus/holdout3), made into rules with their traps: the
+/// driver's report of a lost GPU, a cloud machine reclaimed under the job, a paste that cut a
+/// Ray wrapper's name.
+#[test]
+fn third_holdout_shapes_and_their_traps() {
+    let cases: &[(&str, FailureClass)] = &[
+        (
+            "NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.",
+            NodeFail,
+        ),
+        (
+            "[ 8123.4] NVRM: Xid (PCI:0000:3b:00): 48, pid=1234, name=python, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 6, subpartition 0.",
+            NodeFail,
+        ),
+        (
+            "NVRM: GPU 0000:06:00.0: GPU has fallen off the bus.",
+            NodeFail,
+        ),
+        // The application's own faults are not the node's.
+        (
+            "NVRM: Xid (PCI:0000:06:00): 13, pid=42, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0)",
+            FailureClass::None,
+        ),
+        (
+            "NVRM: Xid (PCI:0000:06:00): 31, pid=42, name=python, Ch 00000008, intr 10000000. MMU Fault",
+            FailureClass::None,
+        ),
+        (
+            "start-worker 2024/12/17 16:03:58 GCP Metadata Service says termination is imminent",
+            Preempted,
+        ),
+        (
+            "2025-01-01 00:00:00 WARNING Spot instance termination notice received, checkpointing",
+            Preempted,
+        ),
+        // Mentions: an echoed or commented line is not the event.
+        (
+            "echo \"NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.\"",
+            FailureClass::None,
+        ),
+        ("# poll spot/termination-time every 5 s", FailureClass::None),
+    ];
+    for (log, want) in cases {
+        assert_eq!(class_of(&format!("{log}\n")), *want, "{log}");
+    }
+    // A traceback whose last line a paste cut inside Ray's wrapper is still an error.
+    let cut = lines(&[
+        "Traceback (most recent call last):",
+        "  File \"/w/verl/trainer/main.py\", line 105, in main",
+        "    ray.get(runner.run.remote(ppo_config))",
+        "ray.exceptions.RayTaskError(ValueErr",
+    ]);
+    assert_eq!(class_of(&cut), Error);
+}
