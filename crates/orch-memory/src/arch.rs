@@ -98,13 +98,18 @@ pub enum ArchError {
 
 /// `config.json` keys of architectures whose shape the keys above cannot state, each with what
 /// it marks: DeepSeek-V2/V3's multi-head latent attention and routed experts (with dense first
-/// layers and shared experts of their own).
-const UNSUPPORTED_KEYS: [(&str, &str); 2] = [
+/// layers and shared experts of their own), Qwen3-Next's linear-attention layers (no KV cache
+/// of the full-attention kind; `Qwen3NextConfig`).
+const UNSUPPORTED_KEYS: [(&str, &str); 3] = [
     (
         "kv_lora_rank",
         "multi-head latent attention (DeepSeek-V2/V3)",
     ),
     ("n_routed_experts", "DeepSeek-V2/V3's mixture of experts"),
+    (
+        "linear_num_value_heads",
+        "linear-attention layers (Qwen3-Next's hybrid attention)",
+    ),
 ];
 
 /// The largest size any one architecture key may have: far above every real model's (a
