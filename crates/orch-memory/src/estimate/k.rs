@@ -126,8 +126,9 @@ pub const ACT_LAYER_BYTES_BF16: (f64, f64, f64) = (20.0, 4.0, 8.0);
 /// `down_proj` output and the weighted output `index_add_` saves (3 × 2 bytes per hidden unit),
 /// its int64 top-k index, `torch.where`'s indices, the routing weight and
 /// `norm_topk_prob`'s division (30 bytes); and per expert the fp32 softmax of the router's
-/// logits (4 bytes). Counted with autograd's saved-tensor hooks on CPU (torch 2.8,
-/// transformers 4.57.1, small shapes: 10,940 bytes per token, the formula to the byte).
+/// logits (4 bytes). Counted with autograd's saved-tensor hooks on CPU by
+/// `scripts/moe-saved-bytes.py` (torch 2.8, transformers 4.57.1, small shapes: 10,940 bytes per
+/// token, the formula to the byte; `calibration/measured/moe-saved-bytes-cpu.txt`).
 /// transformers 5's grouped-matmul experts keep one hidden copy fewer; the larger is used.
 pub const MOE_SAVED_BYTES_BF16: (f64, f64, f64) = (6.0, 30.0, 4.0);
 /// A mixture of experts' layer in a no-grad forward (log-probs), per token, as `(per routed

@@ -2726,23 +2726,59 @@ fn vllm_profiles_a_mixture_of_experts_as_verl_recipe_measured_it() {
 }
 
 /// A mixture of experts' layer keeps what Hugging Face's eager expert loop saves for the
-/// backward, counted with autograd's saved-tensor hooks (transformers 4.57.1, torch 2.8, CPU,
-/// bf16): the MoE block's `2h + 6kh + 8kI + 30k + 4E + 4` bytes per token (with
-/// `norm_topk_prob`; 10,940 bytes at h 256, I 128, E 16, k 4, to the byte), the block's input
-/// being the `2h` the dense count already holds. Its no-grad forward runs one expert at a
-/// time beside the int64 expert mask, a tenth of what the training forward keeps.
+/// backward, as `scripts/moe-saved-bytes.py` counted it with autograd's saved-tensor hooks
+/// (transformers 4.57.1, torch 2.8, CPU, bf16, h 256, I 128, E 16, k 4, shared expert 512;
+/// its output is `calibration/measured/moe-saved-bytes-cpu.txt`): the MoE block's
+/// `2h + 6kh + 8kI + 30k + 4E + 4` bytes per token with `norm_topk_prob` (Qwen3-MoE, Mixtral),
+/// and Qwen2-MoE's shared expert's `8·Is + 2h` more. The block's input is the `2h` the dense
+/// count already holds. Its no-grad forward runs one expert at a time beside the int64
+/// expert mask, a fraction of what the training forward keeps.
 #[test]
 fn a_mixture_of_experts_layer_keeps_what_the_eager_expert_loop_saves() {
     use super::activations::{layer_bytes, nograd_layer_bytes};
+    let measured = include_str!("../../calibration/measured/moe-saved-bytes-cpu.txt");
+    let saved = |block: &str| -> f64 {
+        let line = measured
+            .lines()
+            .find(|l| l.starts_with(&format!("== {block}")))
+            .unwrap_or_else(|| panic!("{block} in the measured file"));
+        let n = line.split("bytes/token = ").nth(1).unwrap();
+        n.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (per_copy_unit, per_copy, per_expert) = k::MOE_SAVED_BYTES_BF16;
+    let per_unit = k::ACT_LAYER_BYTES_BF16.2;
+    let block = |h: f64, i: f64, e: f64, k: f64, shared: f64| {
+        let shared = if shared > 0.0 {
+            per_unit * shared + 2.0 * h
+        } else {
+            0.0
+        };
+        2.0 * h
+            + k * (per_copy_unit * h + per_copy)
+            + per_unit * k * i
+            + per_expert * e
+            + 4.0
+            + shared
+    };
+    for name in ["Qwen3MoeSparseMoeBlock", "MixtralSparseMoeBlock"] {
+        assert_eq!(saved(name), block(256.0, 128.0, 16.0, 4.0, 0.0), "{name}");
+    }
+    // Qwen2-MoE does not renormalise its top-k (20 bytes fewer than counted).
+    let qwen2 = saved("Qwen2MoeSparseMoeBlock");
+    assert!(
+        (block(256.0, 128.0, 16.0, 4.0, 512.0) / qwen2 - 1.0).abs() < 0.005,
+        "{qwen2}"
+    );
+    // Qwen3-30B-A3B: the attention's and norms' count (20h + 4·kv) plus the block less its
+    // input.
     let moe = lookup("Qwen/Qwen3-30B-A3B-Base");
-    let (h, i, e, k) = (2048.0, 768.0, 128.0, 8.0);
-    let attention = 20.0 * h + 4.0 * 4.0 * 128.0;
-    let block = 2.0 * h + 6.0 * k * h + 8.0 * k * i + 30.0 * k + 4.0 * e + 4.0;
-    assert!((layer_bytes(&moe) - (attention + block - 2.0 * h)).abs() <= 4.0);
-    // The small shape measured: the block's count is the formula's.
-    let small = 2.0 * 256.0 + 6.0 * 4.0 * 256.0 + 8.0 * 4.0 * 128.0 + 30.0 * 4.0 + 4.0 * 16.0 + 4.0;
-    assert_eq!(small, 10_940.0);
+    let attention = 20.0 * 2048.0 + 4.0 * 4.0 * 128.0;
+    let qwen3 = block(2048.0, 768.0, 128.0, 8.0, 0.0) - 2.0 * 2048.0;
+    assert!((layer_bytes(&moe) - (attention + qwen3)).abs() <= 4.0);
     let nograd = nograd_layer_bytes(&moe);
     assert!(nograd < layer_bytes(&moe) / 5.0, "{nograd}");
-    assert!(nograd > 8.0 * k * e, "the expert mask alone: {nograd}");
+    assert!(
+        nograd > 8.0 * 8.0 * 128.0,
+        "the expert mask alone: {nograd}"
+    );
 }
