@@ -95,7 +95,7 @@
 //! | slot | class | what |
 //! |---|---|---|
 //! | 1 | `timeout` | Slurm `*** JOB/STEP .. CANCELLED AT .. DUE TO TIME LIMIT ***` (old + new formats) |
-//! | 2 | `preempted` | Slurm `DUE TO PREEMPTION`, `DUE TO JOB REQUEUE`; a cloud machine reclaimed (GCP's `termination is imminent`, AWS's spot termination notice) |
+//! | 2 | `preempted` | Slurm `DUE TO PREEMPTION`, `DUE TO JOB REQUEUE`; a GCP machine reclaimed (the metadata server's notice, a line ending `termination is imminent`) |
 //! | 3 | `node_fail` | Slurm `DUE TO NODE FAILURE`, `UNCORRECTABLE MEMORY ERROR AT`; srun/salloc `error: Node failure on`; the NVIDIA driver's `NVRM: Xid` of a lost GPU (48, 62, 74, 79, 95, 119, 120; `GPU has fallen off the bus`) |
 //! | 4 | `kv_cache` | vLLM no cache blocks / max seq len vs KV cache (also as the engine logs it, without an exception name); SGLang `Not enough memory ... --mem-fraction-static`, `Prefill/Decode out of memory`, `alloc_req_slots runs out of memory`; the engine's own empty-KV reports (SGLang's negative profiled `max_total_tokens`, vLLM's `# GPU blocks: 0`) |
 //! | 5 | `host_oom` | Slurm cgroup `oom_kill`/`oom-kill` events, `Out Of Memory` task, jobacct limit kill; Ray memory monitor; raylet `N>0 Workers killed due to memory pressure`, the pre-2.2 raylet's `System memory low at node ... killing`; kernel OOM killer, Flux's memory cgroup kill; `[Errno 12] Cannot allocate memory`, `DefaultCPUAllocator: not enough memory` / `can't allocate memory`, a traceback ending in Python's `MemoryError` (frames or none) |

@@ -572,23 +572,26 @@ pub(crate) static RULES: &[Rule] = &[
     // or a site's prolog/epilog dumps, `NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off
     // the bus.`; NVIDIA's Xid catalogue: 48 double-bit ECC, 62 and 119/120 the GPU's own
     // controllers halted or timed out, 74 NVLink, 79 off the bus, 95 uncontained ECC). The
-    // Xids an application causes (13, 31, 43: its own faults) are not the node's.
+    // Xids an application causes (13, 31, 43: its own faults) are not the node's. `NVRM:`
+    // must start the kernel's message (the line, or after dmesg's `[ secs]` or syslog's
+    // `kernel:`): a health check or a note quoting an Xid is not the event.
     hit(
         "nvidia-xid-gpu-lost",
         Slot::NodeFail,
         &["NVRM: "],
-        r"NVRM: (?:Xid \([^)]*\): (?:48|62|74|79|95|119|120)\b|GPU \S+: GPU has fallen off the bus)",
-        r"NVRM: (Xid \([^)]*\): (48|62|74|79|95|119|120)([^0-9]|$)|GPU [^ ]+: GPU has fallen off the bus)",
+        r"(?:^|kernel:\s+|\]\s+)NVRM: (?:Xid \([^)]*\): (?:48|62|74|79|95|119|120)\b|GPU \S+: GPU has fallen off the bus)",
+        r"(^|kernel: +|\] +)NVRM: (Xid \([^)]*\): (48|62|74|79|95|119|120)([^0-9]|$)|GPU [^ ]+: GPU has fallen off the bus)",
     ),
-    // A cloud machine reclaimed under the job (spot / preemptible): GCP's metadata server as
-    // workers relay it (`termination is imminent`), AWS's notice (`spot/termination-time`,
-    // a `Spot Instance termination notice`).
+    // A GCP machine reclaimed under the job (spot / preemptible): the metadata server's
+    // notice as workers relay it, the line ending `termination is imminent` (Taskcluster's
+    // `GCP Metadata Service says termination is imminent`). Not a watcher announcing itself,
+    // nor docs that mention termination.
     hit(
         "cloud-spot-reclaimed",
         Slot::Preempted,
-        &["termination"],
-        r"termination is imminent|[Ss]pot [Ii]nstance termination|spot/termination-time",
-        r"termination is imminent|[Ss]pot [Ii]nstance termination|spot/termination-time",
+        &["is imminent"],
+        r"\bsays termination is imminent\b|\btermination is imminent\.?\s*$",
+        r"says termination is imminent|termination is imminent\.? *$",
     ),
     // --------------------------------------------------------------- error (specific)
     hit(

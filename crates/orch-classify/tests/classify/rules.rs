@@ -716,18 +716,36 @@ fn third_holdout_shapes_and_their_traps() {
             Preempted,
         ),
         (
-            "2025-01-01 00:00:00 WARNING Spot instance termination notice received, checkpointing",
-            Preempted,
+            "Dec 17 16:04:01 node7 kernel: [8123.456] NVRM: Xid (PCI:0000:06:00): 79, pid=0, GPU has fallen off the bus.",
+            NodeFail,
         ),
-        // Mentions: an echoed or commented line is not the event.
+        // Mentions: an echoed or commented line, a health check or a note quoting an Xid is
+        // not the event.
         (
             "echo \"NVRM: Xid (PCI:0000:06:00): 79, GPU has fallen off the bus.\"",
             FailureClass::None,
         ),
-        ("# poll spot/termination-time every 5 s", FailureClass::None),
+        (
+            "node health: last boot saw NVRM: Xid (PCI:0000:06:00): 119, GSP timeout",
+            FailureClass::None,
+        ),
+        (
+            "The Xid list: NVRM: Xid (PCI:x): 79 means the GPU fell off the bus",
+            FailureClass::None,
+        ),
     ];
     for (log, want) in cases {
         assert_eq!(class_of(&format!("{log}\n")), *want, "{log}");
+    }
+    // A watcher that announces itself, or docs about preemptible VMs, must not hide the
+    // real failure after them (preemption outranks an OOM).
+    for watcher in [
+        "INFO 2025-01-01 00:00:00 Spot instance termination handler started",
+        "Starting spot/termination-time watcher",
+        "(TaskRunner pid=1) INFO: Spot instance termination notices will trigger a checkpoint",
+        "WARNING: termination is imminent for preemptible VMs older than 24h (docs)",
+    ] {
+        assert_eq!(class_of(&lines(&[watcher, OOM])), GpuOom, "{watcher}");
     }
     // A traceback whose last line a paste cut inside Ray's wrapper is still an error.
     let cut = lines(&[
