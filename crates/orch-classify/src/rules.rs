@@ -589,7 +589,7 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "cloud-spot-reclaimed",
         Slot::Preempted,
-        &["is imminent"],
+        &["imminent"],
         r"\bsays termination is imminent\b|\btermination is imminent\.?\s*$",
         r"says termination is imminent|termination is imminent\.? *$",
     ),
