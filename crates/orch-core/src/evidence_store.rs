@@ -50,14 +50,22 @@ impl EvidenceKey {
     /// The key of `plan`'s runs on `setup`'s card.
     pub fn of(setup: &Setup, estimator: &Estimator, simulated: bool) -> EvidenceKey {
         let model = match estimator.architecture() {
+            // A mixture of experts names its routing: its `ffn` is the top-k experts' width,
+            // which can equal a dense model's (Qwen3-30B-A3B's 8 × 768 is its config's
+            // `intermediate_size`, which orch before 2026-11-27 read as a dense model's), so
+            // the two never share evidence.
             Architecture::Known { shape, .. } => format!(
-                "{}L h{} kv{}x{} ffn{} v{}{}",
+                "{}L h{} kv{}x{} ffn{} v{}{}{}",
                 shape.layers,
                 shape.hidden,
                 shape.kv_heads,
                 shape.head_dim,
                 shape.intermediate,
                 shape.vocab,
+                shape.moe.map_or(String::new(), |m| format!(
+                    " moe{}x{}k{}",
+                    m.experts, m.expert_intermediate, m.top_k
+                )),
                 if shape.tied_embeddings { " tied" } else { "" }
             ),
             Architecture::Unknown { .. } => {

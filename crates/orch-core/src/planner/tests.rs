@@ -1331,3 +1331,29 @@ fn an_allocator_setting_alone_is_no_answer_even_beside_an_undone_step() {
     // 2 GiB next to a 2.21 GiB request: fragmentation may be the cause, every plan is judged.
     assert_eq!(alone_with(2.0), [false; 4]);
 }
+
+/// A mixture of experts never shares evidence with a dense shape: Qwen3-30B-A3B's top-k width
+/// (8 × 768) is its config's `intermediate_size`, the figure orch once read it as a dense
+/// model with, so its key names the routing.
+#[test]
+fn a_mixture_of_experts_keys_its_evidence_apart_from_a_dense_shape() {
+    use crate::evidence_store::EvidenceKey;
+    let (setup, plan) = load(
+        "diamonds-seed0",
+        "h100-80g",
+        &[("model", "Qwen/Qwen3-30B-A3B-Base")],
+    );
+    let estimator = Estimator::new(&setup, &plan).unwrap();
+    let key = EvidenceKey::of(&setup, &estimator, true);
+    assert!(
+        key.model.contains("ffn6144") && key.model.contains(" moe128x768k8"),
+        "{key:?}"
+    );
+    let (dense_setup, dense_plan) = load("diamonds-seed0", "h100-80g", &[]);
+    let dense = Estimator::new(&dense_setup, &dense_plan).unwrap();
+    assert!(
+        !EvidenceKey::of(&dense_setup, &dense, true)
+            .model
+            .contains("moe")
+    );
+}
