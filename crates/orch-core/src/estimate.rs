@@ -59,8 +59,13 @@ pub enum Architecture {
         shape: Arch,
     },
     /// Not known: the estimate uses a stand-in shape of the model's size (torchrun: seed
-    /// 003's fit scaled by `model.params_m`); `tried` says where orch looked.
-    Unknown { tried: Vec<String> },
+    /// 003's fit scaled by `model.params_m`); `tried` says where orch looked. `params`: the
+    /// size, where a `config.json` of a shape orch does not model counts it (DeepSeek-V3's
+    /// 671B); else the size in the model's name.
+    Unknown {
+        tried: Vec<String>,
+        params: Option<f64>,
+    },
 }
 
 /// One plan's estimate.
@@ -327,6 +332,10 @@ impl Estimator {
         let (model, architecture) = self.model_of(setup, plan);
         let known = match &architecture {
             Architecture::Known { shape, .. } => Some(shape.clone()),
+            // Sized by what its config.json counts, not its name's (a stand-in still).
+            Architecture::Unknown {
+                params: Some(p), ..
+            } => Some(orch_memory::shape::stand_in_of_size(&model, *p)),
             Architecture::Unknown { .. } => None,
         };
         let (workload, arch) = (self.trainer.model().workload)(&PlanInput {
@@ -449,10 +458,25 @@ fn sorted<T>(
         Ok(found) => Ok(Ok(found)),
         Err(e @ ArchError::Read { .. }) => Ok(Err(Architecture::Unknown {
             tried: vec![format!("{e} (read from this machine)")],
+            params: None,
         })),
-        Err(e @ ArchError::Unsupported { .. }) => Ok(Err(Architecture::Unknown {
-            tried: vec![e.to_string()],
-        })),
+        Err(ArchError::Unsupported {
+            path,
+            key,
+            what,
+            params,
+        }) => {
+            let e = ArchError::Unsupported {
+                path,
+                key,
+                what,
+                params,
+            };
+            Ok(Err(Architecture::Unknown {
+                tried: vec![e.to_string()],
+                params,
+            }))
+        }
         Err(error) => Err(EstimateError::Architecture {
             experiment: setup.experiment.name.clone(),
             error,
@@ -492,6 +516,7 @@ fn config_architecture(
             tried: vec![
                 "the training config states no shape (model.architecture.*, model.config or model.d_model)".into(),
             ],
+            params: None,
         },
     })
 }
@@ -502,6 +527,7 @@ fn forced_unknown() -> Option<Architecture> {
         .is_ok_and(|v| v == "unknown")
         .then(|| Architecture::Unknown {
             tried: vec![format!("none ({FORCE_UNKNOWN_ENV}=unknown)")],
+            params: None,
         })
 }
 
@@ -538,9 +564,17 @@ fn other_architecture(setup: &Setup, model: &str) -> Architecture {
     );
     match found {
         Ok(Lookup::Known(r)) => known_architecture(model, *r),
-        Ok(Lookup::Unknown { tried }) => Architecture::Unknown { tried },
+        Ok(Lookup::Unknown { tried }) => Architecture::Unknown {
+            tried,
+            params: None,
+        },
+        Err(e @ ArchError::Unsupported { params, .. }) => Architecture::Unknown {
+            tried: vec![e.to_string()],
+            params,
+        },
         Err(e) => Architecture::Unknown {
             tried: vec![e.to_string()],
+            params: None,
         },
     }
 }
@@ -574,6 +608,9 @@ fn architecture(setup: &Setup, model: &str) -> Result<Architecture, EstimateErro
     };
     Ok(match found {
         Lookup::Known(r) => known_architecture(model, *r),
-        Lookup::Unknown { tried } => Architecture::Unknown { tried },
+        Lookup::Unknown { tried } => Architecture::Unknown {
+            tried,
+            params: None,
+        },
     })
 }

@@ -88,19 +88,27 @@ pub enum ArchError {
     Heads { heads: u64, kv: u64 },
     #[error("architecture: num_experts_per_tok ({k}) must be at most num_experts ({experts})")]
     TopK { k: u64, experts: u64 },
-    #[error("{path}: `{key}` marks {what}, a shape orch's memory model does not cover")]
+    #[error(
+        "{path}: `{key}` marks {what}, a shape orch's memory model does not cover{}",
+        params.map_or(String::new(), |p| format!(" (its keys count {:.1}B parameters)", p / 1e9))
+    )]
     Unsupported {
         path: String,
         key: &'static str,
         what: &'static str,
+        /// Its parameters where its keys can be counted (DeepSeek-V2/V3's, gpt-oss's), for a
+        /// stand-in of its size.
+        params: Option<f64>,
     },
 }
 
 /// `config.json` keys of architectures whose shape the keys above cannot state, each with what
 /// it marks: DeepSeek-V2/V3's multi-head latent attention and routed experts (with dense first
-/// layers and shared experts of their own), Qwen3-Next's linear-attention layers (no KV cache
-/// of the full-attention kind; `Qwen3NextConfig`).
-const UNSUPPORTED_KEYS: [(&str, &str); 3] = [
+/// layers and shared experts of their own; also GLM-4.5's and Kimi-K2's), Qwen3-Next's
+/// linear-attention layers (no KV cache of the full-attention kind; `Qwen3NextConfig`),
+/// Jamba's Mamba layers and experts every other layer, ERNIE-4.5's experts under names of its
+/// own, Llama 4's interleaved experts.
+const UNSUPPORTED_KEYS: [(&str, &str); 6] = [
     (
         "kv_lora_rank",
         "multi-head latent attention (DeepSeek-V2/V3)",
@@ -110,7 +118,66 @@ const UNSUPPORTED_KEYS: [(&str, &str); 3] = [
         "linear_num_value_heads",
         "linear-attention layers (Qwen3-Next's hybrid attention)",
     ),
+    (
+        "expert_layer_period",
+        "Jamba's Mamba layers and periodic experts",
+    ),
+    ("moe_num_experts", "ERNIE-4.5's mixture of experts"),
+    (
+        "interleave_moe_layer_step",
+        "Llama 4's interleaved mixture of experts",
+    ),
 ];
+
+/// `model_type`s whose keys read as a supported shape's but whose memory is not it: gpt-oss
+/// (`num_local_experts` as Mixtral's, but MXFP4 experts in vLLM, attention sinks, sliding
+/// windows on every other layer).
+const UNSUPPORTED_MODEL_TYPES: [(&str, &str); 1] = [(
+    "gpt_oss",
+    "gpt-oss's MXFP4 experts and alternating sliding-window attention",
+)];
+
+/// DeepSeek-V2/V3's parameters from their `config.json` keys (`DeepseekV3Config`; GLM-4.5 and
+/// Kimi-K2 use the same): multi-head latent attention (Q through `q_lora_rank` when set, K and
+/// V through `kv_lora_rank`, a rotary part of `qk_rope_head_dim`), `first_k_dense_replace`
+/// dense layers, then routed experts with `n_shared_experts` shared ones and a router, the
+/// embedding and the LM head. DeepSeek-V3 comes to 671B, V2-Lite to 15.7B, as published.
+/// `None` when a key it needs is missing.
+fn deepseek_params(v: &serde_json::Value) -> Option<f64> {
+    let n = |key: &str| v.get(key).and_then(|x| x.as_f64());
+    let (h, layers, heads, vocab) = (
+        n("hidden_size")?,
+        n("num_hidden_layers")?,
+        n("num_attention_heads")?,
+        n("vocab_size")?,
+    );
+    let (nope, rope, v_dim) = (
+        n("qk_nope_head_dim")?,
+        n("qk_rope_head_dim")?,
+        n("v_head_dim")?,
+    );
+    let kv_lora = n("kv_lora_rank")?;
+    let q = match n("q_lora_rank") {
+        Some(r) => h * r + r + r * heads * (nope + rope),
+        None => h * heads * (nope + rope),
+    };
+    let attention =
+        q + h * (kv_lora + rope) + kv_lora + kv_lora * heads * (nope + v_dim) + heads * v_dim * h;
+    let dense_layers = n("first_k_dense_replace").unwrap_or(0.0).min(layers);
+    let dense_mlp = 3.0 * h * n("intermediate_size")?;
+    let experts = n("n_routed_experts")?;
+    let expert = 3.0 * h * n("moe_intermediate_size")?;
+    let moe_mlp = (experts + n("n_shared_experts").unwrap_or(0.0)) * expert + h * experts;
+    let tied = v.get("tie_word_embeddings").and_then(|x| x.as_bool()) == Some(true);
+    let heads_out = if tied { 1.0 } else { 2.0 };
+    Some(
+        layers * (attention + 2.0 * h)
+            + dense_layers * dense_mlp
+            + (layers - dense_layers) * moe_mlp
+            + heads_out * vocab * h
+            + h,
+    )
+}
 
 /// The largest size any one architecture key may have: far above every real model's (a
 /// vocabulary of 256k, 126 layers, a hidden size of 16k), and small enough that products of
@@ -135,14 +202,31 @@ impl Architecture {
                 path: shown.clone(),
                 message: e.to_string(),
             })?;
+        let model_type = value.get("model_type").and_then(|v| v.as_str());
         if let Some((key, what)) = UNSUPPORTED_KEYS
             .into_iter()
             .find(|(key, _)| value.get(key).is_some_and(|v| !v.is_null()))
+            .or_else(|| {
+                UNSUPPORTED_MODEL_TYPES
+                    .into_iter()
+                    .find(|(t, _)| model_type == Some(*t))
+                    .map(|(_, what)| ("model_type", what))
+            })
         {
+            let params = match key {
+                "kv_lora_rank" | "n_routed_experts" => deepseek_params(&value),
+                // gpt-oss's weights count as Mixtral-style experts (their biases aside).
+                "model_type" => serde_json::from_value::<Architecture>(value.clone())
+                    .ok()
+                    .filter(|a| a.validate().is_ok())
+                    .map(|a| a.params()),
+                _ => None,
+            };
             return Err(ArchError::Unsupported {
                 path: shown,
                 key,
                 what,
+                params,
             });
         }
         let arch: Architecture = serde_json::from_value(value).map_err(|e| ArchError::Parse {
@@ -163,7 +247,6 @@ impl Architecture {
             ("vocab_size", self.vocab_size),
             ("num_key_value_heads", self.num_key_value_heads.unwrap_or(1)),
             ("head_dim", self.head_dim.unwrap_or(1)),
-            ("num_experts", self.moe.num_experts.unwrap_or(1)),
             (
                 "num_experts_per_tok",
                 self.moe.num_experts_per_tok.unwrap_or(1),
@@ -188,10 +271,25 @@ impl Architecture {
                 });
             }
         }
-        if let (Some(experts), k) = (self.moe.num_experts, self.top_k())
-            && k > experts
-        {
-            return Err(ArchError::TopK { k, experts });
+        if let Some(experts) = self.experts() {
+            if experts > MAX_DIMENSION {
+                return Err(ArchError::TooLarge {
+                    key: "num_experts",
+                    value: experts,
+                    max: MAX_DIMENSION,
+                });
+            }
+            // Hugging Face's configs default it per family (2, 4, 8): a shape that names
+            // experts must say how many a token takes.
+            if self.moe.num_experts_per_tok.is_none() {
+                return Err(ArchError::Missing {
+                    key: "num_experts_per_tok",
+                });
+            }
+            let k = self.top_k();
+            if k > experts {
+                return Err(ArchError::TopK { k, experts });
+            }
         }
         let kv = self.kv_heads();
         if !self.num_attention_heads.is_multiple_of(kv) {
@@ -225,13 +323,14 @@ impl Architecture {
             .unwrap_or(self.model_type.as_deref() == Some("qwen2"))
     }
 
-    /// Routed experts per sparse layer (`None`: a dense model).
+    /// Routed experts per sparse layer (`None`: a dense model, as `num_experts: 0` is in Hugging
+    /// Face's Qwen2-MoE and Qwen3-MoE).
     pub fn experts(&self) -> Option<u64> {
         self.moe.num_experts.filter(|&e| e > 0)
     }
 
-    /// Experts a token passes through in a sparse layer (top-k; 1 when unset, as in Hugging
-    /// Face's default of none; a dense model's 1 MLP).
+    /// Experts a token passes through in a sparse layer (top-k; a mixture of experts must state
+    /// it, [`Architecture::validate`]; a dense model's 1 MLP).
     pub fn top_k(&self) -> u64 {
         self.moe.num_experts_per_tok.unwrap_or(1).max(1)
     }
@@ -448,9 +547,57 @@ mod tests {
         let err = Architecture::from_config_file(&deepseek)
             .unwrap_err()
             .to_string();
+        // Counted from the keys where they are all there: DeepSeek-V3 (671B) and V2-Lite
+        // (15.7B), their config.json's keys (deepseek-ai/DeepSeek-V3, DeepSeek-V2-Lite).
+        let v3 = serde_json::json!({"hidden_size": 7168, "num_hidden_layers": 61,
+            "num_attention_heads": 128, "vocab_size": 129280, "q_lora_rank": 1536,
+            "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+            "v_head_dim": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048,
+            "n_routed_experts": 256, "n_shared_experts": 1, "first_k_dense_replace": 3,
+            "tie_word_embeddings": false});
+        let p = deepseek_params(&v3).unwrap() / 1e9;
+        assert!((p / 671.0 - 1.0).abs() < 0.02, "{p}");
+        let lite = serde_json::json!({"hidden_size": 2048, "num_hidden_layers": 27,
+            "num_attention_heads": 16, "vocab_size": 102400, "q_lora_rank": null,
+            "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+            "v_head_dim": 128, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+            "n_routed_experts": 64, "n_shared_experts": 2, "first_k_dense_replace": 1});
+        let p = deepseek_params(&lite).unwrap() / 1e9;
+        assert!((p / 15.7 - 1.0).abs() < 0.02, "{p}");
         assert!(
             err.contains("kv_lora_rank") && err.contains("deepseek.json"),
             "{err}"
+        );
+        // gpt-oss reads as Mixtral's keys but is not its memory: refused by its model_type.
+        let gpt_oss = dir.path().join("gpt-oss.json");
+        std::fs::write(
+            &gpt_oss,
+            r#"{"hidden_size": 2880, "num_hidden_layers": 24, "num_attention_heads": 64,
+                "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880,
+                "num_local_experts": 32, "num_experts_per_tok": 4, "vocab_size": 201088,
+                "model_type": "gpt_oss"}"#,
+        )
+        .unwrap();
+        let err = Architecture::from_config_file(&gpt_oss)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("model_type") && err.contains("gpt-oss"),
+            "{err}"
+        );
+        // `num_experts: 0` is a dense model; experts without their top-k are not a shape.
+        let mut none = a.clone();
+        none.moe.num_experts = Some(0);
+        assert!(none.validate().is_ok() && none.experts().is_none());
+        assert_eq!(none.sparse_layers(), 0);
+        let mut untold = a.clone();
+        untold.moe.num_experts_per_tok = None;
+        assert!(
+            untold
+                .validate()
+                .unwrap_err()
+                .to_string()
+                .contains("num_experts_per_tok")
         );
         let mut top = a;
         top.moe.num_experts_per_tok = Some(9);

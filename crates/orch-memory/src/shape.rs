@@ -135,35 +135,42 @@ pub fn stand_in(path: &str) -> Arch {
     stand_in_from(ModelTable::builtin(), path)
 }
 
+/// The stand-in shape for a model of `params` parameters, however its size is known (a
+/// `config.json` of a shape orch does not model counts it).
+pub fn stand_in_of_size(path: &str, params: f64) -> Arch {
+    stand_in_sized(ModelTable::builtin(), Some(params)).unwrap_or_else(|| stand_in(path))
+}
+
 fn stand_in_from(table: &ModelTable, path: &str) -> Arch {
-    let sizes = table.family(STAND_IN_FAMILY);
     let base = path.rsplit('/').next().unwrap_or(path);
-    match params_from_name(base) {
-        Some(p) => {
-            // The nearest stand-in shape by size, rescaled to the parsed count.
-            let (label, a) = sizes
-                .iter()
-                .min_by(|x, y| {
-                    let dx = (x.1.params().ln() - p.ln()).abs();
-                    let dy = (y.1.params().ln() - p.ln()).abs();
-                    dx.total_cmp(&dy)
-                })
-                .expect("the model table has the stand-in family");
-            let mut arch = Arch::from_architecture(&format!("{STAND_IN_FAMILY}-{label}"), a, false);
-            arch.name = format!("unknown ({:.2}B params, {}-like shape)", p / 1e9, arch.name);
-            arch.params = p;
-            arch
-        }
-        None => {
-            let (label, a) = sizes
-                .iter()
-                .find(|(l, _)| l.as_str() == "7B")
-                .expect("the model table has the stand-in family's 7B");
-            let mut arch = Arch::from_architecture(&format!("{STAND_IN_FAMILY}-{label}"), a, false);
-            arch.name = "unknown (no size in the name; assuming a Qwen2.5-7B-like model)".into();
-            arch
-        }
-    }
+    stand_in_sized(table, params_from_name(base)).unwrap_or_else(|| {
+        let sizes = table.family(STAND_IN_FAMILY);
+        let (label, a) = sizes
+            .iter()
+            .find(|(l, _)| l.as_str() == "7B")
+            .expect("the model table has the stand-in family's 7B");
+        let mut arch = Arch::from_architecture(&format!("{STAND_IN_FAMILY}-{label}"), a, false);
+        arch.name = "unknown (no size in the name; assuming a Qwen2.5-7B-like model)".into();
+        arch
+    })
+}
+
+/// The nearest stand-in shape by size, rescaled to `params`; `None` without a size.
+fn stand_in_sized(table: &ModelTable, params: Option<f64>) -> Option<Arch> {
+    let sizes = table.family(STAND_IN_FAMILY);
+    let p = params.filter(|p| *p > 0.0)?;
+    let (label, a) = sizes
+        .iter()
+        .min_by(|x, y| {
+            let dx = (x.1.params().ln() - p.ln()).abs();
+            let dy = (y.1.params().ln() - p.ln()).abs();
+            dx.total_cmp(&dy)
+        })
+        .expect("the model table has the stand-in family");
+    let mut arch = Arch::from_architecture(&format!("{STAND_IN_FAMILY}-{label}"), a, false);
+    arch.name = format!("unknown ({:.2}B params, {}-like shape)", p / 1e9, arch.name);
+    arch.params = p;
+    Some(arch)
 }
 
 #[cfg(test)]

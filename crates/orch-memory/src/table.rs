@@ -177,9 +177,11 @@ impl ModelTable {
 }
 
 /// Parameter count in a model name (`7B`, `1.5b`, `512M`), in parameters. The first count
-/// is taken: a mixture of experts' total (`Qwen3-30B-A3B` → 30B, its active count after). A
-/// Mixtral-style `8x7B` counts 8 × 7B: more than the model (its experts share attention
-/// and embeddings: 46.7B), never less.
+/// is taken: a mixture of experts' total where its name puts it first (`Qwen3-30B-A3B` → 30B),
+/// but its active count where the name does (OLMoE's `1B-7B` → 1B, Qwen1.5-MoE's `A2.7B` →
+/// 2.7B): such a model is known by the table, not by this. A Mixtral-style `8x7B` counts
+/// 8 × 7B: more than the model (its experts share attention and embeddings: 46.7B), never
+/// less.
 pub fn params_from_name(name: &str) -> Option<f64> {
     static RE: OnceLock<Regex> = OnceLock::new();
     let re = RE.get_or_init(|| {

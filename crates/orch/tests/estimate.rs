@@ -125,7 +125,10 @@ fn an_unmodelled_shape_is_unknown_and_a_mixture_of_experts_is_named() {
             "experiments/deepseek.json",
             r#"{"hidden_size": 2048, "num_hidden_layers": 27, "num_attention_heads": 16,
                 "intermediate_size": 10944, "vocab_size": 102400, "kv_lora_rank": 512,
-                "n_routed_experts": 64, "num_experts_per_tok": 6, "model_type": "deepseek_v2"}"#,
+                "q_lora_rank": null, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                "v_head_dim": 128, "moe_intermediate_size": 1408, "n_shared_experts": 2,
+                "first_k_dense_replace": 1, "n_routed_experts": 64, "num_experts_per_tok": 6,
+                "model_type": "deepseek_v2"}"#,
         )
         .file(
             "experiments/lite.yaml",
@@ -137,6 +140,11 @@ fn an_unmodelled_shape_is_unknown_and_a_mixture_of_experts_is_named() {
         "{}",
         run.stdout
     );
+    // Its size is what its keys count (15.7B), not a guess: the name has none.
+    assert!(run.stdout.contains("unknown (15.7"), "{}", run.stdout);
+    let e = estimate(&orch, &["lite"]);
+    let params = e["architecture"]["params"].as_f64().unwrap();
+    assert!((params / 15.7e9 - 1.0).abs() < 0.02, "{e}");
     let run = orch.expect(
         &[
             "estimate",

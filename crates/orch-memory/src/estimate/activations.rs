@@ -36,25 +36,40 @@ pub(crate) fn routing_bytes(arch: &Arch, scale: f64) -> f64 {
 }
 
 /// Bytes per token of one decoder layer's no-grad forward working set (log-prob passes): the
-/// hidden-sized tensors alive at once and the MLP's ([`k::NOGRAD_LAYER_BYTES`]). A mixture of
-/// experts runs one expert at a time on its share of the tokens, beside the expert mask and
-/// the router's logits ([`k::MOE_NOGRAD_BYTES`]), and the shared expert on every token.
+/// hidden-sized tensors alive at once and the MLP's ([`k::NOGRAD_LAYER_BYTES`]). In a mixture
+/// of experts' layer the MLP is its block ([`moe_nograd_block_bytes`]) and the shared expert,
+/// which runs on every token.
 pub(crate) fn nograd_layer_bytes(arch: &Arch) -> f64 {
     let (hb, mb) = k::NOGRAD_LAYER_BYTES;
     let h = arch.hidden as f64;
     match arch.moe {
         None => hb * h + mb * arch.intermediate as f64,
         Some(m) => {
-            let (per_copy_expert, per_expert) = k::MOE_NOGRAD_BYTES;
-            let (experts, copies) = (f64::from(m.experts), f64::from(m.top_k));
-            let units = copies * f64::from(m.expert_intermediate) / experts
-                + f64::from(m.shared_intermediate);
             let sparse =
-                hb * h + mb * units + per_copy_expert * copies * experts + per_expert * experts;
+                hb * h + moe_nograd_block_bytes(arch) + mb * f64::from(m.shared_intermediate);
             let dense = hb * h + mb * f64::from(m.dense_intermediate);
             m.sparse_share * sparse + (1.0 - m.sparse_share) * dense
         }
     }
+}
+
+/// Bytes per token a mixture of experts' routed block holds at its no-grad peak, its input
+/// left out: what the eager loop keeps for the whole loop ([`k::MOE_NOGRAD_BYTES`]) and the
+/// running expert's tensors on its share of the tokens ([`k::MOE_NOGRAD_EXPERT_BYTES`]).
+/// 0 for a dense model.
+pub(crate) fn moe_nograd_block_bytes(arch: &Arch) -> f64 {
+    let (per_copy_expert, per_expert, per_copy, per_hidden) = k::MOE_NOGRAD_BYTES;
+    let (expert_hidden, expert_unit) = k::MOE_NOGRAD_EXPERT_BYTES;
+    arch.moe.map_or(0.0, |m| {
+        let h = arch.hidden as f64;
+        let (experts, copies) = (f64::from(m.experts), f64::from(m.top_k));
+        let share = copies / experts;
+        per_copy_expert * copies * experts
+            + per_expert * experts
+            + per_copy * copies
+            + per_hidden * h
+            + share * (expert_hidden * h + expert_unit * f64::from(m.expert_intermediate))
+    })
 }
 
 /// Training-phase activations for `t` tokens: with checkpointing the stored layer inputs plus

@@ -131,12 +131,20 @@ pub const ACT_LAYER_BYTES_BF16: (f64, f64, f64) = (20.0, 4.0, 8.0);
 /// token, the formula to the byte; `calibration/measured/moe-saved-bytes-cpu.txt`).
 /// transformers 5's grouped-matmul experts keep one hidden copy fewer; the larger is used.
 pub const MOE_SAVED_BYTES_BF16: (f64, f64, f64) = (6.0, 30.0, 4.0);
-/// A mixture of experts' layer in a no-grad forward (log-probs), per token, as `(per routed
-/// copy and expert, per expert)`: the eager loop holds the int64 `one_hot` expert mask
-/// (`k × E × 8` bytes) for the whole loop beside the bf16 router logits, and runs one expert's
-/// MLP at a time, on `k / E` of the tokens (so its MLP units are `k × I / E` in
-/// [`NOGRAD_LAYER_BYTES`]'s count). Measured as [`MOE_SAVED_BYTES_BF16`] (peak live bytes).
-pub const MOE_NOGRAD_BYTES: (f64, f64) = (8.0, 2.0);
+/// A mixture of experts' block in a no-grad forward (log-probs), per token, as `(per routed
+/// copy and expert, per expert, per routed copy, per hidden unit)`: Hugging Face's eager loop
+/// (transformers 4.5x) holds, for the whole loop, the int64 `one_hot` expert mask
+/// (`k × E × 8` bytes), the bf16 router logits (2 per expert), the top-k indices and weights
+/// (int64, fp32 and bf16: 14 per copy) and the bf16 output it adds into (2 per hidden unit).
+pub const MOE_NOGRAD_BYTES: (f64, f64, f64, f64) = (8.0, 2.0, 14.0, 2.0);
+/// Beside [`MOE_NOGRAD_BYTES`], the expert running, on its `k / E` share of the tokens: four
+/// hidden-sized bf16 tensors (its gathered input, `down_proj`'s output, the weighted output,
+/// the previous expert's output still referenced: 8 bytes per hidden unit) and its gated
+/// MLP's (8 bytes per expert unit). With [`MOE_NOGRAD_BYTES`], 13 % under the live peak
+/// `scripts/moe-saved-bytes.py` measured at its small shape (the busiest expert holds more
+/// than the mean share); the test holds it within 20 %. transformers 5's grouped-matmul
+/// experts hold all `k × T` rows at once instead (`8kh` per token): not modelled.
+pub const MOE_NOGRAD_EXPERT_BYTES: (f64, f64) = (8.0, 8.0);
 /// vLLM's fused-MoE chunk: `VLLM_FUSED_MOE_CHUNK_SIZE`'s default, 32768 tokens in vLLM 0.11
 /// (`vllm/envs.py`; 16384 in 0.12): its caches hold at most this many batched tokens.
 pub const VLLM_FUSED_MOE_CHUNK: f64 = 32768.0;

@@ -59,7 +59,19 @@ impl Proj {
 
     /// `in + out` of the projection: the query's output and the output projection's input
     /// are heads × head_dim (the hidden size in Llama, Qwen2.5 and Mistral, not in Qwen3).
+    /// In a mixture of experts, PEFT's: every expert's (below).
     fn in_plus_out(self, a: &Arch) -> f64 {
+        self.widths(a, true)
+    }
+
+    /// [`Proj::in_plus_out`] as vLLM's LoRA layers wrap it: the attention's and a dense MLP's
+    /// projections; of a mixture of experts' MLP, the shared expert's only (vLLM's fused-MoE
+    /// experts take no adapter in the releases verl runs).
+    fn vllm_in_plus_out(self, a: &Arch) -> f64 {
+        self.widths(a, false)
+    }
+
+    fn widths(self, a: &Arch, experts_adapted: bool) -> f64 {
         let h = a.hidden as f64;
         let q = a.heads as f64 * a.head_dim as f64;
         let kv = a.kv_heads as f64 * a.head_dim as f64;
@@ -76,7 +88,12 @@ impl Proj {
                         0 => 0.0,
                         s => h + f64::from(s),
                     };
-                    let sparse = f64::from(m.experts) * (h + f64::from(m.expert_intermediate));
+                    let routed = if experts_adapted {
+                        f64::from(m.experts)
+                    } else {
+                        0.0
+                    };
+                    let sparse = routed * (h + f64::from(m.expert_intermediate));
                     let dense = h + f64::from(m.dense_intermediate);
                     m.sparse_share * (sparse + shared) + (1.0 - m.sparse_share) * dense
                 }
@@ -251,7 +268,7 @@ impl Lora {
             .into_iter()
             .find(|&r| r >= self.rank)
             .unwrap_or(self.rank);
-        let per_layer: f64 = Proj::ALL.into_iter().map(|p| p.in_plus_out(a)).sum();
+        let per_layer: f64 = Proj::ALL.into_iter().map(|p| p.vllm_in_plus_out(a)).sum();
         rank as f64 * per_layer * a.layers as f64
     }
 

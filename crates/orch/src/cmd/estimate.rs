@@ -198,7 +198,9 @@ fn architecture_json(a: &Architecture) -> serde_json::Value {
             }
             known
         }
-        Architecture::Unknown { tried } => json!({"known": false, "tried": tried}),
+        Architecture::Unknown { tried, params } => {
+            json!({"known": false, "tried": tried, "params": params})
+        }
     }
 }
 
@@ -279,10 +281,13 @@ fn report(setup: &Setup, plan: &Plan, est: &PlanEstimate) -> String {
                 m.active_params / 1e9
             ))
         )),
-        Architecture::Unknown { tried } => out.push_str(&format!(
-            "model {}: architecture unknown ({}); estimated from its size alone — {} for a real estimate\n",
+        Architecture::Unknown { tried, .. } => out.push_str(&format!(
+            "model {}: architecture unknown ({}); estimated as a stand-in{} — {} for a real estimate\n",
             est.model,
             tried.join("; "),
+            e.arch
+                .as_ref()
+                .map_or(String::new(), |a| format!(": {}", a.name)),
             orch_core::estimate::how_to_know(est.trainer)
         )),
     }

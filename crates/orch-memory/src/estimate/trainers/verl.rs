@@ -437,6 +437,15 @@ impl VerlConfig {
                 "actor.strategy {strategy}: orch models verl's FSDP workers, so this is the estimate of an FSDP run"
             ));
         }
+        // verl passes `enable_expert_parallel` to vLLM when this is over 1
+        // (`vllm_async_server.py` at b178a3cd5): whole experts per rank, the fused-MoE
+        // caches not split by TP.
+        let expert_parallel = o.u64_or("actor_rollout_ref.rollout.expert_parallel_size", 1);
+        if expert_parallel > 1 {
+            notes.push(format!(
+                "rollout.expert_parallel_size {expert_parallel}: vLLM then holds whole experts per rank and its fused-MoE caches are not split by tensor parallelism; orch sizes the rollout as tensor parallelism, so those caches are counted TP times smaller than they are"
+            ));
+        }
         let dp = (world / ulysses_sp).max(1);
         let micro = match (
             o.u64_opt(&a("ppo_micro_batch_size_per_gpu")),
