@@ -12,7 +12,7 @@ die() {
 
 usage() {
 	cat <<EOF
-Usage: scripts/sshd-up.sh [--second-factor CODE] [--exit-with PID] [DIR]
+Usage: scripts/sshd-up.sh [--second-factor CODE] [--chatty-login] [--exit-with PID] [DIR]
 
 Starts a private sshd (not the system one) listening on 127.0.0.1 only, with
 everything it needs in DIR (default \$ORCH_SSHD_DIR, else /tmp/orch-sshd):
@@ -40,6 +40,9 @@ config changed is restarted. Waits until the port answers with an SSH banner.
                    Needs root: writes the PAM service /etc/pam.d/orch-sshd-N
                    (N: a checksum of DIR), removed by sshd-down.sh --purge.
                    Without this option a previous one's PAM file is removed.
+  --chatty-login   the login shell's .bashrc prints a banner to stdout and a
+                   module system's warning to stderr on every command, as some
+                   clusters' do (default: a quiet one)
   --exit-with PID  also start a watcher that stops this sshd and deletes DIR
                    once process PID has exited (used by the test suite)
   -h, --help       this text
@@ -52,6 +55,7 @@ EOF
 
 EXIT_WITH=""
 SECOND_FACTOR=""
+CHATTY_LOGIN=""
 DIR=""
 while (($#)); do
 	case "$1" in
@@ -59,6 +63,9 @@ while (($#)); do
 		[[ $# -ge 2 && -n "$2" ]] || die "--second-factor needs a CODE"
 		SECOND_FACTOR="$2"
 		shift
+		;;
+	--chatty-login)
+		CHATTY_LOGIN=1
 		;;
 	--exit-with)
 		[[ $# -ge 2 ]] || die "--exit-with needs a PID"
@@ -184,7 +191,15 @@ fi
 # rehash" into the remote command's stderr, which the tests compare byte for byte.
 LOGIN_HOME="$DIR/login-home"
 mkdir -p "$LOGIN_HOME"
-printf '# Written by scripts/sshd-up.sh: the test sshd login shell starts quiet.\n' >"$LOGIN_HOME/.bashrc"
+if [[ -n "$CHATTY_LOGIN" ]]; then
+	cat >"$LOGIN_HOME/.bashrc" <<'EOF'
+# Written by scripts/sshd-up.sh --chatty-login: a login node that talks on every command.
+echo "Welcome to the login node. Scratch is purged after 30 days."
+echo "Lmod has detected the following error: The following module(s) are unknown: \"cuda/12\"" >&2
+EOF
+else
+	printf '# Written by scripts/sshd-up.sh: the test sshd login shell starts quiet.\n' >"$LOGIN_HOME/.bashrc"
+fi
 
 CONFIG_CHANGED=0
 write_if_changed "$DIR/sshd_config" <<EOF && CONFIG_CHANGED=1

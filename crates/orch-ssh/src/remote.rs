@@ -98,7 +98,7 @@ impl Remote {
                 out.stderr_text().trim()
             );
         }
-        let root = out.stdout_text().trim().to_string();
+        let root = out.stdout_answer();
         tracing::debug!(host, root = %root, "connected; runs directory ready");
         let mut remote =
             Arc::try_unwrap(remote).map_err(|_| anyhow::anyhow!("remote still shared"))?;

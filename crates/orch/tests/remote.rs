@@ -94,6 +94,24 @@ fn the_diamonds_loop_on_a_cloud_machine() {
     assert!(logs.stdout.contains("CUDA out of memory"), "{logs:?}");
 }
 
+/// A login node whose `.bashrc` talks on every command (a banner on stdout, a module system's
+/// warning on stderr), as some clusters' do: orch still finds its runs directory, starts
+/// the job and reads its state, and the loop ends as on a quiet one.
+#[test]
+fn the_diamonds_loop_through_a_chatty_login_shell() {
+    let chatty = Sshd::start_with("chatty", &["--chatty-login"]);
+    let (orch, remote) = remote_orch_on(&chatty);
+    let args = cloud_submit(&remote, &["--profile", "h100-80g"]);
+    let run = orch.expect(&strs(&args), 0);
+    let json = run.json();
+    assert_eq!(json["state"], "succeeded", "{run:?}");
+    let list = attempts(&json);
+    assert_eq!(list[0]["outcome"], "gpu_oom", "{run:?}");
+    // The runs directory is the one asked for, not the banner.
+    let id = json["run"].as_str().unwrap();
+    assert!(remote.join(id).join("attempts/1/job.sbatch").is_file());
+}
+
 #[test]
 fn the_cloud_machine_gpu_picks_the_profile() {
     let (orch, remote) = remote_orch();

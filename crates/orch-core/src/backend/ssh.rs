@@ -123,7 +123,7 @@ impl SshMachine {
             script = shell_quote(&script.to_string_lossy())?,
         );
         let out = self.remote.exec(line).await?;
-        let pid = out.stdout_text().trim().to_string();
+        let pid = out.stdout_answer();
         if !out.success() || pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
             bail!(
                 "could not start the job on {}: {}",
@@ -144,7 +144,7 @@ impl SshMachine {
             shell_quote(&self.remote_dir(dir))?
         );
         let out = self.remote.exec(line).await?;
-        let pid = out.stdout_text().trim().to_string();
+        let pid = out.stdout_answer();
         Ok((!pid.is_empty()).then(|| JobRef {
             id: pid,
             dir: dir.to_path_buf(),

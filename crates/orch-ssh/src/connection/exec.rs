@@ -39,6 +39,17 @@ impl ExecOutput {
         String::from_utf8_lossy(&self.stdout).into_owned()
     }
 
+    /// The last non-empty line of stdout, trimmed: a command's own answer when the login
+    /// shell's `.bashrc` printed a banner before it (some clusters' do, on every command).
+    pub fn stdout_answer(&self) -> String {
+        self.stdout_text()
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .unwrap_or("")
+            .to_string()
+    }
+
     /// Stderr as text (invalid UTF-8 replaced).
     pub fn stderr_text(&self) -> String {
         String::from_utf8_lossy(&self.stderr).into_owned()
