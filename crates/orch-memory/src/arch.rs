@@ -515,15 +515,18 @@ mod tests {
     #[test]
     fn mixture_of_experts_config_json() {
         let dir = tempfile::tempdir().unwrap();
-        let mixtral = dir.path().join("mixtral.json");
-        std::fs::write(
-            &mixtral,
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let mixtral = write(
+            "mixtral.json",
             r#"{"architectures": ["MixtralForCausalLM"], "hidden_size": 4096,
                 "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
                 "num_key_value_heads": 8, "num_local_experts": 8, "num_experts_per_tok": 2,
                 "vocab_size": 32000, "tie_word_embeddings": false, "model_type": "mixtral"}"#,
-        )
-        .unwrap();
+        );
         let a = Architecture::from_config_file(&mixtral).unwrap();
         assert_eq!(
             (a.experts(), a.top_k(), a.expert_intermediate()),
@@ -536,14 +539,12 @@ mod tests {
         mixed.moe.mlp_only_layers = vec![0, 1];
         assert_eq!(mixed.sparse_layers(), 30);
         assert!(mixed.params() < a.params());
-        let deepseek = dir.path().join("deepseek.json");
-        std::fs::write(
-            &deepseek,
+        let deepseek = write(
+            "deepseek.json",
             r#"{"hidden_size": 2048, "num_hidden_layers": 27, "num_attention_heads": 16,
                 "intermediate_size": 10944, "vocab_size": 102400, "kv_lora_rank": 512,
                 "n_routed_experts": 64, "num_experts_per_tok": 6}"#,
-        )
-        .unwrap();
+        );
         let err = Architecture::from_config_file(&deepseek)
             .unwrap_err()
             .to_string();
@@ -569,15 +570,13 @@ mod tests {
             "{err}"
         );
         // gpt-oss reads as Mixtral's keys but is not its memory: refused by its model_type.
-        let gpt_oss = dir.path().join("gpt-oss.json");
-        std::fs::write(
-            &gpt_oss,
+        let gpt_oss = write(
+            "gpt-oss.json",
             r#"{"hidden_size": 2880, "num_hidden_layers": 24, "num_attention_heads": 64,
                 "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880,
                 "num_local_experts": 32, "num_experts_per_tok": 4, "vocab_size": 201088,
                 "model_type": "gpt_oss"}"#,
-        )
-        .unwrap();
+        );
         let err = Architecture::from_config_file(&gpt_oss)
             .unwrap_err()
             .to_string();
