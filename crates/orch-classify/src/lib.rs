@@ -127,6 +127,7 @@
 //! job-control line (`./run_rl_swarm.sh: line 649:  9746 Killed  python ...`) is such a
 //! report; a bare `Killed` alone is not evidence of anything.
 
+pub mod corpus;
 mod engine;
 pub mod measure;
 pub mod memory;
