@@ -6,12 +6,13 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use aho_corasick::{AhoCorasick, Input, MatchKind};
+use aho_corasick::Span;
+use aho_corasick::packed::{Config, MatchKind, Searcher};
 use memchr::memmem::Finder;
 use regex::bytes::Regex;
 
 use super::position::Position;
-use super::rules::{Action, Kind, RULES, Rule, SLOTS, Slot};
+use super::rules::{Action, Kind, Mask, RULES, Rule, SLOTS, Slot};
 
 /// A rule's regexes are compiled when a line first asks for them: most rules never match
 /// in a given log, and compiling all of them up front cost more than scanning a 50 MB log.
@@ -50,23 +51,23 @@ impl CompiledRule {
 pub(crate) struct Engine {
     /// Every needle of every rule, leftmost-first: a SIMD Teddy search that confirms
     /// candidates by comparing the literal and reports which needle matched.
-    candidates: AhoCorasick,
+    candidates: Searcher,
     /// Needle (pattern id of `candidates`) -> bitmask of rules (indexes into `rules`)
     /// that need that needle.
-    needle_rules: Vec<u64>,
+    needle_rules: Vec<Mask>,
     /// Rules of [`Kind::Message`] (dropped on warning/info-level lines).
-    pub(crate) message_rules: u64,
+    pub(crate) message_rules: Mask,
     /// Rules that claim their segment (they run even when their slot is full).
-    pub(crate) claim_rules: u64,
+    pub(crate) claim_rules: Mask,
     pub(crate) rules: Vec<CompiledRule>,
     /// Per slot: the rules that can only produce a hit in that slot (once the slot holds
     /// its earliest hit, they need not run again).
-    pub(crate) slot_rules: [u64; SLOTS],
+    pub(crate) slot_rules: [Mask; SLOTS],
     /// Rules of the memory slots (an exception line is checked against them even when
     /// their slots are full, to know whether it ends a memory failure).
-    pub(crate) memory_rules: u64,
+    pub(crate) memory_rules: Mask,
     /// Rules of the weak error slot (wrappers: an exception line matching one is teardown).
-    pub(crate) weak_rules: u64,
+    pub(crate) weak_rules: Mask,
     /// SGLang `server_args=ServerArgs(...)` dump.
     pub(crate) server_args: Finder<'static>,
     /// A traceback frame line, `  File "..."`.
@@ -78,6 +79,9 @@ pub(crate) struct Engine {
     pub(crate) exception_line: Regex,
 }
 
+/// Most needles the prefilter takes (the packed searcher's limit).
+pub(crate) const NEEDLE_LIMIT: usize = 128;
+
 pub(crate) fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(Engine::build)
@@ -85,8 +89,12 @@ pub(crate) fn engine() -> &'static Engine {
 
 impl Engine {
     fn build() -> Engine {
-        assert!(RULES.len() <= 64, "rule masks are u64");
-        let mut needle_rules: HashMap<&'static [u8], u64> = HashMap::new();
+        assert!(
+            RULES.len() <= Mask::BITS as usize,
+            "rule masks are {} bits",
+            Mask::BITS
+        );
+        let mut needle_rules: HashMap<&'static [u8], Mask> = HashMap::new();
         let mut order: Vec<&'static str> = Vec::new();
         for (i, rule) in RULES.iter().enumerate() {
             assert!(!rule.needles.is_empty(), "rule {} has no needle", rule.name);
@@ -99,12 +107,15 @@ impl Engine {
                 *e |= 1 << i;
             }
         }
-        // Teddy, the SIMD prefilter this search relies on, takes at most 64 literals; with
-        // more, aho-corasick falls back to an automaton that made the scan 3-4x slower
-        // (measured with scripts/bench-classify.sh). Share needles between rules instead.
+        // Teddy, the SIMD prefilter this search relies on, is built by aho-corasick's packed
+        // searcher for at most 128 literals. Past 64 its own heuristic would refuse it (Fat
+        // Teddy's 16 buckets fill, so each candidate costs more to confirm); the vocabulary
+        // of the runtimes orch reads needed more than 64, so the heuristic is off and the cost
+        // is measured instead (scripts/bench-classify.sh, figures in the corpus README). The
+        // fewer the needles, the faster: share them between rules where a rule can.
         assert!(
-            order.len() <= 64,
-            "{} needles: at most 64 keep the SIMD prefilter",
+            order.len() <= NEEDLE_LIMIT,
+            "{} needles: at most {NEEDLE_LIMIT} keep the SIMD prefilter",
             order.len()
         );
         // Sorted (ignoring case), so that needles with like leading bytes share Teddy's
@@ -122,23 +133,26 @@ impl Engine {
                 .iter()
                 .all(|a| order.iter().all(|b| a == b || !b.starts_with(a)))
         );
-        let candidates = AhoCorasick::builder()
+        let candidates = Config::new()
             .match_kind(MatchKind::LeftmostFirst)
-            .build(&order)
-            .expect("needle automaton");
-        let needle_rules: Vec<u64> = order.iter().map(|n| needle_rules[n.as_bytes()]).collect();
+            .heuristic_pattern_limits(false)
+            .builder()
+            .extend(&order)
+            .build()
+            .expect("needle searcher");
+        let needle_rules: Vec<Mask> = order.iter().map(|n| needle_rules[n.as_bytes()]).collect();
         let message_rules = RULES
             .iter()
             .enumerate()
             .filter(|(_, r)| r.kind != Kind::Format)
-            .fold(0u64, |m, (i, _)| m | 1 << i);
+            .fold(0 as Mask, |m, (i, _)| m | 1 << i);
         let claim_rules = RULES
             .iter()
             .enumerate()
             .filter(|(_, r)| r.claims)
-            .fold(0u64, |m, (i, _)| m | 1 << i);
-        let mut slot_rules = [0u64; SLOTS];
-        let (mut memory_rules, mut weak_rules) = (0u64, 0u64);
+            .fold(0 as Mask, |m, (i, _)| m | 1 << i);
+        let mut slot_rules = [0 as Mask; SLOTS];
+        let (mut memory_rules, mut weak_rules) = (0 as Mask, 0 as Mask);
         for (i, rule) in RULES.iter().enumerate() {
             // Traceback headers are never "done": every traceback is followed, the last
             // one that ends the process decides (see `terminal`).
@@ -194,7 +208,7 @@ impl Engine {
 impl Engine {
     /// Does any rule in `mask` match `seg` in reporting position (ignoring which slots are
     /// already full)? Only run on exception lines, which are rare.
-    pub(crate) fn matches_any(&self, seg: &[u8], mask: u64) -> bool {
+    pub(crate) fn matches_any(&self, seg: &[u8], mask: Mask) -> bool {
         let pos = Position::of(seg);
         let mut from = 0;
         while let Some((start, _, needle)) = self.find(seg, from) {
@@ -219,10 +233,8 @@ impl Engine {
 impl Engine {
     /// The leftmost needle at or after `from`: its span and the rules that need it.
     #[inline]
-    pub(crate) fn find(&self, hay: &[u8], from: usize) -> Option<(usize, usize, u64)> {
-        let m = self
-            .candidates
-            .find(Input::new(hay).span(from..hay.len()))?;
+    pub(crate) fn find(&self, hay: &[u8], from: usize) -> Option<(usize, usize, Mask)> {
+        let m = self.candidates.find_in(hay, Span::from(from..hay.len()))?;
         Some((
             m.start(),
             m.end(),

@@ -42,6 +42,9 @@ pub(crate) enum Slot {
     ErrorWeak,
 }
 
+/// A set of rules (bit `i`: `RULES[i]`): a needle's rules, a slot's, those already done.
+pub(crate) type Mask = u128;
+
 /// Number of [`Slot`] variants.
 pub(crate) const SLOTS: usize = 11;
 

@@ -6,7 +6,7 @@ use memchr::{memchr, memchr_iter, memrchr};
 use super::engine::{Engine, engine};
 use super::memory::{self, MemoryFacts, Phase};
 use super::position::{self, Level, Position};
-use super::rules::{Action, Kind, SLOTS, Slot};
+use super::rules::{Action, Kind, Mask, SLOTS, Slot};
 use super::terminal::{self, ExcKind, Terminal};
 use super::text::evidence;
 use super::{Evidence, FailureClass, Verdict};
@@ -54,7 +54,7 @@ pub(crate) struct State {
     /// failure's exception line ends the traceback before the failure rule sees it.
     last_tb: Option<(u64, Phase)>,
     /// Rules whose slot already holds its earliest hit (bitmask over `RULES`).
-    done: u64,
+    done: Mask,
     tb: Option<Traceback>,
     /// The last exception line that ended a followed traceback (the process's last words,
     /// unless teardown noise of an earlier failure).
@@ -140,7 +140,7 @@ impl State {
         let mut pos = 0;
         let mut line = self.lines + 1;
         // The next candidate needle at or after `pos` (cached across lines).
-        let mut next: Option<(usize, usize, u64)> = None;
+        let mut next: Option<(usize, usize, Mask)> = None;
         while pos < buf.len() {
             if next.is_none_or(|(s, ..)| s < pos) {
                 next = eng.find(buf, pos);
@@ -194,7 +194,7 @@ impl State {
         &mut self,
         eng: &Engine,
         l: &[u8],
-        first: Option<(usize, usize, u64)>,
+        first: Option<(usize, usize, Mask)>,
         line: u64,
         at_start: bool,
         truncated: bool,
@@ -208,7 +208,7 @@ impl State {
         // A needle inside quotes, or on a mention line, selects no rule; on a warning /
         // info-level line no message rule (most trap lines end here, before any regex).
         let mut seg: Option<(usize, usize, Option<Position>)> = None;
-        let mut mask = 0u64;
+        let mut mask: Mask = 0;
         let mut from = 0;
         let mut pending = first;
         while let Some((ms, me, needle)) = pending.take().or_else(|| eng.find(l, from)) {
@@ -263,7 +263,7 @@ impl State {
         eng: &Engine,
         seg: &[u8],
         pos: &Position,
-        mask: u64,
+        mask: Mask,
         line: u64,
         truncated: bool,
     ) {
@@ -278,11 +278,11 @@ impl State {
         {
             return;
         }
-        let selected = |m: u64| {
+        let selected = |m: Mask| {
             eng.rules
                 .iter()
                 .enumerate()
-                .filter(move |(i, _)| m & (1u64 << i) != 0)
+                .filter(move |(i, _)| m & (1 << i) != 0)
                 .map(|(_, cr)| cr)
         };
         // A claiming rule that matches is the only thing this segment says (even when its
