@@ -128,6 +128,7 @@
 //! report; a bare `Killed` alone is not evidence of anything.
 
 pub mod corpus;
+pub mod decorations;
 mod engine;
 pub mod measure;
 pub mod memory;
@@ -146,6 +147,7 @@ use serde::{Deserialize, Serialize};
 
 pub use measure::{MeasureReader, Measured};
 pub use memory::{MemoryFacts, ProcessUse, Stage, Step};
+pub use position::explain as explain_decorations;
 pub use scan::LINE_CAP;
 pub use swallow::{SwallowRule, SwallowWatch, Swallowed};
 

@@ -47,14 +47,21 @@ pub(crate) struct Position {
     /// The segment starts at the start of its line (false for a piece of an over-long
     /// line whose start was dropped).
     pub start_known: bool,
+    /// The body is a `key: value` line that nonetheless reports an error (`bash: fork: retry:
+    /// Cannot allocate memory`, `ggml_..._alloc_buffer: ... cudaMalloc failed: out of memory`):
+    /// only what follows an error word and its colon decides.
+    pub config: bool,
 }
 
 impl Position {
     pub(crate) fn of(seg: &[u8]) -> Position {
         let (mut body, level) = strip_prefixes(seg);
         let b = &seg[body..];
-        let mention =
-            is_echo(b) || (b.first() == Some(&b'#') && !is_block_count(b)) || is_config_line(b);
+        let config_line = is_config_line(b);
+        let config = config_line && error_colon_at(b).is_some();
+        let mention = is_echo(b)
+            || (b.first() == Some(&b'#') && !is_block_count(b))
+            || (config_line && !config);
         let reports = !mention && (exception_name_len(b).is_some() || starts_with_error_word(b));
         if !mention && let Some(n) = exception_repr_len(b) {
             // `OutOfMemoryError('CUDA out of memory ...')`: the exception a wrapper names as its
@@ -68,6 +75,7 @@ impl Position {
             mention,
             reports,
             start_known: true,
+            config,
         }
     }
 
@@ -80,6 +88,7 @@ impl Position {
             mention: false,
             reports: true,
             start_known: false,
+            config: false,
         }
     }
 
@@ -108,13 +117,20 @@ impl Position {
         if in_quotes(&seg[self.body..at]) {
             return false;
         }
+        let after_error_word = error_word_before(&seg[self.body..at]);
+        if self.config {
+            return after_error_word && kind != Kind::Lead;
+        }
         match kind {
             Kind::Format => true,
             Kind::Message => {
                 if self.level == Level::Quiet {
                     return false;
                 }
-                self.reports || self.level == Level::Error || at <= lead_end(seg, self.body)
+                self.reports
+                    || self.level == Level::Error
+                    || at <= lead_end(seg, self.body)
+                    || after_error_word
             }
             Kind::Lead => self.level != Level::Quiet && at <= lead_end(seg, self.body),
         }
@@ -135,31 +151,63 @@ fn lead_end(seg: &[u8], mut i: usize) -> usize {
 
 /// Body offset and strongest level after stripping every known prefix, repeatedly.
 pub(crate) fn strip_prefixes(seg: &[u8]) -> (usize, Level) {
+    strip(seg, |_, _| {})
+}
+
+/// The decorations [`strip_prefixes`] peels off `seg`, in order, each with its text (for
+/// `orch classify -v`), and the body.
+pub fn explain(seg: &[u8]) -> (Vec<(&'static str, String)>, String) {
+    let mut peeled = Vec::new();
+    let (body, _) = strip(seg, |name, span: &[u8]| {
+        peeled.push((name, String::from_utf8_lossy(span).into_owned()));
+    });
+    (peeled, String::from_utf8_lossy(&seg[body..]).into_owned())
+}
+
+/// [`strip_prefixes`], telling `note` the name (a row of `data/decorations.tsv`) and the text of
+/// each decoration peeled.
+fn strip(seg: &[u8], mut note: impl FnMut(&'static str, &[u8])) -> (usize, Level) {
     let mut i = 0;
     let mut level = Level::Unknown;
     let mut first = true;
     loop {
         let before = i;
-        i = skip_space_and_ansi(seg, i);
+        let past_ansi = skip_space_and_ansi(seg, i);
+        if seg[i..past_ansi].contains(&0x1b) {
+            note("ansi", &seg[i..past_ansi]);
+        }
+        i = past_ansi;
         if first {
             first = false;
-            if let Some(j) = srun_label(seg, i).or_else(|| compose_prefix(seg, i)) {
+            if let Some(j) = srun_label(seg, i) {
+                note("srun-label", &seg[i..j]);
+                i = j;
+                continue;
+            }
+            if let Some(j) = compose_prefix(seg, i) {
+                note("compose", &seg[i..j]);
                 i = j;
                 continue;
             }
         }
         let step = match seg.get(i) {
-            Some(b'(') => paren_prefix(seg, i).map(|j| (j, Level::Unknown)),
+            Some(b'(') => paren_prefix(seg, i).map(|j| (j, Level::Unknown, "ray-actor")),
             Some(b'[') => bracket_prefix(seg, i),
-            Some(c) if c.is_ascii_digit() => timestamp(seg, i).map(|j| (j, Level::Unknown)),
-            Some(c) if c.is_ascii_uppercase() => {
-                level_header(seg, i).or_else(|| upper_label(seg, i).map(|j| (j, Level::Unknown)))
+            Some(c) if c.is_ascii_digit() => {
+                timestamp(seg, i).map(|j| (j, Level::Unknown, "timestamp"))
             }
-            Some(b'!') => bang_banner(seg, i).map(|j| (j, Level::Error)),
-            Some(c) if c.is_ascii_lowercase() => logger_name_level(seg, i),
+            Some(c) if c.is_ascii_uppercase() => level_header(seg, i)
+                .map(|(j, lv)| (j, lv, "level-header"))
+                .or_else(|| upper_label(seg, i).map(|j| (j, Level::Unknown, "stream-label"))),
+            Some(b'!') => bang_banner(seg, i).map(|j| (j, Level::Error, "comfy-banner")),
+            Some(c) if c.is_ascii_lowercase() => {
+                logger_name_level(seg, i).map(|(j, lv)| (j, lv, "elastic-logger"))
+            }
             _ => None,
-        };
-        if let Some((j, lv)) = step {
+        }
+        .or_else(|| crate::decorations::peeler().peel(seg, i));
+        if let Some((j, lv, name)) = step {
+            note(name, &seg[i..j]);
             i = j;
             level = level.max(lv);
         }
@@ -208,7 +256,7 @@ fn paren_prefix(seg: &[u8], i: usize) -> Option<usize> {
 /// `[E ProcessGroupNCCL.cpp:737]`, timestamps `[2026-09-13 16:06:07 TP0]`, Ray's
 /// `[2026-01-20 08:13:25,391 E 2105 2105]`, source locations `[core.py:708]`, DeepSpeed's
 /// `[INFO]`.
-fn bracket_prefix(seg: &[u8], i: usize) -> Option<(usize, Level)> {
+fn bracket_prefix(seg: &[u8], i: usize) -> Option<(usize, Level, &'static str)> {
     let rest = &seg[i + 1..seg.len().min(i + 100)];
     let close = rest.iter().position(|&b| b == b']')?;
     let inner = &rest[..close];
@@ -217,37 +265,41 @@ fn bracket_prefix(seg: &[u8], i: usize) -> Option<(usize, Level)> {
         end += 1;
     }
     let first = *inner.first()?;
-    let level = if let Some(r) = inner
+    let (level, name) = if let Some(r) = inner
         .strip_prefix(b"rank")
         .or_else(|| inner.strip_prefix(b"Rank "))
     {
-        (!r.is_empty() && r.iter().all(u8::is_ascii_digit)).then_some(Level::Unknown)?
+        (!r.is_empty() && r.iter().all(u8::is_ascii_digit))
+            .then_some((Level::Unknown, "torch-rank"))?
     } else if inner.iter().all(u8::is_ascii_digit) {
-        Level::Unknown
+        (Level::Unknown, "index")
     } else if first.is_ascii_digit() {
         // A timestamp; Ray's C++ header carries a level letter as its third word.
         let third = inner.split(|&b| b == b' ').nth(2);
         if !inner[..inner.len().min(4)].iter().all(u8::is_ascii_digit) && !is_time_like(inner) {
             return None;
         }
-        third.map_or(Level::Unknown, glog_level)
+        (
+            third.map_or(Level::Unknown, glog_level),
+            "timestamp-bracketed",
+        )
     } else if matches!(first, b'I' | b'W' | b'E' | b'F')
         && inner
             .get(1)
             .is_none_or(|b| b.is_ascii_digit() || *b == b' ')
         && contains(inner, b":")
     {
-        glog_level(&inner[..1])
+        (glog_level(&inner[..1]), "glog-bracketed")
     } else if let Some(lv) = level_word(inner).filter(|&(n, _)| n == inner.len()) {
-        lv.1
+        (lv.1, "level-bracketed")
     } else if is_source_location(inner) {
-        Level::Unknown
-    } else if let Some(j) = hydra_logger(seg, inner, i + 1 + close + 1) {
-        return Some(j);
+        (Level::Unknown, "source-location")
+    } else if let Some((j, lv)) = hydra_logger(seg, inner, i + 1 + close + 1) {
+        return Some((j, lv, "hydra-logger"));
     } else {
         return None;
     };
-    Some((end, level))
+    Some((end, level, name))
 }
 
 /// Hydra's job logging, `[%(asctime)s][%(name)s][%(levelname)s] - `: past the timestamp, a
@@ -497,8 +549,18 @@ fn is_config_line(b: &[u8]) -> bool {
         }
         _ => false,
     };
-    const REPORTERS: [&[u8]; 11] = [
+    const REPORTERS: [&[u8]; 21] = [
         b"error",
+        b"reason",
+        b"state",
+        b"status",
+        b"bash",
+        b"sh",
+        b"zsh",
+        b"python",
+        b"python3",
+        b"kernel",
+        b"mpirun",
         b"traceback",
         b"exitcode",
         b"error_file",
@@ -549,6 +611,10 @@ fn is_reraised_error(before: &[u8]) -> bool {
             .rposition(|&c| !(is_word(c) || c == b'.'))
             .map_or(0, |i| i + 1);
         return !name[..start].trim_ascii_end().ends_with(b"raise");
+    }
+    if before.ends_with(b"panicked at ") {
+        // Rust's `thread 'main' panicked at 'message'`: the quote holds what is reported.
+        return true;
     }
     if before.ends_with(b"throwing an instance of ") {
         // C++'s `terminate called after throwing an instance of 'std::bad_alloc'`: the quote
@@ -611,6 +677,48 @@ pub(crate) fn exception_name_len(b: &[u8]) -> Option<usize> {
         Some(b':') if b.get(j + 1).is_none_or(|c| c.is_ascii_whitespace()) => Some(j),
         _ => None,
     }
+}
+
+/// Words that, followed by a colon, introduce the error being reported mid-line:
+/// `Server error: CUDA out of memory`, `cudaMalloc failed: out of memory`, `fork: retry:
+/// Resource temporarily unavailable` is not one (`retry`).
+const ERROR_WORDS: [&[u8]; 6] = [
+    b"error",
+    b"failed",
+    b"failure",
+    b"fatal",
+    b"exception",
+    b"errors",
+];
+
+/// Does `before` (the body up to a match) end with an error word and its colon, then spaces
+/// and at most one opening quote? The word is the whole token before the colon, so
+/// `torch.OutOfMemoryError: ` (an exception name, which tips quote) is not one.
+fn error_word_before(before: &[u8]) -> bool {
+    let mut b = before.trim_ascii_end();
+    if let Some((&q, rest)) = b.split_last()
+        && matches!(q, b'\'' | b'"' | b'`')
+    {
+        b = rest.trim_ascii_end();
+    }
+    let Some(b) = b.strip_suffix(b":") else {
+        return false;
+    };
+    let start = b
+        .iter()
+        .rposition(|c| {
+            c.is_ascii_whitespace() || matches!(c, b'[' | b'(' | b',' | b';' | b'|' | b':')
+        })
+        .map_or(0, |i| i + 1);
+    let word = &b[start..];
+    ERROR_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w))
+}
+
+/// The offset just past the first `error: ` / `failed: ` ... in `b` (see [`error_word_before`]).
+fn error_colon_at(b: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(b':', b)
+        .map(|k| k + 1)
+        .find(|&k| error_word_before(&b[..k]) && b.get(k).is_none_or(|c| *c == b' '))
 }
 
 /// `error:`, `Error while ...`, `failed (exitcode ...)`, `FAILED`, `fatal:`.
