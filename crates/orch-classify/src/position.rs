@@ -47,22 +47,23 @@ pub(crate) struct Position {
     /// The segment starts at the start of its line (false for a piece of an over-long
     /// line whose start was dropped).
     pub start_known: bool,
-    /// The body is a `key: value` line that nonetheless reports an error (`bash: fork: retry:
-    /// Cannot allocate memory`, `ggml_..._alloc_buffer: ... cudaMalloc failed: out of memory`):
-    /// only what follows an error word and its colon decides.
-    pub config: bool,
 }
 
 impl Position {
     pub(crate) fn of(seg: &[u8]) -> Position {
         let (mut body, level) = strip_prefixes(seg);
         let b = &seg[body..];
-        let config_line = is_config_line(b);
-        let config = config_line && error_colon_at(b).is_some();
+        // A `key: value` line that holds an error word and its colon is a program's report, not
+        // a setting (`bash: fork: retry: Cannot allocate memory`, C code's `function_name: ...
+        // cudaMalloc failed: out of memory`).
+        let reported_config = is_config_line(b) && error_colon_at(b).is_some();
         let mention = is_echo(b)
             || (b.first() == Some(&b'#') && !is_block_count(b))
-            || (config_line && !config);
-        let reports = !mention && (exception_name_len(b).is_some() || starts_with_error_word(b));
+            || (is_config_line(b) && !reported_config);
+        let reports = !mention
+            && (reported_config
+                || exception_name_len(b).is_some()
+                || starts_with_error_word(b));
         if !mention && let Some(n) = exception_repr_len(b) {
             // `OutOfMemoryError('CUDA out of memory ...')`: the exception a wrapper names as its
             // cause (Hydra's `InstantiationException` prints it on the next line). The quote
@@ -75,7 +76,6 @@ impl Position {
             mention,
             reports,
             start_known: true,
-            config,
         }
     }
 
@@ -88,7 +88,6 @@ impl Position {
             mention: false,
             reports: true,
             start_known: false,
-            config: false,
         }
     }
 
@@ -117,10 +116,6 @@ impl Position {
         if in_quotes(&seg[self.body..at]) {
             return false;
         }
-        let after_error_word = error_word_before(&seg[self.body..at]);
-        if self.config {
-            return after_error_word && kind != Kind::Lead;
-        }
         match kind {
             Kind::Format => true,
             Kind::Message => {
@@ -130,7 +125,7 @@ impl Position {
                 self.reports
                     || self.level == Level::Error
                     || at <= lead_end(seg, self.body)
-                    || after_error_word
+                    || error_word_before(&seg[self.body..at])
             }
             Kind::Lead => self.level != Level::Quiet && at <= lead_end(seg, self.body),
         }

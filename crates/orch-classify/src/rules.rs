@@ -286,8 +286,8 @@ pub(crate) static RULES: &[Rule] = &[
             "sglang-token-pool",
             Slot::KvCache,
             &["f memor"],
-            r"(?:Prefill|Decode) out of memory\. Try to lower your batch size|alloc_req_slots runs out of memory",
-            r"(Prefill|Decode) out of memory\. Try to lower your batch size|alloc_req_slots runs out of memory",
+            r"(?:Prefill|Decode) out of memory\. (?:Try to lower your batch size|This should never happen)|alloc_req_slots runs out of memory",
+            r"(Prefill|Decode) out of memory\. (Try to lower your batch size|This should never happen)|alloc_req_slots runs out of memory",
         )
     },
     // The engine's own log of an empty KV budget, with no exception after it when the engine
@@ -297,9 +297,19 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "engine-no-kv-room",
         Slot::KvCache,
-        &["ofiled valu", "blocks: 0"],
-        r"is larger than the profiled value -\d|# (?:GPU|cuda) blocks: 0\b",
-        r"is larger than the profiled value -[0-9]|# (GPU|cuda) blocks: 0([^0-9]|$)",
+        &["ofiled valu", "blocks: 0", "KV cache memory: -"],
+        r"is larger than the profiled value -\d|# (?:GPU|cuda) blocks: 0\b|Available KV cache memory: -\d",
+        r"is larger than the profiled value -[0-9]|# (GPU|cuda) blocks: 0([^0-9]|$)|Available KV cache memory: -[0-9]",
+    ),
+    // Text Generation Inference's warm-up: the prefill token budget does not fit
+    // (`server/text_generation_server/models/flash_causal_lm.py`: `Not enough memory to handle
+    // 4096 prefill tokens. You need to decrease --max-batch-prefill-tokens`).
+    msg(
+        "tgi-prefill-tokens",
+        Slot::KvCache,
+        &["Not enough memory to handle"],
+        r"Not enough memory to handle \d+ (?:prefill )?tokens",
+        r"Not enough memory to handle [0-9]+ (prefill )?tokens",
     ),
     // ------------------------------------------------------------ host OOM (strong)
     // A process that asked the host for memory and got none: `OSError: [Errno 12]`, torch's CPU
@@ -309,9 +319,9 @@ pub(crate) static RULES: &[Rule] = &[
     msg(
         "host-alloc-failed",
         Slot::HostOom,
-        &["[Errno 12] Cannot allocate memory", "DefaultCPUAllocator: "],
-        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)",
-        r"\[Errno 12\] Cannot allocate memory|DefaultCPUAllocator: (not enough memory|can't allocate memory)",
+        &["Cannot allocate memory", "DefaultCPUAllocator: ", "Unable to allocate ", "memory allocation of "],
+        r"memory allocation of \d+ bytes failed|\[Errno 12\] Cannot allocate memory|(?:fork|mmap|malloc|clone)(?:\(\))?(?: failed)?: (?:retry: )?Cannot allocate memory|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape",
+        r"memory allocation of [0-9]+ bytes failed|\[Errno 12\] Cannot allocate memory|(fork|mmap|malloc|clone)(\(\))?( failed)?: (retry: )?Cannot allocate memory|DefaultCPUAllocator: (not enough memory|can't allocate memory)|Unable to allocate [0-9.]+ [KMGTP]i?B for an array with shape",
     ),
     hit(
         "slurm-oom-kill-event",
@@ -348,7 +358,7 @@ pub(crate) static RULES: &[Rule] = &[
         kind: Kind::Format,
         action: Action::Hit(Slot::HostOom),
         needles: &["ceeded"],
-        pattern: r"(?:srun|slurmstepd[-\w]*): (?:error: )?Exceeded (?:job|step) memory limit",
+        pattern: r"(?:(?:srun|slurmstepd[-\w]*): (?:error: )?|^)Exceeded (?:job|step) memory limit",
         // Trap f4: printed on jobs that completed fine.
         unless: Some(r"memory limit at some point"),
         claims: false,
@@ -397,9 +407,66 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "kernel-oom-killer",
         Slot::HostOom,
-        &["of memory: Kill", "cgroup out of memory"],
-        r"[Oo]ut of memory: Kill(?:ed)? process \d+|[Mm]emory cgroup out of memory: [Kk]illed",
-        r"[Oo]ut of memory: Kill(ed)? process [0-9]+|[Mm]emory cgroup out of memory: [Kk]illed",
+        &[
+            "of memory: Kill",
+            "cgroup out of memory",
+            "oom-kill",
+            "oom_reaper",
+            "Killed process",
+            "killed as a result of limit",
+            "memory.oom.group",
+            "oom_kill_allocating_task",
+        ],
+        r"[Oo]ut of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process \d+|[Mm]emory cgroup out of memory: [Kk]ill|\binvoked oom-killer: |\boom-kill:constraint=|\boom_reaper: reaped process \d+|\bKilled process \d+ \([^)]*\),? (?:UID \d+,? )?total-vm:|\bkilled as a result of limit of |are going to be killed due to memory\.oom\.group",
+        r"[Oo]ut of memory( \(oom_kill_allocating_task\))?: Kill(ed)? process [0-9]+|[Mm]emory cgroup out of memory: [Kk]ill|invoked oom-killer: |oom-kill:constraint=|oom_reaper: reaped process [0-9]+|Killed process [0-9]+ \([^)]*\),? (UID [0-9]+,? )?total-vm:|killed as a result of limit of |are going to be killed due to memory\.oom\.group",
+    ),
+    // Ray's memory monitor report, any line of it: `ray job submit` keeps only the last
+    // 20,000 characters of a job's log, so its first line is often gone (ray
+    // `src/ray/common/memory_monitor.cc`, `src/ray/raylet/node_manager.cc`, `worker_killing_policy`:
+    // `Memory on the node (IP: ..) where the task (..) was running was 29.49GB / 30.89GB (0.95),
+    // which exceeds the memory usage threshold of 0.95. Ray killed this worker ..`, `Top 10
+    // memory users:`, `Refer to the documentation on how to address the out of memory issue:
+    // ..`, `Consider provisioning more memory on this node ..`).
+    Rule {
+        requires: &[
+            "usage threshold",
+            "memory users:",
+            "address the out of memory issue",
+            "provisioning more memory",
+            "Memory on the node (IP: ",
+        ],
+        ..hit(
+            "ray-memory-monitor-report",
+            Slot::HostOom,
+            &["usage threshold", "memory users:", "f memor", "provisioning more memory", "Memory on the node (IP: "],
+            r"^Memory on the node \(IP: \S+, ID: \w+\) where the (?:task|lease|actor)|which exceeds the memory usage threshold of [\d.]+|\bTop \d+ memory users:|Refer to the documentation on how to address the out of memory issue|Consider provisioning more memory on this node",
+            r"^Memory on the node \(IP: [^ ]+, ID: [[:alnum:]]+\) where the (task|lease|actor)|which exceeds the memory usage threshold of [0-9.]+|Top [0-9]+ memory users:|Refer to the documentation on how to address the out of memory issue|Consider provisioning more memory on this node",
+        )
+    },
+    // Kubernetes: a container killed for its memory limit (`Reason: OOMKilled` in `kubectl
+    // describe`, the `OOMKilled` status of `kubectl get pods`, `reason: OOMKilled` in yaml),
+    // and the kubelet evicting a pod from a node short of memory (kubernetes
+    // `pkg/kubelet/eviction/helpers.go`: `The node was low on resource: memory.`).
+    hit(
+        "k8s-memory",
+        Slot::HostOom,
+        &["OOMKilled", "low on resource: memory"],
+        r"\bOOMKilled\b|The node was low on resource: memory",
+        r"OOMKilled|The node was low on resource: memory",
+    ),
+    // Batch schedulers' memory kills: PBS (`=>> PBS: job killed: mem 38427376kb exceeded limit
+    // 33554432kb`, vmem/pmem; Torque's `job 1 exceeded MEM usage hard limit (2528 > 1126)` and
+    // `Job exceeded a memory resource limit (vmem, pvmem, etc.). Job was aborted`), LSF
+    // (`TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.`), HTCondor's hold for
+    // memory (`put on hold by SYSTEM_PERIODIC_HOLD due to memory usage`, `Job has gone over
+    // memory limit of 2048 megabytes`), and Slurm's job state (`JobState=OUT_OF_MEMORY` in
+    // scontrol, `OUT_OF_MEMORY` / its 10-column cut `OUT_OF_ME+` in sacct and seff).
+    hit(
+        "scheduler-memory-kill",
+        Slot::HostOom,
+        &["ceeded", "TERM_", "OUT_OF_ME", "over memory limit", "due to memory usage"],
+        r"PBS: job killed: [pv]?mem (?:job total )?\d+ ?[kmgt]?b exceeded limit|\bexceeded MEM usage hard limit|Job exceeded a memory resource limit|\bTERM_MEMLIMIT\b|put on hold by \w+ due to memory usage|gone over memory limit|\bOUT_OF_ME(?:MORY\b|\+)",
+        r"PBS: job killed: [pv]?mem (job total )?[0-9]+ ?[kmgt]?b exceeded limit|exceeded MEM usage hard limit|Job exceeded a memory resource limit|TERM_MEMLIMIT|put on hold by [[:alnum:]_]+ due to memory usage|gone over memory limit|(^|[^[:alnum:]_])OUT_OF_ME(MORY|\+)",
     ),
     // -------------------------------------------------------------------- GPU OOM
     // torch's message (all formats; CUDA, HIP, and the NPU of torch_npu on Ascend, where verl
@@ -415,16 +482,25 @@ pub(crate) static RULES: &[Rule] = &[
     msg(
         "gpu-oom-message",
         Slot::GpuOom,
-        &["f memor", "_OutOfMemory"],
-        r"(?:CUDA|HIP|NPU|XPU) (?:[Ee]rror: ?)?out of memory|cuda runtime error \(2\) : out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)\s+out of memory",
-        r"(CUDA|HIP|NPU|XPU) ([Ee]rror: ?)?out of memory|cuda runtime error \(2\) : out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
+        &[
+            "f memor",
+            "_OutOfMemory",
+            "ErrorOutOfMemory",
+            "ErrorMemoryAllocation",
+            "OUT_OF_ME",
+            "OUT_OF_DEVICE_MEMORY",
+        ],
+        r"(?:CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA) (?:(?:driver|runtime) )?(?:[Ee]rror: ?)?out of memory|MPS backend out of memory|cuda runtime error \(2\) : out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(?:Async|Managed)? failed: out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR)_OUT_OF_DEVICE_MEMORY|cudaSuccess \(2 vs\. 0\)\s+out of memory",
+        r"(CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA) ((driver|runtime) )?([Ee]rror: ?)?out of memory|MPS backend out of memory|cuda runtime error \(2\) : out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(Async|Managed)? failed: out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR)_OUT_OF_DEVICE_MEMORY|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
     ),
-    msg(
-        "cublas-alloc-failed",
+    // The CUDA libraries' own allocation failures (cuBLAS, cuDNN, cuSPARSE, cuSOLVER): a
+    // status name of their own, so a line format.
+    hit(
+        "cuda-library-alloc-failed",
         Slot::GpuOom,
-        &["CUBLAS_STATUS_ALLOC_FAILED"],
-        r"CUBLAS_STATUS_ALLOC_FAILED",
-        r"CUBLAS_STATUS_ALLOC_FAILED",
+        &["_STATUS_ALLOC_FAILED"],
+        r"CU(?:BLAS|DNN|SPARSE|SOLVER)_STATUS_ALLOC_FAILED",
+        r"CU(BLAS|DNN|SPARSE|SOLVER)_STATUS_ALLOC_FAILED",
     ),
     // XLA's allocator (JAX, PyTorch/XLA) refusing a buffer: `XlaRuntimeError:
     // RESOURCE_EXHAUSTED: Out of memory while trying to allocate N bytes.` (older jaxlib:
@@ -440,8 +516,8 @@ pub(crate) static RULES: &[Rule] = &[
             "xla-resource-exhausted",
             Slot::GpuOom,
             &["f memor", "_EXHAUSTED: Failed"],
-            r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:Out of memory while trying to allocate \d+ bytes|Failed to allocate request for)",
-            r"(RESOURCE_EXHAUSTED|Resource exhausted): (Out of memory while trying to allocate [0-9]+ bytes|Failed to allocate request for)",
+            r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:.*\bRan out of memory in memory space \w+|Out of memory while trying to allocate \d+ bytes|Failed to allocate request for)",
+            r"(RESOURCE_EXHAUSTED|Resource exhausted): (.*Ran out of memory in memory space [[:alnum:]_]+|Out of memory while trying to allocate [0-9]+ bytes|Failed to allocate request for)",
         )
     },
     // Driver-level OOM reports that are their own line format: NCCL's `Cuda failure 'out of
@@ -452,9 +528,20 @@ pub(crate) static RULES: &[Rule] = &[
         "driver-oom",
         Slot::GpuOom,
         // NCCL's form shares its needle with `cuda-kernel-assert`'s other NCCL failures.
-        &["Cuda failure ", "THCudaCheck FAIL", "CUresult error"],
-        r"Cuda failure (?:2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|CUresult error: 2 \(out of memory\)",
-        r"Cuda failure (2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|CUresult error: 2 \(out of memory\)",
+        &["Cuda failure ", "THCudaCheck FAIL", "CUresult error", "cudaError error", "Failed to CUDA "],
+        r"Cuda failure (?:2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|(?:CUresult|cudaError) error: 2 \(out of memory\)|Failed to CUDA (?:calloc|malloc|host alloc) \d+ bytes",
+        r"Cuda failure (2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|(CUresult|cudaError) error: 2 \(out of memory\)|Failed to CUDA (calloc|malloc|host alloc) [0-9]+ bytes",
+    ),
+    // Other runtimes' device-memory failures, each its own line format: TensorFlow's `OOM when
+    // allocating tensor with shape[..]`, the TPU runtime's `Attempting to reserve 3.95G at the
+    // bottom of memory. That was not possible.`, Gaudi's `MODULE:PT_DEVMEM Allocation failed for
+    // size::469762048` and `MODULE:PT_SYNHELPER workspace Allocation of size ::N failed`.
+    hit(
+        "accelerator-oom-report",
+        Slot::GpuOom,
+        &["OOM when allocating", "at the bottom of memory", "MODULE:PT_"],
+        r"OOM when allocating tensor|Attempting to reserve \S+ at the bottom of memory\. That was not possible|MODULE:PT_\w+ .*Allocation (?:failed|of size :*\d+ failed)",
+        r"OOM when allocating tensor|Attempting to reserve [^ ]+ at the bottom of memory\. That was not possible|MODULE:PT_[[:alnum:]_]+ .*Allocation (failed|of size :*[0-9]+ failed)",
     ),
     // DEVIATION from the reference (which files these under kv_cache): the GPU is
     // over-subscribed by someone else, the remedy is to LOWER utilisation.
@@ -524,13 +611,18 @@ pub(crate) static RULES: &[Rule] = &[
         r"exitcode\s*:?\s*-9\b",
         r"exitcode[[:space:]]*:?[[:space:]]*-9([^0-9]|$)",
     ),
-    hit(
-        "exit-code-137",
-        Slot::HostOomWeak,
-        &["exit code 137"],
-        r"exit (?:code|status) 137\b",
-        r"exit (code|status) 137([^0-9]|$)",
-    ),
+    // Any exit status 137 (128 + SIGKILL): Docker's and Kubernetes' (`Exit Code: 137`) too.
+    // Not a hint explaining what 137 usually means.
+    Rule {
+        unless: Some(r"(?i)\b(?:typically|usually|means|may|might|hint)\b"),
+        ..hit(
+            "exit-code-137",
+            Slot::HostOomWeak,
+            &["xit code", "xit Code", "xit status"],
+            r"(?i:exit(?:ed with)? (?:code|status))\s*[:=]?\s*137\b",
+            r"[Ee]xit(ed with)? ([Cc]ode|[Ss]tatus) *[:=]? *137([^0-9]|$)",
+        )
+    },
     // ---------------------------------------------------------------- NCCL timeout
     hit(
         "nccl-watchdog-timeout",
@@ -542,9 +634,9 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "nccl-work-timed-out",
         Slot::NcclTimeout,
-        &["milliseconds before timing out"],
-        r"WorkNCCL\(SeqNum=\d+.*ran for \d+ milliseconds before timing out",
-        r"WorkNCCL\(SeqNum=[0-9]+.*ran for [0-9]+ milliseconds before timing out",
+        &["milliseconds before timing out", "Timeout at NCCL work", "operation to complete"],
+        r"Work[A-Z]*CCL\(SeqNum=\d+.*ran for \d+ milliseconds before timing out|Timeout at NCCL work: \d+|Timed out waiting \d+ms for (?:recv|send) operation to complete",
+        r"Work[A-Z]*CCL\(SeqNum=[0-9]+.*ran for [0-9]+ milliseconds before timing out|Timeout at NCCL work: [0-9]+|Timed out waiting [0-9]+ms for (recv|send) operation to complete",
     ),
     // torch's NCCL heartbeat monitor ends a process whose watchdog hung on a collective (or
     // after a collective timeout): `Terminating the process after attempting to dump debug
@@ -559,9 +651,9 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "nccl-ops-failed",
         Slot::NcclTimeout,
-        &["Some NCCL operations have failed or timed out"],
-        r"Some NCCL operations have failed or timed out",
-        r"Some NCCL operations have failed or timed out",
+        &["operations have failed or timed out"],
+        r"Some [HNX]CCL operations have failed or timed out",
+        r"Some [HNX]CCL operations have failed or timed out",
     ),
     // Slurm's client side of a node failure (`srun: error: Node failure on cn12`, salloc's).
     hit(
@@ -582,8 +674,63 @@ pub(crate) static RULES: &[Rule] = &[
         "nvidia-xid-gpu-lost",
         Slot::NodeFail,
         &["NVRM: "],
-        r"(?:^|kernel:\s+|\]\s+)NVRM: (?:Xid \([^)]*\): (?:48|62|74|79|95|119|120)\b|GPU \S+: GPU has fallen off the bus)",
-        r"(^|kernel: +|\] +)NVRM: (Xid \([^)]*\): (48|62|74|79|95|119|120)([^0-9]|$)|GPU [^ ]+: GPU has fallen off the bus)",
+        r"(?:^|kernel:\s+|\]\s+)NVRM: (?:Xid \([^)]*\): (?:48|62|74|79|95|119|120|154)\b|GPU \S+: GPU has fallen off the bus)",
+        r"(^|kernel: +|\] +)NVRM: (Xid \([^)]*\): (48|62|74|79|95|119|120|154)([^0-9]|$)|GPU [^ ]+: GPU has fallen off the bus)",
+    ),
+    // Other schedulers' and platforms' time limits: PBS (`=>> PBS: job killed: walltime 36059
+    // exceeded limit 36000`, Moab's `job exceeded wallclock limit`), LSF (`TERM_RUNLIMIT: job
+    // killed after reaching LSF run time limit.`), Slurm's job state (`JobState=TIMEOUT` in
+    // scontrol, `State: TIMEOUT` in seff, a sacct row), Kubernetes' `activeDeadlineSeconds`
+    // (`DeadlineExceeded`).
+    hit(
+        "scheduler-time-limit",
+        Slot::Timeout,
+        &["ceeded", "TERM_", "JobState=", "State: TIMEOUT", "DeadlineExceeded", "TIMEOUT  "],
+        r"PBS: job killed: walltime \d+ exceeded limit|\bexceeded (?:wall ?clock|walltime) limit|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.*\sTIMEOUT\s+\d+:\d+\s*$",
+        r"PBS: job killed: walltime [0-9]+ exceeded limit|exceeded (wall ?clock|walltime) limit|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
+    ),
+    // Preemption as schedulers and clouds report it: Slurm's state (`JobState=PREEMPTED`, a sacct
+    // row), LSF (`TERM_PREEMPT`), PBS/Moab (`job preempted`), Kubernetes (`Preempted by pod ..`),
+    // SkyPilot (`The cluster is preempted.`, `Cluster is preempted or failed (status: INIT).
+    // Recovering...`), a cloud VM (`Instance was preempted`, `spot instance interrupted`).
+    // Not vLLM's `Sequence group 5 is preempted by PreemptionMode.RECOMPUTE` (a scheduling
+    // decision inside the engine).
+    Rule {
+        unless: Some(r"PreemptionMode|[Ss]equence group|requests? (?:was|were|is|are) preempted"),
+        ..hit(
+            "scheduler-preempted",
+            Slot::Preempted,
+            &["TERM_", "JobState=", "preempted", "Preempted by", "State: PREEMPTED", "PREEMPTED  ", "nterruption"],
+            r"\bJobState=PREEMPTED\b|\bState: PREEMPTED\b|\bTERM_PREEMPT\b|\b[Jj]ob (?:\S+ )?(?:was |has been |is |got )?preempted\b|\bPreempted by (?:pod|a pod|\S+/\S+)|\b[Cc]luster (?:\S+ )?is preempted\b|\b(?:[Ii]nstance|VM|[Nn]ode|[Ss]pot (?:instance|VM|node)s?)\b[^.]{0,60}\b(?:was |were |has been |is being |got )(?:preempted|interrupted|reclaimed)\b|\b[Ss]pot (?:[Ii]nstance )?[Ii]nterruption\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.*\sPREEMPTED\s+\d+:\d+\s*$",
+            r"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob ([^ ]+ )?(was |has been |is |got )?preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted|([Ii]nstance|VM|[Nn]ode)[^.]{0,60}(was|were|has been|is being|got) (preempted|interrupted|reclaimed)|[Ss]pot ([Ii]nstance )?[Ii]nterruption",
+        )
+    },
+    // A node or device lost, as other schedulers and runtimes say it: Slurm's state
+    // (`JobState=NODE_FAIL`, a sacct row), PBS (`Job requeued, execution node n1 down`, Torque's
+    // `unable to run job, MOM rejected/timeout`, `Server could not connect to MOM`), Ray's dead
+    // node (`The node with node id .. has been marked dead because the detector has missed too
+    // many heartbeats`), a GPU that is gone (`GPU has fallen off the bus` without its Xid,
+    // nvidia-smi's `GPU is lost`, the NVIDIA driver's and CUDA's uncorrectable ECC errors, an
+    // AMD GPU's `uncorrectable hardware error`, Xid 154's `Node Reboot Required`), an Ascend NPU's
+    // `lost heartbeat`.
+    hit(
+        "node-or-device-lost",
+        Slot::NodeFail,
+        &[
+            "NODE_FAIL",
+            "execution node",
+            "to MOM",
+            "MOM rejected",
+            "has been marked dead",
+            "fallen off the bus",
+            "GPU is lost",
+            "ncorrectable ECC",
+            "ncorrectable hardware error",
+            "Node Reboot Required",
+            "lost heartbeat",
+        ],
+        r"\bNODE_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable ECC error|uncorrectable hardware error|Node Reboot Required|lost heartbeat",
+        r"NODE_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable ECC error|uncorrectable hardware error|Node Reboot Required|lost heartbeat",
     ),
     // A GCP machine reclaimed under the job (spot / preemptible): the metadata server's
     // notice as workers relay it, the line ending `termination is imminent` (Taskcluster's
@@ -659,8 +806,23 @@ pub(crate) static RULES: &[Rule] = &[
         r"must be greater than the sequence length",
         r"must be greater than the sequence length",
     ),
-    // Its advice text mentions --mem-fraction-static and `{e}` may quote a CUDA OOM:
-    // the line itself is an `error`, nothing else on it counts.
+    // SGLang's CUDA-graph capture ran out of device memory (`Capture cuda graph failed: CUDA out of
+    // memory. ..`): its own advice is a lower `--mem-fraction-static` (the KV pool gives room to
+    // the graphs), which is the kv_cache ladder's step. Claims the line, and is listed before the
+    // rule for the capture's other failures, which claims it too.
+    Rule {
+        name: "sglang-capture-cuda-graph-oom",
+        kind: Kind::Message,
+        action: Action::Hit(Slot::KvCache),
+        needles: &["Capture cuda graph failed"],
+        pattern: r"Capture cuda graph failed: .*\bout of memory",
+        unless: None,
+        claims: true,
+        ere: r"Capture cuda graph failed: .*out of memory",
+        requires: &[],
+    },
+    // Its advice text mentions --mem-fraction-static and `{e}` may quote another error (a lost
+    // gloo connection): the line itself is an `error`, nothing else on it counts.
     Rule {
         name: "sglang-capture-cuda-graph",
         kind: Kind::Message,
