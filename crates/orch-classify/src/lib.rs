@@ -194,6 +194,11 @@ pub struct Evidence {
     pub line: u64,
     /// The matching line (or `\r`-separated segment), lossily decoded, trimmed, capped in length.
     pub text: String,
+    /// The signature that decided (a rule of the classifier's table, `python-traceback` for a
+    /// traceback's last exception line), for `orch classify -v`. Absent in ledgers written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 /// Result of scanning one stream.

@@ -47,6 +47,9 @@ pub(crate) struct Position {
     /// The segment starts at the start of its line (false for a piece of an over-long
     /// line whose start was dropped).
     pub start_known: bool,
+    /// Somewhere in the body an error word and its colon introduce a reported error
+    /// (`Server error: CUDA out of memory`): a message may decide mid-line after it.
+    pub error_colon: bool,
 }
 
 impl Position {
@@ -56,7 +59,8 @@ impl Position {
         // A `key: value` line that holds an error word and its colon is a program's report, not
         // a setting (`bash: fork: retry: Cannot allocate memory`, C code's `function_name: ...
         // cudaMalloc failed: out of memory`).
-        let reported_config = is_config_line(b) && error_colon_at(b).is_some();
+        let error_colon = error_colon_at(b).is_some();
+        let reported_config = error_colon && is_config_line(b);
         let mention = is_echo(b)
             || (b.first() == Some(&b'#') && !is_block_count(b))
             || (is_config_line(b) && !reported_config);
@@ -76,6 +80,7 @@ impl Position {
             mention,
             reports,
             start_known: true,
+            error_colon,
         }
     }
 
@@ -88,6 +93,7 @@ impl Position {
             mention: false,
             reports: true,
             start_known: false,
+            error_colon: false,
         }
     }
 
@@ -99,7 +105,7 @@ impl Position {
     /// A message or lead signature can decide only at [`Position::lead`]: the line neither
     /// starts with an exception name or error word nor came with an error-level header.
     pub(crate) fn lead_only(&self) -> bool {
-        self.start_known && !self.reports && self.level != Level::Error
+        self.start_known && !self.reports && self.level != Level::Error && !self.error_colon
     }
 
     /// Is a needle at `at` inside a quoted string of the body?

@@ -290,7 +290,7 @@ impl State {
         for cr in selected(mask).filter(|cr| cr.rule.claims) {
             if let Some(m) = cr.re().find(seg) {
                 if pos.allows(seg, cr.rule.kind, m.start()) {
-                    self.record(eng, cr.rule.action, seg, m.start(), line, truncated);
+                    self.record(eng, cr.rule.name, cr.rule.action, seg, m.start(), line, truncated);
                 }
                 return;
             }
@@ -320,13 +320,15 @@ impl State {
             if cr.unless_matches(seg) || !pos.allows(seg, cr.rule.kind, at) {
                 continue;
             }
-            self.record(eng, cr.rule.action, seg, at, line, truncated);
+            self.record(eng, cr.rule.name, cr.rule.action, seg, at, line, truncated);
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn record(
         &mut self,
         eng: &Engine,
+        rule: &'static str,
         action: Action,
         seg: &[u8],
         at: usize,
@@ -337,7 +339,9 @@ impl State {
             Action::Hit(slot) => {
                 let h = &mut self.hits[slot as usize];
                 if h.is_none() {
-                    *h = Some(evidence(seg, at, line, truncated));
+                    let mut ev = evidence(seg, at, line, truncated);
+                    ev.rule = Some(rule.to_string());
+                    *h = Some(ev);
                     if slot.is_memory() {
                         self.memory[slot as usize] = self.memory_facts(seg, line);
                     }
@@ -440,7 +444,8 @@ impl State {
                     }
                     if !ignored {
                         let kind = terminal::kind_of(eng, l, rest);
-                        let evidence = evidence(l, at, line, false);
+                        let mut evidence = evidence(l, at, line, false);
+                        evidence.rule = Some("python-traceback".to_string());
                         self.terminal = Some(Terminal { kind, evidence });
                     }
                     if !ignored {
@@ -448,9 +453,25 @@ impl State {
                         // (`torch.cuda.OutOfMemoryError`, `MemoryError`): the class decides.
                         // Known here, where it costs no needle.
                         if let Some(slot) = terminal::memory_class_slot(rest) {
-                            self.record(eng, Action::Hit(slot), l, at, line, false);
+                            self.record(
+                                eng,
+                                "python-traceback-memory-class",
+                                Action::Hit(slot),
+                                l,
+                                at,
+                                line,
+                                false,
+                            );
                         }
-                        self.record(eng, Action::Hit(Slot::ErrorWeak), l, at, line, false);
+                        self.record(
+                            eng,
+                            "python-traceback",
+                            Action::Hit(Slot::ErrorWeak),
+                            l,
+                            at,
+                            line,
+                            false,
+                        );
                     }
                 } else {
                     // "During handling of the above exception..." or something we do not

@@ -150,6 +150,7 @@ impl SwallowWatch {
                                 text: String::from_utf8_lossy(&seg[..seg.len().min(400)])
                                     .trim()
                                     .to_string(),
+                                rule: Some(format!("swallowed: {}", rule.line)),
                             },
                         });
                         return;

@@ -38,7 +38,11 @@ pub(crate) fn evidence(seg: &[u8], at: usize, line: u64, truncated_left: bool) -
         text.push(c);
         n += 1;
     }
-    Evidence { line, text }
+    Evidence {
+        line,
+        text,
+        rule: None,
+    }
 }
 
 /// Remove ANSI escape sequences (CSI `ESC [ ... final`, OSC `ESC ] ... BEL|ESC \`,

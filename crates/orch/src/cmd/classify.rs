@@ -1,11 +1,13 @@
 //! `orch classify LOG...`.
 
 use crate::cli::ClassifyArgs;
-use orch_classify::{classify_path, grep_patterns};
+use orch_classify::{classify_path, explain_decorations, grep_patterns};
 use orch_core::error::code;
 
-/// Classify each log (or print the patterns), as text or JSON on stdout.
-pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
+/// Classify each log (or print the patterns), as text or JSON on stdout. `explain` (`-v`) adds,
+/// under each verdict, the signature that decided and the decorations the normaliser peeled off
+/// its line (as ripgrep's `--debug` says why a file matched).
+pub fn classify(args: ClassifyArgs, explain: bool) -> anyhow::Result<u8> {
     if args.dump_patterns {
         for (_, pattern) in grep_patterns() {
             outln!("{pattern}");
@@ -43,6 +45,7 @@ pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
                         "file": file,
                         "line": e.line,
                         "text": e.text,
+                        "rule": e.rule,
                         "memory": v.memory,
                     })),
                 })
@@ -60,6 +63,14 @@ pub fn classify(args: ClassifyArgs) -> anyhow::Result<u8> {
                     e.text
                 ),
                 None => outln!("{}: {}", path.display(), v.class.as_str()),
+            }
+            if let Some(e) = v.evidence.as_ref().filter(|_| explain) {
+                outln!("  rule: {}", e.rule.as_deref().unwrap_or("-"));
+                let (peeled, body) = explain_decorations(e.text.as_bytes());
+                for (name, text) in peeled {
+                    outln!("  peeled {name}: {:?}", text);
+                }
+                outln!("  body: {body}");
             }
             if let Some(memory) = v
                 .memory

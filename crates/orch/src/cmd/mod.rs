@@ -51,7 +51,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Submit(args) => submit::submit(&catalog, &ledger, args, g.quiet).await,
         Command::Resume(args) => submit::resume(&catalog, &ledger, args, g.quiet).await,
         Command::Render(args) => catalog::render(&catalog, args),
-        Command::Classify(args) => classify::classify(args),
+        Command::Classify(args) => classify::classify(args, g.verbose > 0),
         Command::Status(args) => runs::status(&ledger, args),
         Command::History(args) => runs::history(&ledger, args),
         Command::Logs(args) => runs::logs(&ledger, args).await,
