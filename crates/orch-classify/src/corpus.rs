@@ -143,7 +143,18 @@ pub fn load(dir: &Path) -> Result<Vec<Case>, String> {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub case: Case,
+    /// The verdict under the score's reading (see [`Reading`]).
     pub verdict: Verdict,
+}
+
+/// Which reading of a log is scored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reading {
+    /// The log alone, as for a job whose end is not known (`orch classify`).
+    Strict,
+    /// As orch reads a finished job: a case labelled with a failure is a job the scheduler says
+    /// failed ([`Verdict::given_failure`]); a case labelled `none` is one that succeeded.
+    Scheduler,
 }
 
 impl Outcome {
@@ -265,12 +276,20 @@ impl Score {
     }
 }
 
-/// Classify every case of `dir` and score it under `name`.
+/// Classify every case of `dir` and score it under `name`, with the strict reading.
 pub fn score(dir: &Path, name: &str) -> Result<Score, String> {
+    score_as(dir, name, Reading::Strict)
+}
+
+/// Classify every case of `dir` and score it under `name` with `reading`.
+pub fn score_as(dir: &Path, name: &str, reading: Reading) -> Result<Score, String> {
     let mut outcomes = Vec::new();
     for case in load(dir)? {
         let path = dir.join(&case.file);
-        let verdict = classify_path(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut verdict = classify_path(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if reading == Reading::Scheduler && case.label != FailureClass::None {
+            verdict = verdict.given_failure().clone();
+        }
         outcomes.push(Outcome { case, verdict });
     }
     Ok(Score {

@@ -216,6 +216,42 @@ pub struct Verdict {
     /// SIGKILL is weaker evidence of host OOM than a cgroup kill). `u8::MAX` for `none`.
     #[serde(skip, default = "no_rank")]
     pub rank: u8,
+    /// `likely` for the reading of a failed job that a line outside a reporting position
+    /// decided ([`Verdict::given_failure`]); absent (`certain`) otherwise.
+    #[serde(default, skip_serializing_if = "Certainty::is_certain")]
+    pub certainty: Certainty,
+    /// The reading for a job the scheduler says failed, where it differs from this one: the log
+    /// names no failure (or only a generic wrapper) in a reporting position, but a memory
+    /// failure's words stand near its end outside one (a line a launcher or paste decorated in
+    /// a way the normaliser does not know, a message mid-line). A successful job keeps the
+    /// strict reading.
+    #[serde(skip)]
+    pub if_failed: Option<Box<Verdict>>,
+}
+
+/// How sure a verdict is of its class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Certainty {
+    /// A signature in reporting position decided (or nothing was found).
+    #[default]
+    Certain,
+    /// The job failed and a memory failure's words near the end of its log decided, outside a
+    /// reporting position.
+    Likely,
+}
+
+impl Certainty {
+    pub fn is_certain(&self) -> bool {
+        *self == Certainty::Certain
+    }
+}
+
+impl Verdict {
+    /// The reading for a job the scheduler says failed (see [`Verdict::if_failed`]).
+    pub fn given_failure(&self) -> &Verdict {
+        self.if_failed.as_deref().unwrap_or(self)
+    }
 }
 
 fn no_rank() -> u8 {

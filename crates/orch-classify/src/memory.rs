@@ -29,6 +29,10 @@
 //! source. Sizes are stored in GiB (2^30 bytes) as printed, so 17.68 GiB stays 17.68; Ray
 //! prints decimal GB (10^9 bytes) and the kernel kB (1024 bytes), converted here.
 
+/// See [`MemoryFacts::request_is_absurd`]: seven halvings of the batch would not make it fit, and no
+/// ladder halves that often.
+pub const ABSURD_REQUEST: f64 = 100.0;
+
 use std::sync::OnceLock;
 
 use regex::bytes::{Captures, Regex};
@@ -147,6 +151,13 @@ pub struct MemoryFacts {
 }
 
 impl MemoryFacts {
+    /// The request is more than [`ABSURD_REQUEST`] times the card's capacity: a size computed
+    /// wrong (torch asked for 37,631 GiB on an 80 GiB card), not memory pressure.
+    pub fn request_is_absurd(&self) -> bool {
+        matches!((self.tried_to_allocate_gib, self.capacity_gib),
+            (Some(t), Some(c)) if c > 0.0 && t > ABSURD_REQUEST * c)
+    }
+
     /// Nothing was read.
     pub fn is_empty(&self) -> bool {
         *self == MemoryFacts::default()

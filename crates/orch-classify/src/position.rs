@@ -65,9 +65,7 @@ impl Position {
             || (b.first() == Some(&b'#') && !is_block_count(b))
             || (is_config_line(b) && !reported_config);
         let reports = !mention
-            && (reported_config
-                || exception_name_len(b).is_some()
-                || starts_with_error_word(b));
+            && (reported_config || exception_name_len(b).is_some() || starts_with_error_word(b));
         if !mention && let Some(n) = exception_repr_len(b) {
             // `OutOfMemoryError('CUDA out of memory ...')`: the exception a wrapper names as its
             // cause (Hydra's `InstantiationException` prints it on the next line). The quote
@@ -624,6 +622,12 @@ fn is_reraised_error(before: &[u8]) -> bool {
     }
     let b = before.strip_suffix(b" ").unwrap_or(before);
     let b = b.strip_suffix(b":").unwrap_or(b);
+    // A JSON error body's message (`{"error": "CUDA out of memory ..."}`), not any JSON value.
+    for key in [&b"\"error\""[..], b"\"message\"", b"\"detail\"", b"\"msg\""] {
+        if b.trim_ascii_end().ends_with(key) {
+            return true;
+        }
+    }
     b.len() >= 5
         && b[b.len() - 5..].eq_ignore_ascii_case(b"error")
         && b.len() > 5
@@ -697,13 +701,30 @@ const ERROR_WORDS: [&[u8]; 6] = [
 /// `torch.OutOfMemoryError: ` (an exception name, which tips quote) is not one.
 fn error_word_before(before: &[u8]) -> bool {
     let mut b = before.trim_ascii_end();
+    let mut quoted = false;
     if let Some((&q, rest)) = b.split_last()
         && matches!(q, b'\'' | b'"' | b'`')
     {
         b = rest.trim_ascii_end();
+        quoted = true;
     }
-    let Some(b) = b.strip_suffix(b":") else {
-        return false;
+    // An exception's repr reports its argument (`DriverError(CUDA_ERROR_OUT_OF_MEMORY, ..)`),
+    // and a level tag reports what follows it mid-line (`[TensorRT-LLM][ERROR] CUDA runtime
+    // error ..`).
+    if let Some(name) = b.strip_suffix(b"(")
+        && (name.ends_with(b"Error") || name.ends_with(b"Exception"))
+    {
+        return true;
+    }
+    if let Some(tag) = b.strip_suffix(b"]") {
+        let open = tag.iter().rposition(|&c| c == b'[').map_or(0, |i| i + 1);
+        return matches!(level_word(&tag[open..].to_ascii_uppercase()), Some((n, Level::Error)) if n == tag.len() - open);
+    }
+    // `failed with error 'X'`: a quote opened after an error word holds the error.
+    let b = match b.strip_suffix(b":") {
+        Some(b) => b,
+        None if quoted => b,
+        None => return false,
     };
     let start = b
         .iter()

@@ -319,7 +319,12 @@ pub(crate) static RULES: &[Rule] = &[
     msg(
         "host-alloc-failed",
         Slot::HostOom,
-        &["Cannot allocate memory", "DefaultCPUAllocator: ", "Unable to allocate ", "memory allocation of "],
+        &[
+            "Cannot allocate memory",
+            "DefaultCPUAllocator: ",
+            "Unable to allocate ",
+            "memory allocation of ",
+        ],
         r"memory allocation of \d+ bytes failed|\[Errno 12\] Cannot allocate memory|(?:fork|mmap|malloc|clone)(?:\(\))?(?: failed)?: (?:retry: )?Cannot allocate memory|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape",
         r"memory allocation of [0-9]+ bytes failed|\[Errno 12\] Cannot allocate memory|(fork|mmap|malloc|clone)(\(\))?( failed)?: (retry: )?Cannot allocate memory|DefaultCPUAllocator: (not enough memory|can't allocate memory)|Unable to allocate [0-9.]+ [KMGTP]i?B for an array with shape",
     ),
@@ -438,7 +443,13 @@ pub(crate) static RULES: &[Rule] = &[
         ..hit(
             "ray-memory-monitor-report",
             Slot::HostOom,
-            &["usage threshold", "memory users:", "f memor", "provisioning more memory", "Memory on the node (IP: "],
+            &[
+                "usage threshold",
+                "memory users:",
+                "f memor",
+                "provisioning more memory",
+                "Memory on the node (IP: ",
+            ],
             r"^Memory on the node \(IP: \S+, ID: \w+\) where the (?:task|lease|actor)|which exceeds the memory usage threshold of [\d.]+|\bTop \d+ memory users:|Refer to the documentation on how to address the out of memory issue|Consider provisioning more memory on this node",
             r"^Memory on the node \(IP: [^ ]+, ID: [[:alnum:]]+\) where the (task|lease|actor)|which exceeds the memory usage threshold of [0-9.]+|Top [0-9]+ memory users:|Refer to the documentation on how to address the out of memory issue|Consider provisioning more memory on this node",
         )
@@ -464,7 +475,13 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "scheduler-memory-kill",
         Slot::HostOom,
-        &["ceeded", "TERM_", "OUT_OF_ME", "over memory limit", "due to memory usage"],
+        &[
+            "ceeded",
+            "TERM_",
+            "OUT_OF_ME",
+            "over memory limit",
+            "due to memory usage",
+        ],
         r"PBS: job killed: [pv]?mem (?:job total )?\d+ ?[kmgt]?b exceeded limit|\bexceeded MEM usage hard limit|Job exceeded a memory resource limit|\bTERM_MEMLIMIT\b|put on hold by \w+ due to memory usage|gone over memory limit|\bOUT_OF_ME(?:MORY\b|\+)",
         r"PBS: job killed: [pv]?mem (job total )?[0-9]+ ?[kmgt]?b exceeded limit|exceeded MEM usage hard limit|Job exceeded a memory resource limit|TERM_MEMLIMIT|put on hold by [[:alnum:]_]+ due to memory usage|gone over memory limit|(^|[^[:alnum:]_])OUT_OF_ME(MORY|\+)",
     ),
@@ -490,8 +507,8 @@ pub(crate) static RULES: &[Rule] = &[
             "OUT_OF_ME",
             "OUT_OF_DEVICE_MEMORY",
         ],
-        r"(?:CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA) (?:(?:driver|runtime) )?(?:[Ee]rror: ?)?out of memory|MPS backend out of memory|cuda runtime error \(2\) : out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(?:Async|Managed)? failed: out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR)_OUT_OF_DEVICE_MEMORY|cudaSuccess \(2 vs\. 0\)\s+out of memory",
-        r"(CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA) ((driver|runtime) )?([Ee]rror: ?)?out of memory|MPS backend out of memory|cuda runtime error \(2\) : out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(Async|Managed)? failed: out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR)_OUT_OF_DEVICE_MEMORY|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
+        r"(?:CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? (?:(?:driver|runtime) )?(?:[Ee]rror(?: \d+)?(?: in [^:]*\))?: ?)?out of memory|MPS backend out of memory|Out of memory error on (?:GPU|XPU|NPU|MLU) \d+|cuda runtime error \(2\) : out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(?:Async|Managed)? failed: out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR)_OUT_OF_DEVICE_MEMORY|cudaSuccess \(2 vs\. 0\)\s+out of memory",
+        r"(CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? ((driver|runtime) )?([Ee]rror( [0-9]+)?( in [^:]*\))?: ?)?out of memory|MPS backend out of memory|Out of memory error on (GPU|XPU|NPU|MLU) [0-9]+|cuda runtime error \(2\) : out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(Async|Managed)? failed: out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR)_OUT_OF_DEVICE_MEMORY|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
     ),
     // The CUDA libraries' own allocation failures (cuBLAS, cuDNN, cuSPARSE, cuSOLVER): a
     // status name of their own, so a line format.
@@ -528,7 +545,13 @@ pub(crate) static RULES: &[Rule] = &[
         "driver-oom",
         Slot::GpuOom,
         // NCCL's form shares its needle with `cuda-kernel-assert`'s other NCCL failures.
-        &["Cuda failure ", "THCudaCheck FAIL", "CUresult error", "cudaError error", "Failed to CUDA "],
+        &[
+            "Cuda failure ",
+            "THCudaCheck FAIL",
+            "CUresult error",
+            "cudaError error",
+            "Failed to CUDA ",
+        ],
         r"Cuda failure (?:2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|(?:CUresult|cudaError) error: 2 \(out of memory\)|Failed to CUDA (?:calloc|malloc|host alloc) \d+ bytes",
         r"Cuda failure (2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|(CUresult|cudaError) error: 2 \(out of memory\)|Failed to CUDA (calloc|malloc|host alloc) [0-9]+ bytes",
     ),
@@ -539,9 +562,9 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "accelerator-oom-report",
         Slot::GpuOom,
-        &["OOM when allocating", "at the bottom of memory", "MODULE:PT_"],
-        r"OOM when allocating tensor|Attempting to reserve \S+ at the bottom of memory\. That was not possible|MODULE:PT_\w+ .*Allocation (?:failed|of size :*\d+ failed)",
-        r"OOM when allocating tensor|Attempting to reserve [^ ]+ at the bottom of memory\. That was not possible|MODULE:PT_[[:alnum:]_]+ .*Allocation (failed|of size :*[0-9]+ failed)",
+        &["OOM when allocating", "That was not possible", "MODULE:PT_"],
+        r"OOM when allocating tensor|Attempting to (?:reserve|allocate) \S+(?: at the bottom of memory)?\. That was not possible|MODULE:PT_\w+ .*Allocation (?:failed|of size :*\d+ failed)",
+        r"OOM when allocating tensor|Attempting to (reserve|allocate) [^ ]+( at the bottom of memory)?\. That was not possible|MODULE:PT_[[:alnum:]_]+ .*Allocation (failed|of size :*[0-9]+ failed)",
     ),
     // DEVIATION from the reference (which files these under kv_cache): the GPU is
     // over-subscribed by someone else, the remedy is to LOWER utilisation.
@@ -634,7 +657,11 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "nccl-work-timed-out",
         Slot::NcclTimeout,
-        &["milliseconds before timing out", "Timeout at NCCL work", "operation to complete"],
+        &[
+            "milliseconds before timing out",
+            "Timeout at NCCL work",
+            "operation to complete",
+        ],
         r"Work[A-Z]*CCL\(SeqNum=\d+.*ran for \d+ milliseconds before timing out|Timeout at NCCL work: \d+|Timed out waiting \d+ms for (?:recv|send) operation to complete",
         r"Work[A-Z]*CCL\(SeqNum=[0-9]+.*ran for [0-9]+ milliseconds before timing out|Timeout at NCCL work: [0-9]+|Timed out waiting [0-9]+ms for (recv|send) operation to complete",
     ),
@@ -685,7 +712,14 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "scheduler-time-limit",
         Slot::Timeout,
-        &["ceeded", "TERM_", "JobState=", "State: TIMEOUT", "DeadlineExceeded", "TIMEOUT  "],
+        &[
+            "ceeded",
+            "TERM_",
+            "JobState=",
+            "State: TIMEOUT",
+            "DeadlineExceeded",
+            "TIMEOUT  ",
+        ],
         r"PBS: job killed: walltime \d+ exceeded limit|\bexceeded (?:wall ?clock|walltime) limit|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.*\sTIMEOUT\s+\d+:\d+\s*$",
         r"PBS: job killed: walltime [0-9]+ exceeded limit|exceeded (wall ?clock|walltime) limit|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
     ),
@@ -700,7 +734,15 @@ pub(crate) static RULES: &[Rule] = &[
         ..hit(
             "scheduler-preempted",
             Slot::Preempted,
-            &["TERM_", "JobState=", "preempted", "Preempted by", "State: PREEMPTED", "PREEMPTED  ", "nterruption"],
+            &[
+                "TERM_",
+                "JobState=",
+                "preempted",
+                "Preempted by",
+                "State: PREEMPTED",
+                "PREEMPTED  ",
+                "nterruption",
+            ],
             r"\bJobState=PREEMPTED\b|\bState: PREEMPTED\b|\bTERM_PREEMPT\b|\b[Jj]ob (?:\S+ )?(?:was |has been |is |got )?preempted\b|\bPreempted by (?:pod|a pod|\S+/\S+)|\b[Cc]luster (?:\S+ )?is preempted\b|\b(?:[Ii]nstance|VM|[Nn]ode|[Ss]pot (?:instance|VM|node)s?)\b[^.]{0,60}\b(?:was |were |has been |is being |got )(?:preempted|interrupted|reclaimed)\b|\b[Ss]pot (?:[Ii]nstance )?[Ii]nterruption\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.*\sPREEMPTED\s+\d+:\d+\s*$",
             r"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob ([^ ]+ )?(was |has been |is |got )?preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted|([Ii]nstance|VM|[Nn]ode)[^.]{0,60}(was|were|has been|is being|got) (preempted|interrupted|reclaimed)|[Ss]pot ([Ii]nstance )?[Ii]nterruption",
         )

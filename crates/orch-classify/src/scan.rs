@@ -3,13 +3,13 @@
 
 use memchr::{memchr, memchr_iter, memrchr};
 
-use super::engine::{Engine, engine};
+use super::engine::{CompiledRule, Engine, engine};
 use super::memory::{self, MemoryFacts, Phase};
 use super::position::{self, Level, Position};
 use super::rules::{Action, Kind, Mask, SLOTS, Slot};
 use super::terminal::{self, ExcKind, Terminal};
 use super::text::evidence;
-use super::{Evidence, FailureClass, Verdict};
+use super::{Certainty, Evidence, FailureClass, Verdict};
 
 /// Longest partial line kept between `feed` calls; longer lines are scanned in pieces.
 pub const LINE_CAP: usize = 64 * 1024;
@@ -18,6 +18,9 @@ pub const LINE_CAP: usize = 64 * 1024;
 const OVERLAP: usize = 4 * 1024;
 /// A traceback is followed for at most this many lines looking for its exception line.
 const TB_MAX_LINES: u32 = 2000;
+/// A memory failure's words outside a reporting position decide a failed job only this close to
+/// the end of its log (where a process that died of it stops), see `State::loose_reading`.
+const LOOSE_TAIL: u64 = 100;
 /// Until its first `File "..."` frame, a traceback header is followed this many lines.
 const TB_MAX_LINES_BEFORE_FRAME: u32 = 64;
 /// Longest line prefix (Ray `(Actor pid=..)`, vLLM logger header) remembered for a traceback.
@@ -61,6 +64,9 @@ pub(crate) struct State {
     terminal: Option<Terminal>,
     /// Line of the last `Exception ignored in` / atexit / logging-error report.
     ignored_at: Option<u64>,
+    /// The last memory failure's words seen outside a reporting position (not quoted, not a
+    /// mention, not on a warning line), for a failed job's reading.
+    loose: Option<(Slot, Evidence, Option<MemoryFacts>)>,
 }
 
 /// `set -x` echo: one or more `+` then a space at the very start of the line.
@@ -109,6 +115,8 @@ impl State {
                         evidence: Some(ev),
                         memory: None,
                         rank: Slot::Error as u8,
+                        certainty: Certainty::Certain,
+                        if_failed: self.loose_reading(t.evidence.line),
                     };
                 }
                 // A generic wrapper decides only for want of better: the process's last
@@ -117,11 +125,34 @@ impl State {
                     Some(t) if slot == Slot::ErrorWeak => &t.evidence,
                     _ => ev,
                 };
+                if slot.class() == FailureClass::GpuOom
+                    && self.memory[slot as usize]
+                        .as_ref()
+                        .is_some_and(MemoryFacts::request_is_absurd)
+                {
+                    // A request many times the card's capacity is a size computed wrong (a
+                    // bug), which no smaller batch answers.
+                    return Verdict {
+                        class: FailureClass::Error,
+                        evidence: Some(ev.clone()),
+                        memory: self.memory[slot as usize].clone(),
+                        rank: Slot::Error as u8,
+                        certainty: Certainty::Certain,
+                        if_failed: None,
+                    };
+                }
+                let if_failed = if slot == Slot::ErrorWeak {
+                    self.loose_reading(superseding.map_or(0, |t| t.evidence.line))
+                } else {
+                    None
+                };
                 return Verdict {
                     class: slot.class(),
                     evidence: Some(ev.clone()),
                     memory: self.memory[slot as usize].clone(),
                     rank: slot as u8,
+                    certainty: Certainty::Certain,
+                    if_failed,
                 };
             }
         }
@@ -130,7 +161,27 @@ impl State {
             evidence: None,
             memory: None,
             rank: u8::MAX,
+            certainty: Certainty::Certain,
+            if_failed: self.loose_reading(0),
         }
+    }
+
+    /// The reading of a failed job from the last memory failure's words outside a reporting
+    /// position, when they stand within [`LOOSE_TAIL`] lines of the end and after `after` (the
+    /// line of a different exception that ended the process, which would supersede them).
+    fn loose_reading(&self, after: u64) -> Option<Box<Verdict>> {
+        let (slot, ev, memory) = self.loose.as_ref()?;
+        if ev.line <= after || self.lines.saturating_sub(ev.line) > LOOSE_TAIL {
+            return None;
+        }
+        Some(Box::new(Verdict {
+            class: slot.class(),
+            evidence: Some(ev.clone()),
+            memory: memory.clone(),
+            rank: *slot as u8,
+            certainty: Certainty::Likely,
+            if_failed: None,
+        }))
     }
 
     /// Scan `buf`, which holds only complete lines (it ends with `\n`), starting at
@@ -290,7 +341,15 @@ impl State {
         for cr in selected(mask).filter(|cr| cr.rule.claims) {
             if let Some(m) = cr.re().find(seg) {
                 if pos.allows(seg, cr.rule.kind, m.start()) {
-                    self.record(eng, cr.rule.name, cr.rule.action, seg, m.start(), line, truncated);
+                    self.record(
+                        eng,
+                        cr.rule.name,
+                        cr.rule.action,
+                        seg,
+                        m.start(),
+                        line,
+                        truncated,
+                    );
                 }
                 return;
             }
@@ -314,14 +373,46 @@ impl State {
                 }
                 _ => cr.re().find(seg).map(|m| m.start()),
             };
-            let Some(at) = at else {
-                continue;
-            };
-            if cr.unless_matches(seg) || !pos.allows(seg, cr.rule.kind, at) {
-                continue;
+            let decided =
+                at.filter(|&at| !cr.unless_matches(seg) && pos.allows(seg, cr.rule.kind, at));
+            match decided {
+                Some(at) => {
+                    self.record(eng, cr.rule.name, cr.rule.action, seg, at, line, truncated)
+                }
+                None => self.note_loose(cr, seg, pos, line, truncated),
             }
-            self.record(eng, cr.rule.name, cr.rule.action, seg, at, line, truncated);
         }
+    }
+
+    /// A memory rule that did not decide on this segment: if its words are there all the same,
+    /// outside quotes and not on a warning line, remember them for a failed job's reading.
+    fn note_loose(
+        &mut self,
+        cr: &CompiledRule,
+        seg: &[u8],
+        pos: &Position,
+        line: u64,
+        truncated: bool,
+    ) {
+        let Action::Hit(slot) = cr.rule.action else {
+            return;
+        };
+        if !slot.is_memory() || pos.level == Level::Quiet || cr.rule.kind == Kind::Format {
+            return;
+        }
+        if !cr.requires.is_empty() && !cr.requires.iter().any(|f| f.find(seg).is_some()) {
+            return;
+        }
+        let Some(m) = cr.re().find(seg) else {
+            return;
+        };
+        if pos.quoted(seg, m.start()) || cr.unless_matches(seg) {
+            return;
+        }
+        let mut ev = evidence(seg, m.start(), line, truncated);
+        ev.rule = Some(cr.rule.name.to_string());
+        let memory = self.memory_facts(seg, line);
+        self.loose = Some((slot, ev, memory));
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -178,6 +178,8 @@ pub fn answer(v: Verdict, s: &Swallowed) -> Verdict {
         evidence: Some(s.evidence.clone()),
         memory: None,
         rank: super::rules::rank_of(s.class),
+        certainty: super::Certainty::Certain,
+        if_failed: None,
     }
 }
 

@@ -10,7 +10,7 @@
 //! class's wire name (`gpu_oom`, `hang`, …).
 
 use crate::backend::JobEnd;
-use orch_classify::{FailureClass, Verdict};
+use orch_classify::{Certainty, FailureClass, Verdict};
 use serde::{Deserialize, Serialize};
 
 /// What became of an attempt.
@@ -58,8 +58,11 @@ impl std::str::FromStr for Outcome {
 
 /// Decide an attempt's outcome from how the job ended and each log's verdict (`(file, verdict)`).
 pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<EvidenceRecord>) {
+    // Every arm that reads `best` is a job that failed: each log's reading given that
+    // (`Verdict::given_failure`: memory words near the end, outside a reporting position).
     let best = logs
         .iter()
+        .map(|(file, v)| (file, v.given_failure()))
         .filter(|(_, v)| v.class != FailureClass::None)
         .min_by_key(|(_, v)| v.rank);
     let evidence_for = |class: FailureClass| {
@@ -71,6 +74,7 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
                     line: e.line,
                     text: e.text.clone(),
                     memory: v.memory.clone().map(Box::new),
+                    certainty: v.certainty,
                 })
             })
     };
@@ -80,6 +84,7 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
             line: e.line,
             text: e.text.clone(),
             memory: v.memory.clone().map(Box::new),
+            certainty: v.certainty,
         })
     };
     let scheduler = |class: FailureClass, what: &str| {
@@ -157,6 +162,10 @@ pub struct EvidenceRecord {
     /// read them, and for other failures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<Box<orch_classify::MemoryFacts>>,
+    /// `likely` when the job failed and the line stated a memory failure outside a reporting
+    /// position ([`orch_classify::Verdict::given_failure`]); absent when certain.
+    #[serde(default, skip_serializing_if = "Certainty::is_certain")]
+    pub certainty: Certainty,
 }
 
 impl EvidenceRecord {
@@ -167,6 +176,7 @@ impl EvidenceRecord {
             line: 0,
             text: text.into(),
             memory: None,
+            certainty: Certainty::Certain,
         }
     }
 
@@ -204,8 +214,11 @@ mod tests {
             evidence: Some(Evidence {
                 line,
                 text: format!("{class:?} here"),
+                rule: None,
             }),
             memory: None,
+            certainty: Certainty::Certain,
+            if_failed: None,
         }
     }
 

@@ -316,6 +316,7 @@ mod tests {
             line: 7,
             text: text.into(),
             memory: None,
+            certainty: Default::default(),
         };
         let full = record("RuntimeError: basic_ios::clear: iostream error");
         let line = evidence_line(Some(&full));

@@ -406,6 +406,7 @@ impl Live {
                 line,
                 text: format!("{exit}; the log ends: {text}"),
                 memory: None,
+                certainty: Default::default(),
             })
         })
     }
