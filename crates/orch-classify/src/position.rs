@@ -62,7 +62,7 @@ impl Position {
         let error_colon = error_colon_at(b).is_some();
         let reported_config = error_colon && is_config_line(b);
         let mention = is_echo(b)
-            || (b.first() == Some(&b'#') && !is_block_count(b))
+            || (b.first() == Some(&b'#') && !is_block_count(b) && !is_hash_decoration(b))
             || (is_config_line(b) && !reported_config);
         let reports = !mention
             && (reported_config || exception_name_len(b).is_some() || starts_with_error_word(b));
@@ -464,7 +464,13 @@ fn upper_label(seg: &[u8], i: usize) -> Option<usize> {
         .iter()
         .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || **c == b'_')
         .count();
-    (n >= 3 && seg[i + n..].starts_with(b": ")).then_some(i + n + 2)
+    // An error enum reports itself (`CUDA_ERROR_OUT_OF_MEMORY: out of memory`,
+    // `RESOURCE_EXHAUSTED: ...`): not a label.
+    let word = &seg[i..i + n];
+    let enum_like = [&b"ERROR"[..], b"EXHAUSTED", b"FAIL", b"MEMORY"]
+        .iter()
+        .any(|w| contains(word, w));
+    (n >= 3 && !enum_like && seg[i + n..].starts_with(b": ")).then_some(i + n + 2)
 }
 
 /// ComfyUI-style banner `!!! Exception during processing !!! ` before the message it reports.
@@ -472,6 +478,12 @@ fn bang_banner(seg: &[u8], i: usize) -> Option<usize> {
     let rest = seg.get(i..)?.strip_prefix(b"!!! ")?;
     let close = memchr::memmem::find(&rest[..rest.len().min(120)], b" !!!")?;
     Some(skip_space_and_ansi(seg, i + 4 + close + 4))
+}
+
+/// A `#` that starts a decoration, not a comment: GitHub Actions' `##[error]`, rsyslog's escaped
+/// ANSI `#033[`.
+pub(crate) fn is_hash_decoration(b: &[u8]) -> bool {
+    b.starts_with(b"##[") || b.starts_with(b"#033[")
 }
 
 /// vLLM's `# GPU blocks: N, # CPU blocks: M` / `# cuda blocks: N` report (not a comment).
@@ -548,7 +560,7 @@ fn is_config_line(b: &[u8]) -> bool {
         }
         _ => false,
     };
-    const REPORTERS: [&[u8]; 21] = [
+    const REPORTERS: [&[u8]; 24] = [
         b"error",
         b"reason",
         b"state",
@@ -570,6 +582,9 @@ fn is_config_line(b: &[u8]) -> bool {
         b"fatal",
         b"warning",
         b"slurmstepd",
+        b"oom_reaper",
+        b"exit_type",
+        b"exit_detail",
     ];
     sep_ok && !REPORTERS.contains(&&b[..key]) && !b[..key].starts_with(b"slurmstepd-")
 }

@@ -678,9 +678,12 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "nccl-ops-failed",
         Slot::NcclTimeout,
-        &["operations have failed or timed out"],
-        r"Some [HNX]CCL operations have failed or timed out",
-        r"Some [HNX]CCL operations have failed or timed out",
+        &[
+            "operations have failed or timed out",
+            "taking the entire process down",
+        ],
+        r"Some [HNX]CCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down",
+        r"Some [HNX]CCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down",
     ),
     // Slurm's client side of a node failure (`srun: error: Node failure on cn12`, salloc's).
     hit(

@@ -81,7 +81,9 @@ fn is_comment(seg: &[u8]) -> bool {
     let Some(i) = seg.iter().position(|b| !b.is_ascii_whitespace()) else {
         return false;
     };
-    seg[i] == b'#' && !position::is_block_count(&seg[i..])
+    seg[i] == b'#'
+        && !position::is_block_count(&seg[i..])
+        && !position::is_hash_decoration(&seg[i..])
 }
 
 fn strip_cr(mut l: &[u8]) -> &[u8] {

@@ -476,10 +476,18 @@ fn traps_do_not_classify() {
 
 #[test]
 fn claiming_lines_hide_quoted_signatures() {
-    // SGLang quotes the underlying exception and mem-fraction advice: error, not gpu_oom.
+    // SGLang's CUDA-graph capture out of memory: its own advice is a lower
+    // --mem-fraction-static, the kv_cache ladder's step (issue 40), not a smaller batch.
     assert_eq!(
         class_of(
             "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+        ),
+        KvCache
+    );
+    // Any other capture failure quotes its exception and the same advice: error.
+    assert_eq!(
+        class_of(
+            "Exception: Capture cuda graph failed: Connection closed by peer [10.0.0.5]:29500\n"
         ),
         Error
     );
@@ -550,7 +558,7 @@ fn wire_names_are_stable() {
         serde_json::to_value(&v).unwrap(),
         serde_json::json!({
             "class": "gpu_oom",
-            "evidence": {"line": 1, "text": OOM},
+            "evidence": {"line": 1, "text": OOM, "rule": "gpu-oom-message"},
             "memory": {"tried_to_allocate_gib": 20.0 / 1024.0}
         })
     );

@@ -1,0 +1,108 @@
+//! The data the classifier's generality rests on, each row tested:
+//!
+//! * `data/vocabulary.tsv`: every memory, timeout, preemption, node-loss and collective-timeout
+//!   message the runtimes orch's users meet can print, read from their sources (each row names
+//!   the file and version). Each row, alone on a line, must classify as its class: a message
+//!   no rule finds alone fails here, before a user's run meets it.
+//! * `data/decorations.tsv`: every launcher's and logger's decoration. Behind each, a real
+//!   failure still classifies, a config line is still a mention, and `explain_decorations`
+//!   names the row.
+
+use orch_classify::decorations::rows;
+use orch_classify::{FailureClass, classify_bytes, corpus::parse_class, explain_decorations};
+
+const VOCABULARY: &str = include_str!("../data/vocabulary.tsv");
+
+#[test]
+fn every_message_of_the_vocabulary_classifies_alone_on_a_line() {
+    let mut lines = VOCABULARY.lines();
+    assert_eq!(lines.next(), Some("class\tline\truntime\tsource\tversion"));
+    let mut misses = Vec::new();
+    let mut n = 0;
+    for (i, row) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let c: Vec<&str> = row.split('\t').collect();
+        assert_eq!(c.len(), 5, "vocabulary.tsv line {}: {row:?}", i + 2);
+        assert!(
+            !c[3].trim().is_empty(),
+            "line {}: a row names its source",
+            i + 2
+        );
+        let want = parse_class(c[0]).unwrap_or_else(|| panic!("line {}: class {:?}", i + 2, c[0]));
+        let got = classify_bytes(format!("{}\n", c[1]).as_bytes()).class;
+        n += 1;
+        if got != want {
+            misses.push(format!(
+                "line {}: {} -> {}: {}",
+                i + 2,
+                c[0],
+                got.as_str(),
+                c[1]
+            ));
+        }
+    }
+    assert!(n >= 100, "{n} rows");
+    assert!(
+        misses.is_empty(),
+        "{} of {n} rows not found alone:\n{}",
+        misses.len(),
+        misses.join("\n")
+    );
+}
+
+/// A decoration's example with `body` in place of its `…` (or after it).
+fn decorate(example: &str, body: &str) -> String {
+    match example.split_once('…') {
+        Some((a, b)) => format!("{a}{body}{b}\n"),
+        None => format!("{example}{body}\n"),
+    }
+}
+
+#[test]
+fn a_failure_behind_every_decoration_still_classifies() {
+    let failure = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
+    let rows = rows().expect("decorations.tsv");
+    assert!(rows.len() >= 30);
+    for d in &rows {
+        let line = decorate(&d.example, failure);
+        let v = classify_bytes(line.as_bytes());
+        assert_eq!(
+            v.class,
+            FailureClass::GpuOom,
+            "{} ({}): {line:?}",
+            d.name,
+            d.launcher
+        );
+        let (peeled, body) = explain_decorations(line.trim_end().as_bytes());
+        assert!(
+            peeled.iter().any(|(name, _)| *name == d.name),
+            "{}: peeled {peeled:?}",
+            d.name
+        );
+        assert!(
+            body.starts_with("torch.OutOfMemoryError"),
+            "{}: body {body:?}",
+            d.name
+        );
+    }
+}
+
+#[test]
+fn a_config_line_behind_every_decoration_is_still_a_mention() {
+    for config in [
+        "oom_hint: lower the batch when CUDA out of memory",
+        "notes: \"torch.OutOfMemoryError: CUDA out of memory\"",
+        "+ grep -c 'CUDA out of memory' slurm-1.out",
+    ] {
+        for d in rows().expect("decorations.tsv") {
+            let line = decorate(&d.example, config);
+            let v = classify_bytes(line.as_bytes());
+            assert_eq!(
+                v.class,
+                FailureClass::None,
+                "{} ({}): {line:?}",
+                d.name,
+                d.launcher
+            );
+        }
+    }
+}
