@@ -247,6 +247,42 @@ impl Engine {
 mod tests {
     use super::*;
 
+    /// Every alternative of every rule is reachable through its needles: strings generated from
+    /// each rule's regex (each alternation's branches drawn at random, 400 per rule, a fixed
+    /// seed) each hold one of the rule's needles. A branch no needle finds would never be
+    /// looked at (`CUDA_ERROR_OUT_OF_MEMORY` alone on a line was such a branch). Look-arounds
+    /// (`^`, `$`, `\b`) are dropped to generate: they add no text.
+    #[test]
+    fn every_alternative_is_reachable_through_a_needle() {
+        use proptest::strategy::{Strategy, ValueTree};
+        use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+        let mut unreachable = Vec::new();
+        for rule in RULES {
+            let pattern = rule
+                .pattern
+                .replace("\\b", "")
+                .replace("(?:^|", "(?:")
+                .replace('^', "")
+                .replace('$', "");
+            let strategy = proptest::string::string_regex(&pattern)
+                .unwrap_or_else(|e| panic!("{}: {e}", rule.name));
+            let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]);
+            let mut runner = TestRunner::new_with_rng(Config::default(), rng);
+            for _ in 0..400 {
+                let sample = strategy.new_tree(&mut runner).expect("a sample").current();
+                if !rule.needles.iter().any(|n| sample.contains(n)) {
+                    unreachable.push(format!("{}: {sample:?}", rule.name));
+                    break;
+                }
+            }
+        }
+        assert!(
+            unreachable.is_empty(),
+            "no needle finds:\n{}",
+            unreachable.join("\n")
+        );
+    }
+
     #[test]
     fn every_rule_compiles() {
         // Regexes compile lazily; a bad pattern must still fail a test, not a user's run.

@@ -338,16 +338,16 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "slurm-oom-killed",
         Slot::HostOom,
-        // Printed on the `Detected N oom_kill event` line.
-        &["kill event"],
+        // Printed on the `Detected N oom_kill event` line, and alone by some versions.
+        &["kill event", "OOM Killed"],
         r"Some of the step tasks have been OOM Killed",
         r"Some of the step tasks have been OOM Killed",
     ),
     hit(
         "slurm-cgroup-oom-handler",
         Slot::HostOom,
-        // Printed on the `Detected N oom-kill event(s)` line.
-        &["kill event"],
+        // Printed on the `Detected N oom-kill event(s)` line, and wrapped onto a line of its own.
+        &["kill event", "out-of-memory handler"],
         r"cgroup out-of-memory handler",
         r"cgroup out-of-memory handler",
     ),
@@ -402,7 +402,7 @@ pub(crate) static RULES: &[Rule] = &[
         ..hit(
             "raylet-memory-low-kill",
             Slot::HostOom,
-            &["f memor"],
+            &["f memor", "System memory low at node"],
             r"System memory low at node with IP \S+\. Used memory .*, killing ",
             r"System memory low at node with IP [^ ]+\. Used memory .*, killing ",
         )
@@ -532,7 +532,7 @@ pub(crate) static RULES: &[Rule] = &[
         ..msg(
             "xla-resource-exhausted",
             Slot::GpuOom,
-            &["f memor", "_EXHAUSTED: Failed"],
+            &["f memor", "_EXHAUSTED: Failed", "exhausted: Failed"],
             r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?:.*\bRan out of memory in memory space \w+|Out of memory while trying to allocate \d+ bytes|Failed to allocate request for)",
             r"(RESOURCE_EXHAUSTED|Resource exhausted): (.*Ran out of memory in memory space [[:alnum:]_]+|Out of memory while trying to allocate [0-9]+ bytes|Failed to allocate request for)",
         )
@@ -591,7 +591,7 @@ pub(crate) static RULES: &[Rule] = &[
         name: "named-gpu-oom",
         kind: Kind::Lead,
         action: Action::Hit(Slot::GpuOomWeak),
-        needles: &["(OutOfMemoryError)"],
+        needles: &["OutOfMemoryError)"],
         pattern: r"(?:[\w.]+\.)?RayTaskError\((?:[\w.]+\.)?OutOfMemoryError\)",
         unless: None,
         claims: false,
@@ -641,8 +641,14 @@ pub(crate) static RULES: &[Rule] = &[
         ..hit(
             "exit-code-137",
             Slot::HostOomWeak,
-            &["xit code", "xit Code", "xit status"],
-            r"(?i:exit(?:ed with)? (?:code|status))\s*[:=]?\s*137\b",
+            &[
+                "xit code",
+                "xit Code",
+                "xit status",
+                "xit Status",
+                "exited with code",
+            ],
+            r"(?:[Ee]xit (?:[Cc]ode|[Ss]tatus)|exited with code)\s*[:=]?\s*137\b",
             r"[Ee]xit(ed with)? ([Cc]ode|[Ss]tatus) *[:=]? *137([^0-9]|$)",
         )
     },
@@ -721,9 +727,9 @@ pub(crate) static RULES: &[Rule] = &[
             "JobState=",
             "State: TIMEOUT",
             "DeadlineExceeded",
-            "TIMEOUT  ",
+            "TIMEOUT ",
         ],
-        r"PBS: job killed: walltime \d+ exceeded limit|\bexceeded (?:wall ?clock|walltime) limit|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.*\sTIMEOUT\s+\d+:\d+\s*$",
+        r"PBS: job killed: walltime \d+ exceeded limit|\bexceeded (?:wall ?clock|walltime) limit|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* TIMEOUT +\d+:\d+\s*$",
         r"PBS: job killed: walltime [0-9]+ exceeded limit|exceeded (wall ?clock|walltime) limit|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
     ),
     // Preemption as schedulers and clouds report it: Slurm's state (`JobState=PREEMPTED`, a sacct
@@ -743,11 +749,12 @@ pub(crate) static RULES: &[Rule] = &[
                 "preempted",
                 "Preempted by",
                 "State: PREEMPTED",
-                "PREEMPTED  ",
+                "PREEMPTED ",
+                "reclaimed",
                 "nterruption",
             ],
-            r"\bJobState=PREEMPTED\b|\bState: PREEMPTED\b|\bTERM_PREEMPT\b|\b[Jj]ob (?:\S+ )?(?:was |has been |is |got )?preempted\b|\bPreempted by (?:pod|a pod|\S+/\S+)|\b[Cc]luster (?:\S+ )?is preempted\b|\b(?:[Ii]nstance|VM|[Nn]ode|[Ss]pot (?:instance|VM|node)s?)\b[^.]{0,60}\b(?:was |were |has been |is being |got )(?:preempted|interrupted|reclaimed)\b|\b[Ss]pot (?:[Ii]nstance )?[Ii]nterruption\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.*\sPREEMPTED\s+\d+:\d+\s*$",
-            r"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob ([^ ]+ )?(was |has been |is |got )?preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted|([Ii]nstance|VM|[Nn]ode)[^.]{0,60}(was|were|has been|is being|got) (preempted|interrupted|reclaimed)|[Ss]pot ([Ii]nstance )?[Ii]nterruption",
+            r"\bJobState=PREEMPTED\b|\bState: PREEMPTED\b|\bTERM_PREEMPT\b|\b[Jj]ob (?:\S+ )?(?:was |has been |is |got )?preempted\b|\bPreempted by (?:pod|a pod|\S+/\S+)|\b[Cc]luster (?:\S+ )?is preempted\b|\b(?:[Ii]nstance|VM|[Nn]ode|[Ss]pot (?:instance|VM|node)s?)\b[^.]{0,60}\b(?:was |were |has been |is being |got )(?:preempted|reclaimed)\b|\b[Ss]pot (?:[Ii]nstance )?[Ii]nterruption\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* PREEMPTED +\d+:\d+\s*$",
+            r"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob ([^ ]+ )?(was |has been |is |got )?preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted|([Ii]nstance|VM|[Nn]ode)[^.]{0,60}(was|were|has been|is being|got) (preempted|reclaimed)|[Ss]pot ([Ii]nstance )?[Ii]nterruption",
         )
     },
     // A node or device lost, as other schedulers and runtimes say it: Slurm's state
