@@ -51,10 +51,10 @@ impl CompiledRule {
 pub(crate) struct Engine {
     /// Every needle of every rule, leftmost-first: a SIMD Teddy search that confirms
     /// candidates by comparing the literal and reports which needle matched.
-    candidates: Searcher,
-    /// Needle (pattern id of `candidates`) -> bitmask of rules (indexes into `rules`)
+    candidates: Vec<Searcher>,
+    /// Needle (pattern id of `candidates`, per searcher) -> bitmask of rules (indexes into `rules`)
     /// that need that needle.
-    needle_rules: Vec<Mask>,
+    needle_rules: Vec<Vec<Mask>>,
     /// Rules of [`Kind::Message`] (dropped on warning/info-level lines).
     pub(crate) message_rules: Mask,
     /// Rules that claim their segment (they run even when their slot is full).
@@ -79,8 +79,17 @@ pub(crate) struct Engine {
     pub(crate) exception_line: Regex,
 }
 
-/// Most needles the prefilter takes (the packed searcher's limit).
-pub(crate) const NEEDLE_LIMIT: usize = 128;
+/// Most needles the prefilter takes (the u128 rule masks' width is the rules' limit; this one
+/// keeps the searchers few).
+pub(crate) const NEEDLE_LIMIT: usize = 192;
+/// Most needles one Teddy searcher takes (its own heuristic's limit).
+pub(crate) const NEEDLE_CHUNK: usize = 64;
+
+/// Each searcher's next hit in the region being scanned (`None` inside: no more hits), so
+/// that a searcher whose next hit lies far ahead is not searched again for every hit of the
+/// others.
+#[derive(Debug, Default)]
+pub(crate) struct NextHits(Vec<Option<Option<(usize, usize, Mask)>>>);
 
 pub(crate) fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
@@ -107,12 +116,13 @@ impl Engine {
                 *e |= 1 << i;
             }
         }
-        // Teddy, the SIMD prefilter this search relies on, is built by aho-corasick's packed
-        // searcher for at most 128 literals. Past 64 its own heuristic would refuse it (Fat
-        // Teddy's 16 buckets fill, so each candidate costs more to confirm); the vocabulary
-        // of the runtimes orch reads needed more than 64, so the heuristic is off and the cost
-        // is measured instead (scripts/bench-classify.sh, figures in the corpus README). The
-        // fewer the needles, the faster: share them between rules where a rule can.
+        // Teddy, the SIMD prefilter this search relies on, slows down as its 16 buckets fill:
+        // one searcher over the 119 needles of the runtimes' vocabulary scanned a 30 MB
+        // realistic log in 78 ms against 15 ms for the 61 needles before it, while two
+        // searchers over the sorted list's halves took 12 + 12 ms. So the needles are split,
+        // in sorted order, into searchers of at most [`NEEDLE_CHUNK`], and a candidate is the
+        // leftmost hit of any (each searcher's next hit is cached while scanning a region).
+        // The fewer the needles, the faster: share them between rules where a rule can.
         assert!(
             order.len() <= NEEDLE_LIMIT,
             "{} needles: at most {NEEDLE_LIMIT} keep the SIMD prefilter",
@@ -133,14 +143,25 @@ impl Engine {
                 .iter()
                 .all(|a| order.iter().all(|b| a == b || !b.starts_with(a)))
         );
-        let candidates = Config::new()
-            .match_kind(MatchKind::LeftmostFirst)
-            .heuristic_pattern_limits(false)
-            .builder()
-            .extend(&order)
-            .build()
-            .expect("needle searcher");
-        let needle_rules: Vec<Mask> = order.iter().map(|n| needle_rules[n.as_bytes()]).collect();
+        let chunk = order
+            .len()
+            .div_ceil(order.len().div_ceil(NEEDLE_CHUNK).max(1))
+            .max(1);
+        let candidates = order
+            .chunks(chunk)
+            .map(|part| {
+                Config::new()
+                    .match_kind(MatchKind::LeftmostFirst)
+                    .builder()
+                    .extend(part)
+                    .build()
+                    .expect("needle searcher")
+            })
+            .collect();
+        let needle_rules: Vec<Vec<Mask>> = order
+            .chunks(chunk)
+            .map(|part| part.iter().map(|n| needle_rules[n.as_bytes()]).collect())
+            .collect();
         let message_rules = RULES
             .iter()
             .enumerate()
@@ -230,16 +251,66 @@ impl Engine {
     }
 }
 
+/// The leftmost of two hits; two needles at one byte (of different searchers) select both
+/// rule sets.
+fn leftmost(
+    best: Option<(usize, usize, Mask)>,
+    hit: Option<(usize, usize, Mask)>,
+) -> Option<(usize, usize, Mask)> {
+    match (best, hit) {
+        (Some(b), Some(h)) if b.0 == h.0 => Some((b.0, b.1.max(h.1), b.2 | h.2)),
+        (Some(b), Some(h)) => Some(if b.0 < h.0 { b } else { h }),
+        (b, h) => b.or(h),
+    }
+}
+
 impl Engine {
     /// The leftmost needle at or after `from`: its span and the rules that need it.
     #[inline]
     pub(crate) fn find(&self, hay: &[u8], from: usize) -> Option<(usize, usize, Mask)> {
-        let m = self.candidates.find_in(hay, Span::from(from..hay.len()))?;
-        Some((
-            m.start(),
-            m.end(),
-            self.needle_rules[m.pattern().as_usize()],
-        ))
+        let mut best: Option<(usize, usize, Mask)> = None;
+        for (k, searcher) in self.candidates.iter().enumerate() {
+            let hit = searcher.find_in(hay, Span::from(from..hay.len())).map(|m| {
+                (
+                    m.start(),
+                    m.end(),
+                    self.needle_rules[k][m.pattern().as_usize()],
+                )
+            });
+            best = leftmost(best, hit);
+        }
+        best
+    }
+
+    /// [`Engine::find`] over one haystack, reusing each searcher's next hit from `cache` while
+    /// it is at or after `from` (calls must not go backwards in one haystack).
+    pub(crate) fn find_cached(
+        &self,
+        hay: &[u8],
+        from: usize,
+        cache: &mut NextHits,
+    ) -> Option<(usize, usize, Mask)> {
+        cache.0.resize(self.candidates.len(), None);
+        let mut best: Option<(usize, usize, Mask)> = None;
+        for (k, searcher) in self.candidates.iter().enumerate() {
+            let hit = match cache.0[k] {
+                Some(Some(h)) if h.0 >= from => Some(h),
+                Some(None) => None,
+                _ => {
+                    let h = searcher.find_in(hay, Span::from(from..hay.len())).map(|m| {
+                        (
+                            m.start(),
+                            m.end(),
+                            self.needle_rules[k][m.pattern().as_usize()],
+                        )
+                    });
+                    cache.0[k] = Some(h);
+                    h
+                }
+            };
+            best = leftmost(best, hit);
+        }
+        best
     }
 }
 
@@ -262,8 +333,7 @@ mod tests {
                 .pattern
                 .replace("\\b", "")
                 .replace("(?:^|", "(?:")
-                .replace('^', "")
-                .replace('$', "");
+                .replace(['^', '$'], "");
             let strategy = proptest::string::string_regex(&pattern)
                 .unwrap_or_else(|e| panic!("{}: {e}", rule.name));
             let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]);

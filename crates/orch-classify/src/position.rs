@@ -464,13 +464,16 @@ fn upper_label(seg: &[u8], i: usize) -> Option<usize> {
         .iter()
         .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || **c == b'_')
         .count();
+    if n < 3 || !seg[i + n..].starts_with(b": ") {
+        return None;
+    }
     // An error enum reports itself (`CUDA_ERROR_OUT_OF_MEMORY: out of memory`,
     // `RESOURCE_EXHAUSTED: ...`): not a label.
     let word = &seg[i..i + n];
     let enum_like = [&b"ERROR"[..], b"EXHAUSTED", b"FAIL", b"MEMORY"]
         .iter()
-        .any(|w| contains(word, w));
-    (n >= 3 && !enum_like && seg[i + n..].starts_with(b": ")).then_some(i + n + 2)
+        .any(|w| word.windows(w.len()).any(|x| x == *w));
+    (!enum_like).then_some(i + n + 2)
 }
 
 /// ComfyUI-style banner `!!! Exception during processing !!! ` before the message it reports.

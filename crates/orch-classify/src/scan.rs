@@ -3,7 +3,7 @@
 
 use memchr::{memchr, memchr_iter, memrchr};
 
-use super::engine::{CompiledRule, Engine, engine};
+use super::engine::{Engine, NextHits, engine};
 use super::memory::{self, MemoryFacts, Phase};
 use super::position::{self, Level, Position};
 use super::rules::{Action, Kind, Mask, SLOTS, Slot};
@@ -21,6 +21,21 @@ const TB_MAX_LINES: u32 = 2000;
 /// A memory failure's words outside a reporting position decide a failed job only this close to
 /// the end of its log (where a process that died of it stops), see `State::loose_reading`.
 const LOOSE_TAIL: u64 = 100;
+/// How many of the last segments whose memory words did not decide are kept for that reading.
+const LOOSE_KEPT: usize = 4;
+
+/// A segment whose memory rules did not decide (they are judged again, loosely, only when a
+/// verdict is asked for: most such lines are trap lines, and nearly all are far from the end).
+#[derive(Debug, Clone)]
+struct Loose {
+    line: u64,
+    seg: Vec<u8>,
+    /// The memory message rules the segment's needles selected.
+    mask: Mask,
+    pos: Position,
+    truncated: bool,
+}
+
 /// Until its first `File "..."` frame, a traceback header is followed this many lines.
 const TB_MAX_LINES_BEFORE_FRAME: u32 = 64;
 /// Longest line prefix (Ray `(Actor pid=..)`, vLLM logger header) remembered for a traceback.
@@ -66,7 +81,9 @@ pub(crate) struct State {
     ignored_at: Option<u64>,
     /// The last memory failure's words seen outside a reporting position (not quoted, not a
     /// mention, not on a warning line), for a failed job's reading.
-    loose: Option<(Slot, Evidence, Option<MemoryFacts>)>,
+    loose: [Option<Loose>; LOOSE_KEPT],
+    /// The slot of `loose` written last.
+    loose_at: usize,
 }
 
 /// `set -x` echo: one or more `+` then a space at the very start of the line.
@@ -172,18 +189,45 @@ impl State {
     /// position, when they stand within [`LOOSE_TAIL`] lines of the end and after `after` (the
     /// line of a different exception that ended the process, which would supersede them).
     fn loose_reading(&self, after: u64) -> Option<Box<Verdict>> {
-        let (slot, ev, memory) = self.loose.as_ref()?;
-        if ev.line <= after || self.lines.saturating_sub(ev.line) > LOOSE_TAIL {
-            return None;
-        }
-        Some(Box::new(Verdict {
-            class: slot.class(),
-            evidence: Some(ev.clone()),
-            memory: memory.clone(),
-            rank: *slot as u8,
-            certainty: Certainty::Likely,
-            if_failed: None,
-        }))
+        let eng = engine();
+        // Newest first.
+        let mut kept: Vec<&Loose> = self.loose.iter().flatten().collect();
+        kept.sort_by_key(|l| std::cmp::Reverse(l.line));
+        kept.into_iter()
+            .take_while(|l| l.line > after && self.lines.saturating_sub(l.line) <= LOOSE_TAIL)
+            .find_map(|l| self.judge_loose(eng, l))
+    }
+
+    /// A kept segment's loose verdict: the first of its memory rules whose words stand there
+    /// outside quotes.
+    fn judge_loose(&self, eng: &Engine, l: &Loose) -> Option<Box<Verdict>> {
+        let seg = l.seg.as_slice();
+        eng.rules
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| l.mask & (1 << i) != 0)
+            .find_map(|(_, cr)| {
+                let Action::Hit(slot) = cr.rule.action else {
+                    return None;
+                };
+                if !cr.requires.is_empty() && !cr.requires.iter().any(|f| f.find(seg).is_some()) {
+                    return None;
+                }
+                let m = cr.re().find(seg)?;
+                if l.pos.quoted(seg, m.start()) || cr.unless_matches(seg) {
+                    return None;
+                }
+                let mut ev = evidence(seg, m.start(), l.line, l.truncated);
+                ev.rule = Some(cr.rule.name.to_string());
+                Some(Box::new(Verdict {
+                    class: slot.class(),
+                    evidence: Some(ev),
+                    memory: self.memory_facts(seg, l.line),
+                    rank: slot as u8,
+                    certainty: Certainty::Likely,
+                    if_failed: None,
+                }))
+            })
     }
 
     /// Scan `buf`, which holds only complete lines (it ends with `\n`), starting at
@@ -194,9 +238,10 @@ impl State {
         let mut line = self.lines + 1;
         // The next candidate needle at or after `pos` (cached across lines).
         let mut next: Option<(usize, usize, Mask)> = None;
+        let mut cache = NextHits::default();
         while pos < buf.len() {
             if next.is_none_or(|(s, ..)| s < pos) {
-                next = eng.find(buf, pos);
+                next = eng.find_cached(buf, pos, &mut cache);
             }
             if self.tb.is_some() {
                 // Following a traceback: walk line by line (tracebacks are short).
@@ -264,7 +309,11 @@ impl State {
         let mut mask: Mask = 0;
         let mut from = 0;
         let mut pending = first;
-        while let Some((ms, me, needle)) = pending.take().or_else(|| eng.find(l, from)) {
+        let mut next_in_line = NextHits::default();
+        while let Some((ms, me, needle)) = pending
+            .take()
+            .or_else(|| eng.find_cached(l, from, &mut next_in_line))
+        {
             from = ms + 1;
             let a = memrchr(b'\r', &l[..ms]).map_or(0, |i| i + 1);
             if seg.as_ref().is_none_or(|&(sa, ..)| sa != a) {
@@ -358,7 +407,13 @@ impl State {
         }
         // Where a message or lead rule may only match at the start of the body.
         let lead = pos.lead_only().then(|| pos.lead(seg));
-        for cr in selected(todo) {
+        let mut loose: Mask = 0;
+        for (i, cr) in eng
+            .rules
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| todo & (1 << i) != 0)
+        {
             let at = match (cr.rule.kind, lead) {
                 (Kind::Message | Kind::Lead, Some(lead)) => {
                     cr.anchored().find(&seg[lead..]).map(|m| lead + m.start())
@@ -381,40 +436,30 @@ impl State {
                 Some(at) => {
                     self.record(eng, cr.rule.name, cr.rule.action, seg, at, line, truncated)
                 }
-                None => self.note_loose(cr, seg, pos, line, truncated),
+                None if cr.rule.kind != Kind::Format => loose |= 1 << i,
+                None => {}
             }
+        }
+        if loose & eng.memory_rules != 0 && pos.level != Level::Quiet {
+            self.keep_loose(seg, loose & eng.memory_rules, pos, line, truncated);
         }
     }
 
-    /// A memory rule that did not decide on this segment: if its words are there all the same,
-    /// outside quotes and not on a warning line, remember them for a failed job's reading.
-    fn note_loose(
-        &mut self,
-        cr: &CompiledRule,
-        seg: &[u8],
-        pos: &Position,
-        line: u64,
-        truncated: bool,
-    ) {
-        let Action::Hit(slot) = cr.rule.action else {
-            return;
-        };
-        if !slot.is_memory() || pos.level == Level::Quiet || cr.rule.kind == Kind::Format {
-            return;
-        }
-        if !cr.requires.is_empty() && !cr.requires.iter().any(|f| f.find(seg).is_some()) {
-            return;
-        }
-        let Some(m) = cr.re().find(seg) else {
-            return;
-        };
-        if pos.quoted(seg, m.start()) || cr.unless_matches(seg) {
-            return;
-        }
-        let mut ev = evidence(seg, m.start(), line, truncated);
-        ev.rule = Some(cr.rule.name.to_string());
-        let memory = self.memory_facts(seg, line);
-        self.loose = Some((slot, ev, memory));
+    /// Keep a segment whose memory message rules did not decide, for a failed job's reading
+    /// (reusing the oldest kept segment's buffer).
+    fn keep_loose(&mut self, seg: &[u8], mask: Mask, pos: &Position, line: u64, truncated: bool) {
+        self.loose_at = (self.loose_at + 1) % LOOSE_KEPT;
+        let slot = &mut self.loose[self.loose_at];
+        let mut buf = slot.take().map(|l| l.seg).unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(seg);
+        *slot = Some(Loose {
+            line,
+            seg: buf,
+            mask,
+            pos: *pos,
+            truncated,
+        });
     }
 
     #[allow(clippy::too_many_arguments)]
