@@ -1,6 +1,6 @@
 //! The decorations launchers and loggers put in front of what a program reports, as data:
 //! `data/decorations.tsv`, one row per decoration with the launcher it comes from, how it is
-//! recognised and an example. The normaliser ([`super::position::strip_prefixes`]) peels them
+//! recognised and an example. The normaliser (`position::strip_prefixes`) peels them
 //! off a line, repeatedly and in any order, before any rule looks at the line: a rule then
 //! matches the same body behind `gpu-q-13: ` (pdsh), `[1,0]<stderr>:` (mpirun) or
 //! `[pod/x/c] ` (kubectl) as on a bare line.

@@ -10,10 +10,11 @@
 //! 1. **Candidate search over whole regions.** Every signature in the rule table
 //!    (`rules.rs`) names one or more case-sensitive *needles*, literals that any match
 //!    must contain (`"f memor"`, `"CANCELLED AT"`, `"kill event"`, ...).
-//!    All needles (at most 64, Teddy's limit, and the fewer the faster — rules share them:
-//!    `f memor` serves every `... out of memory` message) form one leftmost-first
-//!    `aho-corasick` automaton, run as a SIMD (fat) Teddy search that confirms the literal
-//!    and reports which needle matched. Teddy fingerprints a needle by its first bytes, so
+//!    All needles (the fewer the faster — rules share them: `f memor` serves every `... out of
+//!    memory` message), sorted, are split over leftmost-first `aho-corasick` packed searchers
+//!    of at most 64 each (Teddy slows down as its buckets fill), each a SIMD Teddy search that
+//!    confirms the literal and reports which needle matched; a candidate is the leftmost hit
+//!    of any, each searcher's next hit cached while a region is scanned. Teddy fingerprints a needle by its first bytes, so
 //!    needles start where the text is rare (`ceeded`, not `memory limit`, whose `mem` is in
 //!    every memory report; each choice measured on the two bench logs). It runs
 //!    over the complete-lines part of each chunk in one go; no per-line work happens for
@@ -23,13 +24,19 @@
 //!    over the remainder of a chunk). Lines without a needle cost nothing else.
 //! 3. **Reporting position or mention** (`position.rs`). A line may hold several
 //!    `\r`-separated segments (tqdm rewrites its bar with `\r`). Each segment holding a
-//!    needle is stripped of the prefixes tools put before what they report (ANSI, Ray's
+//!    needle is normalised: stripped, repeatedly and in any order, of the decorations
+//!    launchers and loggers put before what they report — a table, `data/decorations.tsv`
+//!    ([`decorations`]), whose rows are either recognised by code (the common ones below) or
+//!    regexes (pdsh's `host: `, mpirun's `[1,0]<stderr>:`, kubectl's `[pod/x/c] `, level tags
+//!    of any case, syslog and dmesg headers, escaped colour codes, markdown, JSON error
+//!    bodies) — (ANSI, Ray's
 //!    `(WorkerDict pid=..)`, `[rank3]:`, glog `[E314 ..ProcessGroupNCCL.cpp:607]`,
 //!    timestamps, vLLM/SGLang/Python-logging headers with their level (Hydra's
 //!    `[time][logger.name][LEVEL] - ` too), `srun -l` labels,
 //!    upper-case stream labels like `SUBPROCESS: `, ComfyUI's `!!! ... !!!` banner).
 //!    A needle selects nothing when the body is a *mention*: an echoed command (`+ `,
-//!    `$ `), a `key: value` / `key=value` / `--flag` config or help line, or when the
+//!    `$ `), a `key: value` / `key=value` / `--flag` config or help line (unless an error word
+//!    and its colon stand in it: `bash: fork: retry: Cannot allocate memory`), or when the
 //!    needle sits inside quotes (a quote opened right after `error ` / `error: ` holds a
 //!    re-raised error and does not count, nor does the quote of an exception repr such as
 //!    Hydra's `OutOfMemoryError('CUDA out of memory ...')` anywhere on the line but after
@@ -42,7 +49,9 @@
 //!    available memory for the cache blocks`, ...) decides only where a report starts —
 //!    the body starts with an exception name (`torch.OutOfMemoryError: `,
 //!    `ray.exceptions.RayTaskError(X): `) or an error word (`error:`, `failed`), an
-//!    error-level header introduced the line, or the match opens the body. A rule of kind
+//!    error-level header introduced the line, the match opens the body, or it follows an
+//!    error word and its colon, an error-level tag or an exception's repr mid-line (`Server
+//!    error: CUDA out of memory`, `[TM][ERROR] CUDA runtime error: out of memory`). A rule of kind
 //!    *lead* (a wrapper naming its cause's class: `RayTaskError(OutOfMemoryError)`) decides
 //!    only where it opens the body. A rule of kind
 //!    *format* (Slurm banners, cgroup events, NCCL watchdog, torchrun's exit report) is
@@ -94,16 +103,16 @@
 //!
 //! | slot | class | what |
 //! |---|---|---|
-//! | 1 | `timeout` | Slurm `*** JOB/STEP .. CANCELLED AT .. DUE TO TIME LIMIT ***` (old + new formats) |
-//! | 2 | `preempted` | Slurm `DUE TO PREEMPTION`, `DUE TO JOB REQUEUE`; a GCP machine reclaimed (the metadata server's notice, a line ending `termination is imminent`) |
-//! | 3 | `node_fail` | Slurm `DUE TO NODE FAILURE`, `UNCORRECTABLE MEMORY ERROR AT`; srun/salloc `error: Node failure on`; the NVIDIA driver's `NVRM: Xid` of a lost GPU (48, 62, 74, 79, 95, 119, 120; `GPU has fallen off the bus`) |
-//! | 4 | `kv_cache` | vLLM no cache blocks / max seq len vs KV cache (also as the engine logs it, without an exception name); SGLang `Not enough memory ... --mem-fraction-static`, `Prefill/Decode out of memory`, `alloc_req_slots runs out of memory`; the engine's own empty-KV reports (SGLang's negative profiled `max_total_tokens`, vLLM's `# GPU blocks: 0`) |
-//! | 5 | `host_oom` | Slurm cgroup `oom_kill`/`oom-kill` events, `Out Of Memory` task, jobacct limit kill; Ray memory monitor; raylet `N>0 Workers killed due to memory pressure`, the pre-2.2 raylet's `System memory low at node ... killing`; kernel OOM killer, Flux's memory cgroup kill; `[Errno 12] Cannot allocate memory`, `DefaultCPUAllocator: not enough memory` / `can't allocate memory`, a traceback ending in Python's `MemoryError` (frames or none) |
-//! | 6 | `gpu_oom` | torch CUDA/HIP OOM (all formats), `CUDA error: out of memory`, cuBLAS alloc, NCCL `Cuda failure 'out of memory'`, `THCudaCheck ... error=2 : out of memory`, `CUresult error: 2 (out of memory)`, vLLM startup free-memory / memory-profiling errors, sampler warm-up OOM |
+//! | 1 | `timeout` | Slurm `*** JOB/STEP .. CANCELLED AT .. DUE TO TIME LIMIT ***` (old + new formats); other schedulers' limits: PBS walltime, LSF `TERM_RUNLIMIT`, `JobState=TIMEOUT`, a sacct row, Kubernetes `DeadlineExceeded` |
+//! | 2 | `preempted` | Slurm `DUE TO PREEMPTION`, `DUE TO JOB REQUEUE`; a GCP machine reclaimed (the metadata server's notice, a line ending `termination is imminent`); `JobState=PREEMPTED`, LSF `TERM_PREEMPT`, PBS's `job preempted`, Kubernetes `Preempted by`, SkyPilot's `cluster is preempted`, a spot instance reclaimed (not vLLM's preempted sequence groups) |
+//! | 3 | `node_fail` | Slurm `DUE TO NODE FAILURE`, `UNCORRECTABLE MEMORY ERROR AT`; srun/salloc `error: Node failure on`; the NVIDIA driver's `NVRM: Xid` of a lost GPU (48, 62, 74, 79, 95, 119, 120, 154; `GPU has fallen off the bus`, also without its Xid); `NODE_FAIL`, PBS's execution node down / MOM unreachable, Ray's dead node, `GPU is lost`, uncorrectable ECC or hardware errors, an NPU's lost heartbeat |
+//! | 4 | `kv_cache` | vLLM no cache blocks / max seq len vs KV cache (also as the engine logs it, without an exception name); SGLang `Not enough memory ... --mem-fraction-static`, `Prefill/Decode out of memory`, `alloc_req_slots runs out of memory`, a CUDA-graph capture out of memory; the engine's own empty-KV reports (SGLang's negative profiled `max_total_tokens`, vLLM's `# GPU blocks: 0` and negative `Available KV cache memory`); TGI's prefill budget |
+//! | 5 | `host_oom` | Slurm cgroup `oom_kill`/`oom-kill` events, `Out Of Memory` task, jobacct limit kill; Ray's memory monitor (any line of its report); raylet `N>0 Workers killed due to memory pressure`, the pre-2.2 raylet's `System memory low at node ... killing`; the kernel OOM killer in all its wordings, Flux's memory cgroup kill; Kubernetes `OOMKilled` and memory eviction; PBS/Torque, LSF, HTCondor memory kills, `OUT_OF_MEMORY`; `Cannot allocate memory` (errno 12, fork, mmap), `DefaultCPUAllocator: not enough memory` / `can't allocate memory`, numpy's and Rust's allocation failures, a traceback ending in Python's `MemoryError` (frames or none) |
+//! | 6 | `gpu_oom` | torch CUDA/HIP/NPU/XPU/HPU/MPS OOM (all formats), `CUDA error: out of memory` and the runtimes' other words for it (`CUDA runtime error ...: out of memory`, `cudaMalloc failed: out of memory`, the error enums), cuBLAS/cuDNN alloc, NCCL `Cuda failure 'out of memory'` and `Failed to CUDA calloc`, `THCudaCheck ... error=2 : out of memory`, `CUresult`/`cudaError error: 2 (out of memory)`, XLA/TPU and TensorFlow allocation failures, Gaudi's `PT_DEVMEM`, Paddle's `Out of memory error on GPU`, vLLM startup free-memory / memory-profiling errors, sampler warm-up OOM |
 //! | 7 | `gpu_oom` (weak) | the class alone: Ray's `RayTaskError(OutOfMemoryError)` (torch's text in a worker's log or cut off), a traceback ending in `torch.cuda.OutOfMemoryError` with no message |
-//! | 8 | `host_oom` (weak) | bare SIGKILL: `Signal 9 (SIGKILL) received by PID`, `exitcode: -9`, `exit code 137`, `return code = -9`, the launcher shell's job-control `line N: PID Killed  cmd`, `DataLoader worker (pid N) is killed by signal: Killed`; C++'s `terminate called after throwing an instance of 'std::bad_alloc'` |
-//! | 9 | `nccl_timeout` | NCCL watchdog collective timeout, the heartbeat monitor's `Terminating the process after attempting to dump debug info` (only reachable when no OOM of any kind was seen) |
-//! | 10 | `error` | import errors, CUDA faults that are not OOM (`CUDA error: X` and C++'s `CUDA Error: X`: misaligned address, unspecified launch failure, device-side assert; a kernel's own `block: [..], thread: [..] Assertion `..` failed` line; NCCL's `Cuda failure N 'X'`; an illegal memory access; `CUDACachingAllocator` internal asserts), native crashes (`Fatal Python error`, `terminate called after throwing`, `THCudaCheck FAIL`), config validation (`must be divisible by`), `Capture cuda graph failed`, plain `scancel` banner |
+//! | 8 | `host_oom` (weak) | bare SIGKILL: `Signal 9 (SIGKILL) received by PID`, `exitcode: -9`, an exit status 137 (not a hint explaining one), `return code = -9`, the launcher shell's job-control `line N: PID Killed  cmd`, `DataLoader worker (pid N) is killed by signal: Killed`; C++'s `terminate called after throwing an instance of 'std::bad_alloc'` |
+//! | 9 | `nccl_timeout` | NCCL (and HCCL, XCCL) watchdog collective timeout, `Timeout at NCCL work`, Gloo's `Timed out waiting ..ms for recv operation`, the heartbeat monitor's `Terminating the process after attempting to dump debug info` (only reachable when no OOM of any kind was seen) |
+//! | 10 | `error` | import errors, CUDA faults that are not OOM (`CUDA error: X` and C++'s `CUDA Error: X`: misaligned address, unspecified launch failure, device-side assert; a kernel's own `block: [..], thread: [..] Assertion `..` failed` line; NCCL's `Cuda failure N 'X'`; an illegal memory access; `CUDACachingAllocator` internal asserts), native crashes (`Fatal Python error`, `terminate called after throwing`, `THCudaCheck FAIL`), config validation (`must be divisible by`), `Capture cuda graph failed` (other than out of memory), a torch OOM asking for over 100 times the card, plain `scancel` banner |
 //! | 11 | `error` (weak) | wrappers: Ray `ActorDiedError`, `Engine core initialization failed`, `Scheduler hit an exception`, sigquit, Hydra `Error executing job with overrides`, torchrun `ChildFailedError`; final exception line of any Python traceback |
 //! | – | `none` | nothing recognised |
 //!
@@ -115,6 +124,15 @@
 //! Slurm banners (slots 1–3) are never superseded. When a weak `error` wins and the
 //! terminal exception is *other*, it is the evidence rather than an earlier wrapper.
 //! Mentions (step 3) never reach any slot.
+//!
+//! **A failed job's reading** ([`Verdict::given_failure`]). When the log names no failure in a
+//! reporting position (or only a generic wrapper), the last few segments whose memory rules
+//! did not decide are kept, and judged loosely only when a verdict is asked for: a memory
+//! failure's words there, outside quotes and not on a warning line, within 100 lines of the
+//! end and after any other exception that ended the process, make the reading for a job the
+//! scheduler says failed (`certainty: likely`). A successful job keeps the strict reading.
+//! A torch OOM whose request is more than 100 times the card's capacity is a size computed
+//! wrong, so `error`.
 //!
 //! Within a slot the earliest line wins. A class's strong slot beats its weak slot even
 //! when the weak hit came first (e.g. a specific `ImportError` beats an earlier Ray

@@ -153,7 +153,7 @@ pub(crate) fn strip_prefixes(seg: &[u8]) -> (usize, Level) {
     strip(seg, |_, _| {})
 }
 
-/// The decorations [`strip_prefixes`] peels off `seg`, in order, each with its text (for
+/// The decorations `strip_prefixes` peels off `seg`, in order, each with its text (for
 /// `orch classify -v`), and the body.
 pub fn explain(seg: &[u8]) -> (Vec<(&'static str, String)>, String) {
     let mut peeled = Vec::new();
