@@ -89,7 +89,10 @@ pub(crate) const NEEDLE_CHUNK: usize = 64;
 /// that a searcher whose next hit lies far ahead is not searched again for every hit of the
 /// others.
 #[derive(Debug, Default)]
-pub(crate) struct NextHits(Vec<Option<Option<(usize, usize, Mask)>>>);
+pub(crate) struct NextHits([Option<Option<(usize, usize, Mask)>>; MAX_SEARCHERS]);
+
+/// Most searchers (so [`NextHits`] lives on the stack): [`NEEDLE_LIMIT`] / [`NEEDLE_CHUNK`].
+const MAX_SEARCHERS: usize = NEEDLE_LIMIT.div_ceil(NEEDLE_CHUNK);
 
 pub(crate) fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
@@ -290,7 +293,6 @@ impl Engine {
         from: usize,
         cache: &mut NextHits,
     ) -> Option<(usize, usize, Mask)> {
-        cache.0.resize(self.candidates.len(), None);
         let mut best: Option<(usize, usize, Mask)> = None;
         for (k, searcher) in self.candidates.iter().enumerate() {
             let hit = match cache.0[k] {
