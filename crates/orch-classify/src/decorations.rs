@@ -10,7 +10,7 @@
 //! regex matched at the current position. In a regex, a group named `body` marks where the
 //! body starts (otherwise it starts where the match ends), and a group named `level` holds a
 //! level word or glog letter (`error`, `W`, ...). Each row's example is tested in both
-//! directions (`tests/decorations.rs`): a failure behind it still classifies, a config line
+//! directions (`tests/vocabulary.rs`): a failure behind it still classifies, a config line
 //! behind it is still a mention.
 
 use std::sync::OnceLock;

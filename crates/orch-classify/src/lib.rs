@@ -28,8 +28,8 @@
 //!    launchers and loggers put before what they report — a table, `data/decorations.tsv`
 //!    ([`decorations`]), whose rows are either recognised by code (the common ones below) or
 //!    regexes (pdsh's `host: `, mpirun's `[1,0]<stderr>:`, kubectl's `[pod/x/c] `, level tags
-//!    of any case, syslog and dmesg headers, escaped colour codes, markdown, JSON error
-//!    bodies) — (ANSI, Ray's
+//!    of any case, syslog and dmesg headers, escaped colour codes, a quoted paste, JSON error
+//!    bodies). The common ones, recognised by code: ANSI, Ray's
 //!    `(WorkerDict pid=..)`, `[rank3]:`, glog `[E314 ..ProcessGroupNCCL.cpp:607]`,
 //!    timestamps, vLLM/SGLang/Python-logging headers with their level (Hydra's
 //!    `[time][logger.name][LEVEL] - ` too), `srun -l` labels,
@@ -128,7 +128,7 @@
 //! **A failed job's reading** ([`Verdict::given_failure`]). When the log names no failure in a
 //! reporting position (or only a generic wrapper), the last few segments whose memory rules
 //! did not decide are kept, and judged loosely only when a verdict is asked for: a memory
-//! failure's words there, outside quotes and not on a warning line, within 100 lines of the
+//! failure's words there, outside quotes and not on a warning line, within 10 lines of the
 //! end and after any other exception that ended the process, make the reading for a job the
 //! scheduler says failed (`certainty: likely`). A successful job keeps the strict reading.
 //! A torch OOM whose request is more than 100 times the card's capacity is a size computed

@@ -29,14 +29,14 @@
 //! source. Sizes are stored in GiB (2^30 bytes) as printed, so 17.68 GiB stays 17.68; Ray
 //! prints decimal GB (10^9 bytes) and the kernel kB (1024 bytes), converted here.
 
-/// See [`MemoryFacts::request_is_absurd`]: seven halvings of the batch would not make it fit, and no
-/// ladder halves that often.
-pub const ABSURD_REQUEST: f64 = 100.0;
-
 use std::sync::OnceLock;
 
 use regex::bytes::{Captures, Regex};
 use serde::{Deserialize, Serialize};
+
+/// See [`MemoryFacts::request_is_absurd`]: seven halvings of the batch would not make it fit, and no
+/// ladder halves that often.
+pub const ABSURD_REQUEST: f64 = 100.0;
 
 /// Where in a training step the failure happened, as far as the log shows it (traceback
 /// frames, Ray task names). Two levels: the RL stage, and the step of the optimisation loop.

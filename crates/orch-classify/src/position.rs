@@ -56,16 +56,18 @@ impl Position {
     pub(crate) fn of(seg: &[u8]) -> Position {
         let (mut body, level) = strip_prefixes(seg);
         let b = &seg[body..];
-        // A `key: value` line that holds an error word and its colon is a program's report, not
-        // a setting (`bash: fork: retry: Cannot allocate memory`, C code's `function_name: ...
-        // cudaMalloc failed: out of memory`).
         let error_colon = error_colon_at(b).is_some();
-        let reported_config = error_colon && is_config_line(b);
         let mention = is_echo(b)
             || (b.first() == Some(&b'#') && !is_block_count(b) && !is_hash_decoration(b))
-            || (is_config_line(b) && !reported_config);
-        let reports = !mention
-            && (reported_config || exception_name_len(b).is_some() || starts_with_error_word(b));
+            || is_config_line(b);
+        let reports = !mention && (exception_name_len(b).is_some() || starts_with_error_word(b));
+        // A Python warning (`memory.py:330: UserWarning: ...`) reports nothing, wherever its
+        // category stands.
+        let level = if level == Level::Unknown && names_a_warning(b) {
+            Level::Quiet
+        } else {
+            level
+        };
         if !mention && let Some(n) = exception_repr_len(b) {
             // `OutOfMemoryError('CUDA out of memory ...')`: the exception a wrapper names as its
             // cause (Hydra's `InstantiationException` prints it on the next line). The quote
@@ -204,7 +206,10 @@ fn strip(seg: &[u8], mut note: impl FnMut(&'static str, &[u8])) -> (usize, Level
             }
             _ => None,
         }
-        .or_else(|| crate::decorations::peeler().peel(seg, i));
+        .or_else(|| crate::decorations::peeler().peel(seg, i))
+        // A host prefix (`gpu-q-13: `) only opens a line, and only before what reports: behind
+        // anything else a `word3: ` is a key, a tag or a version.
+        .filter(|&(j, _, name)| name != "host" || (before == 0 && opens_report(&seg[j..])));
         if let Some((j, lv, name)) = step {
             note(name, &seg[i..j]);
             i = j;
@@ -641,7 +646,7 @@ fn is_reraised_error(before: &[u8]) -> bool {
     let b = before.strip_suffix(b" ").unwrap_or(before);
     let b = b.strip_suffix(b":").unwrap_or(b);
     // A JSON error body's message (`{"error": "CUDA out of memory ..."}`), not any JSON value.
-    for key in [&b"\"error\""[..], b"\"message\"", b"\"detail\"", b"\"msg\""] {
+    for key in [&b"\"error\""[..], b"\"detail\""] {
         if b.trim_ascii_end().ends_with(key) {
             return true;
         }
@@ -705,14 +710,37 @@ pub(crate) fn exception_name_len(b: &[u8]) -> Option<usize> {
 /// Words that, followed by a colon, introduce the error being reported mid-line:
 /// `Server error: CUDA out of memory`, `cudaMalloc failed: out of memory`, `fork: retry:
 /// Resource temporarily unavailable` is not one (`retry`).
-const ERROR_WORDS: [&[u8]; 6] = [
-    b"error",
-    b"failed",
-    b"failure",
-    b"fatal",
-    b"exception",
-    b"errors",
+const ERROR_WORDS: [&[u8]; 4] = [b"error", b"failed", b"fatal", b"exception"];
+
+/// Words of advice and conditions: a message after them is a tip (`if training fails with
+/// error: CUDA out of memory, ...`, `Known issue: ...`), not a report.
+const ADVICE_WORDS: [&[u8]; 14] = [
+    b"if",
+    b"when",
+    b"may",
+    b"might",
+    b"can",
+    b"could",
+    b"known",
+    b"common",
+    b"hint",
+    b"tip",
+    b"avoid",
+    b"usually",
+    b"typically",
+    b"e.g.",
 ];
+
+/// Does `b` hold a word of advice ([`ADVICE_WORDS`], any case)?
+pub(crate) fn has_advice_word(b: &[u8]) -> bool {
+    b.split(|c| !(c.is_ascii_alphanumeric() || *c == b'.'))
+        .any(|w| ADVICE_WORDS.iter().any(|a| w.eq_ignore_ascii_case(a)))
+}
+
+/// A Python warning category (`UserWarning:`, `FutureWarning:`) on the line.
+fn names_a_warning(b: &[u8]) -> bool {
+    memchr::memmem::find_iter(b, b"Warning: ").any(|k| k > 0 && is_word(b[k - 1]))
+}
 
 /// Does `before` (the body up to a match) end with an error word and its colon, then spaces
 /// and at most one opening quote? The word is the whole token before the colon, so
@@ -751,7 +779,7 @@ fn error_word_before(before: &[u8]) -> bool {
         })
         .map_or(0, |i| i + 1);
     let word = &b[start..];
-    ERROR_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w))
+    ERROR_WORDS.iter().any(|w| word.eq_ignore_ascii_case(w)) && !has_advice_word(&b[..start])
 }
 
 /// The offset just past the first `error: ` / `failed: ` ... in `b` (see [`error_word_before`]).
@@ -759,6 +787,15 @@ fn error_colon_at(b: &[u8]) -> Option<usize> {
     memchr::memchr_iter(b':', b)
         .map(|k| k + 1)
         .find(|&k| error_word_before(&b[..k]) && b.get(k).is_none_or(|c| *c == b' '))
+}
+
+/// Does `b` open the way a report does: a decoration, a timestamp, an exception name, an error
+/// word or a level word?
+fn opens_report(b: &[u8]) -> bool {
+    matches!(b.first(), Some(b'[' | b'(' | b'0'..=b'9' | 0x1b))
+        || exception_name_len(b).is_some()
+        || starts_with_error_word(b)
+        || level_word(b).is_some()
 }
 
 /// `error:`, `Error while ...`, `failed (exitcode ...)`, `FAILED`, `fatal:`.

@@ -462,8 +462,8 @@ pub(crate) static RULES: &[Rule] = &[
         "k8s-memory",
         Slot::HostOom,
         &["OOMKilled", "low on resource: memory"],
-        r"\bOOMKilled\b|The node was low on resource: memory",
-        r"OOMKilled|The node was low on resource: memory",
+        r#"\b[Rr]eason:\s*"?OOMKilled\b|\s\d+/\d+\s+OOMKilled\s|\bOOMKilled \(exit code 137\)|The node was low on resource: memory\. (?:Threshold|Container)"#,
+        r#"[Rr]eason: *"?OOMKilled|[0-9]+/[0-9]+ +OOMKilled |OOMKilled \(exit code 137\)|The node was low on resource: memory\. (Threshold|Container)"#,
     ),
     // Batch schedulers' memory kills: PBS (`=>> PBS: job killed: mem 38427376kb exceeded limit
     // 33554432kb`, vmem/pmem; Torque's `job 1 exceeded MEM usage hard limit (2528 > 1126)` and
@@ -727,10 +727,11 @@ pub(crate) static RULES: &[Rule] = &[
             "JobState=",
             "State: TIMEOUT",
             "DeadlineExceeded",
+            "active longer than specified deadline",
             "TIMEOUT ",
         ],
-        r"PBS: job killed: walltime \d+ exceeded limit|\bexceeded (?:wall ?clock|walltime) limit|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* TIMEOUT +\d+:\d+\s*$",
-        r"PBS: job killed: walltime [0-9]+ exceeded limit|exceeded (wall ?clock|walltime) limit|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
+        r"PBS: job killed: walltime \d+ exceeded limit|\bexceeded (?:wall ?clock|walltime) limit|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b.*\bdeadline\b|Job was active longer than specified deadline|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* TIMEOUT +\d+:\d+\s*$",
+        r"PBS: job killed: walltime [0-9]+ exceeded limit|exceeded (wall ?clock|walltime) limit|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded.*deadline|Job was active longer than specified deadline|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
     ),
     // Preemption as schedulers and clouds report it: Slurm's state (`JobState=PREEMPTED`, a sacct
     // row), LSF (`TERM_PREEMPT`), PBS/Moab (`job preempted`), Kubernetes (`Preempted by pod ..`),
@@ -750,11 +751,9 @@ pub(crate) static RULES: &[Rule] = &[
                 "Preempted by",
                 "State: PREEMPTED",
                 "PREEMPTED ",
-                "reclaimed",
-                "nterruption",
             ],
-            r"\bJobState=PREEMPTED\b|\bState: PREEMPTED\b|\bTERM_PREEMPT\b|\b[Jj]ob (?:\S+ )?(?:was |has been |is |got )?preempted\b|\bPreempted by (?:pod|a pod|\S+/\S+)|\b[Cc]luster (?:\S+ )?is preempted\b|\b(?:[Ii]nstance|VM|[Nn]ode|[Ss]pot (?:instance|VM|node)s?)\b[^.]{0,60}\b(?:was |were |has been |is being |got )(?:preempted|reclaimed)\b|\b[Ss]pot (?:[Ii]nstance )?[Ii]nterruption\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* PREEMPTED +\d+:\d+\s*$",
-            r"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob ([^ ]+ )?(was |has been |is |got )?preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted|([Ii]nstance|VM|[Nn]ode)[^.]{0,60}(was|were|has been|is being|got) (preempted|reclaimed)|[Ss]pot ([Ii]nstance )?[Ii]nterruption",
+            r"\bJobState=PREEMPTED\b|\bState: PREEMPTED\b|\bTERM_PREEMPT\b|\b[Jj]ob \S+ (?:was|has been|got) preempted\b|^\s*[Jj]ob preempted\b|\bPreempted by (?:pod|a pod|\S+/\S+)|\b[Cc]luster (?:\S+ )?is preempted(?:\.| or failed)|\b(?:[Ii]nstance|VM|[Ss]pot (?:instance|VM)s?) \S+ (?:was|has been|got) preempted\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* PREEMPTED +\d+:\d+\s*$",
+            r"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob [^ ]+ (was|has been|got) preempted|^ *[Jj]ob preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted(\.| or failed)|([Ii]nstance|VM|[Ss]pot (instance|VM)s?) [^ ]+ (was|has been|got) preempted|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* PREEMPTED +[0-9]+:[0-9]+ *$",
         )
     },
     // A node or device lost, as other schedulers and runtimes say it: Slurm's state
@@ -776,13 +775,13 @@ pub(crate) static RULES: &[Rule] = &[
             "has been marked dead",
             "fallen off the bus",
             "GPU is lost",
-            "ncorrectable ECC",
-            "ncorrectable hardware error",
+            "ncorrectable ECC error encountered",
+            "ncorrectable hardware error(",
             "Node Reboot Required",
             "lost heartbeat",
         ],
-        r"\bNODE_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable ECC error|uncorrectable hardware error|Node Reboot Required|lost heartbeat",
-        r"NODE_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable ECC error|uncorrectable hardware error|Node Reboot Required|lost heartbeat",
+        r"\bNODE_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable ECC error encountered|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"NODE_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable ECC error encountered|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
     ),
     // A GCP machine reclaimed under the job (spot / preemptible): the metadata server's
     // notice as workers relay it, the line ending `termination is imminent` (Taskcluster's

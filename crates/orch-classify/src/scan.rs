@@ -20,7 +20,7 @@ const OVERLAP: usize = 4 * 1024;
 const TB_MAX_LINES: u32 = 2000;
 /// A memory failure's words outside a reporting position decide a failed job only this close to
 /// the end of its log (where a process that died of it stops), see `State::loose_reading`.
-const LOOSE_TAIL: u64 = 100;
+const LOOSE_TAIL: u64 = 10;
 /// How many of the last segments whose memory words did not decide are kept for that reading.
 const LOOSE_KEPT: usize = 4;
 
@@ -214,7 +214,14 @@ impl State {
                     return None;
                 }
                 let m = cr.re().find(seg)?;
-                if l.pos.quoted(seg, m.start()) || cr.unless_matches(seg) {
+                if l.pos.quoted(seg, m.start())
+                    || cr.unless_matches(seg)
+                    || position::has_advice_word(&seg[l.pos.body..m.start()])
+                {
+                    return None;
+                }
+                let memory = self.memory_facts(seg, l.line);
+                if memory.as_ref().is_some_and(MemoryFacts::request_is_absurd) {
                     return None;
                 }
                 let mut ev = evidence(seg, m.start(), l.line, l.truncated);
@@ -222,7 +229,7 @@ impl State {
                 Some(Box::new(Verdict {
                     class: slot.class(),
                     evidence: Some(ev),
-                    memory: self.memory_facts(seg, l.line),
+                    memory,
                     rank: slot as u8,
                     certainty: Certainty::Likely,
                     if_failed: None,

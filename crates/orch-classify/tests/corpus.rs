@@ -63,8 +63,10 @@ const HOLDOUT3_FLOOR: f64 = 0.95;
 /// batches, collected by helpers who had not read the classifier, from trainers, inference
 /// engines and Ray, schedulers and platforms, and accelerators other than CUDA) scored first
 /// sight 101/174 (58.0 %), device-memory recall 30/55, host 9/37, 0 false alarms. After the
-/// normaliser, the runtimes' vocabulary and the failed-job reading: 147/174 (84.5 %).
-const HOLDOUT4_FLOOR: f64 = 0.84;
+/// normaliser, the runtimes' vocabulary and the failed-job reading: 147/174 (84.5 %); after a
+/// review's false-alarm fixes (no host prefix but before a report, no advice, no `key: value`
+/// line reports): 144/174 (82.8 %).
+const HOLDOUT4_FLOOR: f64 = 0.82;
 
 /// Share of the fifth holdout that must be acted on correctly. Its 89 excerpts (three more
 /// batches, from stacks none of the earlier ones covered: serving engines such as TensorRT-LLM,
@@ -72,8 +74,8 @@ const HOLDOUT4_FLOOR: f64 = 0.84;
 /// platforms such as Azure ML, SGE, Horovod and Determined) were scored first sight after the
 /// fourth holdout's changes: batches F and G 28/54 (51.9 %), batch E 27/35 (77.1 %). Most misses
 /// left are labels that rest on the thread rather than the excerpt (a bare `Killed`, an exit
-/// code alone).
-const HOLDOUT5_FLOOR: f64 = 0.69;
+/// code alone). Now 59/89 (66.3 %).
+const HOLDOUT5_FLOOR: f64 = 0.66;
 
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on

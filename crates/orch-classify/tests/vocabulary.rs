@@ -106,3 +106,59 @@ fn a_config_line_behind_every_decoration_is_still_a_mention() {
         }
     }
 }
+
+/// Lines a review found the vocabulary and the normaliser could mistake for failures: tips,
+/// config values, help text, warnings, structured logs, status reports that count nothing.
+/// Neither reading (the log alone, or a job that failed) may call them memory, and none may
+/// outrank a real OOM after it.
+#[test]
+fn tips_configs_and_warnings_are_not_failures() {
+    let traps = [
+        "retry_patterns: [CUDA error: out of memory, NCCL error: unhandled]",
+        "skip_on: CUDA error: out of memory",
+        "on_failure: failed: CUDA out of memory -> halve batch",
+        "  --oom-pattern PAT  give up on error: CUDA out of memory",
+        "Known issue: training may fail with error: CUDA out of memory on 24 GB cards.",
+        "If training fails with error: CUDA out of memory, lower the batch",
+        "Common failure: CUDA out of memory (see docs)",
+        "llama3: CUDA out of memory is common on 24GB cards",
+        "FAQ-3: CUDA out of memory?",
+        "zero3: OOMKilled pods are retried",
+        "stage3: Out of memory: Killed process 12 (python) is what the kernel prints",
+        "2025-03-14 14:23:09,117 trial12: CUDA out of memory at bs=64, trying bs=32",
+        "{\"msg\": \"CUDA out of memory, retrying with batch 4\", \"level\": \"warning\"}",
+        "/usr/lib/python3/memory.py:330: UserWarning: to avoid CUDA out of memory, set max_split_size_mb",
+        "Hint: lower --max-num-seqs when you hit CUDA out of memory",
+        "[INFO] watching for OOMKilled containers",
+    ];
+    for t in traps {
+        let v = classify_bytes(format!("{t}\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'x'\n").as_bytes());
+        for (reading, class) in [("strict", v.class), ("failed", v.given_failure().class)] {
+            assert!(
+                !matches!(
+                    class,
+                    FailureClass::GpuOom | FailureClass::KvCache | FailureClass::HostOom
+                ),
+                "{reading} reading of {t:?}: {}",
+                class.as_str()
+            );
+        }
+    }
+    let oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB";
+    for t in [
+        "Volatile Uncorrectable ECC error count .... 0",
+        "NCCL INFO lost heartbeat timeout set to 600s",
+        "INFO job ab12 is preempted? False",
+        "a job is preempted at most 3 times",
+        "memory of node 0 was reclaimed by the allocator",
+        "Warning: spot instance interruption notice handling is enabled",
+        "grpc error: DeadlineExceeded while polling the server, retrying",
+    ] {
+        let v = classify_bytes(format!("{t}\n{oom}\n").as_bytes());
+        assert_eq!(
+            v.class,
+            FailureClass::GpuOom,
+            "{t:?} outranked the OOM after it"
+        );
+    }
+}

@@ -64,7 +64,8 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
         .iter()
         .map(|(file, v)| (file, v.given_failure()))
         .filter(|(_, v)| v.class != FailureClass::None)
-        .min_by_key(|(_, v)| v.rank);
+        // A certain reading of one log beats a likely one of another, whatever their classes.
+        .min_by_key(|(_, v)| (!v.certainty.is_certain(), v.rank));
     let evidence_for = |class: FailureClass| {
         logs.iter()
             .filter(|(_, v)| v.class == class)
