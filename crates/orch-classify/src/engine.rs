@@ -150,21 +150,19 @@ impl Engine {
             .len()
             .div_ceil(order.len().div_ceil(NEEDLE_CHUNK).max(1))
             .max(1);
-        let candidates = order
+        let (candidates, needle_rules): (Vec<Searcher>, Vec<Vec<Mask>>) = order
             .chunks(chunk)
             .map(|part| {
-                Config::new()
+                let searcher = Config::new()
                     .match_kind(MatchKind::LeftmostFirst)
                     .builder()
                     .extend(part)
                     .build()
-                    .expect("needle searcher")
+                    .expect("needle searcher");
+                let rules = part.iter().map(|n| needle_rules[n.as_bytes()]).collect();
+                (searcher, rules)
             })
-            .collect();
-        let needle_rules: Vec<Vec<Mask>> = order
-            .chunks(chunk)
-            .map(|part| part.iter().map(|n| needle_rules[n.as_bytes()]).collect())
-            .collect();
+            .unzip();
         let message_rules = RULES
             .iter()
             .enumerate()
@@ -271,18 +269,7 @@ impl Engine {
     /// The leftmost needle at or after `from`: its span and the rules that need it.
     #[inline]
     pub(crate) fn find(&self, hay: &[u8], from: usize) -> Option<(usize, usize, Mask)> {
-        let mut best: Option<(usize, usize, Mask)> = None;
-        for (k, searcher) in self.candidates.iter().enumerate() {
-            let hit = searcher.find_in(hay, Span::from(from..hay.len())).map(|m| {
-                (
-                    m.start(),
-                    m.end(),
-                    self.needle_rules[k][m.pattern().as_usize()],
-                )
-            });
-            best = leftmost(best, hit);
-        }
-        best
+        self.find_cached(hay, from, &mut NextHits::default())
     }
 
     /// [`Engine::find`] over one haystack, reusing each searcher's next hit from `cache` while
