@@ -556,6 +556,15 @@ fn is_config_line(b: &[u8]) -> bool {
     let rest = &b[key..];
     let sp = rest.iter().take_while(|&&c| c == b' ').count();
     let sep_ok = match rest.get(sp) {
+        // A C function naming itself before its error (llama.cpp's `llama_init_from_model:
+        // failed to initialize the context: ...`, `prog: fatal error: ...`) reports: the value
+        // is a sentence that opens with an error word.
+        Some(b':')
+            if !has_advice_word(&b[..key])
+                && is_sentence_opening_with_error_word(rest[sp + 1..].trim_ascii_start()) =>
+        {
+            false
+        }
         Some(b':') => rest
             .get(sp + 1)
             .is_none_or(|c| matches!(c, b' ' | b'"' | b'\'' | b'|' | b'>')),
@@ -597,6 +606,11 @@ fn is_config_line(b: &[u8]) -> bool {
     sep_ok && !REPORTERS.contains(&&b[..key]) && !b[..key].starts_with(b"slurmstepd-")
 }
 
+/// `failed to allocate ...`, `error: ...`: more than one word, the first an error word.
+fn is_sentence_opening_with_error_word(value: &[u8]) -> bool {
+    starts_with_error_word(value) && value.contains(&b' ')
+}
+
 /// Is the end of `before` inside a quoted string? `"` toggles; `'` and `` ` `` open only
 /// after a non-word byte and close only before one (so `can't` is no quote). A quote a
 /// wrapper opens right after `error ` / `error: ` holds the error it re-raises (vLLM's
@@ -609,7 +623,11 @@ pub(crate) fn in_quotes(before: &[u8]) -> bool {
         let c = before[k];
         let word_before = k > 0 && is_word(before[k - 1]);
         let word_after = before.get(k + 1).is_some_and(|&n| is_word(n));
+        // An opening quote is followed by what it quotes: one followed by a space closes a
+        // quote this reading missed (`Command '['python3', '-m']' died with ...`).
+        let space_after = before.get(k + 1).is_some_and(u8::is_ascii_whitespace);
         match (open, c) {
+            (None, _) if space_after => {}
             (None, b'"') => (open, opened_at) = (Some(b'"'), k),
             (Some(b'"'), b'"') => open = None,
             (None, b'\'' | b'`') if !word_before => (open, opened_at) = (Some(c), k),
@@ -798,12 +816,18 @@ fn opens_report(b: &[u8]) -> bool {
         || level_word(b).is_some()
 }
 
-/// `error:`, `Error while ...`, `failed (exitcode ...)`, `FAILED`, `fatal:`.
+/// `error:`, `Error while ...`, `failed (exitcode ...)`, `FAILED`, `fatal:`, and the
+/// `Exception in <where>: <error>` of libraries that catch and print (Chainer's trainer,
+/// Python's `threading` and `asyncio`).
 fn starts_with_error_word(b: &[u8]) -> bool {
-    const WORDS: [&[u8]; 4] = [b"error", b"failed", b"failure", b"fatal"];
+    const WORDS: [&[u8]; 5] = [b"error", b"failed", b"failure", b"fatal", b"exception in "];
     WORDS
         .iter()
-        .any(|w| b.len() > w.len() && b[..w.len()].eq_ignore_ascii_case(w) && !is_word(b[w.len()]))
+        .any(|w| {
+            b.len() > w.len()
+                && b[..w.len()].eq_ignore_ascii_case(w)
+                && (w.ends_with(b" ") || !is_word(b[w.len()]))
+        })
 }
 
 pub(crate) fn contains(hay: &[u8], needle: &[u8]) -> bool {

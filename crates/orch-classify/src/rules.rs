@@ -236,6 +236,25 @@ pub(crate) static RULES: &[Rule] = &[
         banner_ere!(r"CANCELLED AT [^ ]+ \*\*\*"),
     ),
     // ------------------------------------------------------------------- KV cache
+    // Engines outside vLLM/SGLang whose KV cache did not fit beside the weights: ExLlamaV2's
+    // auto-split loader (`exllamav2/model.py`, `load_autosplit_gen`: `Insufficient VRAM for
+    // model and cache`) and llama.cpp's KV allocation (`src/llama-kv-cache.cpp`: `throw
+    // std::runtime_error("failed to allocate buffer for kv cache")`, reported behind the
+    // context's own `failed to initialize the context: `).
+    msg(
+        "exllama-autosplit-no-vram",
+        Slot::KvCache,
+        &["Insufficient VRAM for model and cache"],
+        r"Insufficient VRAM for model and cache",
+        r"Insufficient VRAM for model and cache",
+    ),
+    hit(
+        "llamacpp-kv-alloc-failed",
+        Slot::KvCache,
+        &["failed to allocate buffer for kv cache"],
+        r"failed to allocate buffer for kv cache",
+        r"failed to allocate buffer for kv cache",
+    ),
     msg(
         "vllm-no-cache-blocks",
         Slot::KvCache,
@@ -598,16 +617,35 @@ pub(crate) static RULES: &[Rule] = &[
         ere: r"RayTaskError\(([[:alnum:]_.]+\.)?OutOfMemoryError\)",
         requires: &[],
     },
+    // torch's device OOM class reporting at the start of a line, whatever its message says:
+    // DataParallel's re-raise (`torch.cuda.OutOfMemoryError: Caught OutOfMemoryError in replica
+    // 0 on device 0.`, `torch/_utils.py` `ExceptionWrapper.reraise`) or a message cut by a
+    // paste, where no traceback header survived for the traceback follower. Not Ray's class
+    // of the same name (its memory monitor's, read from its message).
+    Rule {
+        name: "named-gpu-oom-exception",
+        kind: Kind::Lead,
+        action: Action::Hit(Slot::GpuOomWeak),
+        needles: &["OutOfMemoryError: "],
+        pattern: r"(?:torch\.(?:cuda\.|xpu\.|mps\.)?)?OutOfMemoryError: ",
+        unless: None,
+        claims: false,
+        ere: r"(torch\.(cuda\.|xpu\.|mps\.)?)?OutOfMemoryError: ",
+        requires: &[],
+    },
     // ------------------------------------------------------------- host OOM (weak)
     // SIGKILL as the launcher saw it: bash/zsh job control (`./run.sh: line 649:  9746 Killed
     // python ...`, `Killed: 9`), a DataLoader worker killed by `Killed`, DeepSpeed's `return
-    // code = -9`. Any kill -9 reads the same, hence weak.
+    // code = -9`, CPython's `subprocess.CalledProcessError` for a child killed by SIGKILL
+    // (`Command '...' died with <Signals.SIGKILL: 9>.`, `Lib/subprocess.py`, `__str__`, since
+    // 3.6; matched from `Command` so that the quotes of the command's list are not taken for
+    // a quoted mention). Any kill -9 reads the same, hence weak.
     hit(
         "sigkill-report",
         Slot::HostOomWeak,
-        &[" Killed", "eturn code"],
-        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader worker \(pids? [\d, ]+\) is killed by signal: Killed|return code (?:is |= )?-9\b",
-        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader worker \(pids? [0-9, ]+\) is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)",
+        &[" Killed", "eturn code", "<Signals.SIGKILL: 9>"],
+        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader worker \(pids? [\d, ]+\) is killed by signal: Killed|return code (?:is |= )?-9\b|(?:Command '.*' )?died with <Signals\.SIGKILL: 9>",
+        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader worker \(pids? [0-9, ]+\) is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)|died with <Signals\.SIGKILL: 9>",
     ),
     // C++'s `operator new` found no host memory: `terminate called after throwing an instance
     // of 'std::bad_alloc'` (on `native-crash`'s needle: no needle of its own). Weak: an absurd
@@ -776,12 +814,13 @@ pub(crate) static RULES: &[Rule] = &[
             "fallen off the bus",
             "GPU is lost",
             "ncorrectable ECC error encountered",
+            "ncorrectable NVLink error",
             "ncorrectable hardware error(",
             "Node Reboot Required",
             "lost heartbeat",
         ],
-        r"\bNODE_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable ECC error encountered|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
-        r"NODE_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable ECC error encountered|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"\bNODE_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"NODE_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
     ),
     // A GCP machine reclaimed under the job (spot / preemptible): the metadata server's
     // notice as workers relay it, the line ending `termination is imminent` (Taskcluster's

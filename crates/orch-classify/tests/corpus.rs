@@ -77,6 +77,16 @@ const HOLDOUT4_FLOOR: f64 = 0.82;
 /// code alone). Now 59/89 (66.3 %).
 const HOLDOUT5_FLOOR: f64 = 0.66;
 
+/// Share of the sixth holdout that must be acted on correctly. Its 29 excerpts (batch H, from
+/// 26 stacks none of the earlier batches covered: ms-swift, MLX, AReaL, LMDeploy, PyTorch/XLA on
+/// TPU, Chainer, SageMaker, kohya, ExLlamaV2, Kubeflow's training operator, Composer, ...)
+/// scored first sight 22/29 (75.9 %), device recall 7/11, host 3/5, 0 false alarms (the
+/// classifier before issue 40: 18/29). After vocabulary read from the runtimes' sources
+/// (CPython's `died with <Signals.SIGKILL: 9>`, CUDA's NVLink error, llama.cpp's and ExLlamaV2's
+/// KV allocation), torch's OOM class reporting at a line start, `Exception in ...:` reporting
+/// and a quote followed by a space never opening: 27/29.
+const HOLDOUT6_FLOOR: f64 = 0.93;
+
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
 /// (labelled none), Determined's exit 137 after the platform killed a container (labelled
@@ -177,12 +187,21 @@ fn fifth_holdout_split() {
     );
 }
 
+#[test]
+fn sixth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout6"),
+        "corpus (sixth holdout)",
+        HOLDOUT6_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
 fn the_corpus_covers_the_world() {
     let dirs = [
-        "", "holdout", "holdout2", "holdout3", "holdout4", "holdout5",
+        "", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {

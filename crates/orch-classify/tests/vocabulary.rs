@@ -130,6 +130,13 @@ fn tips_configs_and_warnings_are_not_failures() {
         "/usr/lib/python3/memory.py:330: UserWarning: to avoid CUDA out of memory, set max_split_size_mb",
         "Hint: lower --max-num-seqs when you hit CUDA out of memory",
         "[INFO] watching for OOMKilled containers",
+        // A `key: <error sentence>` line reports only where the key is no advice.
+        "tip: failed to allocate buffer for kv cache means the context is too long",
+        "hint: Exception in main training loop: CUDA out of memory is fixed by a smaller batch",
+        // A quote that opens before the words still quotes them.
+        "grep -c 'CUDA out of memory' train.log",
+        "echo \"Command 'python3' died with <Signals.SIGKILL: 9>\" >> notes.txt",
+        "to avoid torch.OutOfMemoryError: lower the batch",
     ];
     for t in traps {
         let v = classify_bytes(format!("{t}\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'x'\n").as_bytes());
