@@ -821,13 +821,11 @@ fn opens_report(b: &[u8]) -> bool {
 /// Python's `threading` and `asyncio`).
 fn starts_with_error_word(b: &[u8]) -> bool {
     const WORDS: [&[u8]; 5] = [b"error", b"failed", b"failure", b"fatal", b"exception in "];
-    WORDS
-        .iter()
-        .any(|w| {
-            b.len() > w.len()
-                && b[..w.len()].eq_ignore_ascii_case(w)
-                && (w.ends_with(b" ") || !is_word(b[w.len()]))
-        })
+    WORDS.iter().any(|w| {
+        b.len() > w.len()
+            && b[..w.len()].eq_ignore_ascii_case(w)
+            && (w.ends_with(b" ") || !is_word(b[w.len()]))
+    })
 }
 
 pub(crate) fn contains(hay: &[u8], needle: &[u8]) -> bool {
