@@ -207,9 +207,10 @@ fn strip(seg: &[u8], mut note: impl FnMut(&'static str, &[u8])) -> (usize, Level
             _ => None,
         }
         .or_else(|| crate::decorations::peeler().peel(seg, i))
-        // A host prefix (`gpu-q-13: `) only opens a line, and only before what reports: behind
-        // anything else a `word3: ` is a key, a tag or a version.
-        .filter(|&(j, _, name)| name != "host" || (before == 0 && opens_report(&seg[j..])));
+        // A host prefix (`gpu-q-13: `) or `**` emphasis only opens a line before a report.
+        .filter(|&(j, _, name)| {
+            !OPENING_ONLY.contains(&name) || (before == 0 && opens_report(&seg[j..]))
+        });
         if let Some((j, lv, name)) = step {
             note(name, &seg[i..j]);
             i = j;
@@ -220,6 +221,10 @@ fn strip(seg: &[u8], mut note: impl FnMut(&'static str, &[u8])) -> (usize, Level
         }
     }
 }
+
+/// Decorations that only open a line, and only before what reports: behind anything else a
+/// `word3: ` is a key, a tag or a version, and `**` emphasis.
+const OPENING_ONLY: [&str; 2] = ["host", "markdown-bold"];
 
 fn skip_space_and_ansi(seg: &[u8], mut i: usize) -> usize {
     loop {
@@ -778,7 +783,12 @@ fn error_word_before(before: &[u8]) -> bool {
     if let Some(name) = b.strip_suffix(b"(")
         && (name.ends_with(b"Error") || name.ends_with(b"Exception"))
     {
-        return true;
+        // Not a source line that raises it.
+        let start = name
+            .iter()
+            .rposition(|&c| !(is_word(c) || c == b'.'))
+            .map_or(0, |i| i + 1);
+        return !name[..start].trim_ascii_end().ends_with(b"raise");
     }
     if let Some(tag) = b.strip_suffix(b"]") {
         let open = tag.iter().rposition(|&c| c == b'[').map_or(0, |i| i + 1);
@@ -801,10 +811,14 @@ fn error_word_before(before: &[u8]) -> bool {
 }
 
 /// The offset just past the first `error: ` / `failed: ` ... in `b` (see [`error_word_before`]).
+/// Also just past an exception's repr opening mid-line (`Model failed with error
+/// `DriverError(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")``), which reports its argument.
 fn error_colon_at(b: &[u8]) -> Option<usize> {
-    memchr::memchr_iter(b':', b)
+    memchr::memchr2_iter(b':', b'(', b)
         .map(|k| k + 1)
-        .find(|&k| error_word_before(&b[..k]) && b.get(k).is_none_or(|c| *c == b' '))
+        .find(|&k| {
+            error_word_before(&b[..k]) && (b[k - 1] == b'(' || b.get(k).is_none_or(|c| *c == b' '))
+        })
 }
 
 /// Does `b` open the way a report does: a decoration, a timestamp, an exception name, an error

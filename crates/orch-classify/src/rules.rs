@@ -578,6 +578,23 @@ pub(crate) static RULES: &[Rule] = &[
     // allocating tensor with shape[..]`, the TPU runtime's `Attempting to reserve 3.95G at the
     // bottom of memory. That was not possible.`, Gaudi's `MODULE:PT_DEVMEM Allocation failed for
     // size::469762048` and `MODULE:PT_SYNHELPER workspace Allocation of size ::N failed`.
+    // A device allocator that names itself failing (NVIDIA PhysX's `PxgCudaDeviceMemoryAllocator
+    // fail to allocate memory 100663296 bytes!!`) and Tenstorrent's bank allocator (`Out of
+    // Memory: Not enough space to allocate 71999488 B DRAM buffer`,
+    // `tt_metal/impl/allocator/bank_manager.cpp`). Not ggml's `failed to allocate CUDA0 buffer`:
+    // llama.cpp retries without pipeline parallelism after it, and the server goes on.
+    hit(
+        "device-allocator-failed",
+        Slot::GpuOom,
+        &[
+            "ail to allocate",
+            "ails to allocate",
+            "ailed to allocate",
+            "Not enough space to allocate",
+        ],
+        r"\w*(?:Cuda|CUDA|Gpu|GPU|Device|Hip|HIP)\w*:? fail(?:s|ed)? to allocate\b|Out of Memory: Not enough space to allocate \d+ B (?:DRAM|L1)",
+        r"[[:alnum:]_]*(Cuda|CUDA|Gpu|GPU|Device|Hip|HIP)[[:alnum:]_]*:? fail(s|ed)? to allocate|Out of Memory: Not enough space to allocate [0-9]+ B (DRAM|L1)",
+    ),
     hit(
         "accelerator-oom-report",
         Slot::GpuOom,
@@ -651,6 +668,19 @@ pub(crate) static RULES: &[Rule] = &[
     // of 'std::bad_alloc'` (on `native-crash`'s needle: no needle of its own). Weak: an absurd
     // size from a bug reads the same. (Python's `MemoryError: std::bad_alloc` ends a traceback
     // in `MemoryError`, which the traceback follower knows.)
+    // The exception's own `what()` opening a line (glog's `Exception in thread 7` then
+    // `std::bad_alloc`; `what():  std::bad_alloc`).
+    Rule {
+        name: "cpp-bad-alloc-what",
+        kind: Kind::Lead,
+        action: Action::Hit(Slot::HostOomWeak),
+        needles: &["std::bad_alloc"],
+        pattern: r"(?:what\(\):\s+)?std::bad_alloc\b",
+        unless: None,
+        claims: false,
+        ere: r"(what\(\):[[:space:]]+)?std::bad_alloc",
+        requires: &[],
+    },
     hit(
         "cpp-bad-alloc",
         Slot::HostOomWeak,

@@ -255,31 +255,30 @@ impl State {
                 let end = pos + memchr(b'\n', &buf[pos..]).expect("region ends with \\n");
                 let l = &buf[pos..end];
                 self.tb_step(eng, l, line);
-                if let Some((s, e, n)) = next
-                    && s < end
-                {
-                    self.scan_line(
-                        eng,
-                        l,
-                        Some((s - pos, e - pos, n)),
-                        line,
-                        true,
-                        false,
-                        false,
-                    );
+                if next.is_some_and(|(s, ..)| s < end) {
+                    let hits = Hits::Region {
+                        buf,
+                        at: pos,
+                        cache: &mut cache,
+                    };
+                    self.scan_line(eng, l, hits, line, true, false, false);
                 }
                 pos = end + 1;
                 line += 1;
                 continue;
             }
-            let Some((s, e, n)) = next else {
+            let Some((s, ..)) = next else {
                 break;
             };
             let start = memrchr(b'\n', &buf[pos..s]).map_or(pos, |i| pos + i + 1);
             line += count_newlines(&buf[pos..start]);
             let end = s + memchr(b'\n', &buf[s..]).expect("region ends with \\n");
-            let first = Some((s - start, e - start, n));
-            self.scan_line(eng, &buf[start..end], first, line, true, false, false);
+            let hits = Hits::Region {
+                buf,
+                at: start,
+                cache: &mut cache,
+            };
+            self.scan_line(eng, &buf[start..end], hits, line, true, false, false);
             pos = end + 1;
             line += 1;
         }
@@ -291,7 +290,7 @@ impl State {
 
     /// Confirm the candidates in one line (or one piece of an over-long line).
     ///
-    /// `first`: the first needle's span in `l` and its rules, when the caller found it.
+    /// `hits`: where the line's needles come from (see [`Hits`]).
     /// `at_start`: `l[0]` is the true start of the line. `truncated`: bytes before `l[0]`
     /// were dropped. `set_x`: the (dropped) start of this line was a `set -x` echo.
     #[allow(clippy::too_many_arguments)]
@@ -299,7 +298,7 @@ impl State {
         &mut self,
         eng: &Engine,
         l: &[u8],
-        first: Option<(usize, usize, Mask)>,
+        mut hits: Hits,
         line: u64,
         at_start: bool,
         truncated: bool,
@@ -315,12 +314,7 @@ impl State {
         let mut seg: Option<(usize, usize, Option<Position>)> = None;
         let mut mask: Mask = 0;
         let mut from = 0;
-        let mut pending = first;
-        let mut next_in_line = NextHits::default();
-        while let Some((ms, me, needle)) = pending
-            .take()
-            .or_else(|| eng.find_cached(l, from, &mut next_in_line))
-        {
+        while let Some((ms, me, needle)) = hits.next(eng, l, from) {
             from = ms + 1;
             let a = memrchr(b'\r', &l[..ms]).map_or(0, |i| i + 1);
             if seg.as_ref().is_none_or(|&(sa, ..)| sa != a) {
@@ -718,12 +712,12 @@ impl Core {
     fn finish_line(st: &mut State, eng: &Engine, carry: &[u8], overflowed: bool, set_x: bool) {
         let line = st.next_line();
         if overflowed {
-            st.scan_line(eng, carry, None, line, false, true, set_x);
+            st.scan_line(eng, carry, Hits::line(), line, false, true, set_x);
         } else {
             if st.tb_active() {
                 st.tb_step(eng, carry, line);
             }
-            st.scan_line(eng, carry, None, line, true, false, false);
+            st.scan_line(eng, carry, Hits::line(), line, true, false, false);
         }
         st.end_line();
     }
@@ -759,7 +753,7 @@ impl Core {
             self.state.scan_line(
                 eng,
                 &self.carry,
-                None,
+                Hits::line(),
                 line,
                 carry_at_start,
                 !carry_at_start,
@@ -772,12 +766,12 @@ impl Core {
             seam.extend_from_slice(a);
             seam.extend_from_slice(b);
             self.state
-                .scan_line(eng, &seam, None, line, false, true, set_x);
+                .scan_line(eng, &seam, Hits::line(), line, false, true, set_x);
         }
         self.state.scan_line(
             eng,
             bytes,
-            None,
+            Hits::line(),
             line,
             bytes_at_start,
             !bytes_at_start,
@@ -791,5 +785,36 @@ impl Core {
         self.carry
             .extend_from_slice(&bytes[bytes.len() - keep_from_bytes..]);
         self.overflowed = true;
+    }
+}
+
+/// Where [`State::scan_line`] finds a line's needles: by searching the line itself, or in the
+/// region it was cut from, reusing the region's search (each searcher's next hit, cached), so
+/// that a line with a candidate is not searched a second time by every searcher.
+pub(crate) enum Hits<'a> {
+    Line(NextHits),
+    Region {
+        buf: &'a [u8],
+        /// Offset of the line in `buf`.
+        at: usize,
+        cache: &'a mut NextHits,
+    },
+}
+
+impl Hits<'_> {
+    pub(crate) fn line() -> Self {
+        Hits::Line(NextHits::default())
+    }
+
+    /// The leftmost needle at or after `from` in `l` (offsets in `l`).
+    #[inline]
+    fn next(&mut self, eng: &Engine, l: &[u8], from: usize) -> Option<(usize, usize, Mask)> {
+        match self {
+            Hits::Line(cache) => eng.find_cached(l, from, cache),
+            Hits::Region { buf, at, cache } => eng
+                .find_cached(buf, *at + from, cache)
+                .filter(|&(s, ..)| s < *at + l.len())
+                .map(|(s, e, m)| (s - *at, e - *at, m)),
+        }
     }
 }

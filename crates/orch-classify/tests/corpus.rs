@@ -87,6 +87,17 @@ const HOLDOUT5_FLOOR: f64 = 0.66;
 /// and a quote followed by a space never opening: 27/29.
 const HOLDOUT6_FLOOR: f64 = 0.93;
 
+/// Share of the seventh holdout that must be acted on correctly. Its 30 excerpts (batch I, from
+/// 28 stacks the corpus did not cover: Isaac Gym, detectron2, AlphaFold, nnU-Net, ONNX Runtime,
+/// wav2letter, DeepSpeech, FunASR, tinygrad, mistral.rs, Tenstorrent, XTuner, Kueue, Julia's
+/// CUDA.jl, ...) scored first sight 18/30 (60.0 %), device recall 3/9, host 3/8, 0 false alarms
+/// (after batch H's changes; 16/30 before issue 40). After a device allocator naming itself,
+/// `std::bad_alloc` opening a line, an exception's repr reporting mid-line and `**` emphasis
+/// opening a report: 23/30 (Ray's `(1) The process is killed by SIGKILL by OOM killer` guess
+/// was tried and dropped: Ray prints it after every abrupt worker death, NCCL timeouts and
+/// illegal memory accesses included).
+const HOLDOUT7_FLOOR: f64 = 0.76;
+
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
 /// (labelled none), Determined's exit 137 after the platform killed a container (labelled
@@ -196,12 +207,21 @@ fn sixth_holdout_split() {
     );
 }
 
+#[test]
+fn seventh_holdout_split() {
+    check(
+        &corpus_dir().join("holdout7"),
+        "corpus (seventh holdout)",
+        HOLDOUT7_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
 fn the_corpus_covers_the_world() {
     let dirs = [
-        "", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6",
+        "", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {

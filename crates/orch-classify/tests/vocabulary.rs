@@ -137,6 +137,11 @@ fn tips_configs_and_warnings_are_not_failures() {
         "grep -c 'CUDA out of memory' train.log",
         "echo \"Command 'python3' died with <Signals.SIGKILL: 9>\" >> notes.txt",
         "to avoid torch.OutOfMemoryError: lower the batch",
+        // Source lines, handlers and notes that name a memory failure.
+        "    raise DriverError(CUDA_ERROR_OUT_OF_MEMORY, \"out of memory\")",
+        "    } catch (const std::bad_alloc& e) {",
+        "**Note**: CUDA out of memory is common with long prompts",
+        "if the GPU fails to allocate memory, lower the batch",
     ];
     for t in traps {
         let v = classify_bytes(format!("{t}\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'x'\n").as_bytes());
