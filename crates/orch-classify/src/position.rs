@@ -21,6 +21,10 @@
 //! header introduced. A [`Kind::Lead`] signature (an exception class alone) must open the
 //! body. Warning/info-level lines never report a message or lead signature.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
+
 use super::rules::Kind;
 
 /// The level word of a stripped logger header, if any.
@@ -56,11 +60,21 @@ impl Position {
     pub(crate) fn of(seg: &[u8]) -> Position {
         let (mut body, level) = strip_prefixes(seg);
         let b = &seg[body..];
-        let error_colon = error_colon_at(b).is_some();
         let mention = is_echo(b)
             || (b.first() == Some(&b'#') && !is_block_count(b) && !is_hash_decoration(b))
             || is_config_line(b);
-        let reports = !mention && (exception_name_len(b).is_some() || starts_with_error_word(b));
+        if mention {
+            // Nothing in a mention decides: the rest is not needed.
+            return Position {
+                body,
+                level,
+                mention,
+                reports: false,
+                start_known: true,
+                error_colon: false,
+            };
+        }
+        let reports = exception_name_len(b).is_some() || starts_with_error_word(b);
         // A Python warning (`memory.py:330: UserWarning: ...`) reports nothing, wherever its
         // category stands.
         let level = if level == Level::Unknown && names_a_warning(b) {
@@ -68,7 +82,12 @@ impl Position {
         } else {
             level
         };
-        if !mention && let Some(n) = exception_repr_len(b) {
+        // Only asked for where nothing else lets a message decide past the lead.
+        let error_colon = !reports
+            && level != Level::Error
+            && level != Level::Quiet
+            && error_colon_at(b).is_some();
+        if let Some(n) = exception_repr_len(b) {
             // `OutOfMemoryError('CUDA out of memory ...')`: the exception a wrapper names as its
             // cause (Hydra's `InstantiationException` prints it on the next line). The quote
             // opens the message; what follows is reported, not quoted.
@@ -762,7 +781,8 @@ pub(crate) fn has_advice_word(b: &[u8]) -> bool {
 
 /// A Python warning category (`UserWarning:`, `FutureWarning:`) on the line.
 fn names_a_warning(b: &[u8]) -> bool {
-    memchr::memmem::find_iter(b, b"Warning: ").any(|k| k > 0 && is_word(b[k - 1]))
+    static WARNING: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"Warning: "));
+    WARNING.find_iter(b).any(|k| k > 0 && is_word(b[k - 1]))
 }
 
 /// Does `before` (the body up to a match) end with an error word and its colon, then spaces
@@ -843,6 +863,10 @@ fn starts_with_error_word(b: &[u8]) -> bool {
 }
 
 pub(crate) fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    // Most haystacks here are a prefix or a name: a plain scan beats building a searcher.
+    if hay.len() < 256 {
+        return needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle);
+    }
     memchr::memmem::find(hay, needle).is_some()
 }
 
