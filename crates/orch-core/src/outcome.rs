@@ -126,6 +126,21 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
         },
         JobEnd::Failed { exit_code } => match best {
             Some((file, v)) => (Outcome::Failed(v.class), evidence_of(file, v)),
+            // Killed by SIGKILL with not a word in its log: the kernel's (or a cgroup's) OOM
+            // killer is what usually sends it; a scheduler's own kills come with their state.
+            None if exit_code.is_some_and(is_sigkill) => (
+                Outcome::Failed(FailureClass::HostOom),
+                Some(EvidenceRecord {
+                    certainty: Certainty::Likely,
+                    ..EvidenceRecord::note(
+                        "exit",
+                        format!(
+                            "exit code {} (SIGKILL) and no failure line in the log: most often the kernel's OOM killer",
+                            exit_code.unwrap_or_default()
+                        ),
+                    )
+                }),
+            ),
             None => (
                 Outcome::Failed(FailureClass::Error),
                 Some(EvidenceRecord::note(
@@ -148,6 +163,12 @@ pub fn decide(end: &JobEnd, logs: &[(String, Verdict)]) -> (Outcome, Option<Evid
             ),
         },
     }
+}
+
+/// An exit status that means the process was killed by SIGKILL: the shell's `128 + 9`, or a
+/// launcher's negative signal number.
+fn is_sigkill(code: i32) -> bool {
+    code == 137 || code == -9
 }
 
 /// The line that explained an attempt's outcome.
@@ -266,13 +287,33 @@ mod tests {
 
     #[test]
     fn failure_without_evidence_is_error() {
-        let (outcome, evidence) = decide(
+        let (outcome, evidence) = decide(&JobEnd::Failed { exit_code: Some(2) }, &[]);
+        assert_eq!(outcome, Outcome::Failed(FailureClass::Error));
+        assert!(evidence.unwrap().text.contains("exit code 2"));
+    }
+
+    #[test]
+    fn a_silent_sigkill_is_likely_the_oom_killer() {
+        for code in [137, -9] {
+            let (outcome, evidence) = decide(
+                &JobEnd::Failed {
+                    exit_code: Some(code),
+                },
+                &[],
+            );
+            assert_eq!(outcome, Outcome::Failed(FailureClass::HostOom), "{code}");
+            let evidence = evidence.unwrap();
+            assert!(!evidence.certainty.is_certain());
+            assert!(evidence.text.contains("SIGKILL"), "{}", evidence.text);
+        }
+        // A log that names another cause outranks the exit code.
+        let logs = vec![("stderr.log".into(), verdict(FailureClass::NcclTimeout, 40))];
+        let (outcome, _) = decide(
             &JobEnd::Failed {
                 exit_code: Some(137),
             },
-            &[],
+            &logs,
         );
-        assert_eq!(outcome, Outcome::Failed(FailureClass::Error));
-        assert!(evidence.unwrap().text.contains("137"));
+        assert_eq!(outcome, Outcome::Failed(FailureClass::NcclTimeout));
     }
 }
