@@ -210,7 +210,7 @@ impl State {
                 let Action::Hit(slot) = cr.rule.action else {
                     return None;
                 };
-                if !cr.requires.is_empty() && !cr.requires.iter().any(|f| f.find(seg).is_some()) {
+                if !cr.may_match(seg) {
                     return None;
                 }
                 let m = cr.re().find(seg)?;
@@ -424,11 +424,7 @@ impl State {
                     cr.anchored().find(&seg[lead..]).map(|m| lead + m.start())
                 }
                 // A search through the segment: first the rule's cheap literal check.
-                _ if !cr.requires.is_empty()
-                    && !cr.requires.iter().any(|f| f.find(seg).is_some()) =>
-                {
-                    None
-                }
+                _ if !cr.may_match(seg) => None,
                 _ => cr.re().find(seg).map(|m| m.start()),
             };
             let decided =
