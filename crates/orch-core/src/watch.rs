@@ -11,6 +11,13 @@
 //! ([`Backend::exited`](crate::backend::Backend::exited)) and answers a job that exited at once; what only the scheduler knows
 //! (pending → running, a kill by signal, a node failure) waits for its tick. The loop ends when
 //! no run needs this orch any more.
+//!
+//! Runs are isolated from each other: an error that escapes one run's driver is about that
+//! run's own files (its `events.jsonl` deleted, emptied, replaced or unwritable, its directory
+//! gone), and ends this orch's driving of that run alone ([`RunDriver::damage`] says which run,
+//! what failed and what became of its job); the others go on to their ends and the caller
+//! learns which runs were damaged ([`Driven::damaged`]). Only a full disk stops every run,
+//! since every run would meet it ([`stop_for_room`]).
 
 use std::time::{Duration, Instant};
 
@@ -21,12 +28,24 @@ use crate::run::Phase;
 
 pub use crate::run::{Ctx, FollowUp, RunDriver};
 
-/// Drive every run to its end; returns their records in the same order, and whether Ctrl-C
-/// stopped the watcher.
+/// One run as the watcher leaves it.
+#[derive(Debug)]
+pub struct Driven {
+    /// The run as its ledger says at the end (as it was last read, when the ledger can no
+    /// longer be read).
+    pub record: RunRecord,
+    /// What the user was told when this orch stopped driving the run because it could no
+    /// longer read or write the run's own files; None for every other run.
+    pub damaged: Option<String>,
+}
+
+/// Drive every run to its end; returns each run as the watcher leaves it, in the same order,
+/// and whether Ctrl-C stopped the watcher. One run's damaged files end the driving of that run
+/// only; the error returned is the watcher's own (it could not listen for signals).
 pub async fn drive(
     mut drivers: Vec<RunDriver>,
     ctx: &Ctx<'_>,
-) -> anyhow::Result<(Vec<RunRecord>, bool)> {
+) -> anyhow::Result<(Vec<Driven>, bool)> {
     // A resumed run whose attempt is out keeps the slot (and the GPUs) its ledger records,
     // before any other run is given one.
     if let Some(slots) = ctx.slots {
@@ -42,9 +61,9 @@ pub async fn drive(
     // Listening before the first submission: a signal during it is answered at the first look.
     let mut signals = Signals::new()?;
     for d in &mut drivers {
-        advance(d, ctx).await?;
+        advance(d, ctx).await;
     }
-    admit(&mut drivers, ctx).await?;
+    admit(&mut drivers, ctx).await;
     let mut interrupted = false;
     let tick = ctx.backend.tick();
     let exit_check = ctx.backend.exit_check().filter(|c| *c < tick);
@@ -62,16 +81,16 @@ pub async fn drive(
                 if let Some(name) = signal {
                     ctx.report.watch(&WatchEvent::Signal { name });
                 }
-                interrupt(&mut drivers, ctx).await?;
+                interrupt(&mut drivers, ctx).await;
                 break;
             }
         }
         let live: Vec<JobRef> = drivers.iter().filter_map(live_job).collect();
         if Instant::now() < next_poll {
-            if !answer_exited(&mut drivers, &live, ctx).await? {
+            if !answer_exited(&mut drivers, &live, ctx).await {
                 continue;
             }
-            admit(&mut drivers, ctx).await?;
+            admit(&mut drivers, ctx).await;
             // A run moved on: its new job is asked about within one tick, no later.
             next_poll = next_poll.min(Instant::now() + tick);
             interval = tick;
@@ -94,9 +113,10 @@ pub async fn drive(
         for d in drivers.iter_mut().filter(|d| d.is_active()) {
             d.read_logs().await;
             let Some(job) = live_job(d) else { continue };
-            changed |= d.observe(states.get(&job.id), ctx).await?;
+            let observed = d.observe(states.get(&job.id), ctx).await;
+            changed |= isolate(d, observed, ctx).await.unwrap_or(true);
         }
-        changed |= admit(&mut drivers, ctx).await?;
+        changed |= admit(&mut drivers, ctx).await;
         // Poll less often while nothing happens; at once again after a change.
         interval = if changed {
             tick
@@ -105,11 +125,30 @@ pub async fn drive(
         };
         next_poll = Instant::now() + interval;
     }
-    let records = drivers
+    let driven = drivers
         .iter_mut()
-        .map(RunDriver::record)
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok((records, interrupted))
+        .map(|d| Driven {
+            record: d.last_record(),
+            damaged: d.damaged().map(str::to_string),
+        })
+        .collect();
+    Ok((driven, interrupted))
+}
+
+/// One run's result, kept to that run: an error is about its own files, and ends this orch's
+/// driving of it alone (a full disk excepted, which stops the run for [`stop_for_room`]).
+async fn isolate<T>(d: &mut RunDriver, result: anyhow::Result<T>, ctx: &Ctx<'_>) -> Option<T> {
+    match result {
+        Ok(value) => Some(value),
+        Err(e) if crate::atomic::is_out_of_room(&e) => {
+            d.stop(&e, ctx);
+            None
+        }
+        Err(e) => {
+            d.damage(&e, ctx).await;
+            None
+        }
+    }
 }
 
 /// The signals that stop a watcher: Ctrl-C (SIGINT), SIGTERM (`kill`, a system shutdown, a
@@ -160,31 +199,36 @@ fn stop_for_room(drivers: &[RunDriver], ctx: &Ctx<'_>) -> bool {
 }
 
 /// Take a run as far as it goes without news; a run that cannot even be submitted ends failed
-/// (or stops, when orch cannot write its files).
-async fn advance(d: &mut RunDriver, ctx: &Ctx<'_>) -> anyhow::Result<()> {
-    if let Err(e) = d.advance(ctx).await {
-        if crate::atomic::is_out_of_room(&e) {
-            d.stop(&e, ctx);
-            return Ok(());
-        }
-        let msg = format!("{e:#}");
-        if !matches!(d.phase(), Phase::Ended(_)) {
-            d.end(RunState::Failed, format!("failed: could not submit: {msg}"))?;
-        }
-        ctx.report
-            .event(d.name(), &RunEvent::CouldNotSubmit { error: &msg });
+/// (or stops, when orch cannot write its files; or is damaged, when its own files cannot be
+/// read or written: its end cannot be recorded, or a job it submitted was not).
+async fn advance(d: &mut RunDriver, ctx: &Ctx<'_>) {
+    let Err(e) = d.advance(ctx).await else {
+        return;
+    };
+    if crate::atomic::is_out_of_room(&e) || matches!(d.phase(), Phase::Live(_)) {
+        isolate(d, Err::<(), _>(e), ctx).await;
+        return;
     }
-    Ok(())
+    let msg = format!("{e:#}");
+    if !matches!(d.phase(), Phase::Ended(_)) {
+        let ended = d.end(RunState::Failed, format!("failed: could not submit: {msg}"));
+        if isolate(d, ended, ctx).await.is_none() {
+            return;
+        }
+    }
+    ctx.report
+        .event(d.name(), &RunEvent::CouldNotSubmit { error: &msg });
 }
 
 /// Give back the slots of runs whose job is no longer out, then let waiting runs take them,
 /// first in the queue first. Returns whether any run started an attempt.
-async fn admit(drivers: &mut [RunDriver], ctx: &Ctx<'_>) -> anyhow::Result<bool> {
+async fn admit(drivers: &mut [RunDriver], ctx: &Ctx<'_>) -> bool {
     let Some(slots) = ctx.slots else {
-        return Ok(false);
+        return false;
     };
     for d in drivers.iter_mut() {
-        if d.cancel_waiting(None)? {
+        let cancelled = d.cancel_waiting(None);
+        if isolate(d, cancelled, ctx).await == Some(true) {
             ctx.report.event(d.name(), &RunEvent::CancelledWaiting);
         }
     }
@@ -195,7 +239,7 @@ async fn admit(drivers: &mut [RunDriver], ctx: &Ctx<'_>) -> anyhow::Result<bool>
     loop {
         let mut moved = false;
         for d in drivers.iter_mut().filter(|d| d.is_waiting()) {
-            advance(d, ctx).await?;
+            advance(d, ctx).await;
             if !d.is_waiting() {
                 moved = true;
                 if !d.needs_slot() {
@@ -204,15 +248,16 @@ async fn admit(drivers: &mut [RunDriver], ctx: &Ctx<'_>) -> anyhow::Result<bool>
             }
         }
         if !moved {
-            return Ok(started);
+            return started;
         }
         started = true;
     }
 }
 
-/// Ctrl-C: local jobs are cancelled (nothing else would watch them); elsewhere they keep
-/// running and the user is told how to stop them.
-async fn interrupt(drivers: &mut [RunDriver], ctx: &Ctx<'_>) -> anyhow::Result<()> {
+/// Ctrl-C: local jobs are cancelled (nothing else would watch them: a damaged run's job left
+/// running too); elsewhere they keep running and the user is told how to stop them (a damaged
+/// run's user was told already).
+async fn interrupt(drivers: &mut [RunDriver], ctx: &Ctx<'_>) {
     let not_ended = |d: &&mut RunDriver| !matches!(d.phase(), Phase::Ended(_));
     if ctx.backend.cancels_on_interrupt() {
         ctx.report.watch(&WatchEvent::Interrupted);
@@ -233,7 +278,11 @@ async fn interrupt(drivers: &mut [RunDriver], ctx: &Ctx<'_>) -> anyhow::Result<(
             }
         }
     } else {
-        for d in drivers.iter_mut().filter(not_ended) {
+        for d in drivers
+            .iter_mut()
+            .filter(not_ended)
+            .filter(|d| d.damaged().is_none())
+        {
             if d.is_waiting() {
                 ctx.report.watch(&WatchEvent::InterruptedWaiting {
                     run: d.name(),
@@ -248,25 +297,20 @@ async fn interrupt(drivers: &mut [RunDriver], ctx: &Ctx<'_>) -> anyhow::Result<(
             });
         }
     }
-    Ok(())
 }
 
 /// Between polls: the jobs whose exit files say they ended are answered now (their logs read,
 /// the failure classified, the next attempt submitted). Returns whether any was.
-async fn answer_exited(
-    drivers: &mut [RunDriver],
-    live: &[JobRef],
-    ctx: &Ctx<'_>,
-) -> anyhow::Result<bool> {
+async fn answer_exited(drivers: &mut [RunDriver], live: &[JobRef], ctx: &Ctx<'_>) -> bool {
     if live.is_empty() {
-        return Ok(false);
+        return false;
     }
     let ended = match ctx.backend.exited(live).await {
         Ok(ended) => ended,
         Err(e) => {
             // The next poll asks the scheduler anyway.
             tracing::debug!("exit-file check failed: {e:#}");
-            return Ok(false);
+            return false;
         }
     };
     let mut changed = false;
@@ -275,9 +319,10 @@ async fn answer_exited(
             continue;
         };
         d.read_logs().await;
-        changed |= d.observe(Some(state), ctx).await?;
+        let observed = d.observe(Some(state), ctx).await;
+        changed |= isolate(d, observed, ctx).await.unwrap_or(true);
     }
-    Ok(changed)
+    changed
 }
 
 fn live_job(d: &RunDriver) -> Option<JobRef> {

@@ -10,6 +10,7 @@
 mod support;
 
 mod cli;
+mod damaged_member;
 mod estimate;
 mod local_loop;
 mod old_runs;

@@ -50,9 +50,12 @@ impl Journal {
         Ok(&self.record)
     }
 
-    /// Append one event (synced before this returns) and fold it into the record.
+    /// Append one event (synced before this returns) and fold it into the record. The run's
+    /// log must be there and still hold a run: a deleted or emptied one is an error, never a
+    /// new log begun by this event.
     pub fn append(&mut self, event: &Event) -> anyhow::Result<()> {
-        self.run.append_line(event)?;
+        self.catch_up()?;
+        self.run.append_line(event, false)?;
         self.catch_up()?;
         let _ = self.run.write_summary(&self.record);
         let _ = self.run.write_index(&self.record, self.offset);
@@ -63,7 +66,10 @@ impl Journal {
         let path = self.run.events_path();
         let mut file = std::fs::File::open(&path)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        let len = file.metadata()?.len();
+        let len = file
+            .metadata()
+            .with_context(|| format!("cannot read {}", path.display()))?
+            .len();
         if len == self.offset {
             return Ok(());
         }
@@ -73,9 +79,10 @@ impl Journal {
             (self.record, self.offset, self.lines) = replay(&self.run)?;
             return Ok(());
         }
-        file.seek(SeekFrom::Start(self.offset))?;
         let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
+        file.seek(SeekFrom::Start(self.offset))
+            .and_then(|_| file.read_to_end(&mut bytes))
+            .with_context(|| format!("cannot read {}", path.display()))?;
         // Only whole lines: a line still being written (or torn) is read on a later look.
         let Some(end) = bytes.iter().rposition(|&b| b == b'\n') else {
             return Ok(());

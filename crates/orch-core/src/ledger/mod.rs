@@ -196,7 +196,7 @@ impl RunDir {
     /// Append one event and flush it to disk before returning, then rewrite the summaries.
     /// An orch driving the run appends through its [`Journal`] instead, which does not replay.
     pub fn append(&self, event: &Event) -> anyhow::Result<()> {
-        self.append_line(event)?;
+        self.append_line(event, true)?;
         if let Ok((mut record, end)) = journal::replay_from_start(self) {
             record.checkpoint_dir = self.absolute_checkpoint_dir();
             let _ = self.write_summary(&record);
@@ -209,13 +209,15 @@ impl RunDir {
         self.path.join("events.jsonl")
     }
 
-    /// Append one event as a line and sync it.
-    fn append_line(&self, event: &Event) -> anyhow::Result<()> {
+    /// Append one event as a line and sync it; `create`: make the file if it is not there
+    /// (a run being created), else a missing file is an error, not a new log that would start
+    /// with this event.
+    fn append_line(&self, event: &Event, create: bool) -> anyhow::Result<()> {
         let mut line = serde_json::to_vec(event)?;
         line.push(b'\n');
         let path = self.events_path();
         let mut file = std::fs::OpenOptions::new()
-            .create(true)
+            .create(create)
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
@@ -549,7 +551,7 @@ mod tests {
         let stored = std::fs::read(run.path.join(SUMMARY_FILE)).unwrap();
         // An event appended behind the index's back (an orch killed between the event and
         // its summary): the stale summary is not trusted, and is rewritten.
-        run.append_line(&ended).unwrap();
+        run.append_line(&ended, false).unwrap();
         std::fs::write(run.path.join(SUMMARY_FILE), &stored).unwrap();
         assert_eq!(run.summary().unwrap().state, RunState::Failed);
         let rewritten: RunSummary =

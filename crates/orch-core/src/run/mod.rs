@@ -18,6 +18,8 @@
 //!                                      ▼ success, give up, cancel
 //!                                    Ended (state)          any failed transition:
 //!                                                           Broken ──► Ended(failed)
+//!
+//!   any phase, when the run's own files cannot be read or written ──► Damaged (this run only)
 //! ```
 //! Each arrow is one transition ([`transition`]): a small function that appends its event to
 //! the ledger (synced) before the phase changes, so a run killed anywhere is rebuilt from the
@@ -43,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-pub use phase::{Finish, Live, Pace, Pending, Phase, Queue, Resumed};
+pub use phase::{Damaged, Finish, Live, Pace, Pending, Phase, Queue, Resumed};
 
 use crate::backend::Backend;
 use crate::config::Catalog;
@@ -217,6 +219,24 @@ impl RunDriver {
         self.journal.record().cloned()
     }
 
+    /// The run as its ledger says now, or, when the ledger can no longer be read (a run whose
+    /// directory was deleted after it ended, or a damaged one), as it was last read.
+    pub fn last_record(&mut self) -> RunRecord {
+        match self.journal.record() {
+            Ok(record) => record.clone(),
+            Err(_) => self.journal.cached().clone(),
+        }
+    }
+
+    /// What this orch told the user when it stopped driving the run because it could no
+    /// longer read or write the run's own files, if it did.
+    pub fn damaged(&self) -> Option<&str> {
+        match &self.phase {
+            Phase::Damaged(d) => Some(&d.why),
+            _ => None,
+        }
+    }
+
     /// Why this orch stopped driving the run for lack of room (`[experiment] what failed`),
     /// if it did.
     pub fn stopped(&self) -> Option<&str> {
@@ -230,7 +250,7 @@ impl RunDriver {
     pub fn is_active(&self) -> bool {
         !matches!(
             self.phase,
-            Phase::Ended(_) | Phase::HandedOff | Phase::Stopped(_)
+            Phase::Ended(_) | Phase::HandedOff | Phase::Stopped(_) | Phase::Damaged(_)
         )
     }
 
@@ -401,16 +421,17 @@ impl RunDriver {
 
     /// Whether the run may hold a slot: its attempt is rendered and not yet ended (a run
     /// stopped on a full disk may have a job out: it keeps its cards until this orch, which
-    /// stops with it, exits).
+    /// stops with it, exits; so does a damaged run whose job was left running).
     pub fn needs_slot(&self) -> bool {
-        matches!(
-            self.phase,
+        match &self.phase {
             Phase::Queued(_)
-                | Phase::Unsure
-                | Phase::Submitting
-                | Phase::Live(_)
-                | Phase::Stopped(_)
-        )
+            | Phase::Unsure
+            | Phase::Submitting
+            | Phase::Live(_)
+            | Phase::Stopped(_) => true,
+            Phase::Damaged(d) => d.left_running.is_some(),
+            Phase::Finished(_) | Phase::HandedOff | Phase::Broken | Phase::Ended(_) => false,
+        }
     }
 
     /// Redraw the run's status line.

@@ -35,6 +35,10 @@ pub enum Phase {
     /// driving every run (the watcher says so once), and each stays as its record says, to be
     /// resumed once there is room.
     Stopped(String),
+    /// orch can no longer read or write this run's own files (its `events.jsonl` deleted,
+    /// emptied, replaced or unwritable, its directory gone): this orch stops driving this run
+    /// alone, having said so and what became of its job; the other runs go on.
+    Damaged(Damaged),
     /// The run is over.
     Ended(RunState),
 }
@@ -78,9 +82,21 @@ impl Phase {
             Phase::HandedOff => "handed-off",
             Phase::Broken => "broken",
             Phase::Stopped(_) => "stopped",
+            Phase::Damaged(_) => "damaged",
             Phase::Ended(_) => "ended",
         }
     }
+}
+
+/// A run whose own files orch can no longer read or write ([`Phase::Damaged`]).
+#[derive(Debug)]
+pub struct Damaged {
+    /// What failed and what became of the run's job, as its user was told.
+    pub why: String,
+    /// The run's job, still running: its record can still be read (only writing failed), so
+    /// `orch resume` takes it up once the file can be written again; or it could not be
+    /// cancelled. It keeps its slot, its cards being busy.
+    pub left_running: Option<JobRef>,
 }
 
 /// Where a resumed run picks up.

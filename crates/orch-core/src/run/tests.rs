@@ -374,11 +374,13 @@ impl World {
     }
 
     async fn drive(&self, driver: RunDriver) -> RunRecord {
-        let (mut records, interrupted) = crate::watch::drive(vec![driver], &self.ctx())
+        let (mut driven, interrupted) = crate::watch::drive(vec![driver], &self.ctx())
             .await
             .unwrap();
         assert!(!interrupted);
-        records.remove(0)
+        let run = driven.remove(0);
+        assert_eq!(run.damaged, None);
+        run.record
     }
 }
 
@@ -567,8 +569,9 @@ async fn a_run_stopped_for_want_of_room_stops_the_watcher_for_every_run() {
     // meet the same disk: the watcher stops driving both instead of carrying one on.
     let world = World::new(Fake::new([Act::NoRoom, ok()]));
     let drivers = vec![world.submit(5), world.submit(5)];
-    let (records, interrupted) = crate::watch::drive(drivers, &world.ctx()).await.unwrap();
+    let (driven, interrupted) = crate::watch::drive(drivers, &world.ctx()).await.unwrap();
     assert!(!interrupted);
+    let records: Vec<RunRecord> = driven.into_iter().map(|r| r.record).collect();
     let states: Vec<RunState> = records.iter().map(|r| r.state).collect();
     assert_eq!(states, [RunState::Running, RunState::Running]);
     // Nothing was recorded of the failed submission: the run resumes from its intent.
@@ -953,4 +956,117 @@ async fn a_cancel_from_elsewhere_while_a_climb_waits_ends_the_run() {
         record.attempts[0].decision
     );
     assert!(!world.fake.calls().iter().any(|c| c.starts_with("cancel")));
+}
+
+/// How a test damages a run's own files under a live watcher (issue 41, F5).
+#[derive(Debug, Clone, Copy)]
+enum Damage {
+    /// `events.jsonl` cut to 0 bytes.
+    Emptied,
+    /// `events.jsonl` deleted.
+    Deleted,
+    /// The run's whole directory deleted.
+    DirectoryDeleted,
+    /// `events.jsonl` replaced by a directory: it can be neither read nor written, as an
+    /// immutable file cannot be written.
+    Replaced,
+}
+
+impl Damage {
+    const ALL: [Damage; 4] = [
+        Damage::Emptied,
+        Damage::Deleted,
+        Damage::DirectoryDeleted,
+        Damage::Replaced,
+    ];
+
+    fn apply(self, run: &Path) {
+        let events = run.join("events.jsonl");
+        match self {
+            Damage::Emptied => std::fs::write(&events, "").unwrap(),
+            Damage::Deleted => std::fs::remove_file(&events).unwrap(),
+            Damage::DirectoryDeleted => std::fs::remove_dir_all(run).unwrap(),
+            Damage::Replaced => {
+                std::fs::remove_file(&events).unwrap();
+                std::fs::create_dir(&events).unwrap();
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn one_runs_damaged_ledger_ends_only_that_run_and_cancels_its_job() {
+    for damage in Damage::ALL {
+        // The first run's job runs until cancelled; the second's succeeds.
+        let world = World::new(Fake::new([Act::Hang, ok()]));
+        let ctx = world.ctx();
+        let mut damaged = world.submit(5);
+        steps(&mut damaged, &ctx, 2).await;
+        assert_eq!(damaged.phase().name(), "live");
+        let (id, path) = (damaged.run().id.clone(), damaged.run().path.clone());
+        let healthy = world.submit(5);
+        damage.apply(&path);
+        let (driven, interrupted) = crate::watch::drive(vec![damaged, healthy], &ctx)
+            .await
+            .unwrap();
+        assert!(!interrupted);
+        // The healthy run went on to its end.
+        assert_eq!(driven[1].damaged, None, "{damage:?}");
+        assert_eq!(driven[1].record.state, RunState::Succeeded, "{damage:?}");
+        // The damaged one is named, with what failed, and its job was stopped: with its record
+        // gone nothing could ever record the job's end.
+        let why = driven[0]
+            .damaged
+            .as_deref()
+            .unwrap_or_else(|| panic!("{damage:?}: not reported damaged: {:?}", driven[0].record));
+        assert!(why.starts_with(&format!("DAMAGED: run {id}: ")), "{why}");
+        assert!(why.contains("events.jsonl"), "{damage:?}: {why}");
+        assert!(why.contains("job 1 was cancelled"), "{damage:?}: {why}");
+        assert!(world.fake.calls().contains(&"cancel 1".to_string()));
+        // Nothing was written in its place: no new log begun by a later event, no directory
+        // brought back.
+        match damage {
+            Damage::Emptied => assert_eq!(std::fs::read(path.join("events.jsonl")).unwrap(), b""),
+            Damage::Deleted => assert!(!path.join("events.jsonl").exists()),
+            Damage::DirectoryDeleted => assert!(!path.exists(), "{path:?} came back"),
+            Damage::Replaced => assert!(path.join("events.jsonl").is_dir()),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_run_damaged_while_it_waits_for_a_slot_gives_its_place_to_the_next() {
+    // One slot: the second run waits behind the first, which succeeds; the third waits too.
+    // The second's ledger is deleted while it waits: the third still gets the slot.
+    let world = World::new(Fake::new([ok(), ok()]));
+    let slots = crate::gpus::Slots::new(None, Some(1));
+    let ctx = Ctx {
+        slots: Some(&slots),
+        ..world.ctx()
+    };
+    let first = world.submit(5);
+    let mut second = world.submit(5);
+    let third = world.submit(5);
+    // The first takes the slot; the second and third wait for it.
+    let mut drivers = vec![first];
+    steps(&mut drivers[0], &ctx, 2).await;
+    assert!(!second.step(&ctx).await.unwrap());
+    assert!(second.is_waiting());
+    let path = second.run().path.clone();
+    std::fs::remove_file(path.join("events.jsonl")).unwrap();
+    drivers.extend([second, third]);
+    // Before the fix the third waited for ever behind the damaged one, or the watcher failed.
+    let (driven, _) =
+        tokio::time::timeout(Duration::from_secs(60), crate::watch::drive(drivers, &ctx))
+            .await
+            .expect("the third run got the slot")
+            .unwrap();
+    let states: Vec<RunState> = driven.iter().map(|r| r.record.state).collect();
+    assert_eq!(
+        states,
+        [RunState::Succeeded, RunState::Running, RunState::Succeeded]
+    );
+    let why = driven[1].damaged.as_deref().unwrap();
+    assert!(why.contains("no job of it still running"), "{why}");
+    assert_eq!(world.fake.submitted(), ["a1", "a1"]);
 }

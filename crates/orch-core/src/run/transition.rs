@@ -191,7 +191,10 @@ impl RunDriver {
                 job: &job.id,
             },
         );
-        self.record_submitted(n, &job, &dir)?;
+        if let Err(e) = self.record_submitted(n, &job, &dir) {
+            self.phase = Phase::Live(Live::new(job, backend, &self.setup.template.spec.swallowed));
+            return Err(e);
+        }
         Ok(Phase::Live(Live::new(
             job,
             backend,
@@ -261,7 +264,16 @@ impl RunDriver {
             .await
             .with_context(|| format!("submitting attempt {n} of {}", self.name()))?;
         crash_point("submitted");
-        self.record_submitted(n, &job, &dir)?;
+        if let Err(e) = self.record_submitted(n, &job, &dir) {
+            // The job is out and its ledger does not say so: the error leaves the job with
+            // the run, so that whoever answers it knows there is one ([`RunDriver::damage`]).
+            self.phase = Phase::Live(Live::submitted(
+                job,
+                ctx.backend,
+                &self.setup.template.spec.swallowed,
+            ));
+            return Err(e);
+        }
         crash_point("recorded");
         self.tried.insert(self.plan.canonical(&self.setup));
         if ctx.follow_up.is_some() && ctx.backend.follows_up() {
@@ -507,12 +519,22 @@ impl RunDriver {
         self.stop_as(job, JobEnd::Swallowed { count }, ctx).await
     }
 
-    /// Stop the live job (Ctrl-C on a local run) and record it as cancelled.
+    /// Stop the live job (Ctrl-C on a local run) and record it as cancelled. A damaged run's
+    /// job left running is stopped too, with nothing recorded: nothing can be.
     pub async fn cancel(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         self.interrupted = true;
-        if let Phase::Live(live) = &self.phase {
-            ctx.backend.cancel(&live.job).await?;
-            self.job_ended(JobEnd::Cancelled, ctx).await?;
+        match &mut self.phase {
+            Phase::Live(live) => {
+                ctx.backend.cancel(&live.job).await?;
+                self.job_ended(JobEnd::Cancelled, ctx).await?;
+            }
+            Phase::Damaged(damaged) => {
+                if let Some(job) = &damaged.left_running {
+                    ctx.backend.cancel(job).await?;
+                    damaged.left_running = None;
+                }
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -591,7 +613,11 @@ impl RunDriver {
         Ok(())
     }
 
-    /// After a failed transition: say why and end the run (unless it already ended).
+    /// After a failed transition: say why and end the run (unless it already ended). A
+    /// failure that leaves a job out (its `submitted` event, or a climb's decision, could not
+    /// be written) is returned instead: ending the run would abandon the job, and it is the
+    /// run's own files that failed, which the watcher answers for this run alone
+    /// ([`RunDriver::damage`]).
     pub fn fail_on_error(
         &mut self,
         result: anyhow::Result<()>,
@@ -602,12 +628,16 @@ impl RunDriver {
                 self.stop(&e, ctx);
                 return Ok(());
             }
+            if matches!(self.phase, Phase::Live(_)) {
+                return Err(e);
+            }
             let msg = format!("{e:#}");
-            ctx.report
-                .event(self.name(), &RunEvent::Broke { error: &msg });
             if !matches!(self.phase, Phase::Ended(_)) {
+                // An end that cannot be recorded is the run's damage, which the watcher says.
                 self.end(RunState::Failed, format!("failed: {msg}"))?;
             }
+            ctx.report
+                .event(self.name(), &RunEvent::Broke { error: &msg });
         }
         Ok(())
     }
@@ -617,6 +647,80 @@ impl RunDriver {
     /// once how to go on ([`crate::watch::drive`]).
     pub fn stop(&mut self, e: &anyhow::Error, _ctx: &Ctx<'_>) {
         self.phase = Phase::Stopped(format!("[{}] {e:#}", self.name()));
+    }
+
+    /// Any phase → Damaged: orch cannot read or write the run's own files (`e`: its
+    /// `events.jsonl` deleted, emptied, replaced or unwritable, its directory gone). Nothing is
+    /// recorded (nothing can be); the user is told, naming the run, and this orch stops driving
+    /// it while the other runs go on.
+    ///
+    /// What becomes of a live job depends on whether the run's record can still be read:
+    /// - it can (only writing fails: an immutable or read-only `events.jsonl`): the job is left
+    ///   running, since once the file can be written again `orch resume` finds the job and
+    ///   carries the run on; killing it would throw away work that is not lost;
+    /// - it cannot (deleted, emptied, replaced, its directory gone): the job is cancelled, on
+    ///   every backend, since no orch could ever take the run up again, record the job's end or
+    ///   answer its failure: it would run, and hold its cards, with nothing accounting for it.
+    ///   A job that cannot be cancelled is named, with what failed, and left to the user.
+    pub async fn damage(&mut self, e: &anyhow::Error, ctx: &Ctx<'_>) {
+        let job = match std::mem::replace(&mut self.phase, Phase::Broken) {
+            Phase::Live(live) => Some(live.job),
+            Phase::Damaged(d) => d.left_running,
+            _ => None,
+        };
+        self.waiting = None;
+        let run = self.journal.run().clone();
+        let events = run.path.join("events.jsonl");
+        let readable = run.record().is_ok();
+        let (fate, left_running) = match job {
+            None if readable => (
+                format!(
+                    "orch knows of no job of it still running; once {} can be written again, `orch resume {}` carries the run on from its record",
+                    events.display(),
+                    run.id
+                ),
+                None,
+            ),
+            None => (
+                "orch knows of no job of it still running, and with its record gone the run cannot be resumed"
+                    .to_string(),
+                None,
+            ),
+            Some(job) if readable => (
+                format!(
+                    "its {} job {} is left running: once {} can be written again, `orch resume {}` carries the run on (or `orch cancel {}` stops the job)",
+                    ctx.backend.name(),
+                    job.id,
+                    events.display(),
+                    run.id,
+                    run.id
+                ),
+                Some(job),
+            ),
+            Some(job) => match cancel_unrecorded(ctx.backend, &job).await {
+                Ok(()) => (
+                    format!(
+                        "its {} job {} was cancelled: with the run's record gone, nothing could record the job's end or carry the run on",
+                        ctx.backend.name(),
+                        job.id
+                    ),
+                    None,
+                ),
+                Err(c) => (
+                    format!(
+                        "its {} job {} could not be cancelled ({c:#}) and runs on with nothing watching it: stop it by hand",
+                        ctx.backend.name(),
+                        job.id
+                    ),
+                    Some(job),
+                ),
+            },
+        };
+        let why = format!("DAMAGED: run {}: {e:#}; {fate}", run.id);
+        ctx.report
+            .event(self.name(), &RunEvent::Broke { error: &why });
+        self.status_line.clear();
+        self.phase = Phase::Damaged(super::Damaged { why, left_running });
     }
 
     /// Finished → Ended | Queued: end the run, or decide the next attempt.
@@ -931,6 +1035,27 @@ impl RunDriver {
         }
         crate::notify::notify(hook, &json);
     }
+}
+
+/// Cancel the job of a run whose directory may be gone: the local backend marks a cancel in the
+/// attempt directory, so a missing one is made for the cancel and taken away again after
+/// (the user deleted it; orch does not bring it back).
+async fn cancel_unrecorded(backend: &dyn Backend, job: &JobRef) -> anyhow::Result<()> {
+    let made = job
+        .dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .last()
+        .map(Path::to_path_buf);
+    if made.is_some() {
+        std::fs::create_dir_all(&job.dir)
+            .with_context(|| format!("cannot create {}", job.dir.display()))?;
+    }
+    let cancelled = backend.cancel(job).await;
+    if let Some(made) = made {
+        let _ = std::fs::remove_dir_all(made);
+    }
+    cancelled
 }
 
 fn absolute(path: &Path) -> anyhow::Result<std::path::PathBuf> {

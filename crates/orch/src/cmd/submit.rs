@@ -753,27 +753,41 @@ pub async fn resume(
     })
 }
 
-/// Drive, print `--json`, and turn the runs' states into an exit code.
+/// Drive, print `--json`, and turn the runs' states into an exit code. A run whose own files
+/// could not be read or written (damaged under the watcher, each named as it happened) is
+/// counted as `resume` counts a run it cannot read: the others' failure wins, else exit 4
+/// (some runs were skipped, the others handled).
 async fn finish(
     drivers: Vec<RunDriver>,
     ctx: &Ctx<'_>,
     json: bool,
     detached: bool,
 ) -> anyhow::Result<u8> {
-    let (records, interrupted) = drive(drivers, ctx).await?;
+    let (driven, interrupted) = drive(drivers, ctx).await?;
     if json {
-        for record in &records {
-            outln!("{}", serde_json::to_string(&record.to_json())?);
+        for run in &driven {
+            let mut line = run.record.to_json();
+            if let (Some(why), Some(map)) = (&run.damaged, line.as_object_mut()) {
+                map.insert("damaged".into(), why.clone().into());
+            }
+            outln!("{}", serde_json::to_string(&line)?);
         }
     }
+    let healthy = || {
+        driven
+            .iter()
+            .filter(|r| r.damaged.is_none())
+            .map(|r| &r.record)
+    };
     Ok(if interrupted {
         code::INTERRUPTED
-    } else if records
-        .iter()
+    } else if healthy()
         .any(|r| r.state == RunState::Failed || (r.state == RunState::Running && !detached))
     {
         code::RUN_FAILED
-    } else if records.iter().any(|r| r.state == RunState::Cancelled) {
+    } else if driven.iter().any(|r| r.damaged.is_some()) {
+        code::SKIPPED
+    } else if healthy().any(|r| r.state == RunState::Cancelled) {
         code::CANCELLED
     } else {
         code::OK
