@@ -18,5 +18,6 @@ mod one_machine;
 mod reliability;
 mod report_page;
 mod rl_swarm;
+mod script_injection;
 mod snapshots;
 mod trainers;

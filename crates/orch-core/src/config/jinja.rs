@@ -2,10 +2,11 @@
 //! template rule is evaluated in.
 //!
 //! Undefined values are errors (strict undefined), so a misspelt variable fails the render
-//! instead of becoming an empty string. Two filters keep values from escaping their place in a
+//! instead of becoming an empty string. Filters keep values from escaping their place in a
 //! script: `shq` quotes any value for a POSIX shell, so `x$(touch /tmp/p)` reaches the trainer
 //! as that literal string; `directive` refuses values that could end or extend an `#SBATCH`
-//! line. This module depends on nothing else of orch, so both the plan (which checks rules)
+//! line. (Rendering adds `comment` and the formatter every `{{ … }}` goes through:
+//! `render::script`.) This module depends on nothing else of orch, so both the plan (which checks rules)
 //! and the renderer (which renders files) can use it without depending on each other.
 //! `home_path` writes a path for the shell with a leading `~` left for the job's own shell to
 //! expand (`"$HOME"/rest`): `~` means the home directory on the node, not on the login node.

@@ -2,6 +2,13 @@
 //! attempt. Its field names are the variables template authors write (`experiment.model`,
 //! `resources.gpus`, `config.data.train_batch_size`, `run.dir`, ...), so they are part of the
 //! template interface and do not change lightly.
+//!
+//! The values that are already text of their kind are prepared here, marked safe for the
+//! [writer](super::script): each override's `arg` (a shell word), the `setup:` lines (shell, one
+//! line each) and `config_yaml` (a YAML document). Every other value is plain data, which a
+//! template writes through a filter. Values that cannot go where every template puts them are
+//! refused here, naming their key: a `setup:` line that is not one line, a resource that cannot
+//! go on an `#SBATCH` line.
 
 use std::collections::BTreeMap;
 
@@ -11,17 +18,17 @@ use serde::Serialize;
 use super::AttemptInfo;
 use super::arguments::{ArgumentError, argument};
 use crate::config::experiment::scalar_text;
-use crate::config::jinja::to_value;
+use crate::config::jinja::{directive, to_value};
 use crate::config::profile::Resources;
 use crate::plan::{Plan, Setup, insert_dotted, trainer_value};
 
 /// One trainer override: its key, its value as text, and `arg`, the whole `key=value` as one
-/// shell word in the trainer's own grammar (the template's `override_syntax`).
+/// shell word in the trainer's own grammar (the template's `override_syntax`), safe to write.
 #[derive(Serialize)]
 struct Override {
     key: String,
     value: String,
-    arg: String,
+    arg: Value,
 }
 
 /// The variables every template of an attempt is rendered with.
@@ -34,11 +41,11 @@ pub(super) struct Context<'a> {
     /// Trainer keys (defaults and overrides) as nested values: `config.data.train_batch_size`.
     config: serde_json::Value,
     /// The overrides as a nested YAML document, for trainers that read a config file.
-    config_yaml: String,
+    config_yaml: Value,
     env: BTreeMap<String, String>,
     /// Shell lines the job runs before the trainer: the profile's `setup:`, then the
-    /// experiment's.
-    setup: Vec<String>,
+    /// experiment's, written as they are (each one line).
+    setup: Vec<Value>,
     /// The container (experiment's, else profile's), with `mounts` as `host:container` pairs.
     container: Option<serde_json::Value>,
     sim_env: BTreeMap<String, String>,
@@ -60,7 +67,7 @@ impl<'a> Context<'a> {
         plan: &'a Plan,
         info: &AttemptInfo,
         project_dir: &std::path::Path,
-    ) -> Result<Self, ArgumentError> {
+    ) -> Result<Self, String> {
         let overrides = trainer_overrides(setup, plan, info);
         let syntax = setup.template.spec.override_syntax;
         let args = overrides
@@ -69,29 +76,25 @@ impl<'a> Context<'a> {
                 Ok(Override {
                     key: k.clone(),
                     value: trainer_value(v),
-                    arg: argument(syntax, k, v)?,
+                    arg: Value::from_safe_string(argument(syntax, k, v)?),
                 })
             })
-            .collect::<Result<Vec<_>, ArgumentError>>()?;
+            .collect::<Result<Vec<_>, ArgumentError>>()
+            .map_err(|e| e.to_string())?;
+        resource_problems(&plan.resources)?;
         Ok(Context {
             experiment: experiment_values(setup, plan),
             profile: profile_values(setup, plan),
             resources: &plan.resources,
             overrides: args,
             config: plan.config_tree(setup),
-            config_yaml: nested_yaml(&overrides),
+            config_yaml: Value::from_safe_string(nested_yaml(&overrides)),
             env: plan
                 .env
                 .iter()
                 .map(|(k, s)| (k.clone(), scalar_text(&s.value)))
                 .collect(),
-            setup: setup
-                .profile
-                .setup
-                .iter()
-                .chain(&setup.experiment.file.setup)
-                .cloned()
-                .collect(),
+            setup: setup_lines(setup)?,
             container: setup.container().map(|c| {
                 let mut v = serde_json::to_value(c).unwrap_or_default();
                 v["mounts"] = c.mount_pairs().into();
@@ -110,6 +113,65 @@ impl<'a> Context<'a> {
             }),
             run: run_values(plan, info),
         })
+    }
+}
+
+/// The `setup:` lines, the profile's then the experiment's, as shell to write as it is: each
+/// must be one line (as loading the profile and the experiment checked already; checked again
+/// where they become a script).
+fn setup_lines(setup: &Setup) -> Result<Vec<Value>, String> {
+    let (profile, experiment) = (&setup.profile.setup, &setup.experiment.file.setup);
+    let mut problems = crate::config::profile::setup_problems("profile setup", profile);
+    problems.extend(crate::config::profile::setup_problems(
+        "experiment setup",
+        experiment,
+    ));
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    Ok(profile
+        .iter()
+        .chain(experiment)
+        .map(|l| Value::from_safe_string(l.clone()))
+        .collect())
+}
+
+/// The resources that go on `#SBATCH` lines as text, each checked as the template's
+/// `directive` filter will, so that a refusal names the key rather than a template line.
+fn resource_problems(r: &Resources) -> Result<(), String> {
+    let mut fields: Vec<(String, &str)> = vec![
+        ("resources.partition".into(), &r.partition),
+        ("resources.gres_type".into(), &r.gres_type),
+        ("resources.time".into(), &r.time),
+    ];
+    for (name, value) in [
+        ("account", &r.account),
+        ("qos", &r.qos),
+        ("constraint", &r.constraint),
+        ("reservation", &r.reservation),
+    ] {
+        if let Some(v) = value {
+            fields.push((format!("resources.{name}"), v));
+        }
+    }
+    for (i, v) in r.exclude.iter().enumerate() {
+        fields.push((format!("resources.exclude[{i}]"), v));
+    }
+    for (i, v) in r.extra.iter().enumerate() {
+        fields.push((format!("resources.extra[{i}]"), v));
+    }
+    let problems: Vec<String> = fields
+        .into_iter()
+        .filter_map(|(key, v)| {
+            directive(Value::from(v))
+                .err()
+                .map(|e| format!("{key}: {}", e.detail().unwrap_or_default()))
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
     }
 }
 

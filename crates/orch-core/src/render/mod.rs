@@ -4,11 +4,15 @@
 //! template-language environment (whose loader also finds files shared by templates, such as
 //! `shared/job.sbatch.j2`, the job script every built-in template includes) ([`crate::config::jinja`]: strict undefined, `shq`,
 //! `directive`), then all are rendered against one [`context`](context.rs) built from the
-//! setup, the plan and the [`AttemptInfo`]. Nothing is written unless every file renders, and
-//! every error names the template file and line.
+//! setup, the plan and the [`AttemptInfo`]. Every value a template writes goes through one
+//! writer, [`script`](script.rs): a filter that says where it goes (`shq`, `home_path`,
+//! `directive`, `comment`), a value the context prepared, or text that is inert anywhere in a
+//! script; anything else is an error. Nothing is written unless every file renders, and every
+//! error names the template file and line.
 
 mod arguments;
 mod context;
+mod script;
 
 use std::path::{Path, PathBuf};
 
@@ -81,6 +85,7 @@ pub fn render_to_strings(
 ) -> Result<Vec<(String, String)>, RenderError> {
     let template: &Template = &setup.template;
     let mut env = environment();
+    script::install(&mut env);
     // `{% include "shared/job.sbatch.j2" %}` and the like: files under templates/ shared by
     // several templates, the project's copy first.
     let shared = catalog.clone();
