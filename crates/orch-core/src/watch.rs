@@ -153,31 +153,62 @@ async fn isolate<T>(d: &mut RunDriver, result: anyhow::Result<T>, ctx: &Ctx<'_>)
 
 /// The signals that stop a watcher: Ctrl-C (SIGINT), SIGTERM (`kill`, a system shutdown, a
 /// container stopping) and SIGHUP (its terminal closed) all do what Ctrl-C does, so that no
-/// way of stopping orch leaves local jobs running with nothing watching them.
+/// way of stopping orch leaves local jobs running with nothing watching them. A SIGHUP orch
+/// was started ignoring (`nohup orch submit … &`, the way many leave a job on a login node)
+/// stays ignored: the user chose to outlive the terminal.
 struct Signals {
     int: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
-    hup: tokio::signal::unix::Signal,
+    hup: Option<tokio::signal::unix::Signal>,
 }
 
 impl Signals {
     fn new() -> anyhow::Result<Signals> {
         use tokio::signal::unix::{SignalKind, signal};
+        let hup = if hangup_ignored_at_start() {
+            None
+        } else {
+            Some(signal(SignalKind::hangup())?)
+        };
         Ok(Signals {
             int: signal(SignalKind::interrupt())?,
             term: signal(SignalKind::terminate())?,
-            hup: signal(SignalKind::hangup())?,
+            hup,
         })
     }
 
     /// The next signal: None for Ctrl-C (which needs no introduction), else its name.
     async fn recv(&mut self) -> Option<&'static str> {
+        let hup = async {
+            match &mut self.hup {
+                Some(hup) => hup.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = self.int.recv() => None,
             _ = self.term.recv() => Some("terminated (SIGTERM)"),
-            _ = self.hup.recv() => Some("hung up (SIGHUP)"),
+            _ = hup => Some("hung up (SIGHUP)"),
         }
     }
+}
+
+/// Was SIGHUP ignored when this process started (`nohup`)? Read once, before orch installs its
+/// own handler (after which the kernel no longer shows it ignored), from the `SigIgn` mask of
+/// `/proc/self/status` (bit 0 is signal 1, SIGHUP). Where it cannot be read, no.
+fn hangup_ignored_at_start() -> bool {
+    static IGNORED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IGNORED.get_or_init(|| {
+        std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                status.lines().find_map(|l| {
+                    let mask = l.strip_prefix("SigIgn:")?;
+                    u64::from_str_radix(mask.trim(), 16).ok()
+                })
+            })
+            .is_some_and(|mask| mask & 1 != 0)
+    })
 }
 
 /// When a run stopped because orch cannot write its files (a full disk), every other run

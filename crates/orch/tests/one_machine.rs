@@ -287,3 +287,68 @@ fn a_waiting_run_is_cancelled_by_orch_cancel_and_by_ctrl_c() {
         assert_eq!(r["state"], "cancelled", "{status}");
     }
 }
+
+#[test]
+fn a_hangup_that_nohup_ignores_stays_ignored() {
+    // `nohup orch submit … &`: the user chose to outlive the terminal, so a SIGHUP (the terminal
+    // closing) must not cancel the sweep; a SIGTERM still stops it.
+    let orch = Orch::new().env("ORCH_SIM_HANG_AT_STEP", "1");
+    let plain = orch.command(&[
+        "submit",
+        "diamonds",
+        "--backend",
+        "local",
+        "--profile",
+        "h200",
+        "--max-parallel",
+        "1",
+    ]);
+    let mut nohup = std::process::Command::new("nohup");
+    nohup
+        .arg(plain.get_program())
+        .args(plain.get_args())
+        .current_dir(orch.path())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (key, value) in plain.get_envs() {
+        match value {
+            Some(v) => nohup.env(key, v),
+            None => nohup.env_remove(key),
+        };
+    }
+    let watcher = nohup.spawn().expect("nohup orch starts");
+    let pid = nix::unistd::Pid::from_raw(watcher.id() as i32);
+    let (run, job) = orch.wait_for_job(Duration::from_secs(60), |_| true);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let history = orch.expect(&["history", &run, "--json"], 0).json();
+    assert_eq!(history["state"], "running", "{history}");
+    let status = orch.run(&["status", "--json"]).json();
+    assert!(
+        status
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["state"] == "running"),
+        "a SIGHUP under nohup stopped something: {status}"
+    );
+    assert!(
+        !orch
+            .path()
+            .join(".orch/runs")
+            .read_dir()
+            .unwrap()
+            .flatten()
+            .any(|r| r.path().join("attempts/1/cancelled").exists()),
+        "job {job} was cancelled"
+    );
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let out = watcher.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
