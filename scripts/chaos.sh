@@ -2,9 +2,9 @@
 # The attack of issue 22, in bounded time, on the local backend with the simulated trainer:
 # orch killed at every crash point and at random moments of a sweep and of its resumes,
 # event logs corrupted (a garbled line, a torn tail), cancels racing the driver (right after a
-# failure is decided, and at random), resumes racing each other, and (as root) a full disk
-# under a sweep. Then one last `orch resume --all` and an audit of every run directory,
-# printed as one table:
+# failure is decided, and at random), resumes racing each other, (as root) a full disk under a
+# sweep, and one member's ledger deleted under a live sweep. Then one last `orch resume --all`
+# and an audit of every run directory, printed as one table:
 #
 #   kills     orch processes killed (SIGKILL) by the attack
 #   runs      run directories            attempts  attempts rendered
@@ -13,6 +13,10 @@
 #   late      runs with a job submitted after their cancel_requested
 #   stuck     runs still `running` after the last resume
 #   orphaned  job processes still alive at the end
+#   misfired  unrelated processes that did not survive an `orch cancel` of a run whose recorded
+#             pid they had taken (4c)
+#   survived  job processes alive after an `orch cancel` of a run whose orch died between
+#             starting the job and recording it (4d)
 #   panics    "panicked at" in orch's output   hangs  orch commands stopped by their timeout
 #
 # Usage: scripts/chaos.sh [SECONDS]   (default 60: the random part; the rest takes ~1 min)
@@ -127,6 +131,103 @@ if [ "$(id -u)" = 0 ] && mkdir -p full && mount -t tmpfs -o size=200k tmpfs full
     ORCH_RUNS_DIR=$work/full o resume --all
 fi
 
+# --- 4b. One member's ledger deleted under a live sweep (issue 41, F5) ----------------------
+# The watcher must stop driving that member alone (cancelling its job: nothing could record
+# it) and take the other members to their ends. Not resumed afterwards: a healthy member left
+# `running` by this sweep's orch counts as stuck, a job of the deleted member left alive as
+# orphaned.
+damaged_member() {
+    local runs=$work/damaged
+    ORCH_RUNS_DIR=$runs ORCH_SIM_STEP_SECONDS=0.3 ORCH_SIM_STEPS=10 \
+        o "${submit[@]}" diamonds --profile h200 --max-parallel 3 &
+    local driver=$! victim=""
+    for _ in $(seq 1000); do
+        victim=$(grep -ls '"event":"running"' "$runs"/*/events.jsonl | head -1)
+        [ -n "$victim" ] && break
+        sleep 0.01
+    done
+    [ -n "$victim" ] && rm -f "$victim"
+    wait "$driver"
+}
+damaged_member
+# --- end of 4b ---------------------------------------------------------------------------
+
+# The live processes of a job: those that carry its token (ORCH_JOB_TOKEN=$1 in their
+# environment, wherever they are) or are in process group $2 (its pid file's). Either may be "".
+job_processes() {
+    python3 - "$1" "$2" <<'EOF'
+import os, sys
+token, pgid = sys.argv[1], sys.argv[2]
+want = b"ORCH_JOB_TOKEN=" + token.encode()
+for pid in os.listdir("/proc"):
+    try:
+        stat = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        if stat[0] == "Z":
+            continue
+        if (pgid and stat[2] == pgid) or (
+            token and want in open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        ):
+            print(pid)
+    except (OSError, IndexError):
+        pass
+EOF
+}
+
+# A run in runs directory $1 whose job hangs, its orch killed at crash point $2; prints its id.
+orphaned_at() {
+    { ORCH_RUNS_DIR=$1 ORCH_SIM_HANG_AT_STEP=1 ORCH_CRASH_AT=$2 timeout 60 "$orch" \
+        "${submit[@]}" diamonds-seed0 --profile h200 --hang-timeout 1h >>"$log" 2>&1; } 2>/dev/null
+    [ $? = 137 ] && echo killed >>"$work/crashes"
+    local dirs=("$1"/*/)
+    [ -d "${dirs[0]}" ] && basename "${dirs[0]}"
+}
+
+# --- 4c. A dead job's pid taken by an unrelated program, then `orch cancel` (issue 41, F4) ---
+# The job dies while no orch watches it; its recorded pid (ledger and pid file) now leads an
+# unrelated process group. The cancel must leave that group alone.
+pid_reuse() {
+    local runs=$work/reuse run job unrelated
+    run=$(orphaned_at "$runs" recorded)
+    [ -n "$run" ] || return
+    for _ in $(seq 200); do [ -s "$runs/$run/attempts/1/pid" ] && break; sleep 0.05; done
+    job=$(cat "$runs/$run/attempts/1/pid" 2>/dev/null)
+    [ -n "$job" ] && kill -KILL -- "-$job" 2>/dev/null
+    setsid sleep 300 </dev/null >/dev/null 2>&1 &
+    unrelated=$!
+    sed -i "s/\"job_id\":\"$job\"/\"job_id\":\"$unrelated\"/" "$runs/$run/events.jsonl"
+    echo "$unrelated" >"$runs/$run/attempts/1/pid"
+    ORCH_RUNS_DIR=$runs o cancel "$run"
+    sleep 0.3
+    kill -0 "$unrelated" 2>/dev/null || echo "$run" >>"$work/misfired"
+    kill "$unrelated" 2>/dev/null
+    wait "$unrelated" 2>/dev/null
+}
+pid_reuse
+# --- end of 4c ---------------------------------------------------------------------------
+
+# --- 4d. orch killed between starting a job and recording it, then `orch cancel` (F3) ------
+# The cancel must find the job the way a resume would, stop it and record it, and only then
+# record the run cancelled: no process of the job may outlive it.
+unrecorded_then_cancel() {
+    local runs=$work/unrecorded run dir job token left
+    run=$(orphaned_at "$runs" submitted)
+    [ -n "$run" ] || return
+    dir=$runs/$run/attempts/1
+    ORCH_RUNS_DIR=$runs o cancel "$run"
+    for _ in $(seq 50); do
+        job=$(cat "$dir/pid" 2>/dev/null) token=$(cat "$dir/job_token" 2>/dev/null)
+        left=$(job_processes "$token" "$job")
+        [ -z "$left" ] && break
+        sleep 0.1
+    done
+    if [ -n "$left" ]; then
+        echo "$run" >>"$work/survived"
+        for p in $left; do kill -KILL "$p" 2>/dev/null; done
+    fi
+}
+unrecorded_then_cancel
+# --- end of 4d ---------------------------------------------------------------------------
+
 # 5. The end: everything left running is driven to its end, then audited.
 o resume --all
 o resume --all
@@ -134,7 +235,10 @@ o resume --all
 panics=$(grep -c "panicked at" "$log")
 hangs=$(cat "$work/hangs" 2>/dev/null | wc -l)
 
-python3 - "$kills" "$hangs" "$panics" .orch/runs full race/* <<'EOF'
+kills=$((kills + $(cat "$work/crashes" 2>/dev/null | wc -l)))
+export CHAOS_MISFIRED=$(cat "$work/misfired" 2>/dev/null | wc -l)
+export CHAOS_SURVIVED=$(cat "$work/survived" 2>/dev/null | wc -l)
+python3 - "$kills" "$hangs" "$panics" .orch/runs full race/* damaged reuse unrecorded <<'EOF'
 import json, os, sys
 kills, hangs, panics, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 runs = attempts = lost = doubled = late = stuck = orphaned = 0
@@ -155,9 +259,16 @@ for root in dirs:
     for run in sorted(os.listdir(root)):
         path = os.path.join(root, run)
         events = []
+        adir = os.path.join(path, "attempts")
         try:
             text = open(os.path.join(path, "events.jsonl")).read()
         except OSError:
+            # No ledger (deleted under its watcher, 4b): no job of it may run on unaccounted.
+            for n in os.listdir(adir) if os.path.isdir(adir) else []:
+                try:
+                    orphaned += alive(open(os.path.join(adir, n, "pid")).read().strip())
+                except OSError:
+                    pass
             continue
         runs += 1
         for line in text.splitlines():
@@ -181,7 +292,6 @@ for root in dirs:
         doubled += sum(1 for ids in jobs.values() if len(ids) > 1)
         if ended is None:
             stuck += 1
-        adir = os.path.join(path, "attempts")
         for n in os.listdir(adir) if os.path.isdir(adir) else []:
             try:
                 pid = open(os.path.join(adir, n, "pid")).read().strip()
@@ -191,8 +301,9 @@ for root in dirs:
                 lost += 1
             if alive(pid):
                 orphaned += 1
-cols = ["kills", "runs", "attempts", "lost", "doubled", "late", "stuck", "orphaned", "panics", "hangs"]
-vals = [kills, runs, attempts, lost, doubled, late, stuck, orphaned, panics, hangs]
+misfired, survived = os.environ["CHAOS_MISFIRED"], os.environ["CHAOS_SURVIVED"]
+cols = ["kills", "runs", "attempts", "lost", "doubled", "late", "stuck", "orphaned", "misfired", "survived", "panics", "hangs"]
+vals = [kills, runs, attempts, lost, doubled, late, stuck, orphaned, misfired, survived, panics, hangs]
 print(" ".join(f"{c:>8}" for c in cols))
 print(" ".join(f"{v:>8}" for v in vals))
 sys.exit(1 if any(int(v) for v in vals[3:]) else 0)
@@ -200,7 +311,7 @@ EOF
 status=$?
 
 # Leave nothing running: the jobs of every run directory here, by their process groups.
-for pidfile in .orch/runs/*/attempts/*/pid full/*/attempts/*/pid race/*/*/attempts/*/pid; do
+for pidfile in .orch/runs/*/attempts/*/pid full/*/attempts/*/pid race/*/*/attempts/*/pid damaged/*/attempts/*/pid; do
     [ -f "$pidfile" ] && kill -KILL -- "-$(cat "$pidfile")" 2>/dev/null
 done
 mountpoint -q full 2>/dev/null && umount -l full

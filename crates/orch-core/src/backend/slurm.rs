@@ -694,13 +694,117 @@ impl Slurm {
         Ok(Some(finished))
     }
 
-    /// `scancel` the job, retrying while the controller is unreachable.
+    /// `scancel` the job by its id and its name together, retrying while the controller is
+    /// unreachable: a recorded id that Slurm has since given another job (ids are reused after
+    /// a wrap-around, or a cluster whose state was reset) is never cancelled. The name comes
+    /// from the job's directory ([`expected_name`]); when the id names another job, an
+    /// attempt's own job is looked up by its name and cancelled instead.
     pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
-        let out = self.run_retrying("scancel", &[&job.id]).await?;
-        if !out.ok() {
-            bail!("scancel {}: {}", job.id, out.stderr.trim());
+        let expected = expected_name(&job.dir);
+        let Some(name) = self.name_of(&job.id).await? else {
+            // Unknown to the controller: it ended long enough ago to be forgotten.
+            return Ok(());
+        };
+        if expected.matches(&name) {
+            return self.scancel(&job.id, &name).await;
+        }
+        self.notices.say(&format!(
+            "orch: Slurm job {} is `{name}` now, not {expected}: not cancelling it",
+            job.id
+        ));
+        if let JobName::Exact(own) = &expected
+            && let Some(id) = self.find_by_name(own).await?
+            && id != job.id
+        {
+            self.notices.say(&format!(
+                "orch: the attempt's own job {own} is {id}: cancelling that"
+            ));
+            return self.scancel(&id, own).await;
         }
         Ok(())
+    }
+
+    /// What Slurm calls job `id` now; `None` when it no longer knows the id.
+    async fn name_of(&self, id: &str) -> anyhow::Result<Option<String>> {
+        let out = self
+            .run_retrying("squeue", &["-h", "-t", "all", "-j", id, "-o", "%j"])
+            .await?;
+        if !out.ok() {
+            if out.stderr.contains("Invalid job id") {
+                return Ok(None);
+            }
+            bail!("cannot look job {id} up: squeue: {}", out.stderr.trim());
+        }
+        Ok(out
+            .stdout
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_string))
+    }
+
+    /// `scancel --name NAME ID`: Slurm cancels the job only if it still bears that name. A
+    /// job that has already ended is not an error.
+    async fn scancel(&self, id: &str, name: &str) -> anyhow::Result<()> {
+        let out = self.run_retrying("scancel", &["--name", name, id]).await?;
+        if !out.ok()
+            && !out.stderr.contains("Invalid job id")
+            && !out.stderr.contains("already completing or completed")
+        {
+            bail!("scancel --name {name} {id}: {}", out.stderr.trim());
+        }
+        Ok(())
+    }
+}
+
+/// The name orch gave a job, from its directory: an attempt's (`<run>/attempts/<N>`) is
+/// exactly `orch-<run>-a<N>`; a follow-up's (its directory is the run's) starts `orch-<run>-f`.
+/// Any other directory: a name that starts `orch-`.
+pub fn expected_name(dir: &Path) -> JobName {
+    let name = |p: &Path| p.file_name().and_then(|n| n.to_str()).map(str::to_string);
+    let parent = dir.parent();
+    match (
+        name(dir),
+        parent.and_then(name),
+        parent.and_then(Path::parent).and_then(name),
+    ) {
+        (Some(n), Some(attempts), Some(run))
+            if attempts == "attempts" && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            JobName::Exact(format!("orch-{run}-a{n}"))
+        }
+        (Some(run), _, _) if !run.is_empty() && run != "attempts" => {
+            JobName::Prefix(format!("orch-{run}-f"))
+        }
+        _ => JobName::Prefix("orch-".into()),
+    }
+}
+
+/// The name a job of orch's must bear ([`expected_name`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobName {
+    /// Exactly this.
+    Exact(String),
+    /// Starting with this.
+    Prefix(String),
+}
+
+impl JobName {
+    /// Whether `name` is one this job may bear.
+    pub fn matches(&self, name: &str) -> bool {
+        match self {
+            JobName::Exact(n) => name == n,
+            JobName::Prefix(p) => name.starts_with(p.as_str()),
+        }
+    }
+}
+
+impl fmt::Display for JobName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JobName::Exact(n) => write!(f, "`{n}`"),
+            JobName::Prefix(p) => write!(f, "`{p}…`"),
+        }
     }
 }
 
@@ -845,6 +949,28 @@ mod tests {
         assert_eq!(
             states["2"],
             JobState::Finished(JobEnd::Failed { exit_code: Some(1) })
+        );
+    }
+
+    #[test]
+    fn a_job_is_cancelled_only_under_the_name_its_directory_gives_it() {
+        let attempt = expected_name(Path::new(
+            "/p/.orch/runs/exp-20250101-000000-ab12/attempts/3",
+        ));
+        assert_eq!(
+            attempt,
+            JobName::Exact("orch-exp-20250101-000000-ab12-a3".into())
+        );
+        assert!(attempt.matches("orch-exp-20250101-000000-ab12-a3"));
+        assert!(!attempt.matches("orch-exp-20250101-000000-ab12-a31"));
+        assert!(!attempt.matches("someone-else"));
+        let follow_up = expected_name(Path::new(".orch/runs/exp-20250101-000000-ab12"));
+        assert!(follow_up.matches("orch-exp-20250101-000000-ab12-f2"));
+        assert!(!follow_up.matches("orch-exp-20250101-000000-ab12-a2"));
+        assert!(!follow_up.matches("orch-other-f2"));
+        assert_eq!(
+            expected_name(Path::new("/")),
+            JobName::Prefix("orch-".into())
         );
     }
 

@@ -6,6 +6,12 @@
 //! wrapper the local backend uses, which claims the directory with a `pid` file (so the same
 //! attempt never starts twice) and leaves the exit code in `exit_code`. One remote command per
 //! tick reports every watched job; cancelling kills the job's process group.
+//!
+//! As on the local backend, a pid alone proves nothing (it may be reused once the job has
+//! ended, or the `pid` file damaged): each attempt gets a token (`job_token` on the machine,
+//! `ORCH_JOB_TOKEN` in the job's environment), and [`JOB_SH`], the shell functions every
+//! remote look and signal goes through, treats a process group as the job's only when one of
+//! its live processes carries it. What it cannot prove it does not signal, and says.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,10 +20,10 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use super::{
-    Backend, Call, HostUse, JobEnd, JobRef, JobSpec, JobState, Kind, Open, RunsOn, local::WRAPPER,
-};
+use super::local::{TOKEN_FILE, TOKEN_VAR, WRAPPER, new_token};
+use super::{Backend, Call, HostUse, JobEnd, JobRef, JobSpec, JobState, Kind, Open, RunsOn};
 use crate::error::UsageError;
+use crate::reporter::say;
 use orch_ssh::remote::Remote;
 use orch_ssh::shell_quote;
 use orch_ssh::tail::Source;
@@ -41,6 +47,102 @@ fn open(with: Open) -> anyhow::Result<Box<dyn Backend>> {
         tick: with.tick(2.0),
     }))
 }
+
+/// The remote side of every look at a job and every signal to it, run as `sh -c JOB_SH sh
+/// FUNCTION ARGS…` (POSIX sh, whatever the login shell; Linux `/proc`):
+///
+/// - `whose PGID DIR`: status 0 when a live process of group PGID carries the attempt's token
+///   (a job an older orch started has none: when the group's leader, its wrapper, runs in
+///   DIR), 1 when the group is another program's, 2 when that cannot be told, 3 when no live
+///   process is in it;
+/// - `token_groups DIR`: the process groups of the live processes that carry the token;
+/// - `poll ID:DIR…`: one line per job, `ID running|cancelled|lost|exit CODE`;
+/// - `cancel ID DIR`: marks the attempt cancelled and signals only what `whose` proves, saying
+///   what it did: `ended`, `gone`, `unsure PGID` (nothing signalled), `other PGID`, `invalid`,
+///   `found PGID…`, then `stopped`, or `killed PGID` / `spared PGID` after 5 s;
+/// - `find_job DIR`: the pid file's group, else the group carrying the token.
+pub const JOB_SH: &str = r#"valid() { case $1 in ''|*[!0-9]*) return 1;; esac; [ "$1" -gt 1 ]; }
+whose() {
+    _g=$1 _d=$2 _r=3 _t=$(cat "$_d/job_token" 2>/dev/null)
+    # The leader first (the wrapper, alive as long as the job): the whole table only if need be.
+    for _f in "/proc/$_g/stat" /proc/[0-9]*/stat; do
+        _l=; { read -r _l < "$_f"; } 2>/dev/null
+        set -- ${_l##*") "}
+        [ "$#" -gt 2 ] && [ "$3" = "$_g" ] && [ "$1" != Z ] || continue
+        _p=${_f#/proc/}; _p=${_p%/stat}
+        if [ -n "$_t" ]; then
+            { tr '\0' '\n' < "/proc/$_p/environ"; } 2>/dev/null | grep -qxF "ORCH_JOB_TOKEN=$_t" && return 0
+            _r=1
+        elif [ "$_p" = "$_g" ]; then
+            [ "$(readlink "/proc/$_p/cwd" 2>/dev/null)" = "$(cd "$_d" 2>/dev/null && pwd -P)" ] && return 0
+            return 1
+        else
+            _r=2
+        fi
+    done
+    return $_r
+}
+token_groups() {
+    _t=$(cat "$1/job_token" 2>/dev/null)
+    [ -n "$_t" ] || return 0
+    for _f in /proc/[0-9]*/environ; do
+        { tr '\0' '\n' < "$_f"; } 2>/dev/null | grep -qxF "ORCH_JOB_TOKEN=$_t" || continue
+        _p=${_f#/proc/}; _p=${_p%/environ}
+        _l=; { read -r _l < "/proc/$_p/stat"; } 2>/dev/null
+        set -- ${_l##*") "}
+        [ "$#" -gt 2 ] && [ "$1" != Z ] && valid "$3" && echo "$3"
+    done | sort -u
+}
+poll() {
+    for spec; do
+        id=${spec%%:*} d=${spec#*:} alive=
+        if [ -f "$d/exit_code" ]; then :
+        elif valid "$id"; then whose "$id" "$d"; case $? in 0|2) alive=1;; esac
+        else alive=$(token_groups "$d"); fi
+        if [ -n "$alive" ]; then echo "$id running"
+        elif [ -f "$d/cancelled" ]; then echo "$id cancelled"
+        elif [ -f "$d/exit_code" ]; then echo "$id exit $(cat "$d/exit_code")"
+        else echo "$id lost"; fi
+    done
+}
+cancel() {
+    id=$1 d=$2 gs=
+    touch "$d/cancelled" || return 1
+    if [ -f "$d/exit_code" ]; then echo ended; return 0; fi
+    if valid "$id"; then
+        whose "$id" "$d"
+        case $? in
+            0) gs=$id ;;
+            2) echo "unsure $id"; return 0 ;;
+            1) echo "other $id"; gs=$(token_groups "$d") ;;
+            *) gs=$(token_groups "$d") ;;
+        esac
+    else
+        echo invalid
+        gs=$(token_groups "$d")
+    fi
+    if [ -z "$gs" ]; then echo gone; return 0; fi
+    if [ "$gs" != "$id" ]; then echo found $gs; fi
+    for g in $gs; do kill -s TERM -- "-$g" 2>/dev/null; done
+    i=0
+    while [ "$i" -lt 50 ]; do
+        live=
+        for g in $gs; do whose "$g" "$d"; [ $? = 3 ] || live=1; done
+        if [ -z "$live" ]; then echo stopped; return 0; fi
+        sleep 0.1; i=$((i + 1))
+    done
+    for g in $gs; do
+        whose "$g" "$d"
+        case $? in
+            0) kill -s KILL -- "-$g" 2>/dev/null; echo "killed $g" ;;
+            3) ;;
+            *) echo "spared $g" ;;
+        esac
+    done
+}
+find_job() { if [ -s "$1/pid" ]; then cat "$1/pid"; else token_groups "$1" | head -n 1; fi; }
+"$@"
+"#;
 
 /// Runs jobs as detached processes on a remote machine.
 #[derive(Debug)]
@@ -114,10 +216,13 @@ impl SshMachine {
             }
             None => String::new(),
         };
+        // The token is written before the job starts (once: a second start reads the first's).
         let line = format!(
             "cd {dir} && if [ -s pid ]; then cat pid; exit 0; fi; \
-             {devices}ORCH_JOB_NAME={name} setsid bash -c {wrapper} orch-job ./{script} >> stdout.log 2>> stderr.log < /dev/null & echo $!",
+             [ -s {TOKEN_FILE} ] || printf '%s\\n' {token} > {TOKEN_FILE} || exit 1; \
+             {TOKEN_VAR}=$(cat {TOKEN_FILE}) {devices}ORCH_JOB_NAME={name} setsid bash -c {wrapper} orch-job ./{script} >> stdout.log 2>> stderr.log < /dev/null & echo $!",
             dir = shell_quote(&dir)?,
+            token = new_token(),
             name = shell_quote(&spec.name)?,
             wrapper = shell_quote(WRAPPER)?,
             script = shell_quote(&script.to_string_lossy())?,
@@ -137,13 +242,10 @@ impl SshMachine {
         })
     }
 
-    /// The job already started for this attempt, from its `pid` file.
+    /// The job already started for this attempt: from its `pid` file, or (before the wrapper
+    /// wrote it) by the token its processes carry.
     pub async fn find(&self, dir: &Path) -> anyhow::Result<Option<JobRef>> {
-        let line = format!(
-            "cat {}/pid 2>/dev/null || true",
-            shell_quote(&self.remote_dir(dir))?
-        );
-        let out = self.remote.exec(line).await?;
+        let out = self.job_sh("find_job", &[&self.remote_dir(dir)]).await?;
         let pid = out.stdout_answer();
         Ok((!pid.is_empty()).then(|| JobRef {
             id: pid,
@@ -156,23 +258,12 @@ impl SshMachine {
         if jobs.is_empty() {
             return Ok(HashMap::new());
         }
-        let mut line = String::from("for spec in");
-        for job in jobs {
-            line.push(' ');
-            line.push_str(&shell_quote(&format!(
-                "{}:{}",
-                job.id,
-                self.remote_dir(&job.dir)
-            ))?);
-        }
-        line.push_str(
-            r#"; do id=${spec%%:*}; d=${spec#*:}
-if [ ! -f "$d/exit_code" ] && kill -0 -- "-$id" 2>/dev/null; then echo "$id running"
-elif [ -f "$d/cancelled" ]; then echo "$id cancelled"
-elif [ -f "$d/exit_code" ]; then echo "$id exit $(cat "$d/exit_code")"
-else echo "$id lost"; fi; done"#,
-        );
-        let out = self.remote.exec(line).await?;
+        let specs = jobs
+            .iter()
+            .map(|job| format!("{}:{}", job.id, self.remote_dir(&job.dir)))
+            .collect::<Vec<_>>();
+        let specs: Vec<&str> = specs.iter().map(String::as_str).collect();
+        let out = self.job_sh("poll", &specs).await?;
         let mut states = HashMap::new();
         for l in out.stdout_text().lines() {
             let mut f = l.split_whitespace();
@@ -195,15 +286,12 @@ else echo "$id lost"; fi; done"#,
     }
 
     /// Mark the attempt cancelled and stop its process group: TERM, then KILL if it is still
-    /// there five seconds later.
+    /// there five seconds later, each only once the group is proven the job's ([`JOB_SH`]). A
+    /// job that ended, or whose pid now names another program's group, is left alone (and the
+    /// latter said); an error when orch cannot tell whether a live group is the job's.
     pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
-        let dir = shell_quote(&self.remote_dir(&job.dir))?;
-        let id = shell_quote(&job.id)?;
-        let line = format!(
-            "touch {dir}/cancelled; kill -TERM -- -{id} 2>/dev/null || exit 0; \
-             for i in $(seq 50); do kill -0 -- -{id} 2>/dev/null || exit 0; sleep 0.1; done; kill -KILL -- -{id}"
-        );
-        let out = self.remote.exec(line).await?;
+        let dir = self.remote_dir(&job.dir);
+        let out = self.job_sh("cancel", &[&job.id, &dir]).await?;
         if !out.success() {
             bail!(
                 "cancelling job {} on {}: {}",
@@ -212,6 +300,131 @@ else echo "$id lost"; fi; done"#,
                 out.stderr_text().trim()
             );
         }
+        let host = &self.remote.name;
+        for line in out.stdout_text().lines() {
+            let mut words = line.split_whitespace();
+            let (what, groups) = (words.next().unwrap_or(""), words.collect::<Vec<_>>());
+            let groups = groups.join(", ");
+            match what {
+                "unsure" => bail!(
+                    "not signalling process group {groups} on {host} (job {} in {dir}): orch cannot tell whether it is the job's (the attempt has no {TOKEN_FILE}: an older orch started it, and its wrapper is gone); if it is, stop it there with `kill -TERM -- -{groups}`",
+                    job.id
+                ),
+                "other" => say(format!(
+                    "orch: process group {groups} on {host} (job {} in {dir}) is not the job's any more (its pid was reused); not signalled",
+                    job.id
+                )),
+                "invalid" => say(format!(
+                    "orch: job id `{}` (attempt {dir} on {host}) names no process group (a pid is a number above 1); nothing signalled by it",
+                    job.id
+                )),
+                "found" => say(format!(
+                    "orch: found the job of {dir} on {host} by its {TOKEN_VAR}: process group {groups}"
+                )),
+                "spared" => say(format!(
+                    "orch: process group {groups} on {host} outlived TERM for 5 s, but orch cannot prove it is still the job's; not killed: if it is, `kill -KILL -- -{groups}` there"
+                )),
+                _ => {}
+            }
+        }
         Ok(())
+    }
+
+    /// Run one of [`JOB_SH`]'s functions on the machine.
+    async fn job_sh(&self, function: &str, args: &[&str]) -> anyhow::Result<orch_ssh::ExecOutput> {
+        let mut line = format!("sh -c {} sh {function}", shell_quote(JOB_SH)?);
+        for a in args {
+            line.push(' ');
+            line.push_str(&shell_quote(a)?);
+        }
+        self.remote.exec(line).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::process::{Child, Command};
+
+    /// Run one of [`JOB_SH`]'s functions here, as the remote machine would.
+    fn job_sh(args: &[&str]) -> (Option<i32>, String) {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(JOB_SH)
+            .arg("sh")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+
+    /// A `sleep` leading a process group of its own, with `env` added to its environment.
+    fn group(env: &[(&str, &str)]) -> Child {
+        Command::new("sleep")
+            .arg("300")
+            .envs(env.iter().copied())
+            .process_group(0)
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_remote_side_names_the_token_as_the_local_backend_does() {
+        assert!(JOB_SH.contains(&format!("{TOKEN_VAR}=$_t")));
+        assert!(JOB_SH.contains(&format!("/{TOKEN_FILE}\"")));
+    }
+
+    #[test]
+    fn the_remote_side_proves_a_group_is_the_job_before_it_signals_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let token = new_token();
+        std::fs::write(dir.path().join(TOKEN_FILE), format!("{token}\n")).unwrap();
+        let mut other = group(&[]);
+        let mut job = group(&[(TOKEN_VAR, &token)]);
+        let (o, j) = (other.id().to_string(), job.id().to_string());
+        assert_eq!(job_sh(&["whose", &j, d]).0, Some(0));
+        assert_eq!(job_sh(&["whose", &o, d]).0, Some(1));
+        let (_, polled) = job_sh(&[
+            "poll",
+            &format!("{j}:{d}"),
+            &format!("{o}:{d}"),
+            &format!("1:{d}"),
+        ]);
+        assert_eq!(polled, format!("{j} running\n{o} lost\n1 running\n"));
+        assert_eq!(job_sh(&["find_job", d]).1.trim(), j);
+        // The recorded pid is another program's: that group is left alone, the job found by
+        // its token and stopped.
+        let (code, said) = job_sh(&["cancel", &o, d]);
+        assert_eq!(code, Some(0), "{said}");
+        assert_eq!(said, format!("other {o}\nfound {j}\nstopped\n"));
+        assert!(
+            job.wait().unwrap().code().is_none(),
+            "the job was not signalled"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "the other group was signalled"
+        );
+        // Ids that name no process group are never signalled; nothing carries the token now.
+        for bad in ["0", "1", "-1", "garbage", ""] {
+            let (code, said) = job_sh(&["cancel", bad, d]);
+            assert_eq!(
+                (code, said.as_str()),
+                (Some(0), "invalid\ngone\n"),
+                "{bad:?}"
+            );
+        }
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "the other group was signalled"
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::cli::{CancelArgs, HistoryArgs, LogsArgs, StatusArgs};
-use orch_core::backend::JobRef;
+use orch_core::backend::{Backend, JobRef};
 use orch_core::error::{UsageError, code};
 use orch_core::ledger::{Event, Ledger, RunDir, RunState, RunSummary, now};
 use orch_core::outcome::Outcome;
@@ -502,8 +502,25 @@ async fn stop_jobs_in_attempt_dirs(run: &RunDir) -> anyhow::Result<Vec<String>> 
 }
 
 /// Cancel `run`'s follow-ups and live job and see the cancellation recorded; returns the live
-/// job cancelled, if there was one.
+/// job cancelled, if there was one. The cancellation is recorded only once nothing of the run
+/// can still be running: a job the backend cannot stop, or an attempt the backend cannot say
+/// was submitted or not, leaves the run running, its cancel requested (so that nothing more is
+/// submitted, and a resume stops what it finds), and the command fails saying what to do.
 async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<String>> {
+    let before = run.record()?;
+    if before.state != RunState::Running {
+        eprintln!(
+            "run {} already ended: {}",
+            before.run,
+            before.state.as_str()
+        );
+        return Ok(None);
+    }
+    let backend = super::backend::backend_for_record(&before, Some(0.25), ledger).await?;
+    // orch may have stopped between starting the live attempt's job and recording its id:
+    // the job is looked for the way `resume` looks (pid file, job name) and recorded, before
+    // the request below makes sure that nothing new is submitted.
+    let unsure = record_unrecorded_job(run, &*backend).await.err();
     // Recorded under the run's submit lock: an attempt its driver submits is either never
     // submitted, or already has its job id in `record`.
     let (record, requested) = run.request_cancel()?;
@@ -516,7 +533,6 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
         return Ok(None);
     }
     let mut cancelled = None;
-    let backend = super::backend::backend_for_record(&record, Some(0.25), ledger).await?;
     // Follow-up jobs (--detach) first: cancelling the attempt would set them off.
     for id in &record.follow_ups {
         let _ = backend
@@ -526,6 +542,9 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
             })
             .await;
     }
+    if let Some(e) = unsure {
+        return Err(not_done(&record.run, e));
+    }
     if let Some(a) = record.live_attempt()
         && let Some(id) = &a.job_id
     {
@@ -534,7 +553,13 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
                 id: id.clone(),
                 dir: a.dir.clone(),
             })
-            .await?;
+            .await
+            .map_err(|e| {
+                not_done(
+                    &record.run,
+                    e.context(format!("cannot cancel attempt {} (job {id})", a.attempt)),
+                )
+            })?;
         eprintln!(
             "cancelled attempt {} (job {id}) of run {}",
             a.attempt, record.run
@@ -550,8 +575,8 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
         if let Ok(_lock) = run.lock() {
             let record = run.record()?;
             if record.state == RunState::Running {
-                // The run may have moved on since (a follow-up submitted the next attempt):
-                // cancel what it has now.
+                // The run may have moved on since (a follow-up submitted the next attempt,
+                // and may have stopped before recording its job): cancel what it has now.
                 for id in &record.follow_ups {
                     let _ = backend
                         .cancel(&JobRef {
@@ -560,15 +585,34 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
                         })
                         .await;
                 }
+                record_unrecorded_job(run, &*backend)
+                    .await
+                    .map_err(|e| not_done(&record.run, e))?;
+                let record = run.record()?;
                 if let Some(a) = record.live_attempt()
                     && let Some(id) = &a.job_id
+                    && cancelled.as_ref() != Some(id)
                 {
-                    let _ = backend
+                    backend
                         .cancel(&JobRef {
                             id: id.clone(),
                             dir: a.dir.clone(),
                         })
-                        .await;
+                        .await
+                        .map_err(|e| {
+                            not_done(
+                                &record.run,
+                                e.context(format!(
+                                    "cannot cancel attempt {} (job {id})",
+                                    a.attempt
+                                )),
+                            )
+                        })?;
+                    eprintln!(
+                        "cancelled attempt {} (job {id}) of run {}",
+                        a.attempt, record.run
+                    );
+                    cancelled = Some(id.clone());
                 }
                 if let Some(a) = record.live_attempt() {
                     run.append(&Event::cancelled(a.attempt))?;
@@ -588,4 +632,49 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
         record.run
     );
     Ok(cancelled)
+}
+
+/// The live attempt of `run` rendered but with no job id recorded: the job its orch may have
+/// started before it stopped is looked for as `resume` looks ([`Backend::find`]: the attempt's
+/// pid file, or its job name on Slurm) and, when found, recorded as submitted, so that the
+/// cancel stops it. Done under the run's submit lock, which an orch submitting the attempt
+/// holds until it has recorded the job id itself (then there is nothing to do here). An error
+/// when the backend cannot tell whether the attempt has a job.
+async fn record_unrecorded_job(run: &RunDir, backend: &dyn Backend) -> anyhow::Result<()> {
+    let Ok(_submitting) = run.submit_lock(Duration::from_secs(5)) else {
+        return Ok(()); // an orch is submitting it, and records its job id itself
+    };
+    let record = run.record()?;
+    let Some(a) = record.live_attempt().filter(|a| a.job_id.is_none()) else {
+        return Ok(());
+    };
+    let found = backend.find(&a.dir, &a.job_name).await.with_context(|| {
+        format!(
+            "cannot tell whether attempt {} ({}) was submitted",
+            a.attempt, a.job_name
+        )
+    })?;
+    if let Some(job) = found {
+        eprintln!(
+            "attempt {} of run {} was submitted as job {} before its orch stopped; recording it",
+            a.attempt, record.run, job.id
+        );
+        run.append(&Event::Submitted {
+            ts: now(),
+            attempt: a.attempt,
+            job_id: job.id,
+            stdout: a.dir.join("stdout.log"),
+            stderr: a.dir.join("stderr.log"),
+        })?;
+    }
+    Ok(())
+}
+
+/// The error of a cancel that could not make sure the run's job is stopped: the request is
+/// recorded (nothing more is submitted), the cancellation is not, and the user is told how to
+/// finish it.
+fn not_done(run: &str, e: anyhow::Error) -> anyhow::Error {
+    e.context(format!(
+        "run {run} is NOT recorded cancelled: a job of it may still be running. Its cancel is requested (nothing more is submitted); `orch cancel {run}` again once the backend answers, or `orch resume {run}`, which looks for the job again and stops it"
+    ))
 }
