@@ -462,6 +462,16 @@ mod tests {
     fn every_rule_compiles() {
         // Regexes compile lazily; a bad pattern must still fail a test, not a user's run.
         for cr in &engine().rules {
+            // A `\b` written where an escape was not raw becomes a backspace, which compiles
+            // and matches nothing.
+            let r = cr.rule;
+            for p in [r.pattern, r.ere].into_iter().chain(r.unless) {
+                assert!(
+                    !p.contains(char::is_control),
+                    "{}: control character in {p:?}",
+                    r.name
+                );
+            }
             cr.re();
             cr.anchored();
             cr.unless_matches(b"");

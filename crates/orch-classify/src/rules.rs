@@ -444,6 +444,24 @@ pub(crate) static RULES: &[Rule] = &[
         r"[Oo]ut of memory(?: \(oom_kill_allocating_task\))?: Kill(?:ed)? process \d+|[Mm]emory cgroup out of memory: [Kk]ill|\binvoked oom-killer: |\boom-kill:constraint=|\boom_reaper: reaped process \d+|\bKilled process \d+ \([^)]*\),? (?:UID \d+,? )?total-vm:|\bkilled as a result of limit of |are going to be killed due to memory\.oom\.group",
         r"[Oo]ut of memory( \(oom_kill_allocating_task\))?: Kill(ed)? process [0-9]+|[Mm]emory cgroup out of memory: [Kk]ill|invoked oom-killer: |oom-kill:constraint=|oom_reaper: reaped process [0-9]+|Killed process [0-9]+ \([^)]*\),? (UID [0-9]+,? )?total-vm:|killed as a result of limit of |are going to be killed due to memory\.oom\.group",
     ),
+    // The user-space OOM killers of workstations and desktops: systemd-oomd (Ubuntu runs it by
+    // default; `src/oom/oomd.c`: `Killed %s due to memory pressure for %s being %lu.%02lu%% >
+    // %lu.%02lu%% for > %s with reclaim activity`, and the swap form `Killed %s due to memory
+    // used (%s) / total (%s) and swap used ...`) and earlyoom (`main.c`: `low memory! at or
+    // below SIGTERM limits: ...`, `kill.c`: `sending SIGTERM to process %d uid %d "%s":
+    // badness ...`). The kernel logs nothing for either.
+    hit(
+        "userspace-oom-killer",
+        Slot::HostOom,
+        &[
+            "due to memory pressure for ",
+            "due to memory used (",
+            "low memory! at or below ",
+            "to process ",
+        ],
+        r#"\bKilled \S+ due to memory (?:pressure for \S+ being [\d.]+% > [\d.]+%|used \()|low memory! at or below SIG(?:TERM|KILL) limits|sending SIG(?:TERM|KILL) to process \d+ uid \d+ "[^"]*": (?:badness|oom_score)"#,
+        r#"Killed [^ ]+ due to memory (pressure for [^ ]+ being [0-9.]+% > [0-9.]+%|used \()|low memory! at or below SIG(TERM|KILL) limits|sending SIG(TERM|KILL) to process [0-9]+ uid [0-9]+ "[^"]*": (badness|oom_score)"#,
+    ),
     // Ray's memory monitor report, any line of it: `ray job submit` keeps only the last
     // 20,000 characters of a job's log, so its first line is often gone (ray
     // `src/ray/common/memory_monitor.cc`, `src/ray/raylet/node_manager.cc`, `worker_killing_policy`:
