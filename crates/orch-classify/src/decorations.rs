@@ -1,11 +1,11 @@
 //! The decorations launchers and loggers put in front of what a program reports, as data:
 //! `data/decorations.tsv`, one row per decoration with the launcher it comes from, how it is
-//! recognised and an example. The normaliser (`position::strip_prefixes`) peels them
+//! recognised and an example. The normaliser (`normalise::strip_prefixes`) peels them
 //! off a line, repeatedly and in any order, before any rule looks at the line: a rule then
 //! matches the same body behind `gpu-q-13: ` (pdsh), `[1,0]<stderr>:` (mpirun) or
 //! `[pod/x/c] ` (kubectl) as on a bare line.
 //!
-//! A row's `pattern` is either `builtin` (recognised by code in `position.rs`, for the
+//! A row's `pattern` is either `builtin` (recognised by code in `normalise.rs`, for the
 //! decorations on nearly every line of a training log, where a regex would cost more), or a
 //! regex matched at the current position. In a regex, a group named `body` marks where the
 //! body starts (otherwise it starts where the match ends), and a group named `level` holds a
@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use regex::bytes::Regex;
 
-use super::position::Level;
+use super::normalise::Level;
 
 /// The table as shipped.
 pub const TABLE: &str = include_str!("../data/decorations.tsv");

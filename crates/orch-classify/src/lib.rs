@@ -22,9 +22,9 @@
 //! 2. **Map a hit back to its line.** `memrchr`/`memchr` find the enclosing `\n`s; the
 //!    line number is maintained lazily by SIMD-counting `\n` only between hits (and once
 //!    over the remainder of a chunk). Lines without a needle cost nothing else.
-//! 3. **Reporting position or mention** (`position.rs`). A line may hold several
-//!    `\r`-separated segments (tqdm rewrites its bar with `\r`). Each segment holding a
-//!    needle is normalised: stripped, repeatedly and in any order, of the decorations
+//! 3. **Reporting position or mention** (`normalise.rs`, then `position.rs`). A line may
+//!    hold several `\r`-separated segments (tqdm rewrites its bar with `\r`). Each segment
+//!    holding a needle is normalised: stripped, repeatedly and in any order, of the decorations
 //!    launchers and loggers put before what they report — a table, `data/decorations.tsv`
 //!    ([`decorations`]), whose rows are either recognised by code (the common ones below) or
 //!    regexes (pdsh's `host: `, mpirun's `[1,0]<stderr>:`, kubectl's `[pod/x/c] `, level tags
@@ -150,6 +150,7 @@ pub mod decorations;
 mod engine;
 pub mod measure;
 pub mod memory;
+mod normalise;
 mod position;
 mod rules;
 mod scan;
@@ -165,7 +166,7 @@ use serde::{Deserialize, Serialize};
 
 pub use measure::{MeasureReader, Measured};
 pub use memory::{MemoryFacts, ProcessUse, Stage, Step};
-pub use position::explain as explain_decorations;
+pub use normalise::explain as explain_decorations;
 pub use scan::LINE_CAP;
 pub use swallow::{SwallowRule, SwallowWatch, Swallowed};
 

@@ -5,7 +5,8 @@ use memchr::{memchr, memchr_iter, memrchr};
 
 use super::engine::{Engine, NextHits, engine};
 use super::memory::{self, MemoryFacts, Phase};
-use super::position::{self, Level, Position};
+use super::normalise::Level;
+use super::position::{self, Position};
 use super::rules::{Action, Kind, Mask, SLOTS, Slot};
 use super::terminal::{self, ExcKind, Terminal};
 use super::text::evidence;

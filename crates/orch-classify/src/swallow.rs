@@ -16,7 +16,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::position::strip_prefixes;
+use super::normalise::strip_prefixes;
 use super::text::strip_ansi;
 use super::{Evidence, FailureClass, Verdict};
 
