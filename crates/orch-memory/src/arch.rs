@@ -70,6 +70,9 @@ pub enum ArchError {
     Read { path: String, error: std::io::Error },
     #[error("{path} is not a model config.json: {message}")]
     Parse { path: String, message: String },
+    /// Not a regular file, or past the input limit.
+    #[error("{0}")]
+    Input(crate::input::InputError),
     #[error("architecture key `{key}` must be a positive number")]
     NotPositive { key: &'static str },
     #[error("architecture key `{key}` is missing (the other keys of the shape are given)")]
@@ -193,9 +196,13 @@ impl Architecture {
             path.to_path_buf()
         };
         let shown = file.display().to_string();
-        let text = std::fs::read_to_string(&file).map_err(|error| ArchError::Read {
-            path: shown.clone(),
-            error,
+        // A regular file within the limit: `model.config=/dev/zero` or a FIFO is refused by name.
+        let text = crate::input::read_config_text(&file).map_err(|e| match e.kind {
+            crate::input::InputErrorKind::Io(error) => ArchError::Read {
+                path: shown.clone(),
+                error,
+            },
+            _ => ArchError::Input(e),
         })?;
         let value: serde_json::Value =
             serde_json::from_str(&text).map_err(|e| ArchError::Parse {

@@ -77,6 +77,7 @@ fn parse(file: &str, text: &str) -> Result<Dataset, DatasetError> {
         file: file.to_string(),
         message,
     };
+    crate::input::check_yaml(text).map_err(|e| err(e.to_string()))?;
     let d: Dataset = serde_yaml::from_str(text).map_err(|e| err(e.to_string()))?;
     if d.patterns.is_empty() {
         return Err(err(
@@ -97,7 +98,8 @@ fn parse(file: &str, text: &str) -> Result<Dataset, DatasetError> {
 
 /// Read a project directory's `datasets/*.yaml` (none when it has no such directory) and
 /// consult them before the built-in ones from now on, in file-name order. Returns how many
-/// were read. A process reads one project's: a second call keeps the first one's.
+/// were read. A process reads one project's: a second call keeps the first one's. Each file is
+/// read under [`crate::input`]'s limits.
 pub fn load_project_dir(dir: &std::path::Path) -> Result<usize, DatasetError> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(0);
@@ -110,9 +112,10 @@ pub fn load_project_dir(dir: &std::path::Path) -> Result<usize, DatasetError> {
     let mut out = Vec::new();
     for path in files {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(&path).map_err(|e| DatasetError {
+        // A regular file within the limit: a link to /dev/zero or a FIFO is refused by name.
+        let text = crate::input::read_config_text(&path).map_err(|e| DatasetError {
             file: file.clone(),
-            message: e.to_string(),
+            message: e.kind.to_string(),
         })?;
         out.push(parse(&file, &text)?);
     }

@@ -21,11 +21,14 @@
 //! - [`overrides`]: a trainer's configuration as flat dotted keys, what [`estimate`] reads.
 //! - [`shape`]: an [`Architecture`] reduced to what memory depends on (with a stand-in shape
 //!   for the simulator when a model is unknown).
+//! - [`input`]: bounded input, for orch's every reader of configuration: only regular files,
+//!   at most `MAX_CONFIG_BYTES`, and YAML whose aliases stay within a budget when expanded.
 
 mod arch;
 pub mod calibration;
 pub mod datasets;
 pub mod estimate;
+pub mod input;
 pub mod overrides;
 mod resolve;
 pub mod shape;

@@ -180,7 +180,7 @@ pub fn hf_cache_dirs(env: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
 /// newest snapshot that has one.
 fn cached_config(repo: &Path) -> Option<PathBuf> {
     let snapshots = repo.join("snapshots");
-    if let Ok(rev) = std::fs::read_to_string(repo.join("refs/main")) {
+    if let Ok(rev) = crate::input::read_config_text(&repo.join("refs/main")) {
         let config = snapshots.join(rev.trim()).join("config.json");
         if config.is_file() {
             return Some(config);

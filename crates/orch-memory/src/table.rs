@@ -101,6 +101,7 @@ impl ModelTable {
             file: file.to_string(),
             message,
         };
+        crate::input::check_yaml(text).map_err(|e| err(e.to_string()))?;
         let mut added = Vec::new();
         for doc in serde_yaml::Deserializer::from_str(text) {
             let fam = Family::deserialize(doc).map_err(|e| err(e.to_string()))?;

@@ -9,6 +9,7 @@
 #[allow(dead_code)]
 mod support;
 
+mod bounded_input;
 mod cli;
 mod damaged_member;
 mod estimate;

@@ -128,26 +128,19 @@ impl Catalog {
         &self.project_dir
     }
 
-    /// Read `kind/rel`: the project's file if there is one, else the built-in one.
+    /// Read `kind/rel`: the project's file if there is one, else the built-in one. The
+    /// project's is read under [`limits`]: a regular file of at most `MAX_CONFIG_BYTES`.
     pub fn read(&self, kind: Kind, rel: &str) -> Result<Option<Doc>, ConfigError> {
         let path = self.project_dir.join(kind.dir()).join(rel);
-        if let Ok(meta) = std::fs::metadata(&path) {
-            limits::check_size(&path.display().to_string(), meta.len())?;
-        }
-        match std::fs::read(&path) {
-            Ok(bytes) => {
-                let text = text_of(bytes).map_err(|message| ConfigError::Other {
-                    origin: path.display().to_string(),
-                    message,
-                })?;
-                return Ok(Some(Doc {
-                    origin: Origin::File(path),
-                    text,
-                }));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {}
-            Err(source) => return Err(ConfigError::Io { path, source }),
+        if let Some(bytes) = limits::read_file(&path)? {
+            let text = text_of(bytes).map_err(|message| ConfigError::Other {
+                origin: path.display().to_string(),
+                message,
+            })?;
+            return Ok(Some(Doc {
+                origin: Origin::File(path),
+                text,
+            }));
         }
         Ok(kind.builtin().get_file(rel).map(|file| Doc {
             origin: Origin::Builtin(format!("{}/{rel}", kind.dir())),
@@ -267,7 +260,8 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// Parse a YAML document strictly, naming file, line, column and key path on error.
+/// Parse a YAML document strictly, naming file, line, column and key path on error; refused
+/// first when past [`limits`] (its depth, its size with every alias written out).
 pub fn parse_yaml<T: DeserializeOwned>(doc: &Doc) -> Result<T, ConfigError> {
     limits::check_yaml(&doc.origin.to_string(), &doc.text)?;
     // A mapping deserialised into a map keeps the last of two equal keys without a word;

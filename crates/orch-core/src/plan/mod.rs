@@ -71,7 +71,12 @@ pub struct Setting {
 }
 
 /// The resolved configuration of one attempt.
+///
+/// Deserialized through a value built under the YAML expansion limits
+/// (`orch_memory::input::bounded_value`): a run's `plan.yaml` is read back by `resume` and the
+/// run machine, and an alias named thousands of times in it must be refused, not copied.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct Plan {
     pub experiment: String,
     pub template: String,
@@ -86,6 +91,20 @@ pub struct Plan {
     /// This attempt continues from the previous one's checkpoint.
     #[serde(default)]
     pub resume: bool,
+}
+
+impl Serialize for Plan {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // The derived (remote) serializer: a plan's fields as they are.
+        Plan::serialize(self, serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Plan {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = orch_memory::input::bounded_value(deserializer)?;
+        Plan::deserialize(value).map_err(serde::de::Error::custom)
+    }
 }
 
 /// One value a step changed.

@@ -33,8 +33,13 @@ impl std::str::FromStr for SetArg {
         }
         // Parse the value as a YAML scalar so `0.5` is a number and `true` a bool, and a YAML
         // flow list or map (`[console,wandb]`, `{a: 1}`) as that list or map; anything else
-        // stays the literal string the user typed.
-        let value = match serde_yaml::from_str::<Value>(raw) {
+        // stays the literal string the user typed. One past the YAML limits (an alias named
+        // thousands of times) is refused rather than expanded.
+        let parsed = orch_memory::input::parse_value(raw);
+        if let Err(orch_memory::input::ValueError::Limit(limit)) = &parsed {
+            return Err(format!("the value of `{key}`: {limit}"));
+        }
+        let value = match parsed {
             Ok(v @ (Value::Bool(_) | Value::Number(_) | Value::Null)) if !raw.is_empty() => v,
             Ok(v @ Value::Sequence(_)) if raw.trim_start().starts_with('[') => v,
             Ok(v @ Value::Mapping(_)) if raw.trim_start().starts_with('{') => v,

@@ -137,8 +137,7 @@ pub fn estimate(catalog: &Catalog, ledger: &Ledger, args: EstimateArgs) -> anyho
 
 /// An attempt's `plan.yaml`, which must be of the experiment named on the command line.
 fn read_plan(path: &std::path::Path, written: &Plan) -> anyhow::Result<Plan> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError(format!("cannot read {}: {e}", path.display())))?;
+    let text = orch_memory::input::read_config_text(path).map_err(|e| UsageError(e.to_string()))?;
     orch_core::config::limits::check_yaml(&path.display().to_string(), &text)?;
     let plan: Plan = serde_yaml::from_str(&text)
         .map_err(|e| UsageError(format!("{} is not an orch plan.yaml: {e}", path.display())))?;
