@@ -561,12 +561,21 @@ mod tests {
     /// A process in a group of its own, with `env` added to its environment.
     fn group(env: &[(&str, &str)]) -> Child {
         use std::os::unix::process::CommandExt;
-        Command::new("sleep")
+        let child = Command::new("sleep")
             .arg("300")
             .envs(env.iter().copied())
             .process_group(0)
             .spawn()
-            .unwrap()
+            .unwrap();
+        // Until the child has exec'ed `sleep`, /proc shows the test's own environment (no
+        // token): on a loaded machine that window is long enough to be seen.
+        let cmdline = format!("/proc/{}/cmdline", child.id());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !std::fs::read(&cmdline).is_ok_and(|c| c.starts_with(b"sleep\0")) {
+            assert!(std::time::Instant::now() < deadline, "sleep did not start");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child
     }
 
     fn alive(child: &mut Child) -> bool {
