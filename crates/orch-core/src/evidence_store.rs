@@ -12,12 +12,28 @@
 //! simulated run's figures never calibrate a real one); the settings that matter (every
 //! override the trainer is given, its allocator environment, its GPUs) identify the
 //! configuration within a key. Lines are appended under an exclusive `flock` of the file, so
-//! watchers of several runs may share it; a line torn by a killed writer is ended by the next
-//! append and skipped when read.
+//! watchers of several runs (and follow-up jobs on other nodes, over NFS) may share it; a line
+//! torn by a killed writer is ended by the next append and skipped when read.
+//!
+//! The lock is never waited for on a watcher's thread: [`EvidenceStore::add`] tries it once and
+//! answers [`Added::Busy`] while another process holds it, and [`EvidenceStore::add_within`]
+//! tries again on a timer (an async sleep) until its deadline. One stuck holder therefore costs
+//! the store its new lines for as long as it holds the lock, never a watcher its runs: the run
+//! keeps what it could not add and tries again later ([`crate::run`]). An attempt is stored at
+//! most once: an append leaves out the observations whose run and attempt the file already
+//! holds (read under the lock), and a reader keeps the first line of each, so re-deriving an
+//! observation from a run's ledger (`orch resume` after an orch died between the attempt's
+//! `finished` and its append) never counts it twice.
+//!
+//! Why a lock at all, when `O_APPEND` writes of one line are atomic on a local file system:
+//! over NFS they are not (the client writes at the end of the file as it last saw it, so two
+//! nodes' lines can overwrite each other), and ending a torn line first needs the file's last
+//! byte to stay the last until the new line is written.
 
-use std::collections::BTreeMap;
-use std::io::Write;
+use std::collections::{BTreeMap, HashSet};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use orch_classify::Measured;
 use serde::{Deserialize, Serialize};
@@ -193,13 +209,15 @@ impl EvidenceStore {
         &self.path
     }
 
-    /// Append one observation as one line, under an exclusive lock on the file (watchers of
-    /// several runs, and follow-up jobs on other nodes, share it). A line left unfinished by
-    /// a writer that was killed is ended first, so it costs only itself; the line is synced
-    /// before the lock is let go.
-    pub fn append(&self, o: &Observation) -> anyhow::Result<()> {
-        let mut line = serde_json::to_vec(o)?;
-        line.push(b'\n');
+    /// Append the observations the store does not hold yet (by run and attempt), one line
+    /// each, under an exclusive lock on the file, without waiting for it: [`Added::Busy`] when
+    /// another process holds it, and nothing is written. A line left unfinished by a writer
+    /// that was killed is ended first, so it costs only itself; the lines are synced before
+    /// the lock is let go.
+    pub fn add(&self, observations: &[Observation]) -> anyhow::Result<Added> {
+        if observations.is_empty() {
+            return Ok(Added::Done(0));
+        }
         if let Some(dir) = self.path.parent() {
             std::fs::create_dir_all(dir)?;
         }
@@ -208,18 +226,61 @@ impl EvidenceStore {
             .read(true)
             .append(true)
             .open(&self.path)?;
-        let mut f = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, e)| std::io::Error::from(e))?;
-        if ends_unfinished(&f)? {
-            line.insert(0, b'\n');
+        let mut f = match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(f) => f,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => return Ok(Added::Busy),
+            Err((_, e)) => return Err(std::io::Error::from(e).into()),
+        };
+        let mut text = Vec::new();
+        f.read_to_end(&mut text)?;
+        let mut held = attempts_in(&text);
+        let mut lines = Vec::new();
+        if text.last().is_some_and(|b| *b != b'\n') {
+            lines.push(b'\n');
         }
-        f.write_all(&line)?;
-        f.sync_data()?;
-        Ok(())
+        let mut added = 0;
+        for o in observations {
+            if !held.insert((o.run.clone(), o.attempt)) {
+                continue;
+            }
+            serde_json::to_writer(&mut lines, o)?;
+            lines.push(b'\n');
+            added += 1;
+        }
+        if added > 0 {
+            f.write_all(&lines)?;
+            f.sync_data()?;
+        }
+        Ok(Added::Done(added))
     }
 
-    /// Every observation, oldest first, and the lines that could not be read (`file:line:
-    /// what`). No file: nothing.
+    /// [`EvidenceStore::add`], trying again every few milliseconds (an async sleep: the
+    /// thread is free meanwhile) while another process holds the lock, until `wait` has
+    /// passed; [`Added::Busy`] if it still holds it then.
+    pub async fn add_within(
+        &self,
+        observations: &[Observation],
+        wait: Duration,
+    ) -> anyhow::Result<Added> {
+        const AGAIN: Duration = Duration::from_millis(20);
+        let deadline = Instant::now() + wait;
+        loop {
+            match self.add(observations)? {
+                Added::Busy if Instant::now() < deadline => tokio::time::sleep(AGAIN).await,
+                added => return Ok(added),
+            }
+        }
+    }
+
+    /// The runs and attempts the store holds observations of (a lock-free read).
+    pub fn attempts(&self) -> HashSet<(String, u32)> {
+        std::fs::read(&self.path)
+            .map(|text| attempts_in(&text))
+            .unwrap_or_default()
+    }
+
+    /// Every observation, oldest first (an attempt's first line only), and the lines that
+    /// could not be read (`file:line: what`). No file: nothing.
     pub fn read(&self) -> (Vec<Observation>, Vec<String>) {
         let Ok(text) = std::fs::read_to_string(&self.path) else {
             return (Vec::new(), Vec::new());
@@ -232,11 +293,15 @@ impl EvidenceStore {
             Some(end) => &text[..=end],
             None => "",
         };
+        let mut seen = HashSet::new();
         for (i, line) in finished.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
             match serde_json::from_str::<Observation>(line) {
+                // An attempt counts once, whatever wrote it twice (an orch before the append
+                // looked for it, or a hand-made copy).
+                Ok(o) if !seen.insert((o.run.clone(), o.attempt)) => {}
                 Ok(o) => out.push(o),
                 Err(e) => bad.push(format!("{}:{}: {e}", self.path.display(), i + 1)),
             }
@@ -254,16 +319,31 @@ impl EvidenceStore {
     }
 }
 
-/// Whether the file's last byte is not a newline (a line left unfinished).
-fn ends_unfinished(f: &std::fs::File) -> std::io::Result<bool> {
-    use std::os::unix::fs::FileExt;
-    let len = f.metadata()?.len();
-    if len == 0 {
-        return Ok(false);
+/// What became of the observations handed to [`EvidenceStore::add`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Added {
+    /// Written (this many: those the store did not hold yet), and synced.
+    Done(usize),
+    /// Another process holds the store's lock: nothing was written.
+    Busy,
+}
+
+/// The run and attempt of every complete line of the store's text that names them.
+fn attempts_in(text: &[u8]) -> HashSet<(String, u32)> {
+    #[derive(Deserialize)]
+    struct Id {
+        run: String,
+        attempt: u32,
     }
-    let mut last = [0u8; 1];
-    f.read_exact_at(&mut last, len - 1)?;
-    Ok(last[0] != b'\n')
+    let finished = match memchr::memrchr(b'\n', text) {
+        Some(end) => &text[..end],
+        None => &[],
+    };
+    finished
+        .split(|b| *b == b'\n')
+        .filter_map(|line| serde_json::from_slice::<Id>(line).ok())
+        .map(|id| (id.run, id.attempt))
+        .collect()
 }
 
 /// What an ended attempt teaches, for the store; None when it teaches nothing (no figure
@@ -343,7 +423,7 @@ mod tests {
     fn a_line_torn_by_a_killed_writer_costs_only_itself() {
         let dir = tempfile::tempdir().unwrap();
         let store = EvidenceStore::in_runs_dir(dir.path());
-        store.append(&observation("a")).unwrap();
+        assert_eq!(store.add(&[observation("a")]).unwrap(), Added::Done(1));
         // A writer killed in the middle of its line.
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -356,7 +436,7 @@ mod tests {
         assert_eq!(seen.len(), 1);
         assert!(bad.is_empty(), "{bad:?}");
         // The next append ends it first, so its own line is read whole.
-        store.append(&observation("b")).unwrap();
+        assert_eq!(store.add(&[observation("b")]).unwrap(), Added::Done(1));
         let (seen, bad) = store.read();
         let runs: Vec<&str> = seen.iter().map(|o| o.run.as_str()).collect();
         assert_eq!(runs, ["a", "b"]);
@@ -373,7 +453,10 @@ mod tests {
                 let store = store.clone();
                 s.spawn(move || {
                     for i in 0..25 {
-                        store.append(&observation(&format!("{t}-{i}"))).unwrap();
+                        let o = [observation(&format!("{t}-{i}"))];
+                        while store.add(&o).unwrap() == Added::Busy {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                        }
                     }
                 });
             }
@@ -381,5 +464,65 @@ mod tests {
         let (seen, bad) = store.read();
         assert!(bad.is_empty(), "{bad:?}");
         assert_eq!(seen.len(), 100);
+    }
+
+    #[test]
+    fn an_attempt_is_stored_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EvidenceStore::in_runs_dir(dir.path());
+        let a = observation("a");
+        assert_eq!(store.add(std::slice::from_ref(&a)).unwrap(), Added::Done(1));
+        // Derived again from the run's ledger (a resume): already there.
+        assert_eq!(
+            store.add(&[a.clone(), observation("b")]).unwrap(),
+            Added::Done(1)
+        );
+        assert_eq!(store.add(std::slice::from_ref(&a)).unwrap(), Added::Done(0));
+        let text = std::fs::read_to_string(store.path()).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        // A copy written by hand (or by an orch before the append looked) is read once.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(store.path())
+            .unwrap();
+        f.write_all(&serde_json::to_vec(&a).unwrap()).unwrap();
+        f.write_all(b"\n").unwrap();
+        let (seen, bad) = store.read();
+        assert!(bad.is_empty(), "{bad:?}");
+        let runs: Vec<&str> = seen.iter().map(|o| o.run.as_str()).collect();
+        assert_eq!(runs, ["a", "b"]);
+        assert_eq!(
+            store.attempts(),
+            [("a".to_string(), 1), ("b".to_string(), 1)].into()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lock_held_elsewhere_is_never_waited_for_past_the_deadline() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EvidenceStore::in_runs_dir(dir.path());
+        std::fs::write(store.path(), "").unwrap();
+        // Another holder (its own open file: flock locks conflict between them even in one
+        // process).
+        let held = nix::fcntl::Flock::lock(
+            std::fs::File::open(store.path()).unwrap(),
+            nix::fcntl::FlockArg::LockExclusiveNonblock,
+        )
+        .unwrap();
+        let o = [observation("a")];
+        let started = Instant::now();
+        assert_eq!(store.add(&o).unwrap(), Added::Busy);
+        assert_eq!(
+            store
+                .add_within(&o, Duration::from_millis(100))
+                .await
+                .unwrap(),
+            Added::Busy
+        );
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert_eq!(std::fs::read_to_string(store.path()).unwrap(), "");
+        drop(held);
+        assert_eq!(store.add(&o).unwrap(), Added::Done(1));
     }
 }

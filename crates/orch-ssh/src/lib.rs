@@ -63,10 +63,12 @@
 //! 4. [`remote`] (one reconnecting connection for orch's backends), [`tail`]; [`retry`] (the
 //!    backoff loop that [`remote`] and orch's Slurm backend share) stands alone.
 //!
-//! Not supported: `ProxyCommand`, `Match` blocks, `/etc/ssh/ssh_config`, config options other
-//! than those above (`UserKnownHostsFile`, `ConnectTimeout`, ... are the caller's
-//! [`ConnectOptions`]), certificates, security keys (`sk-*`), agent forwarding, and hosts that
-//! disable the SFTP subsystem.
+//! Not supported: `ProxyCommand` (a host that sets it without `ProxyJump` is refused, naming
+//! the command and, for `ssh -W %h:%p JUMP`, the `ProxyJump` to write instead: connecting
+//! straight to the host would reach another machine or none), `Match` blocks,
+//! `/etc/ssh/ssh_config`, config options other than those above (`UserKnownHostsFile`,
+//! `ConnectTimeout`, ... are the caller's [`ConnectOptions`]), certificates, security keys
+//! (`sk-*`), agent forwarding, and hosts that disable the SFTP subsystem.
 
 mod auth;
 mod connection;

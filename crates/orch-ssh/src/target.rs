@@ -107,7 +107,9 @@ impl fmt::Display for Target {
 /// and `ProxyJump`
 /// (`none`, one host, or a comma-separated chain, each resolved through the same config).
 /// A user or port in `host` wins over the config. The user defaults to `$USER`, else the
-/// local account name.
+/// local account name. A host (or jump host) whose config sets `ProxyCommand` and no
+/// `ProxyJump` is refused with [`SshError::Config`], naming the command: orch does not run
+/// it, and connecting straight to the host instead would reach another machine or none.
 pub fn resolve(host: &str, home: &Path) -> Result<Target, SshError> {
     let config = load_config(home)?;
     let local_user = local_user();
@@ -257,6 +259,17 @@ fn resolve_in(
             .filter(|p| p.is_file())
             .collect(),
     };
+    if params.proxy_jump.is_none()
+        && let Some(command) = params
+            .unsupported_fields
+            .get("proxycommand")
+            .filter(|args| !matches!(args.as_slice(), [none] if none.eq_ignore_ascii_case("none")))
+    {
+        return Err(SshError::Config {
+            path: home.join(".ssh").join("config"),
+            message: proxy_command_refused(&dest.host, command),
+        });
+    }
     let proxy_jump = match &params.proxy_jump {
         None => None,
         Some(hops) if hops.iter().all(|h| h.eq_ignore_ascii_case("none")) => None,
@@ -288,6 +301,50 @@ fn resolve_in(
         identities_only,
         proxy_jump,
     })
+}
+
+/// Why a host with a `ProxyCommand` is refused, and what to write instead: the `ProxyJump` a
+/// plain `ssh -W %h:%p JUMP` amounts to, when the command is one.
+fn proxy_command_refused(host: &str, command: &[String]) -> String {
+    let shown = command.join(" ");
+    let instead = match jump_of(command) {
+        Some(jump) => format!("it is `ssh -W` through {jump}: write `ProxyJump {jump}` instead"),
+        None => "a host reached through another SSH host takes `ProxyJump` instead; \
+                 other proxies (SOCKS or HTTP tunnels, cloud session managers) are not supported"
+            .to_string(),
+    };
+    format!(
+        "host {host:?} uses ProxyCommand `{shown}`, which orch does not run (it connects over \
+         its own socket, and only ProxyJump is supported); {instead}"
+    )
+}
+
+/// The jump host of a `ProxyCommand` that is `ssh [-q] [-l USER] [-p PORT] -W %h:%p HOST`
+/// (options in any order), as ProxyJump writes it (`USER@HOST:PORT`).
+fn jump_of(command: &[String]) -> Option<String> {
+    let (program, args) = command.split_first()?;
+    if program != "ssh" && !program.ends_with("/ssh") {
+        return None;
+    }
+    let (mut host, mut user, mut port, mut forwards) = (None, None, None, false);
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "-W" => forwards = args.next().is_some_and(|w| w == "%h:%p"),
+            "-l" => user = Some(args.next()?),
+            "-p" => port = Some(args.next()?),
+            "-q" | "-T" | "-x" | "-a" | "-4" | "-6" | "-C" => {}
+            a if a.starts_with('-') || host.is_some() => return None,
+            a => host = Some(a),
+        }
+    }
+    let host = host.filter(|_| forwards)?;
+    let mut jump = user.map_or(String::new(), |u| format!("{u}@"));
+    jump.push_str(host);
+    if let Some(p) = port {
+        jump.push_str(&format!(":{p}"));
+    }
+    Some(jump)
 }
 
 /// Replace `%c` tokens from `values`, and `%%` with `%`. Unknown tokens stay as they are.
@@ -380,6 +437,67 @@ mod tests {
             "a b",
         ] {
             assert!(parse_destination(bad).is_err(), "{bad:?} should be refused");
+        }
+    }
+
+    /// `home/.ssh/config` holding `text`.
+    fn home_with_config(text: &str) -> tempfile::TempDir {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+        std::fs::write(home.path().join(".ssh/config"), text).unwrap();
+        home
+    }
+
+    #[test]
+    fn a_proxy_command_is_refused_by_name_never_ignored() {
+        let home = home_with_config(
+            "Host gpu\n  HostName 10.0.0.5\n  ProxyCommand ssh -q -W %h:%p carol@bastion\n\
+             Host odd\n  ProxyCommand corkscrew proxy 8080 %h %p\n\
+             Host via\n  ProxyJump odd\n\
+             Host direct\n  ProxyCommand none\n\
+             Host both\n  ProxyJump bastion\n  ProxyCommand ssh -W %h:%p other\n",
+        );
+        let err = resolve("gpu", home.path()).unwrap_err();
+        assert!(matches!(err, SshError::Config { .. }), "{err}");
+        let text = err.to_string();
+        for words in [
+            ".ssh/config",
+            "\"gpu\"",
+            "ProxyCommand `ssh -q -W %h:%p carol@bastion`",
+            "`ProxyJump carol@bastion`",
+        ] {
+            assert!(text.contains(words), "{words:?} not in: {text}");
+        }
+        let err = resolve("odd", home.path()).unwrap_err().to_string();
+        assert!(err.contains("corkscrew proxy 8080 %h %p"), "{err}");
+        assert!(err.contains("not supported"), "{err}");
+        // A jump host's own ProxyCommand is refused as well.
+        let err = resolve("via", home.path()).unwrap_err().to_string();
+        assert!(err.contains("\"odd\" uses ProxyCommand"), "{err}");
+        // `ProxyCommand none` is no proxy; with a ProxyJump, the jump is what orch uses.
+        assert_eq!(resolve("direct", home.path()).unwrap().proxy_jump, None);
+        let both = resolve("both", home.path()).unwrap();
+        assert_eq!(both.proxy_jump.unwrap().alias, "bastion");
+    }
+
+    #[test]
+    fn the_jump_of_a_plain_ssh_w_command() {
+        let words = |c: &str| c.split(' ').map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            jump_of(&words("ssh -W %h:%p bastion")).as_deref(),
+            Some("bastion")
+        );
+        assert_eq!(
+            jump_of(&words("/usr/bin/ssh bastion -l carol -p 2222 -W %h:%p -q")).as_deref(),
+            Some("carol@bastion:2222")
+        );
+        for other in [
+            "ssh bastion nc %h %p",
+            "ssh -i key -W %h:%p bastion",
+            "ssh -W %h:22 bastion",
+            "nc -X 5 -x proxy:1080 %h %p",
+        ] {
+            assert_eq!(jump_of(&words(other)), None, "{other}");
         }
     }
 

@@ -13,6 +13,7 @@ mod bounded_input;
 mod cli;
 mod damaged_member;
 mod estimate;
+mod evidence_store;
 mod local_loop;
 mod old_runs;
 mod one_machine;

@@ -4,8 +4,14 @@
 //!
 //! The event log stays the source of truth. The summary is rewritten (atomically) after every
 //! event by whoever appends it, and a reader trusts it only when the log's length is the one it
-//! records; otherwise (a summary missing, from an older orch, or behind a crash between the
-//! event and its summary) the reader replays that run and writes the summary again.
+//! records and the log has not changed since the summary was written (its status-change time,
+//! `ctime`, is older than the summary's modification time: a line edited in place keeps the
+//! length, but not the time, and `touch` cannot set a `ctime` back); otherwise (a summary
+//! missing, from an older orch, behind a crash between the event and its summary, or the log
+//! edited) the reader replays that run and writes the summary again. A log changed within the
+//! file system clock's granule of its summary's write cannot be told from one that did not
+//! change, so it is replayed too (git's "racily clean" index entries): the next reader finds a
+//! summary written after it.
 
 use std::path::Path;
 
@@ -98,8 +104,12 @@ impl RunDir {
     /// The run's summary: the stored one when it is up to date with the log, else a replay
     /// (stored again for the next reader).
     pub fn summary(&self) -> anyhow::Result<RunSummary> {
-        let len = std::fs::metadata(self.events_path())?.len();
-        if let Some(stored) = read_summary(&self.path).filter(|s| s.events_len == len) {
+        let events = std::fs::metadata(self.events_path())?;
+        let len = events.len();
+        if let Some((stored, written)) = read_summary(&self.path)
+            && stored.events_len == len
+            && changed(&events) < written
+        {
             return Ok(stored);
         }
         let (record, end) = super::journal::replay_from_start(self)?;
@@ -112,7 +122,56 @@ impl RunDir {
     }
 }
 
-fn read_summary(run: &Path) -> Option<RunSummary> {
-    let bytes = std::fs::read(run.join(SUMMARY_FILE)).ok()?;
-    serde_json::from_slice(&bytes).ok()
+/// The stored summary, and when it was written.
+fn read_summary(run: &Path) -> Option<(RunSummary, (i64, i64))> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let mut file = std::fs::File::open(run.join(SUMMARY_FILE)).ok()?;
+    let meta = file.metadata().ok()?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    let summary = serde_json::from_slice(&bytes).ok()?;
+    Some((summary, (meta.mtime(), meta.mtime_nsec())))
+}
+
+/// When a file last changed (its content or its metadata: `ctime`, which no tool sets back).
+fn changed(meta: &std::fs::Metadata) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.ctime(), meta.ctime_nsec())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ledger::tests::created;
+    use crate::ledger::{Event, Ledger, RunState, now};
+
+    #[test]
+    fn a_line_edited_in_place_is_seen_though_the_length_is_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(dir.path().join("runs"));
+        let run = ledger.create("x", created()).unwrap();
+        run.append(&Event::Ended {
+            ts: now(),
+            state: RunState::Failed,
+            summary: "failed: s".into(),
+        })
+        .unwrap();
+        let events = run.path.join("events.jsonl");
+        // A reader after the file system clock moved on: the summary it stores is trusted.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let clean = run.summary().unwrap();
+        assert!(clean.damage.is_empty(), "{:?}", clean.damage);
+        assert_eq!(run.summary().unwrap(), clean);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        // The last line garbled in place, the same length.
+        let text = std::fs::read_to_string(&events).unwrap();
+        let garbled = text.replacen("\"summary\"", "\"summary!", 1);
+        assert_ne!(garbled, text);
+        assert_eq!(garbled.len(), text.len());
+        std::fs::write(&events, &garbled).unwrap();
+        let seen = run.summary().unwrap();
+        let history = run.record().unwrap();
+        assert_eq!(seen.damage, history.damage);
+        assert_eq!(seen.damage.len(), 1, "{:?}", seen.damage);
+    }
 }

@@ -211,9 +211,7 @@ impl RunDriver {
     /// What the store knows, with the running attempt's own measurement as one more
     /// observation: its peak calibrates the estimate before it ends.
     fn prior_with_running(&self) -> crate::planner::Prior {
-        let (Some(estimator), Some(store), Phase::Live(live)) =
-            (&self.estimator, self.store(), &self.phase)
-        else {
+        let (Some(estimator), Phase::Live(live)) = (&self.estimator, &self.phase) else {
             return self.prior();
         };
         let run = self.journal.run();
@@ -233,14 +231,7 @@ impl RunDriver {
                 facts: None,
             },
         );
-        crate::planner::prior::load_with(
-            &store,
-            &self.setup,
-            estimator,
-            self.simulate,
-            Some(&run.id),
-            running,
-        )
+        self.prior_with(running)
     }
 
     /// After attempt `n` was stopped for a climb: the plan it decided, and why.

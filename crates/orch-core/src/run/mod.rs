@@ -31,6 +31,12 @@
 //! Transitions that need no news from the backend are taken at once ([`RunDriver::advance`]);
 //! `Live` waits for the watcher ([`crate::watch::drive`]), which polls every live job of every
 //! run in one query per tick and hands each driver its job's state ([`RunDriver::observe`]).
+//! So one job's end runs on to the next submission without the watcher looking in between:
+//! a signal that stops the watcher is heard by the run too, and holds that submission back
+//! (`Stops`); and the evidence store shared by every watcher of the runs directory is told
+//! after `finished` without ever waiting on its lock for long: what it cannot take now is kept,
+//! tried again at each tick, counted by the run's own decisions meanwhile, and made again from
+//! the ledger by `orch resume` if orch stops first.
 
 mod climb;
 mod phase;
@@ -47,9 +53,10 @@ use anyhow::Context;
 
 pub use phase::{Damaged, Finish, Live, Pace, Pending, Phase, Queue, Resumed};
 
-use crate::backend::Backend;
+use crate::backend::{Backend, JobEnd};
 use crate::config::Catalog;
 use crate::estimate::Estimator;
+use crate::evidence_store::{Added, EvidenceKey, EvidenceStore, Observation};
 use crate::gpus::{Slots, Waiting};
 use crate::ledger::{Journal, RunDir, RunLock, RunRecord};
 use crate::plan::{Plan, Setup};
@@ -57,6 +64,11 @@ use crate::reporter::{Report, RunEvent, RunLine, RunStatus};
 
 /// A live job's measurement is written to the ledger at most this often (and with its end).
 const MEASURED_EVERY: Duration = Duration::from_secs(60);
+
+/// The longest an attempt's end waits for the evidence store's lock (an async wait: the
+/// watcher's thread is free meanwhile) before the run goes on and tries again at later ticks.
+/// Other holders keep it for one append; only a stuck one outlasts this.
+const STORE_WAIT: Duration = Duration::from_millis(250);
 
 /// What every run in one watcher shares.
 pub struct Ctx<'a> {
@@ -117,6 +129,13 @@ pub struct RunDriver {
     /// Preflight saw this many observations of the evidence store: when more are there by the
     /// time the first attempt is rendered, it is chosen again ([`RunDriver::learning`]).
     learn_before_first: Option<usize>,
+    /// What this run's ended attempts taught that the evidence store does not hold yet
+    /// (another process held its lock), oldest first: tried again at every tick without
+    /// waiting, and counted by this run's own decisions meanwhile ([`RunDriver::prior`]).
+    unstored: Vec<Observation>,
+    /// The signals that stop the watcher, as this run hears them (listened to from its first
+    /// step): one heard holds back the run's next submission ([`Stops`]).
+    stops: Option<Stops>,
 }
 
 impl RunDriver {
@@ -151,6 +170,8 @@ impl RunDriver {
             climb_after: None,
             interrupted: false,
             learn_before_first: None,
+            unstored: Vec::new(),
+            stops: None,
         })
     }
 
@@ -187,7 +208,15 @@ impl RunDriver {
             climb_after: None,
             interrupted: false,
             learn_before_first: None,
+            unstored: Vec::new(),
+            stops: None,
         };
+        // An orch that died between an attempt's `finished` and the store's append (or gave up
+        // waiting for the store's lock) left its observation out: the ledger still has it all.
+        driver.unstored = driver.observations_missing(&record);
+        if !driver.keep_evidence(STORE_WAIT).await {
+            driver.say_unstored(report);
+        }
         driver.phase = match Phase::from_record(&record) {
             Resumed::Phase(Phase::Unsure) => driver.recover(backend, report).await?,
             Resumed::Phase(phase) => phase,
@@ -259,8 +288,10 @@ impl RunDriver {
         &self.plan.experiment
     }
 
-    /// Read what the live job's logs gained since the last tick.
+    /// Read what the live job's logs gained since the last tick (and add to the evidence
+    /// store what an earlier attempt's end could not, if its lock is free now).
     pub async fn read_logs(&mut self) {
+        self.keep_evidence(Duration::ZERO).await;
         if let Phase::Live(live) = &mut self.phase {
             if let Some(line) = live.read_logs().await {
                 self.last_line = line;
@@ -277,11 +308,10 @@ impl RunDriver {
         }
     }
 
-    /// Keep what the attempt that just ended taught in the runs directory's evidence store
-    /// (`orch evidence`), for the runs that come after it. A store that cannot be written
-    /// costs only that: the run goes on.
+    /// Note what the attempt that just ended taught, for the runs directory's evidence store
+    /// (`orch evidence`) and the runs that come after it; [`RunDriver::keep_evidence`] adds it.
     pub(crate) fn remember(
-        &self,
+        &mut self,
         outcome: crate::outcome::Outcome,
         measured: Option<orch_classify::Measured>,
         evidence: Option<&crate::ledger::EvidenceRecord>,
@@ -299,34 +329,147 @@ impl RunDriver {
             measured,
             facts: evidence.and_then(|e| e.memory.as_deref()),
         };
-        let Some(o) = crate::evidence_store::observe(
+        if let Some(o) = crate::evidence_store::observe(
             &self.setup,
             &self.plan,
             estimator,
             self.simulate,
             attempt,
-        ) else {
-            return;
-        };
-        if let Some(store) = self.store()
-            && let Err(e) = store.append(&o)
-        {
-            tracing::warn!("cannot add to {}: {e:#}", store.path().display());
+        ) {
+            self.unstored.push(o);
         }
     }
 
-    /// What earlier attempts of this trainer, model and card taught (this run's own included).
-    pub(crate) fn prior(&self) -> crate::planner::Prior {
-        match (&self.estimator, self.store()) {
-            (Some(estimator), Some(store)) => crate::planner::prior::load(
-                &store,
+    /// Add to the evidence store what this run noted and it does not hold yet, waiting at most
+    /// `wait` for its lock. Returns whether nothing is left to add: false while another
+    /// process holds the lock (the observations are kept, to be tried again). A store that
+    /// cannot be written at all costs only that: the run goes on.
+    pub(crate) async fn keep_evidence(&mut self, wait: Duration) -> bool {
+        if self.unstored.is_empty() {
+            return true;
+        }
+        let Some(store) = self.store() else {
+            self.unstored.clear();
+            return true;
+        };
+        match store.add_within(&self.unstored, wait).await {
+            Ok(Added::Done(_)) => self.unstored.clear(),
+            Ok(Added::Busy) => return false,
+            Err(e) => {
+                tracing::warn!("cannot add to {}: {e:#}", store.path().display());
+                self.unstored.clear();
+            }
+        }
+        true
+    }
+
+    /// Tell the user that the evidence store's lock is held and what waits for it.
+    pub(crate) fn say_unstored(&self, report: &dyn Report) {
+        if let Some(note) = self.unstored_note() {
+            report.event(self.name(), &RunEvent::PlannerNote { note: &note });
+        }
+    }
+
+    /// `the evidence store … is locked by another process: …`, while observations wait.
+    fn unstored_note(&self) -> Option<String> {
+        let store = self.store()?;
+        let attempts: Vec<String> = self
+            .unstored
+            .iter()
+            .map(|o| o.attempt.to_string())
+            .collect();
+        (!attempts.is_empty()).then(|| {
+            format!(
+                "the evidence store {} is locked by another process: what attempt{} {} taught is kept and added once the lock is free; the run goes on",
+                store.path().display(),
+                if attempts.len() == 1 { "" } else { "s" },
+                attempts.join(", ")
+            )
+        })
+    }
+
+    /// The observations of this run's ended attempts that the evidence store does not hold,
+    /// made again from the run's record (each attempt's plan, prediction, measurement and
+    /// evidence, as [`RunDriver::remember`] made them when it ended).
+    fn observations_missing(&self, record: &RunRecord) -> Vec<Observation> {
+        let (Some(estimator), Some(store)) = (&self.estimator, self.store()) else {
+            return Vec::new();
+        };
+        let run = &self.journal.run().id;
+        let held = store.attempts();
+        let mut missing = Vec::new();
+        for a in &record.attempts {
+            let Some(outcome) = a.outcome else { continue };
+            if held.contains(&(run.clone(), a.attempt)) {
+                continue;
+            }
+            // Not evidence when it ended (see `finish`): a swallowed failure known only by
+            // its template's assumed class.
+            if matches!(a.job_state, Some(JobEnd::Swallowed { .. }))
+                && a.evidence.as_ref().is_none_or(|e| e.memory.is_none())
+            {
+                continue;
+            }
+            let Some(plan) = std::fs::read_to_string(a.dir.join("plan.yaml"))
+                .ok()
+                .and_then(|text| serde_yaml::from_str::<Plan>(&text).ok())
+            else {
+                continue;
+            };
+            let attempt = crate::evidence_store::Attempt {
+                run,
+                attempt: a.attempt,
+                outcome,
+                predicted: a.predicted.clone(),
+                measured: a.measured.clone(),
+                facts: a.evidence.as_ref().and_then(|e| e.memory.as_deref()),
+            };
+            if let Some(mut o) = crate::evidence_store::observe(
                 &self.setup,
+                &plan,
                 estimator,
                 self.simulate,
-                Some(&self.journal.run().id),
-            ),
-            _ => crate::planner::Prior::none(),
+                attempt,
+            ) {
+                if let Some(ts) = &a.finished_at {
+                    o.ts = ts.clone();
+                }
+                missing.push(o);
+            }
         }
+        missing
+    }
+
+    /// What earlier attempts of this trainer, model and card taught (this run's own included,
+    /// those the store does not hold yet too).
+    pub(crate) fn prior(&self) -> crate::planner::Prior {
+        self.prior_with(None)
+    }
+
+    /// [`RunDriver::prior`], with one more observation after the others: a running attempt's
+    /// figures.
+    pub(crate) fn prior_with(&self, running: Option<Observation>) -> crate::planner::Prior {
+        let (Some(estimator), Some(store)) = (&self.estimator, self.store()) else {
+            return crate::planner::Prior::none();
+        };
+        let run = &self.journal.run().id;
+        let key = EvidenceKey::of(&self.setup, estimator, self.simulate);
+        let mut obs = store.about(&key);
+        let stored: HashSet<u32> = obs
+            .iter()
+            .filter(|o| &o.run == run)
+            .map(|o| o.attempt)
+            .collect();
+        obs.extend(
+            self.unstored
+                .iter()
+                .filter(|o| o.key == key && !stored.contains(&o.attempt))
+                .cloned(),
+        );
+        obs.extend(running);
+        let reports = crate::planner::prior::Reports::of(estimator.trainer())
+            .assuming(estimator.release(&self.setup));
+        crate::planner::Prior::from_observations(&obs, reports, Some(run))
     }
 
     /// Pack the sequence lengths the trainer logged (this run's attempts or earlier runs', as
@@ -370,9 +513,9 @@ impl RunDriver {
     }
 
     /// The evidence store beside this run's directory.
-    pub(crate) fn store(&self) -> Option<crate::evidence_store::EvidenceStore> {
+    pub(crate) fn store(&self) -> Option<EvidenceStore> {
         let runs = self.journal.run().path.parent()?;
-        Some(crate::evidence_store::EvidenceStore::in_runs_dir(runs))
+        Some(EvidenceStore::in_runs_dir(runs))
     }
 
     /// What the memory estimator predicts for the current plan, for its `rendered` event.
@@ -450,6 +593,102 @@ impl RunDriver {
             elapsed: self.started.elapsed(),
             last_line: &self.last_line,
         });
+    }
+}
+
+impl Drop for RunDriver {
+    /// The watcher is done with the run: a last try (without waiting) to add what the
+    /// evidence store's lock kept out, and where it is still held, what to do about it.
+    fn drop(&mut self) {
+        if self.unstored.is_empty() {
+            return;
+        }
+        let Some(store) = self.store() else { return };
+        if matches!(store.add(&self.unstored), Ok(Added::Done(_))) {
+            return;
+        }
+        let attempts: Vec<String> = self
+            .unstored
+            .iter()
+            .map(|o| o.attempt.to_string())
+            .collect();
+        let id = &self.journal.run().id;
+        crate::reporter::say(format!(
+            "[{}] warning: {} is still locked by another process: what attempt{} {} taught is not in it; `orch resume {id}` adds it from the run's record",
+            self.name(),
+            store.path().display(),
+            if attempts.len() == 1 { "" } else { "s" },
+            attempts.join(", ")
+        ));
+    }
+}
+
+/// The signals that stop the watcher (SIGINT, SIGTERM and SIGHUP: [`crate::watch`]), heard by
+/// one run. The watcher looks for them between ticks, and a run moves from one attempt's end
+/// to the next attempt's submission within one tick (its `finished` recorded, the evidence
+/// store added to, the next attempt decided and rendered): a signal that arrives meanwhile
+/// must stop the run before that submission, not cancel the job after it. Only the signals
+/// this process already catches are listened to (the watcher's handlers come first, made
+/// before any run takes a step), so listening never changes what a signal does: a SIGHUP that
+/// `nohup` left ignored stays ignored.
+struct Stops {
+    listeners: Vec<tokio::signal::unix::Signal>,
+    heard: bool,
+}
+
+impl Stops {
+    fn listen() -> Stops {
+        use nix::sys::signal::Signal::{SIGHUP, SIGINT, SIGTERM};
+        use tokio::signal::unix::{SignalKind, signal};
+        let caught = caught_signals();
+        let listeners = [
+            (SIGHUP as i32, SignalKind::hangup()),
+            (SIGINT as i32, SignalKind::interrupt()),
+            (SIGTERM as i32, SignalKind::terminate()),
+        ]
+        .into_iter()
+        .filter(|(number, _)| caught & (1 << (number - 1)) != 0)
+        .filter_map(|(_, kind)| signal(kind).ok())
+        .collect();
+        Stops {
+            listeners,
+            heard: false,
+        }
+    }
+
+    /// Whether one of the signals arrived since the run started listening (without waiting).
+    fn heard(&mut self) -> bool {
+        if !self.heard {
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            for listener in &mut self.listeners {
+                if let std::task::Poll::Ready(Some(())) = listener.poll_recv(&mut cx) {
+                    self.heard = true;
+                }
+            }
+        }
+        self.heard
+    }
+}
+
+/// The signals this process catches now (bit `n - 1` for signal `n`): the `SigCgt` mask of
+/// `/proc/self/status`. Where it cannot be read, none.
+fn caught_signals() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find_map(|l| {
+                let mask = l.strip_prefix("SigCgt:")?;
+                u64::from_str_radix(mask.trim(), 16).ok()
+            })
+        })
+        .unwrap_or(0)
+}
+
+impl RunDriver {
+    /// Whether a signal that stops the watcher arrived: the run's next attempt is then held
+    /// back, for the watcher to answer the signal. Listening starts at the run's first step.
+    pub(crate) fn stop_heard(&mut self) -> bool {
+        self.stops.get_or_insert_with(Stops::listen).heard()
     }
 }
 

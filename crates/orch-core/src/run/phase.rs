@@ -4,7 +4,9 @@
 
 use std::time::Instant;
 
-use orch_classify::{MeasureReader, Measured, Scanner, SwallowRule, SwallowWatch, Swallowed};
+use orch_classify::{
+    FailureClass, MeasureReader, Measured, Scanner, SwallowRule, SwallowWatch, Swallowed, Verdict,
+};
 use orch_ssh::tail::{Tail, last_line};
 
 use crate::backend::{Backend, JobEnd, JobRef};
@@ -236,8 +238,13 @@ struct LogFile {
     label: String,
     tail: Tail,
     scanner: Scanner,
+    /// What the log said of a failure before it was last truncated under the tail, if it
+    /// said anything ([`LogFile::restart`]).
+    earlier: Option<Verdict>,
     /// The failures the trainer's template says it swallows, counted.
     swallow: SwallowWatch,
+    /// Their rules, for a log read again from its start.
+    rules: Vec<SwallowRule>,
     /// What the trainer reports of itself (peak memory, throughput), read as it is written.
     measure: MeasureReader,
     /// The log's last lines, shown when no known failure line explains a failed job.
@@ -255,6 +262,50 @@ pub struct LogEnd {
     last: u64,
     /// An incomplete last line (a chunk may end mid-line).
     partial: Vec<u8>,
+}
+
+impl LogFile {
+    /// The log shrank under the tail (truncated in place, or rotated with `copytruncate`),
+    /// which reads it again from its start: what it reads now is a new log, whose lines are
+    /// numbered from 1, so every reader that numbers lines starts over (evidence must name a
+    /// line the file holds). A failure the old content reported is kept apart, to answer for
+    /// the log when the new content reports none ([`Live::verdicts`]); what the logs measured
+    /// stays (the trainer did reach those figures), and so does a swallowed failure that
+    /// already ended the run.
+    fn restart(&mut self) {
+        let before = std::mem::take(&mut self.scanner).verdict();
+        if before.given_failure().class != FailureClass::None {
+            self.earlier = Some(before);
+        }
+        if self.swallow.fired().is_none() {
+            self.swallow = SwallowWatch::new(&self.rules);
+        }
+        self.end = LogEnd::default();
+    }
+
+    /// The log's verdict: its own, or, when it reports no failure since it was truncated, what
+    /// it reported before (under a label that says so, naming no line: that line is gone).
+    fn verdict(&self) -> (String, Verdict) {
+        let now = self.scanner.verdict();
+        match &self.earlier {
+            Some(earlier) if now.given_failure().class == FailureClass::None => {
+                let mut earlier = earlier.clone();
+                unline(&mut earlier);
+                (format!("{}, before it was truncated", self.label), earlier)
+            }
+            _ => (self.label.clone(), now),
+        }
+    }
+}
+
+/// A verdict whose evidence names no line (line 0).
+fn unline(v: &mut Verdict) {
+    if let Some(e) = v.evidence.as_mut() {
+        e.line = 0;
+    }
+    if let Some(failed) = v.if_failed.as_deref_mut() {
+        unline(failed);
+    }
 }
 
 impl LogEnd {
@@ -351,7 +402,9 @@ impl Live {
             label: label.into(),
             tail: Tail::at(backend.log_source(&job, label)),
             scanner: Scanner::new(),
+            earlier: None,
             swallow: SwallowWatch::new(swallowed),
+            rules: swallowed.to_vec(),
             measure: MeasureReader::new(label),
             end: LogEnd::default(),
         };
@@ -385,9 +438,19 @@ impl Live {
     async fn read(&mut self, to_end: bool) -> Option<String> {
         let mut last = None;
         for log in &mut self.logs {
-            while let Ok(bytes) = log.tail.read_new_any().await
-                && !bytes.is_empty()
-            {
+            loop {
+                let from = log.tail.offset;
+                let Ok(bytes) = log.tail.read_new_any().await else {
+                    break;
+                };
+                if log.tail.offset < from + bytes.len() as u64 {
+                    // The log shrank under the tail (truncated, rotated), which read it again
+                    // from its start: what it reads now is a new log, numbered from line 1.
+                    log.restart();
+                }
+                if bytes.is_empty() {
+                    break;
+                }
                 self.last_growth = Instant::now();
                 log.scanner.feed(&bytes);
                 log.swallow.feed(&bytes);
@@ -460,12 +523,12 @@ impl Live {
         self.logs
             .iter()
             .map(|l| {
-                let v = l.scanner.verdict();
+                let (label, v) = l.verdict();
                 let v = match l.swallow.fired() {
                     Some(s) => orch_classify::swallow::answer(v, s),
                     None => v,
                 };
-                (l.label.clone(), v)
+                (label, v)
             })
             .collect()
     }

@@ -1070,3 +1070,164 @@ async fn a_run_damaged_while_it_waits_for_a_slot_gives_its_place_to_the_next() {
     assert!(why.contains("no job of it still running"), "{why}");
     assert_eq!(world.fake.submitted(), ["a1", "a1"]);
 }
+
+/// Hold the evidence store's lock of `world`'s runs directory as another process would (its
+/// own open file: flock locks conflict between open files, in one process too).
+fn hold_store(world: &World) -> nix::fcntl::Flock<std::fs::File> {
+    let runs = world.dir.path().join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let path = runs.join(crate::evidence_store::FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap()
+}
+
+/// The store's observations of run `id`, as `(attempt, outcome)`.
+fn stored(world: &World, id: &str) -> Vec<(u32, Outcome)> {
+    crate::evidence_store::EvidenceStore::in_runs_dir(&world.dir.path().join("runs"))
+        .read()
+        .0
+        .into_iter()
+        .filter(|o| o.run == id)
+        .map(|o| (o.attempt, o.outcome))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_held_store_lock_never_stalls_the_run_and_what_it_kept_out_is_added_when_free() {
+    let world = World::new(Fake::new([oom(), Act::Hang]));
+    let ctx = world.ctx();
+    let mut d = world.submit(5);
+    let id = d.run().id.clone();
+    steps(&mut d, &ctx, 2).await;
+    let held = hold_store(&world);
+    let started = std::time::Instant::now();
+    let failed = JobState::Finished(JobEnd::Failed { exit_code: Some(1) });
+    // Before the fix: a blocking flock here, the run (and the watcher) stopped until release.
+    tokio::time::timeout(Duration::from_secs(30), d.observe(Some(&failed), &ctx))
+        .await
+        .expect("the run went on while the store's lock was held")
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(world.fake.submitted(), ["a1", "a2"]);
+    assert_eq!(d.phase().name(), "live");
+    assert_eq!(stored(&world, &id), []);
+    // The run's own decisions count what the store does not hold yet.
+    assert_eq!(d.prior().attempts, 1);
+    // The next tick finds the lock free and adds it, once.
+    d.read_logs().await;
+    assert_eq!(stored(&world, &id), []);
+    drop(held);
+    d.read_logs().await;
+    let oom = Outcome::Failed(FailureClass::GpuOom);
+    assert_eq!(stored(&world, &id), [(1, oom)]);
+    d.read_logs().await;
+    assert_eq!(stored(&world, &id), [(1, oom)]);
+    assert_eq!(d.prior().attempts, 1);
+}
+
+#[tokio::test]
+async fn an_observation_left_out_of_the_store_is_added_once_by_resume() {
+    let world = World::new(Fake::new([oom(), ok()]));
+    let ctx = world.ctx();
+    let mut d = world.submit(5);
+    let id = d.run().id.clone();
+    steps(&mut d, &ctx, 2).await;
+    // orch stops after `finished` without the store's append (its lock held, then orch gone:
+    // as a crash between the two leaves it).
+    let held = hold_store(&world);
+    d.finish(JobEnd::Failed { exit_code: Some(1) })
+        .await
+        .unwrap();
+    drop(d);
+    drop(held);
+    assert_eq!(stored(&world, &id), []);
+    let oom = Outcome::Failed(FailureClass::GpuOom);
+    // Resumed: made again from the ledger and added; resumed again: not twice.
+    drop(world.reattach(&id).await);
+    assert_eq!(stored(&world, &id), [(1, oom)]);
+    let resumed = world.reattach(&id).await;
+    assert_eq!(stored(&world, &id), [(1, oom)]);
+    let record = world.drive(resumed).await;
+    assert_eq!(record.state, RunState::Succeeded);
+    assert_eq!(world.fake.submitted(), ["a1", "a2"]);
+    assert_eq!(stored(&world, &id), [(1, oom)]);
+    // Made again, it says what the attempt's end said: its settings, its figures, its time.
+    let store = crate::evidence_store::EvidenceStore::in_runs_dir(&world.dir.path().join("runs"));
+    let o = store.read().0.remove(0);
+    assert_eq!(o.step, "base");
+    assert_eq!(
+        Some(o.ts.as_str()),
+        record.attempts[0].finished_at.as_deref()
+    );
+    assert!(o.predicted.is_some(), "{o:?}");
+    assert_eq!(o.predicted, record.attempts[0].predicted);
+}
+
+/// A live attempt of a new run whose job runs until cancelled; returns its stderr log.
+async fn live_attempt(world: &World) -> (RunDriver, PathBuf) {
+    let ctx = world.ctx();
+    let mut d = world.submit(5);
+    steps(&mut d, &ctx, 2).await;
+    let stderr = d.run().attempt_dir(1).join("stderr.log");
+    (d, stderr)
+}
+
+#[tokio::test]
+async fn a_log_truncated_under_the_tail_is_numbered_again_from_its_start() {
+    let world = World::new(Fake::new([Act::Hang, Act::Hang]));
+    let noise = "Training Progress:  41%|####      | 412/1000 [1:02:11<1:29:12,  9.10s/it]\n";
+    // A failure no known line explains: the log's end is the evidence.
+    let (mut d, stderr) = live_attempt(&world).await;
+    std::fs::write(&stderr, noise.repeat(5000)).unwrap();
+    d.read_logs().await;
+    std::fs::write(
+        &stderr,
+        "restarted\nloading\nSegmentation fault in worker\n",
+    )
+    .unwrap();
+    d.read_logs().await;
+    d.finish(JobEnd::Failed {
+        exit_code: Some(139),
+    })
+    .await
+    .unwrap();
+    let e = d.record().unwrap().attempts[0].evidence.clone().unwrap();
+    assert_eq!((e.file.as_str(), e.line), ("stderr.log", 3), "{e:?}");
+    // A known failure line after the truncation: its line in the log as it is.
+    let (mut d, stderr) = live_attempt(&world).await;
+    std::fs::write(&stderr, noise.repeat(5000)).unwrap();
+    d.read_logs().await;
+    std::fs::write(&stderr, format!("restarted\n{OOM}")).unwrap();
+    d.read_logs().await;
+    d.finish(JobEnd::Failed { exit_code: Some(1) })
+        .await
+        .unwrap();
+    let a = d.record().unwrap().attempts[0].clone();
+    assert_eq!(a.outcome, Some(Outcome::Failed(FailureClass::GpuOom)));
+    let e = a.evidence.unwrap();
+    assert_eq!((e.file.as_str(), e.line), ("stderr.log", 2), "{e:?}");
+}
+
+#[tokio::test]
+async fn a_failure_reported_before_the_log_was_truncated_still_answers_naming_no_line() {
+    let world = World::new(Fake::new([Act::Hang]));
+    let (mut d, stderr) = live_attempt(&world).await;
+    std::fs::write(&stderr, format!("{}{OOM}", "step\n".repeat(100))).unwrap();
+    d.read_logs().await;
+    // Truncated with nothing of the failure left in it (shorter than what was read).
+    std::fs::write(&stderr, "rotated\n").unwrap();
+    d.read_logs().await;
+    d.finish(JobEnd::Failed { exit_code: Some(1) })
+        .await
+        .unwrap();
+    let a = d.record().unwrap().attempts[0].clone();
+    assert_eq!(a.outcome, Some(Outcome::Failed(FailureClass::GpuOom)));
+    let e = a.evidence.unwrap();
+    assert_eq!(e.file, "stderr.log, before it was truncated", "{e:?}");
+    assert_eq!(e.line, 0, "{e:?}");
+    assert!(e.text.contains("CUDA out of memory"), "{e:?}");
+}

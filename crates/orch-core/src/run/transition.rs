@@ -30,9 +30,18 @@ impl RunDriver {
 
     /// Take one transition, if the phase has one that needs no news; false if it has none.
     pub async fn step(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<bool> {
+        // Listening from the run's first step, so that a signal that arrives while the run is
+        // busy is heard before its next submission.
+        let stop = self.stop_heard();
         let next = match std::mem::replace(&mut self.phase, Phase::Broken) {
             // `orch cancel` came between the decision and the next attempt: none is rendered.
             Phase::Queued(_) if self.cancel_requested()? => self.cancelled_before(self.attempt + 1),
+            // A signal came (Ctrl-C, SIGTERM) while the run was busy: nothing more is rendered
+            // or submitted; the watcher answers the signal at its next look.
+            held @ (Phase::Queued(_) | Phase::Submitting) if stop => {
+                self.phase = held;
+                return Ok(false);
+            }
             Phase::Queued(mut pending) => match self.take_slot(ctx) {
                 Grant::Go(devices) => {
                     self.learn_lengths();
@@ -47,7 +56,14 @@ impl RunDriver {
                 Grant::Never(why) => Err(anyhow::anyhow!("{why}")),
             },
             Phase::Unsure => self.recover(ctx.backend, ctx.report).await,
-            Phase::Submitting => self.launch(ctx).await,
+            Phase::Submitting => match self.launch(ctx).await {
+                // Held back by a signal heard at the last look.
+                Ok(Phase::Submitting) => {
+                    self.phase = Phase::Submitting;
+                    return Ok(false);
+                }
+                next => next,
+            },
             Phase::Finished(finish) => {
                 self.learn_lengths();
                 self.decide(ctx, finish)
@@ -231,7 +247,7 @@ impl RunDriver {
     /// its job id. The last look for a cancel and the recorded job id are taken under the
     /// run's submit lock, which `orch cancel` takes to record its request: a cancel recorded
     /// before the look stops the submission; one recorded after sees the job id and stops the
-    /// job.
+    /// job. A signal heard at the last look holds the submission back (Submitting again).
     async fn launch(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<Phase> {
         let n = self.attempt;
         let _submitting = self
@@ -240,6 +256,9 @@ impl RunDriver {
             .submit_lock(std::time::Duration::from_secs(60))?;
         if self.cancel_requested()? {
             return self.cancelled_before(n);
+        }
+        if self.stop_heard() {
+            return Ok(Phase::Submitting);
         }
         let dir = std::path::absolute(self.journal.run().attempt_dir(n))?;
         let (job_name, devices) = self
@@ -520,13 +539,34 @@ impl RunDriver {
     }
 
     /// Stop the live job (Ctrl-C on a local run) and record it as cancelled. A damaged run's
-    /// job left running is stopped too, with nothing recorded: nothing can be.
+    /// job left running is stopped too, with nothing recorded: nothing can be. A run whose
+    /// next attempt the signal held back ends cancelled, that attempt never submitted.
     pub async fn cancel(&mut self, ctx: &Ctx<'_>) -> anyhow::Result<()> {
         self.interrupted = true;
         match &mut self.phase {
             Phase::Live(live) => {
                 ctx.backend.cancel(&live.job).await?;
                 self.job_ended(JobEnd::Cancelled, ctx).await?;
+            }
+            // Waiting for a slot: the watcher ends it so (`cancel_waiting`).
+            Phase::Queued(_) if self.waiting.is_some() => {}
+            Phase::Queued(_) => {
+                let n = self.attempt + 1;
+                self.end(
+                    RunState::Cancelled,
+                    format!("cancelled: interrupted before attempt {n} was submitted"),
+                )?;
+            }
+            Phase::Submitting => {
+                // Rendered, never submitted: its record says it was cancelled.
+                let n = self.attempt;
+                self.journal.append(&Event::cancelled(n))?;
+                ctx.report
+                    .event(self.name(), &RunEvent::Cancelled { attempt: n });
+                self.end(
+                    RunState::Cancelled,
+                    format!("cancelled: interrupted before attempt {n} was submitted"),
+                )?;
             }
             Phase::Damaged(damaged) => {
                 if let Some(job) = &damaged.left_running {
@@ -541,7 +581,11 @@ impl RunDriver {
 
     /// Live → Finished, then on: the job ended.
     async fn job_ended(&mut self, end: JobEnd, ctx: &Ctx<'_>) -> anyhow::Result<()> {
+        let waiting = self.unstored.len();
         self.finish(end).await?;
+        if self.unstored.len() > waiting {
+            self.say_unstored(ctx.report);
+        }
         self.advance(ctx).await
     }
 
@@ -597,6 +641,9 @@ impl RunDriver {
             running_since: live.running_since.clone(),
             measured: live.measured(),
         })?;
+        // The store is told after the ledger, and only the ledger is the truth: an orch that
+        // dies here leaves the observation out, and `orch resume` adds it from the record.
+        crash_point("finished");
         // A swallowed failure the log names only by the template's assumed class (genrl's
         // training line names no exception) proves nothing about the card: not evidence.
         let assumed = matches!(end, JobEnd::Swallowed { .. })
@@ -604,7 +651,10 @@ impl RunDriver {
         if !assumed {
             self.remember(outcome, live.measured(), evidence.as_ref());
         }
-        crash_point("finished");
+        // Never waiting on the store's lock past a moment: another process may hold it for
+        // long (a stuck writer on a shared runs directory), and every run of this watcher
+        // waits with this one. What is not added now is kept, and tried again at each tick.
+        self.keep_evidence(super::STORE_WAIT).await;
         self.phase = Phase::Finished(Finish {
             outcome,
             evidence,
