@@ -63,7 +63,8 @@ pub async fn drive(
     for d in &mut drivers {
         advance(d, ctx).await;
     }
-    admit(&mut drivers, ctx).await;
+    let mut looks = Looks::new();
+    admit(&mut drivers, ctx, &mut looks).await;
     let mut interrupted = false;
     let tick = ctx.backend.tick();
     let exit_check = ctx.backend.exit_check().filter(|c| *c < tick);
@@ -90,7 +91,7 @@ pub async fn drive(
             if !answer_exited(&mut drivers, &live, ctx).await {
                 continue;
             }
-            admit(&mut drivers, ctx).await;
+            admit(&mut drivers, ctx, &mut looks).await;
             // A run moved on: its new job is asked about within one tick, no later.
             next_poll = next_poll.min(Instant::now() + tick);
             interval = tick;
@@ -116,7 +117,7 @@ pub async fn drive(
             let observed = d.observe(states.get(&job.id), ctx).await;
             changed |= isolate(d, observed, ctx).await.unwrap_or(true);
         }
-        changed |= admit(&mut drivers, ctx).await;
+        changed |= admit(&mut drivers, ctx, &mut looks).await;
         // Poll less often while nothing happens; at once again after a change.
         interval = if changed {
             tick
@@ -251,37 +252,107 @@ async fn advance(d: &mut RunDriver, ctx: &Ctx<'_>) {
         .event(d.name(), &RunEvent::CouldNotSubmit { error: &msg });
 }
 
-/// Give back the slots of runs whose job is no longer out, then let waiting runs take them,
-/// first in the queue first. Returns whether any run started an attempt.
-async fn admit(drivers: &mut [RunDriver], ctx: &Ctx<'_>) -> bool {
+/// Give back the slots of runs whose job is no longer out, then let the run first in line
+/// take one, and the next, while they start. Only the first in line can be given a slot, so
+/// the runs behind it cost nothing per tick: each is looked at once every [`LOOK_EVERY`], a
+/// share of them per tick ([`Looks`]). Returns whether any run started an attempt.
+async fn admit(drivers: &mut [RunDriver], ctx: &Ctx<'_>, looks: &mut Looks) -> bool {
     let Some(slots) = ctx.slots else {
         return false;
     };
-    for d in drivers.iter_mut() {
-        let cancelled = d.cancel_waiting(None);
-        if isolate(d, cancelled, ctx).await == Some(true) {
-            ctx.report.event(d.name(), &RunEvent::CancelledWaiting);
-        }
-    }
     for d in drivers.iter().filter(|d| !d.needs_slot()) {
         slots.release(&d.run().id);
     }
     let mut started = false;
-    loop {
-        let mut moved = false;
-        for d in drivers.iter_mut().filter(|d| d.is_waiting()) {
+    while let Some(first) = slots.next_in_line() {
+        let Some(d) = drivers.iter_mut().find(|d| d.run().id == first) else {
+            // No run of this watcher: nothing will ever take it out of the way.
+            slots.release(&first);
+            continue;
+        };
+        if !d.is_waiting() {
+            break;
+        }
+        if !cancelled_waiting(d, ctx).await {
             advance(d, ctx).await;
-            if !d.is_waiting() {
-                moved = true;
-                if !d.needs_slot() {
-                    slots.release(&d.run().id);
-                }
+            if d.is_waiting() {
+                break;
+            }
+            started = true;
+        }
+        if !d.needs_slot() {
+            slots.release(&d.run().id);
+        }
+    }
+    looks.look(drivers, ctx).await;
+    started
+}
+
+/// Each run waiting for a slot is looked at this often: whether `orch cancel` asked for it
+/// (which waits 10 s for the watcher to record it), and its place in line for its status line.
+const LOOK_EVERY: Duration = Duration::from_secs(5);
+
+/// Which runs waiting for a slot to look at next: every tick takes the share of them that
+/// looks at each once every [`LOOK_EVERY`], round the list, so that a sweep of thousands
+/// waiting costs a watcher almost nothing per tick. A run is asked for its place again only
+/// when the queue moved since it was last asked ([`Slots::moves`](crate::gpus::Slots::moves)).
+struct Looks {
+    /// The next run to look at, by its index.
+    next: usize,
+    last: Instant,
+    /// The queue's moves when each run was last asked for its place.
+    asked: Vec<Option<u64>>,
+}
+
+impl Looks {
+    fn new() -> Looks {
+        Looks {
+            next: 0,
+            last: Instant::now(),
+            asked: Vec::new(),
+        }
+    }
+
+    async fn look(&mut self, drivers: &mut [RunDriver], ctx: &Ctx<'_>) {
+        let Some(slots) = ctx.slots.filter(|_| !drivers.is_empty()) else {
+            return;
+        };
+        self.asked.resize(drivers.len(), None);
+        let since = self.last.elapsed();
+        self.last = Instant::now();
+        let share = drivers.len() as f64 * since.as_secs_f64() / LOOK_EVERY.as_secs_f64();
+        for _ in 0..(share.ceil() as usize).clamp(1, drivers.len()) {
+            self.next %= drivers.len();
+            let (i, d) = (self.next, &mut drivers[self.next]);
+            self.next += 1;
+            if !d.is_waiting() || cancelled_waiting(d, ctx).await {
+                continue;
+            }
+            let moves = Some(slots.moves());
+            if self.asked[i] == moves {
+                continue;
+            }
+            self.asked[i] = moves;
+            advance(d, ctx).await;
+            if !d.needs_slot() {
+                slots.release(&d.run().id);
             }
         }
-        if !moved {
-            return started;
+    }
+}
+
+/// A run waiting for a slot ends cancelled when `orch cancel` asked for it; returns whether
+/// it no longer waits for that reason.
+async fn cancelled_waiting(d: &mut RunDriver, ctx: &Ctx<'_>) -> bool {
+    let cancelled = d.cancel_waiting(None);
+    match isolate(d, cancelled, ctx).await {
+        Some(true) => {
+            ctx.report.event(d.name(), &RunEvent::CancelledWaiting);
+            true
         }
-        started = true;
+        Some(false) => false,
+        // Its files are damaged, or the disk is full: it no longer waits either.
+        None => true,
     }
 }
 
@@ -292,22 +363,38 @@ async fn interrupt(drivers: &mut [RunDriver], ctx: &Ctx<'_>) {
     let not_ended = |d: &&mut RunDriver| !matches!(d.phase(), Phase::Ended(_));
     if ctx.backend.cancels_on_interrupt() {
         ctx.report.watch(&WatchEvent::Interrupted);
-        // One job that cannot be cancelled does not keep the others running.
-        for d in drivers.iter_mut().filter(not_ended) {
+        // One job that cannot be cancelled does not keep the others running. The live jobs
+        // first, at once; the runs waiting for a slot have none.
+        for d in drivers
+            .iter_mut()
+            .filter(not_ended)
+            .filter(|d| !d.is_waiting())
+        {
             let cancelled = match d.cancel(ctx).await {
                 Ok(()) => d.cancel_waiting(Some("interrupted")).map(drop),
                 Err(e) => Err(e),
             };
             if let Err(e) = cancelled {
-                ctx.report.event(
-                    d.name(),
-                    &RunEvent::CouldNotCancel {
-                        error: &format!("{e:#}"),
-                        id: &d.run().id,
-                    },
-                );
+                could_not_cancel(d, e, ctx.report);
             }
         }
+        // Then each waiting run is recorded cancelled, side by side: every record is synced
+        // to disk, and a sweep may leave thousands waiting.
+        let mut waiting: Vec<&mut RunDriver> =
+            drivers.iter_mut().filter(|d| d.is_waiting()).collect();
+        let share = waiting.len().div_ceil(RECORDING_THREADS).max(1);
+        let report = ctx.report;
+        std::thread::scope(|scope| {
+            for share in waiting.chunks_mut(share) {
+                scope.spawn(move || {
+                    for d in share.iter_mut() {
+                        if let Err(e) = d.cancel_waiting(Some("interrupted")) {
+                            could_not_cancel(d, e, report);
+                        }
+                    }
+                });
+            }
+        });
     } else {
         for d in drivers
             .iter_mut()
@@ -328,6 +415,21 @@ async fn interrupt(drivers: &mut [RunDriver], ctx: &Ctx<'_>) {
             });
         }
     }
+}
+
+/// Threads recording the runs still waiting for a slot cancelled when the watcher is
+/// interrupted: they wait on the disk, so more of them than cores helps.
+const RECORDING_THREADS: usize = 8;
+
+/// Tell the user that `d`'s job or record could not be cancelled, and how to try again.
+fn could_not_cancel(d: &RunDriver, e: anyhow::Error, report: &dyn crate::reporter::Report) {
+    report.event(
+        d.name(),
+        &RunEvent::CouldNotCancel {
+            error: &format!("{e:#}"),
+            id: &d.run().id,
+        },
+    );
 }
 
 /// Between polls: the jobs whose exit files say they ended are answered now (their logs read,

@@ -15,8 +15,13 @@
 //! them through [`Slots::with_outside`], asked each time the head of the queue is considered.
 //! A reattached run whose attempt is live [`Slots::hold`]s the devices its ledger records, so
 //! a resumed orch never hands a busy card to a second job.
+//!
+//! A sweep may queue thousands of runs, each asking again every time the watcher looks, so
+//! the queue costs O(log n) per question whatever its length ([`Queue`]): joining, leaving,
+//! the run first in line ([`Slots::next_in_line`], all a watcher needs to ask each tick) and
+//! how many runs are ahead of one.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Mutex;
 
 /// Cards busy for reasons outside this watcher, with a line saying why.
@@ -38,7 +43,7 @@ struct Inner {
     /// Runs holding a slot, and its devices.
     holders: BTreeMap<String, Vec<u32>>,
     /// Runs waiting, first first.
-    queue: VecDeque<String>,
+    queue: Queue,
 }
 
 /// The answer to [`Slots::take`].
@@ -84,7 +89,7 @@ impl Slots {
                 devices,
                 max_parallel: max_parallel.map(|n| n.max(1)),
                 holders: BTreeMap::new(),
-                queue: VecDeque::new(),
+                queue: Queue::default(),
             }),
             outside: None,
             limit_source: max_parallel.map_or(String::new(), |n| format!("--max-parallel {n}")),
@@ -111,7 +116,7 @@ impl Slots {
     /// A reattached run's live attempt keeps the devices its ledger records.
     pub fn hold(&self, run: &str, devices: Vec<u32>) {
         let mut inner = self.lock();
-        inner.queue.retain(|r| r != run);
+        inner.queue.remove(run);
         inner.holders.insert(run.to_string(), devices);
     }
 
@@ -128,7 +133,7 @@ impl Slots {
                 list(devices)
             ));
             inner.holders.remove(run);
-            inner.queue.retain(|r| r != run);
+            inner.queue.remove(run);
             return never;
         }
         if let Some(held) = inner.holders.get(run) {
@@ -140,10 +145,10 @@ impl Slots {
             inner.holders.remove(run);
             inner.queue.push_front(run.to_string());
         }
-        if !inner.queue.iter().any(|r| r == run) {
-            inner.queue.push_back(run.to_string());
-        }
-        let ahead = inner.queue.iter().position(|r| r == run).unwrap_or(0);
+        let ahead = match inner.queue.ahead_of(run) {
+            Some(ahead) => ahead,
+            None => inner.queue.push_back(run.to_string()),
+        };
         let wait = |what: String, outside: Vec<String>| {
             Grant::Wait(Waiting {
                 what,
@@ -168,7 +173,7 @@ impl Slots {
             return wait(format!("a free slot ({})", self.limit_source), Vec::new());
         }
         let Some(devices) = inner.devices.clone() else {
-            inner.queue.pop_front();
+            inner.queue.remove(run);
             inner.holders.insert(run.to_string(), Vec::new());
             return Grant::Go(Vec::new());
         };
@@ -188,7 +193,7 @@ impl Slots {
             return wait(gpu_word(gpus), blocking);
         }
         let chosen: Vec<u32> = free[..gpus as usize].to_vec();
-        inner.queue.pop_front();
+        inner.queue.remove(run);
         inner.holders.insert(run.to_string(), chosen.clone());
         Grant::Go(chosen)
     }
@@ -197,7 +202,20 @@ impl Slots {
     pub fn release(&self, run: &str) {
         let mut inner = self.lock();
         inner.holders.remove(run);
-        inner.queue.retain(|r| r != run);
+        inner.queue.remove(run);
+    }
+
+    /// The run first in line, if any waits: the only one a free slot may go to, so a watcher
+    /// asks it alone while the others wait.
+    pub fn next_in_line(&self) -> Option<String> {
+        self.lock().queue.first().map(str::to_string)
+    }
+
+    /// A count that changes whenever a waiting run's place in line may have (a run left the
+    /// queue or went first): while it stays, no run behind the first in line has moved, and a
+    /// watcher need not ask for them again to keep their lines current.
+    pub fn moves(&self) -> u64 {
+        self.lock().queue.moves
     }
 
     /// The devices `run` holds, if it holds a slot.
@@ -207,6 +225,136 @@ impl Slots {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The runs waiting for a slot, first first, with every question O(log n).
+///
+/// Runs join at the back in arrival order and are numbered as they arrive: `back` orders
+/// them by that number, `index` finds a run's number, and `counts` (a Fenwick tree over the
+/// numbers) says how many of them arrived before it. A holder that gives its cards back to
+/// ask for another number of them goes to the very front (`front`): few runs are there at
+/// once, no more than held slots, so that part is a plain list.
+#[derive(Default)]
+struct Queue {
+    /// Runs put back at the front, first first.
+    front: VecDeque<String>,
+    /// The others, by arrival number.
+    back: BTreeMap<u64, String>,
+    /// Every waiting run and where it is.
+    index: HashMap<String, Place>,
+    /// How many runs of `back` hold each arrival number (0 or 1), summed by prefix.
+    counts: Fenwick,
+    /// The next arrival number.
+    next: u64,
+    /// How many times a run left the queue or was put first: the only moves that change how
+    /// many runs are ahead of another.
+    moves: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Front,
+    Back(u64),
+}
+
+impl Queue {
+    /// How many runs are ahead of `run`; None when it does not wait.
+    fn ahead_of(&self, run: &str) -> Option<usize> {
+        Some(match *self.index.get(run)? {
+            Place::Front => self.front.iter().position(|r| r == run).unwrap_or(0),
+            Place::Back(n) => self.front.len() + self.counts.before(n as usize),
+        })
+    }
+
+    /// `run` joins at the back; returns how many runs are ahead of it.
+    fn push_back(&mut self, run: String) -> usize {
+        if self.next as usize >= self.counts.len() {
+            self.renumber();
+        }
+        let n = self.next;
+        self.next += 1;
+        self.counts.add(n as usize, 1);
+        self.back.insert(n, run.clone());
+        self.index.insert(run, Place::Back(n));
+        self.front.len() + self.back.len() - 1
+    }
+
+    /// `run` goes first in line.
+    fn push_front(&mut self, run: String) {
+        self.remove(&run);
+        self.moves += 1;
+        self.front.push_front(run.clone());
+        self.index.insert(run, Place::Front);
+    }
+
+    /// `run` leaves the queue, wherever it is.
+    fn remove(&mut self, run: &str) {
+        let Some(place) = self.index.remove(run) else {
+            return;
+        };
+        self.moves += 1;
+        match place {
+            Place::Front => self.front.retain(|r| r != run),
+            Place::Back(n) => {
+                self.back.remove(&n);
+                self.counts.add(n as usize, -1);
+            }
+        }
+    }
+
+    /// The run first in line.
+    fn first(&self) -> Option<&str> {
+        self.front
+            .front()
+            .or_else(|| self.back.first_key_value().map(|(_, r)| r))
+            .map(String::as_str)
+    }
+
+    /// Out of arrival numbers: number the waiting runs again from 0, in order, with room for
+    /// as many again (amortised O(1) per arrival).
+    fn renumber(&mut self) {
+        let waiting = std::mem::take(&mut self.back);
+        self.counts = Fenwick::new((2 * waiting.len()).max(64));
+        for (n, run) in waiting.into_values().enumerate() {
+            self.counts.add(n, 1);
+            self.index.insert(run.clone(), Place::Back(n as u64));
+            self.back.insert(n as u64, run);
+        }
+        self.next = self.back.len() as u64;
+    }
+}
+
+/// Counts by position, with the sum of those before any position in O(log n).
+#[derive(Default)]
+struct Fenwick(Vec<i64>);
+
+impl Fenwick {
+    fn new(len: usize) -> Self {
+        Fenwick(vec![0; len + 1])
+    }
+
+    fn len(&self) -> usize {
+        self.0.len().saturating_sub(1)
+    }
+
+    fn add(&mut self, at: usize, delta: i64) {
+        let mut i = at + 1;
+        while i < self.0.len() {
+            self.0[i] += delta;
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// The sum of the counts at positions below `at`.
+    fn before(&self, at: usize) -> usize {
+        let mut i = at.min(self.len());
+        let mut sum = 0;
+        while i > 0 {
+            sum += self.0[i];
+            i -= i & i.wrapping_neg();
+        }
+        sum as usize
     }
 }
 
@@ -298,5 +446,104 @@ mod tests {
         assert!(w.outside[0].contains("pid 7"), "{w:?}");
         slots.release("resumed");
         assert_eq!(go(slots.take("c", 1)), [2]);
+    }
+
+    #[test]
+    fn a_long_queue_grants_in_arrival_order_and_counts_those_ahead() {
+        let slots = Slots::new(None, Some(1));
+        go(slots.take("holder", 1));
+        // Past the first numbering (64 arrivals), so the queue renumbers while runs wait.
+        let runs: Vec<String> = (0..300).map(|i| format!("r{i}")).collect();
+        for (i, r) in runs.iter().enumerate() {
+            assert_eq!(waits(slots.take(r, 1)).ahead, i);
+        }
+        // Runs leaving from the middle move those behind them up.
+        slots.release("r10");
+        slots.release("r11");
+        assert_eq!(waits(slots.take("r12", 1)).ahead, 10);
+        assert_eq!(waits(slots.take("r299", 1)).ahead, 297);
+        assert_eq!(slots.next_in_line().as_deref(), Some("r0"));
+        // Asking again, in any order, keeps each run's place.
+        assert_eq!(waits(slots.take("r5", 1)).ahead, 5);
+        let mut granted = Vec::new();
+        let mut last = "holder".to_string();
+        while let Some(first) = slots.next_in_line() {
+            slots.release(&last);
+            // Only the first in line is given the free slot.
+            if first != "r299" {
+                assert!(matches!(slots.take("r299", 1), Grant::Wait(_)));
+            }
+            go(slots.take(&first, 1));
+            granted.push(first.clone());
+            last = first;
+        }
+        let expected: Vec<&String> = runs.iter().filter(|r| *r != "r10" && *r != "r11").collect();
+        assert_eq!(granted.iter().collect::<Vec<_>>(), expected);
+        assert_eq!(slots.next_in_line(), None);
+    }
+
+    #[test]
+    fn resumed_live_attempts_hold_their_cards_before_the_queue_moves() {
+        let slots = Slots::new(Some((0..4).collect()), None);
+        // Queued first, then found live when the watcher starts: it leaves the queue and keeps
+        // its recorded cards; the run behind it is first in line.
+        assert_eq!(go(slots.take("a", 4)), [0, 1, 2, 3]);
+        assert_eq!(waits(slots.take("resumed", 2)).ahead, 0);
+        assert_eq!(waits(slots.take("b", 2)).ahead, 1);
+        slots.hold("resumed", vec![1, 3]);
+        assert_eq!(slots.next_in_line().as_deref(), Some("b"));
+        assert_eq!(waits(slots.take("b", 2)).ahead, 0);
+        slots.release("a");
+        // The held cards are never handed out; its retry on the same number keeps them.
+        assert_eq!(go(slots.take("b", 2)), [0, 2]);
+        assert_eq!(go(slots.take("resumed", 2)), [1, 3]);
+        // A holder that needs more gives its cards back and goes before everyone waiting.
+        assert_eq!(waits(slots.take("c", 1)).ahead, 0);
+        assert_eq!(waits(slots.take("resumed", 4)).ahead, 0);
+        assert_eq!(waits(slots.take("c", 1)).ahead, 1);
+        assert_eq!(slots.next_in_line().as_deref(), Some("resumed"));
+        slots.release("b");
+        assert_eq!(waits(slots.take("c", 1)).ahead, 1);
+        assert_eq!(go(slots.take("resumed", 4)), [0, 1, 2, 3]);
+        assert_eq!(waits(slots.take("c", 1)).ahead, 0);
+    }
+
+    /// The queue answers as the plain list it replaced, whatever the order of questions.
+    #[test]
+    fn the_queue_agrees_with_a_plain_list() {
+        let mut queue = Queue::default();
+        let mut model: VecDeque<String> = VecDeque::new();
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let run = format!("r{}", next() % 150);
+            match next() % 5 {
+                0 | 1 => {
+                    let ahead = queue
+                        .ahead_of(&run)
+                        .unwrap_or_else(|| queue.push_back(run.clone()));
+                    if !model.contains(&run) {
+                        model.push_back(run.clone());
+                    }
+                    assert_eq!(Some(ahead), model.iter().position(|r| *r == run));
+                }
+                2 => {
+                    queue.push_front(run.clone());
+                    model.retain(|r| *r != run);
+                    model.push_front(run);
+                }
+                _ => {
+                    queue.remove(&run);
+                    model.retain(|r| *r != run);
+                }
+            }
+            assert_eq!(queue.first(), model.front().map(String::as_str));
+            assert_eq!(queue.index.len(), model.len());
+        }
     }
 }

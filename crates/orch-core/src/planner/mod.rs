@@ -34,10 +34,14 @@
 //! When nothing the ladder allows is predicted to fit, the planner tries the most conservative
 //! configuration once, then stops, naming any other program that holds the card. Templates
 //! without an estimator fall back to walking the ladder in order ([`walk`]).
+//!
+//! A submission preflights each distinct configuration once: a sweep's members that differ
+//! only in their seed share one answer ([`shared`]).
 
 pub mod climb;
 pub mod evidence;
 pub mod prior;
+pub mod shared;
 pub mod space;
 pub mod throughput;
 mod walk;
@@ -56,6 +60,7 @@ use evidence::{FailingPhase, Failure, Learned, failing_phase, fragmentation_rule
 use orch_memory::calibration::{self, Band};
 use orch_memory::estimate::{FailKind, Trainer};
 pub use prior::Prior;
+pub use shared::Preflights;
 use space::{Candidate, Range, counts_of};
 use throughput::Throughput;
 

@@ -5,7 +5,10 @@ use std::collections::HashSet;
 use orch_classify::{FailureClass, MemoryFacts, ProcessUse, Stage};
 
 use super::evidence::Failure;
-use super::{Context, Move, Next, next, preflight, throughput, within, within_band};
+use super::shared::Answer;
+use super::{
+    Context, Move, Next, Preflights, Prior, next, preflight, throughput, within, within_band,
+};
 use crate::config::Catalog;
 use crate::config::experiment::Experiment;
 use crate::estimate::Estimator;
@@ -105,6 +108,77 @@ fn value(plan: &Plan, key: &str) -> String {
 }
 
 const MICRO: &str = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu";
+
+/// A sweep's members that differ only in their seed share one preflight: the search runs once,
+/// and the next member gets the same choice with its own seed and name, as if preflighted
+/// alone. A member that differs in what preflight reads (a micro-batch, the prior) gets its
+/// own.
+#[test]
+fn sweep_members_differing_only_in_seed_share_one_preflight() {
+    let calls = std::cell::Cell::new(0);
+    let ask = |preflights: &mut Preflights, setup: &Setup, written: &Plan, prior: &Prior| {
+        let estimator = Estimator::new(setup, written).unwrap();
+        preflights.answer(setup, &estimator, written, prior, || {
+            calls.set(calls.get() + 1);
+            let mut lines = Vec::new();
+            let chosen = preflight(setup, &estimator, written, &mut lines);
+            Answer { chosen, lines }
+        })
+    };
+    let mut preflights = Preflights::new();
+    let (setup0, written0) = load("diamonds-seed0", "h100-80g", &[]);
+    let (setup1, written1) = load("diamonds-seed1", "h100-80g", &[]);
+    let first = ask(&mut preflights, &setup0, &written0, &Prior::none());
+    let shared = ask(&mut preflights, &setup1, &written1, &Prior::none());
+    assert_eq!((calls.get(), preflights.computed()), (1, 1));
+    let first = first.chosen.expect("seed 0 is moved");
+    let shared = shared.chosen.expect("seed 1 is moved");
+    let alone = preflight(
+        &setup1,
+        &Estimator::new(&setup1, &written1).unwrap(),
+        &written1,
+        &mut Vec::new(),
+    )
+    .expect("seed 1 is moved alone too");
+    assert_eq!(shared.plan, alone.plan);
+    assert_eq!(
+        (
+            &shared.label,
+            &shared.why,
+            &shared.changes,
+            shared.changes_semantics
+        ),
+        (
+            &alone.label,
+            &alone.why,
+            &alone.changes,
+            alone.changes_semantics
+        )
+    );
+    assert_eq!(shared.plan.experiment, "diamonds-seed1");
+    assert_eq!(value(&shared.plan, "data.seed"), "1");
+    assert_eq!(
+        value(&shared.plan, "trainer.experiment_name"),
+        "diamonds-seed1"
+    );
+    assert_eq!(value(&first.plan, "data.seed"), "0");
+    assert_ne!(first.plan, shared.plan);
+
+    // Another micro-batch is another search; so is another prior.
+    let (setup2, written2) = load("diamonds-seed2", "h100-80g", &[(MICRO, "16")]);
+    ask(&mut preflights, &setup2, &written2, &Prior::none());
+    assert_eq!(calls.get(), 2);
+    let (setup3, written3) = load("diamonds-seed3", "h100-80g", &[]);
+    let learned = Prior {
+        attempts: 1,
+        ..Prior::none()
+    };
+    ask(&mut preflights, &setup3, &written3, &learned);
+    assert_eq!(calls.get(), 3);
+    let (setup4, written4) = load("diamonds-seed4", "h100-80g", &[]);
+    ask(&mut preflights, &setup4, &written4, &Prior::none());
+    assert_eq!((calls.get(), preflights.computed()), (3, 3));
+}
 
 /// Seed 002: 1024/256/32 without offload needs 100 GiB+ per GPU on a 79.18 GiB card. Preflight
 /// picks a configuration that trains the same thing on the same GPUs, and says why.

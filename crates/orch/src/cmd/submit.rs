@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::cli::{Preflight, ResumeArgs, SubmitArgs};
@@ -12,10 +13,12 @@ use orch_core::config::experiment::Experiment;
 use orch_core::config::profile::ContainerRuntime;
 use orch_core::error::{UsageError, code};
 use orch_core::estimate::{EstimateError, Estimator};
+use orch_core::evidence_store::EvidenceKey;
 use orch_core::gpus::Inventory;
 use orch_core::ledger::{Event, FORMAT, Ledger, RunState, now};
 use orch_core::plan::{Plan, SetArg, Setup};
-use orch_core::planner::Prior;
+use orch_core::planner::shared::Answer;
+use orch_core::planner::{Preflights, Prior};
 use orch_core::render::AttemptInfo;
 use orch_core::watch::{Ctx, FollowUp, RunDriver, drive};
 use orch_ssh::remote::Remote;
@@ -27,6 +30,10 @@ use super::machine::{self, Machine};
 
 /// Attempts per run when neither the experiment nor `--max-attempts` says.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+
+/// Threads writing a sweep's run directories: they wait on the disk (every file is synced),
+/// so more of them than cores helps.
+const CREATING_THREADS: usize = 8;
 
 pub async fn submit(
     catalog: &Catalog,
@@ -226,22 +233,35 @@ fn create_runs(
     let mut detached = Vec::new();
     let mut planned = Vec::new();
     let store = orch_core::evidence_store::EvidenceStore::in_runs_dir(ledger.root());
+    // A sweep's members mostly share a trainer, model and card, and differ only in their seed:
+    // the store is read once per trainer × model × card (and release), and preflight's search
+    // runs once per distinct configuration (planner::shared).
+    let mut priors: HashMap<(EvidenceKey, Option<String>), Prior> = HashMap::new();
+    let mut preflights = Preflights::new();
     for (setup, written, mut estimator) in members {
         let prior = estimator.as_ref().map_or_else(Prior::none, |e| {
-            orch_core::planner::prior::load(&store, &setup, e, simulate, None)
+            let release = e.release(&setup).map(|v| v.text.clone());
+            priors
+                .entry((EvidenceKey::of(&setup, e, simulate), release))
+                .or_insert_with(|| {
+                    orch_core::planner::prior::load(&store, &setup, e, simulate, None)
+                })
+                .clone()
         });
         // The sequence length earlier attempts logged replaces the default share.
         if let Some(e) = estimator.as_mut() {
             e.set_sequence_tokens(prior.sequence_tokens);
         }
-        let preflight = preflight(
-            &setup,
-            &written,
-            estimator.as_ref(),
-            &prior,
-            args.preflight,
-            progress,
-        );
+        let answer = match (args.preflight, estimator.as_ref()) {
+            (Preflight::Off, _) | (_, None) => Answer::default(),
+            (mode, Some(e)) => preflights.answer(&setup, e, &written, &prior, || {
+                preflight(&setup, &written, e, &prior, mode)
+            }),
+        };
+        for line in &answer.lines {
+            progress.say(format!("[{}] {line}", written.experiment));
+        }
+        let preflight = answer.chosen;
         let plan = preflight
             .as_ref()
             .map_or_else(|| written.clone(), |m| m.plan.clone());
@@ -276,10 +296,25 @@ fn create_runs(
     // Every member is recorded before the first is created: an orch that dies while creating
     // them leaves the rest to `orch resume --all`.
     let pending = ledger.plan_runs(planned.iter().map(|p| p.5.clone()).collect())?;
+    let count = planned.len();
+    let mut rest = Vec::new();
     for (i, (setup, written, plan, preflight, max_attempts, _, known)) in
         planned.into_iter().enumerate()
     {
-        let run = pending.create(ledger.root(), i)?;
+        // The first run is written alone: a runs directory that cannot be written fails once,
+        // and an orch that dies after it leaves the others to `orch resume --all`. The others
+        // are written side by side: each run's files are synced to disk, which a sweep of
+        // thousands waits on far longer than it computes.
+        let run = if i == 0 {
+            pending.create(ledger.root(), 0)?
+        } else {
+            if i == 1 {
+                rest = in_parallel(CREATING_THREADS, (1..count).rev().collect(), |i| {
+                    pending.create(ledger.root(), i)
+                });
+            }
+            rest.pop().expect("a run for every member")?
+        };
         progress.say(format!(
             "[{}] run {} · {} on {} ({} × {}) · ladder {} · up to {max_attempts} attempts",
             plan.experiment,
@@ -334,51 +369,95 @@ fn follow_ups(backend: &dyn Backend, args: &SubmitArgs) -> bool {
 /// Every member's setup, first plan and estimator (none when its template has no estimator),
 /// checked and rendered: an error in any of them stops the submission before anything exists.
 /// With `gpu_cap` (a detected machine's usable cards), a member whose jobs would ask for more
-/// is given that many.
+/// is given that many. Members are prepared side by side on the machine's cores (a sweep may
+/// have 10,000); the error reported is the first member's in order.
 fn prepare(
     catalog: &Catalog,
     args: &SubmitArgs,
     gpu_cap: Option<u32>,
 ) -> anyhow::Result<Vec<(Setup, Plan, Option<Estimator>)>> {
-    let mut prepared = Vec::new();
+    let mut experiments = Vec::new();
     for name in &args.experiments {
         let members = Experiment::find(catalog, name)?;
         let whole_sweep = members.len() > 1;
-        for experiment in members {
-            if whole_sweep {
-                refuse_setting_the_swept_key(catalog, name, &experiment, &args.config.sets)?;
-            }
-            let (mut setup, mut plan) = Setup::load(
-                catalog,
-                experiment.clone(),
-                args.config.profile.as_deref(),
-                &args.config.sets,
-            )?;
-            if let Some(cap) = gpu_cap.filter(|cap| plan.resources.gpus > *cap) {
-                let mut sets = args.config.sets.clone();
-                sets.push(SetArg {
-                    key: "resources.gpus".into(),
-                    value: cap.into(),
-                    raw: cap.to_string(),
-                });
-                (setup, plan) =
-                    Setup::load(catalog, experiment, args.config.profile.as_deref(), &sets)?;
-            }
-            plan.check(&setup)?;
-            // A template error must stop us now, not after the first job has run.
-            orch_core::render::render_to_strings(catalog, &setup, &plan, &dry_run_info(&plan))?;
-            // An architecture the experiment states but orch cannot read is a mistake in it.
-            let estimator = match Estimator::new(&setup, &plan) {
-                Ok(estimator) => Some(estimator),
-                Err(e @ EstimateError::Architecture { .. }) => {
-                    return Err(UsageError(format!("{e}; nothing was submitted")).into());
-                }
-                Err(EstimateError::NoEstimator { .. }) => None,
-            };
-            prepared.push((setup, plan, estimator));
-        }
+        experiments.extend(members.into_iter().map(|e| (name.as_str(), whole_sweep, e)));
     }
-    Ok(prepared)
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    in_parallel(cores, experiments, |(name, whole_sweep, experiment)| {
+        prepare_member(catalog, args, gpu_cap, (name, whole_sweep), experiment)
+    })
+    .into_iter()
+    .collect()
+}
+
+/// [`prepare`] for one experiment, a member of sweep `name` when `whole_sweep`.
+fn prepare_member(
+    catalog: &Catalog,
+    args: &SubmitArgs,
+    gpu_cap: Option<u32>,
+    (name, whole_sweep): (&str, bool),
+    experiment: Experiment,
+) -> anyhow::Result<(Setup, Plan, Option<Estimator>)> {
+    if whole_sweep {
+        refuse_setting_the_swept_key(catalog, name, &experiment, &args.config.sets)?;
+    }
+    let (mut setup, mut plan) = Setup::load(
+        catalog,
+        experiment.clone(),
+        args.config.profile.as_deref(),
+        &args.config.sets,
+    )?;
+    if let Some(cap) = gpu_cap.filter(|cap| plan.resources.gpus > *cap) {
+        let mut sets = args.config.sets.clone();
+        sets.push(SetArg {
+            key: "resources.gpus".into(),
+            value: cap.into(),
+            raw: cap.to_string(),
+        });
+        (setup, plan) = Setup::load(catalog, experiment, args.config.profile.as_deref(), &sets)?;
+    }
+    plan.check(&setup)?;
+    // A template error must stop us now, not after the first job has run.
+    orch_core::render::render_to_strings(catalog, &setup, &plan, &dry_run_info(&plan))?;
+    // An architecture the experiment states but orch cannot read is a mistake in it.
+    let estimator = match Estimator::new(&setup, &plan) {
+        Ok(estimator) => Some(estimator),
+        Err(e @ EstimateError::Architecture { .. }) => {
+            return Err(UsageError(format!("{e}; nothing was submitted")).into());
+        }
+        Err(EstimateError::NoEstimator { .. }) => None,
+    };
+    Ok((setup, plan, estimator))
+}
+
+/// `f` of each item on up to `threads` threads, each taking a contiguous share; the results
+/// in the items' order. A panic in `f` is this thread's.
+fn in_parallel<T: Send, R: Send>(
+    threads: usize,
+    items: Vec<T>,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let share = items.len().div_ceil(threads.max(1)).max(1);
+    if share >= items.len() {
+        return items.into_iter().map(f).collect();
+    }
+    let mut items = items.into_iter();
+    let shares: Vec<Vec<T>> = std::iter::from_fn(|| {
+        let share: Vec<T> = items.by_ref().take(share).collect();
+        (!share.is_empty()).then_some(share)
+    })
+    .collect();
+    let f = &f;
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = shares
+            .into_iter()
+            .map(|share| scope.spawn(move || share.into_iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
 }
 
 /// `orch submit SWEEP --set KEY=V` where the sweep varies KEY would run every member with the
@@ -389,10 +468,11 @@ fn refuse_setting_the_swept_key(
     member: &Experiment,
     sets: &[SetArg],
 ) -> anyhow::Result<()> {
-    let Some(key) = &member.swept else {
+    let Some(key) = member.swept.as_ref().filter(|_| !sets.is_empty()) else {
         return Ok(());
     };
-    let template = orch_core::config::template::Template::load(catalog, &member.file.template)?;
+    // Loaded once per catalog, not once per member.
+    let template = catalog.template(&member.file.template)?;
     let trainer_key = template.spec.experiment_keys.get(key);
     if let Some(set) = sets
         .iter()
@@ -458,37 +538,39 @@ fn new_run(
 }
 
 /// Preflight: estimate the plan as written; when it is predicted not to fit, the move to the
-/// best predicted fitting configuration (`on`), or only a warning (`warn`). Says what it did in
-/// one line; says nothing when the plan fits or its template has no estimator.
+/// best predicted fitting configuration (`on`), or only a warning (`warn`), with what to tell
+/// the user (lines without the run's name). Nothing to say when the plan fits.
 fn preflight(
     setup: &Setup,
     written: &Plan,
-    estimator: Option<&Estimator>,
+    estimator: &Estimator,
     prior: &Prior,
     mode: Preflight,
-    progress: &Progress,
+) -> Answer {
+    let mut lines = Vec::new();
+    let chosen = choose(setup, written, estimator, prior, mode, &mut lines);
+    Answer { chosen, lines }
+}
+
+/// [`preflight`]'s choice; what it says goes to `lines`.
+fn choose(
+    setup: &Setup,
+    written: &Plan,
+    estimator: &Estimator,
+    prior: &Prior,
+    mode: Preflight,
+    lines: &mut Vec<String>,
 ) -> Option<orch_core::planner::Move> {
-    if mode == Preflight::Off {
-        return None;
-    }
-    let estimator = estimator?;
-    let name = &written.experiment;
     if !prior.is_empty() && mode == Preflight::On {
         // Earlier attempts on this card measured what the estimate only predicts: they
         // decide, the architecture known or not.
-        let mut notes = Vec::new();
-        let chosen =
-            orch_core::planner::preflight_with(setup, estimator, written, prior, &mut notes);
-        for note in notes {
-            progress.say(format!("[{name}] {note}"));
-        }
-        let chosen = chosen?;
-        progress.say(format!("[{name}] preflight: {}", chosen.describe()));
+        let chosen = orch_core::planner::preflight_with(setup, estimator, written, prior, lines)?;
+        lines.push(format!("preflight: {}", chosen.describe()));
         return Some(chosen);
     }
     if !estimator.knows_architecture() {
-        progress.say(format!(
-            "[{name}] preflight: the model's architecture is unknown, so its memory is not estimated before the first attempt; {}",
+        lines.push(format!(
+            "preflight: the model's architecture is unknown, so its memory is not estimated before the first attempt; {}",
             estimator.how_to_know()
         ));
         return None;
@@ -499,15 +581,15 @@ fn preflight(
     // Inside the trainer's validated band the estimate cannot tell this plan from one that
     // runs: never make it slower on that evidence, whatever the mode.
     if let Some(within) = orch_core::planner::within_band(&as_written, capacity) {
-        progress.say(format!("[{name}] preflight: {within}"));
+        lines.push(format!("preflight: {within}"));
         return None;
     }
     if mode == Preflight::Warn {
         let band = orch_core::planner::band_line(as_written.trainer).map_or(String::new(), |b| {
             format!("; beyond the validated band, {b}")
         });
-        progress.say(format!(
-            "[{name}] preflight: predicted not to fit ({}; needs {:.1} GiB per GPU on a {:.1} GiB card{band}); submitting as written (--preflight=warn)",
+        lines.push(format!(
+            "preflight: predicted not to fit ({}; needs {:.1} GiB per GPU on a {:.1} GiB card{band}); submitting as written (--preflight=warn)",
             failure,
             as_written.gpu_peak_gib(),
             capacity
@@ -516,11 +598,9 @@ fn preflight(
     }
     let mut notes = Vec::new();
     let chosen = orch_core::planner::preflight(setup, estimator, written, &mut notes);
-    for note in notes {
-        progress.say(format!("[{name}]   {note}"));
-    }
+    lines.extend(notes.into_iter().map(|note| format!("  {note}")));
     let chosen = chosen?;
-    progress.say(format!("[{name}] preflight: {}", chosen.describe()));
+    lines.push(format!("preflight: {}", chosen.describe()));
     Some(chosen)
 }
 
