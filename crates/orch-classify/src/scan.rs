@@ -391,7 +391,7 @@ impl State {
         };
         // A claiming rule that matches is the only thing this segment says (even when its
         // own slot is already filled).
-        for cr in selected(mask).filter(|cr| cr.rule.claims) {
+        for cr in selected(mask).filter(|cr| cr.rule.claims && cr.may_match(seg)) {
             if let Some(m) = cr.re().find(seg) {
                 if pos.allows(seg, cr.rule.kind, m.start()) {
                     self.record(
@@ -434,7 +434,9 @@ impl State {
                 Some(at) => {
                     self.record(eng, cr.rule.name, cr.rule.action, seg, at, line, truncated)
                 }
-                None if cr.rule.kind != Kind::Format => loose |= 1 << i,
+                // Only a segment that holds one of the rule's own needles (not just an anchor
+                // the prefilter shares with others) is worth keeping for a failed job's reading.
+                None if cr.rule.kind != Kind::Format && cr.may_match(seg) => loose |= 1 << i,
                 None => {}
             }
         }

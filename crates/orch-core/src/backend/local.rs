@@ -186,14 +186,17 @@ impl Local {
     /// an error when orch cannot tell whether a live group is the job's: nothing was signalled.
     pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
         crate::atomic::write_atomic(&job.dir.join("cancelled"), b"")?;
-        if read_exit_code(&job.dir).is_some() {
-            return Ok(()); // ended: its pid is nobody's to signal
-        }
         let recorded_boot = std::fs::read_to_string(job.dir.join("boot_id")).ok();
         if recorded_boot.is_some() && recorded_boot != boot_id() {
             return Ok(()); // died with the last boot; that pid is someone else's now
         }
-        let groups = job_groups(job)?;
+        let groups = if read_exit_code(&job.dir).is_some() {
+            // The job script ended; its pid is nobody's to signal, but what still carries its
+            // token (workers its launcher left behind, holding the cards) is still the job.
+            read_token(&job.dir).map_or_else(Vec::new, |t| groups_with_token(&t))
+        } else {
+            job_groups(job)?
+        };
         for g in &groups {
             let _ = killpg(*g, Signal::SIGTERM);
         }

@@ -119,6 +119,8 @@ cancel() {
         esac
     else
         echo invalid
+        # No usable pid and no token (an older orch's job): nothing can prove it gone.
+        if [ ! -f "$d/job_token" ]; then echo "unsure $id"; return 0; fi
         gs=$(token_groups "$d")
     fi
     if [ -z "$gs" ]; then echo gone; return 0; fi

@@ -319,6 +319,11 @@ impl RunDriver {
         let Some(estimator) = &self.estimator else {
             return;
         };
+        if evidence.is_some_and(|e| !e.certainty.is_certain()) {
+            // A likely cause (a failed job's loose reading, a silent SIGKILL) steers this
+            // run's next attempt but proves nothing about the card: not kept for other runs.
+            return;
+        }
         let run = self.journal.run();
         let predicted = self.predicted_now();
         let attempt = crate::evidence_store::Attempt {
@@ -407,6 +412,13 @@ impl RunDriver {
             // its template's assumed class.
             if matches!(a.job_state, Some(JobEnd::Swallowed { .. }))
                 && a.evidence.as_ref().is_none_or(|e| e.memory.is_none())
+            {
+                continue;
+            }
+            // Nor a likely cause (see `remember`).
+            if a.evidence
+                .as_ref()
+                .is_some_and(|e| !e.certainty.is_certain())
             {
                 continue;
             }

@@ -704,8 +704,9 @@ impl RunDriver {
     /// recorded (nothing can be); the user is told, naming the run, and this orch stops driving
     /// it while the other runs go on.
     ///
-    /// What becomes of a live job depends on whether the run's record can still be read:
-    /// - it can (only writing fails: an immutable or read-only `events.jsonl`): the job is left
+    /// What becomes of a live job depends on whether the run's record is provably gone:
+    /// - it is not (only writing fails: an immutable or read-only `events.jsonl`; or a read
+    ///   failed for a reason that proves nothing, as a shared filesystem's EIO): the job is left
     ///   running, since once the file can be written again `orch resume` finds the job and
     ///   carries the run on; killing it would throw away work that is not lost;
     /// - it cannot (deleted, emptied, replaced, its directory gone): the job is cancelled, on
@@ -721,7 +722,9 @@ impl RunDriver {
         self.waiting = None;
         let run = self.journal.run().clone();
         let events = run.path.join("events.jsonl");
-        let readable = run.record().is_ok();
+        // Only a record provably gone lets a job be cancelled: a read that fails for another
+        // reason (a shared filesystem's passing EIO or ESTALE, a permission) proves nothing.
+        let readable = !record_gone(&events);
         let (fate, left_running) = match job {
             None if readable => (
                 format!(
@@ -1084,6 +1087,15 @@ impl RunDriver {
             map.insert("experiment".into(), self.plan.experiment.clone().into());
         }
         crate::notify::notify(hook, &json);
+    }
+}
+
+/// Is a run's record provably gone: `events.jsonl` (or the run's directory) missing, emptied,
+/// or replaced by something that is not a file?
+fn record_gone(events: &Path) -> bool {
+    match std::fs::metadata(events) {
+        Ok(m) => !m.is_file() || m.len() == 0,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
     }
 }
 

@@ -232,6 +232,7 @@ fn create_runs(
     let mut drivers = Vec::new();
     let mut detached = Vec::new();
     let mut planned = Vec::new();
+    let mut records = Vec::new();
     let store = orch_core::evidence_store::EvidenceStore::in_runs_dir(ledger.root());
     // A sweep's members mostly share a trainer, model and card, and differ only in their seed:
     // the store is read once per trainer × model × card (and release), and preflight's search
@@ -283,22 +284,22 @@ fn create_runs(
                 climb: climbs(target.kind, args),
             },
         )?;
+        records.push(member);
         planned.push((
             setup,
             written,
             plan,
             preflight,
             max_attempts,
-            member,
             prior.attempts,
         ));
     }
     // Every member is recorded before the first is created: an orch that dies while creating
     // them leaves the rest to `orch resume --all`.
-    let pending = ledger.plan_runs(planned.iter().map(|p| p.5.clone()).collect())?;
+    let pending = ledger.plan_runs(records)?;
     let count = planned.len();
     let mut rest = Vec::new();
-    for (i, (setup, written, plan, preflight, max_attempts, _, known)) in
+    for (i, (setup, written, plan, preflight, max_attempts, known)) in
         planned.into_iter().enumerate()
     {
         // The first run is written alone: a runs directory that cannot be written fails once,
@@ -376,18 +377,19 @@ fn prepare(
     args: &SubmitArgs,
     gpu_cap: Option<u32>,
 ) -> anyhow::Result<Vec<(Setup, Plan, Option<Estimator>)>> {
-    let mut experiments = Vec::new();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut prepared = Vec::new();
     for name in &args.experiments {
         let members = Experiment::find(catalog, name)?;
         let whole_sweep = members.len() > 1;
-        experiments.extend(members.into_iter().map(|e| (name.as_str(), whole_sweep, e)));
+        let members = in_parallel(cores, members, |experiment| {
+            prepare_member(catalog, args, gpu_cap, (name, whole_sweep), experiment)
+        });
+        for member in members {
+            prepared.push(member?);
+        }
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    in_parallel(cores, experiments, |(name, whole_sweep, experiment)| {
-        prepare_member(catalog, args, gpu_cap, (name, whole_sweep), experiment)
-    })
-    .into_iter()
-    .collect()
+    Ok(prepared)
 }
 
 /// [`prepare`] for one experiment, a member of sweep `name` when `whole_sweep`.
