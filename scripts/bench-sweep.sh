@@ -20,7 +20,9 @@
 #
 # Env: ORCH (binary; default $CARGO_TARGET_DIR or target, release/orch, built unless
 # NO_BUILD=1), IDLE (seconds, default 10), MAX_PARALLEL (default 2), SIGNAL (TERM or INT,
-# default TERM), KEEP=1 keeps the projects (their runs directories) under $TMPDIR.
+# default TERM), KEEP=1 keeps the projects (their runs directories) under $TMPDIR, GPUS=N
+# puts orch's stand-in nvidia-smi (crates/orch/tests/fixtures) on PATH with N H100s, so that
+# jobs get GPU slots and the first in line asks which cards are busy outside the watcher.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -37,7 +39,16 @@ else
     echo "projects kept under $WORK" >&2
 fi
 
-echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); orch: $ORCH"
+if [[ -n ${GPUS:-} ]]; then
+    mkdir -p "$WORK/bin"
+    cp "$ROOT/crates/orch/tests/fixtures/nvidia-smi" "$WORK/bin/nvidia-smi"
+    {
+        echo "index,uuid,name,memory.total"
+        for ((i = 0; i < GPUS; i++)); do echo "$i,GPU-5eed$i,NVIDIA H100 80GB HBM3,81559"; done
+    } >"$WORK/bin/gpus.csv"
+    export PATH=$WORK/bin:$PATH
+fi
+echo "machine: $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); orch: $ORCH${GPUS:+; $GPUS stand-in GPUs}"
 printf '%7s %16s %16s %10s %11s %9s %7s %7s\n' members "recorded s (CPU)" "1st job s (CPU)" "idle CPU %" \
     "max RSS MB" "signal s" "exit s" "CPU s"
 for n in "${COUNTS[@]}"; do

@@ -507,9 +507,30 @@ async fn stop_jobs_in_attempt_dirs(run: &RunDir) -> anyhow::Result<Vec<String>> 
 /// was submitted or not, leaves the run running, its cancel requested (so that nothing more is
 /// submitted, and a resume stops what it finds), and the command fails saying what to do.
 async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<String>> {
-    // Recorded first, under the run's submit lock: an attempt its driver submits is either
-    // never submitted, or already has its job id in `record`; and from here on nothing new is
-    // submitted, whatever the backend answers below (an unreachable host included).
+    let before = run.record()?;
+    if before.state != RunState::Running {
+        eprintln!(
+            "run {} already ended: {}",
+            before.run,
+            before.state.as_str()
+        );
+        return Ok(None);
+    }
+    let backend = match super::backend::backend_for_record(&before, Some(0.25), ledger).await {
+        Ok(backend) => backend,
+        Err(e) => {
+            // The backend cannot be reached (an SSH host down): the request is still recorded,
+            // so that nothing more is submitted, and the command fails saying so.
+            run.request_cancel()?;
+            return Err(not_done(&before.run, e));
+        }
+    };
+    // orch may have stopped between starting the live attempt's job and recording its id:
+    // the job is looked for the way `resume` looks (pid file, token, job name) and recorded,
+    // before the request below makes sure that nothing new is submitted.
+    let unsure = record_unrecorded_job(run, &*backend).await.err();
+    // Recorded under the run's submit lock: an attempt its driver submits is either never
+    // submitted, or already has its job id in `record`.
     let (record, requested) = run.request_cancel()?;
     if !requested {
         eprintln!(
@@ -519,13 +540,6 @@ async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<Stri
         );
         return Ok(None);
     }
-    let backend = super::backend::backend_for_record(&record, Some(0.25), ledger)
-        .await
-        .map_err(|e| not_done(&record.run, e))?;
-    // orch may have stopped between starting the live attempt's job and recording its id:
-    // the job is looked for the way `resume` looks (pid file, token, job name) and recorded.
-    let unsure = record_unrecorded_job(run, &*backend).await.err();
-    let record = run.record()?;
     let mut cancelled = None;
     // Follow-up jobs (--detach) first: cancelling the attempt would set them off.
     for id in &record.follow_ups {
