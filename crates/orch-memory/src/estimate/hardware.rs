@@ -29,7 +29,8 @@ impl Hardware {
         }
     }
     /// The caching allocator's fragmentation slack (lower with `expandable_segments`; torchrun
-    /// with a known architecture has its own measured figure, `k::TR_FRAG_EXPANDABLE`).
+    /// with a known architecture also keeps a share of its stranded block,
+    /// `k::TR_EXPANDABLE_STRANDED_SHARE`).
     pub fn frag(&self) -> f64 {
         if self.expandable_segments {
             k::FRAG_EXPANDABLE

@@ -491,21 +491,21 @@ pub(crate) fn layer_blocks(layers: u32) -> impl Iterator<Item = f64> {
 
 /// torchrun's estimate: physics when the config states the architecture, else the fit.
 pub(crate) fn estimate_torchrun(hw: &Hardware, t: &TorchrunConfig) -> Estimate {
-    // With the architecture known, expandable segments' slack as measured under torchrun on
-    // the H100; the size-only fit keeps the generic figure (no run of it was measured).
-    let frag = if hw.expandable_segments && t.shape.is_some() {
-        k::TR_FRAG_EXPANDABLE
-    } else {
-        hw.frag()
-    };
+    let frag = hw.frag();
     let (events, mut train_items, arch, note) = match &t.shape {
         Some(a) => {
             let mut events = physics_events(t, a);
             if hw.expandable_segments {
                 // Expandable segments grow one mapping per stream instead of cutting separate
-                // segments: nothing is stranded; their slack is [`k::TR_FRAG_EXPANDABLE`],
-                // measured on the H100.
-                events.retain(|e| !matches!(e, Event::Strand { .. }));
+                // segments: what stays stranded is a share of the logits-sized block
+                // ([`k::TR_EXPANDABLE_STRANDED_SHARE`]), beside the generic slack. The slack
+                // follows the largest transient block, not the whole step: a model whose
+                // logits are small next to its weights holds little more than it allocates.
+                for e in &mut events {
+                    if let Event::Strand { gib } = e {
+                        *gib *= k::TR_EXPANDABLE_STRANDED_SHARE;
+                    }
+                }
             }
             let items = summed_items(&events);
             let note = format!(
