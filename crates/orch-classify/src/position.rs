@@ -137,6 +137,7 @@ impl Position {
                     || error_word_before(&seg[self.body..at])
             }
             Kind::Lead => self.level != Level::Quiet && at <= lead_end(seg, self.body),
+            Kind::Name => self.level != Level::Quiet,
         }
     }
 }

@@ -122,6 +122,11 @@ pub(crate) enum Kind {
     /// The name a report starts with (an exception class alone, a wrapper naming its cause):
     /// decides only at the start of the line's body, never on a warning/info-level line.
     Lead,
+    /// A name only a runtime's own error report prints (`cudaErrorMemoryAllocation`,
+    /// `CUDA_ERROR_OUT_OF_MEMORY`, `java.lang.OutOfMemoryError: Java heap space`): decides
+    /// anywhere on a line that is not a mention, whatever wrapper text reporters put before
+    /// it, but never on a warning/info-level line.
+    Name,
 }
 
 /// One recognised signature.
@@ -205,6 +210,16 @@ pub(crate) static RULES: &[Rule] = &[
         banner!(r"CANCELLED AT \S+ DUE TO TIME LIMIT"),
         banner_ere!("CANCELLED AT [^ ]+ DUE TO TIME LIMIT"),
     ),
+    // Flux's job eventlog: the time limit ends the allocation with an exception of type
+    // `timeout` (`job-exception` event, `note="resource allocation expired"`;
+    // flux-core `src/modules/job-manager`), shown by `flux job eventlog` / `flux job attach`.
+    hit(
+        "flux-timeout-exception",
+        Slot::Timeout,
+        &["severity=0"],
+        r#"\bexception type=(?:"timeout"|timeout) severity=0\b"#,
+        r#"exception type=("timeout"|timeout) severity=0"#,
+    ),
     hit(
         "slurm-preemption",
         Slot::Preempted,
@@ -236,6 +251,16 @@ pub(crate) static RULES: &[Rule] = &[
         banner_ere!(r"CANCELLED AT [^ ]+ \*\*\*"),
     ),
     // ------------------------------------------------------------------- KV cache
+    // An engine's KV-cache allocator refusing its plan (vllm.rs, candle-based:
+    // `KVCache allocation failed: Insufficient GPU memory for KVCache allocation.`,
+    // `vllm_rs::utils::kvcache_allocator`).
+    msg(
+        "kv-cache-allocation-failed",
+        Slot::KvCache,
+        &["ache allocation"],
+        r"\bInsufficient GPU memory for KV ?[Cc]ache allocation|\bKV ?[Cc]ache allocation failed\b",
+        r"Insufficient GPU memory for KV ?[Cc]ache allocation|KV ?[Cc]ache allocation failed",
+    ),
     // Engines outside vLLM/SGLang whose KV cache did not fit beside the weights: ExLlamaV2's
     // auto-split loader (`exllamav2/model.py`, `load_autosplit_gen`: `Insufficient VRAM for
     // model and cache`) and llama.cpp's KV allocation (`src/llama-kv-cache.cpp`: `throw
@@ -522,31 +547,114 @@ pub(crate) static RULES: &[Rule] = &[
         r"PBS: job killed: [pv]?mem (?:job total )?\d+ ?[kmgt]?b exceeded limit|\bexceeded MEM usage hard limit|Job exceeded a memory resource limit|\bTERM_MEMLIMIT\b|put on hold by \w+ due to memory usage|gone over memory limit|\bOUT_OF_ME(?:MORY\b|\+)",
         r"PBS: job killed: [pv]?mem (job total )?[0-9]+ ?[kmgt]?b exceeded limit|exceeded MEM usage hard limit|Job exceeded a memory resource limit|TERM_MEMLIMIT|put on hold by [[:alnum:]_]+ due to memory usage|gone over memory limit|(^|[^[:alnum:]_])OUT_OF_ME(MORY|\+)",
     ),
+    // Hadoop YARN's NodeManager killing a container over its memory limit
+    // (`ContainersMonitorImpl`: `Container [pid=..,containerID=..] is running beyond physical
+    // memory limits. Current usage: ...`, 3.x: `is running 1723304448B beyond the 'VIRTUAL'
+    // memory limit`), and Spark's reading of it (`YarnAllocator.memLimitExceededLogMessage`:
+    // `Container killed by YARN for exceeding memory limits`). Line formats of their own:
+    // they report on INFO and WARN lines.
+    hit(
+        "yarn-container-memory-kill",
+        Slot::HostOom,
+        &["memory limit"],
+        r"Container killed by YARN for exceeding (?:physical |virtual )?memory limits|\bis running (?:\d+B )?beyond (?:the '(?:PHYSICAL|VIRTUAL)' memory limit|(?:physical|virtual) memory limits)",
+        r"Container killed by YARN for exceeding (physical |virtual )?memory limits|is running ([0-9]+B )?beyond (the '(PHYSICAL|VIRTUAL)' memory limit|(physical|virtual) memory limits)",
+    ),
+    // Dask's nanny restarting a worker over its memory budget (`distributed/nanny.py`:
+    // `Worker exceeded 95% memory budget. Restarting`; 2022.x on, `worker_memory.py`: `Worker
+    // tcp://.. (pid=..) exceeded 95% memory budget. Restarting...`), a WARNING line.
+    Rule {
+        requires: &["memory budget"],
+        ..hit(
+            "dask-worker-memory-budget",
+            Slot::HostOom,
+            &["exceeded "],
+            r"\bWorker (?:\S+ \(pid=\d+\) )?exceeded \d+% memory budget\. Restarting",
+            r"Worker ([^ ]+ \(pid=[0-9]+\) )?exceeded [0-9]+% memory budget\. Restarting",
+        )
+    },
+    // The JVM's heap and native limits (Spark executors, Hadoop tasks, Elasticsearch beside a
+    // training job): HotSpot's `OutOfMemoryError` messages (`universe.cpp`: `Java heap space`,
+    // `GC overhead limit exceeded`, `Metaspace`, `Compressed class space`, `Requested array size
+    // exceeds VM limit`; `java.nio.Bits`: `Direct buffer memory`, `Cannot reserve N bytes of
+    // direct buffer memory`). One that names a device allocator (Spark RAPIDS: `Could not
+    // allocate native memory: std::bad_alloc: out_of_memory: RMM failure`) is the device's.
+    Rule {
+        unless: Some(r"RMM failure|\bCUDA\b|\bGPU\b|[Dd]evice memory"),
+        ..Rule {
+            kind: Kind::Name,
+            ..hit(
+                "jvm-out-of-memory",
+                Slot::HostOom,
+                &["java.lang.OutOfMemoryError: "],
+                r"\bjava\.lang\.OutOfMemoryError: (?:Java heap space|GC overhead limit exceeded|Metaspace|Compressed class space|Requested array size exceeds VM limit|Direct buffer memory|Cannot reserve \d+ bytes of direct buffer memory)",
+                r"java\.lang\.OutOfMemoryError: (Java heap space|GC overhead limit exceeded|Metaspace|Compressed class space|Requested array size exceeds VM limit|Direct buffer memory|Cannot reserve [0-9]+ bytes of direct buffer memory)",
+            )
+        }
+    },
     // -------------------------------------------------------------------- GPU OOM
     // torch's message (all formats; CUDA, HIP, and the NPU of torch_npu on Ascend, where verl
     // and vLLM-Ascend run, and Intel's XPU; `Allocation on device 0 would exceed allowed
     // memory. (out of memory)` where a memory fraction or the async allocator bounds the
     // process; torch 0.x's `cuda runtime error (2) : out of memory`), the driver's `CUDA
-    // error: out of memory`,
-    // and the error enums (torch's `Search for cudaErrorMemoryAllocation` follows an `out of
-    // memory` on its line; TF/XLA's `HIP_ERROR_OutOfMemory` stands alone), and a glog
-    // `CHECK_EQ(error, cudaSuccess)` that failed with error 2 (Caffe's `Check failed: error ==
-    // cudaSuccess (2 vs. 0)  out of memory`, on a fatal `F` line). One rule: the
-    // lines that hold `f memor` run one regex, not three.
+    // error: out of memory`, and a glog `CHECK_EQ(error, cudaSuccess)` that failed with
+    // error 2 (Caffe's `Check failed: error == cudaSuccess (2 vs. 0)  out of memory`, on a
+    // fatal `F` line). Reporters that wrap the runtime's own error string (`cudaGetErrorString`
+    // of cudaErrorMemoryAllocation is `out of memory`) between the device and it: CTranslate2's
+    // `CUDA failed with error out of memory` (`src/cuda/utils.h`, `CUDA_CHECK`), SPECFEM's
+    // `CUDA error !!!!! <out of memory> !!!!!`. The runtimes' error enums are
+    // `device-oom-error-name`'s. One rule: the lines that hold `f memor` run one regex.
     msg(
         "gpu-oom-message",
         Slot::GpuOom,
-        &[
-            "f memor",
+        &["f memor"],
+        r"(?:CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? (?:(?:driver|runtime) )?(?:(?:[Ee]rror|ERROR|failed|FAILED)(?: with error| \d+| in [^:]*\))?[\s:!<(\[]*)?out of memory|MPS backend out of memory|Out of memory error on (?:GPU|XPU|NPU|MLU) \d+|cuda runtime error \(2\) : out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(?:Async|Managed)? failed: out of memory|cudaSuccess \(2 vs\. 0\)\s+out of memory",
+        r"(CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? ((driver|runtime) )?(([Ee]rror|ERROR|failed|FAILED)( with error| [0-9]+| in [^:]*\))?[[:space:]:!<(\[]*)?out of memory|MPS backend out of memory|Out of memory error on (GPU|XPU|NPU|MLU) [0-9]+|cuda runtime error \(2\) : out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(Async|Managed)? failed: out of memory|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
+    ),
+    // The device runtimes' own names for a failed device allocation, which only their error
+    // reports print, whatever a reporter writes around them: the CUDA runtime's
+    // `cudaErrorMemoryAllocation` (xgboost: `Memory allocation error on worker 0:
+    // std::bad_alloc: cudaErrorMemoryAllocation: out of memory`), the driver's
+    // `CUDA_ERROR_OUT_OF_MEMORY` (NVHPC's OpenACC runtime: `call to cuMemAlloc returned error
+    // 2 (CUDA_ERROR_OUT_OF_MEMORY)`), HIP's `hipErrorOutOfMemory` / `HIP_ERROR_OutOfMemory`,
+    // Level Zero / Unified Runtime / SYCL PI's and Vulkan's `*_OUT_OF_DEVICE_MEMORY`, OpenCL's
+    // `CL_MEM_OBJECT_ALLOCATION_FAILURE`, Metal's `kIOGPUCommandBufferCallbackErrorOutOfMemory`
+    // (`cuda_runtime_api.h`, `cuda.h`, `hip_runtime_api.h`, `ze_api.h`, `ur_api.h`,
+    // `vulkan_core.h`, `cl.h`).
+    Rule {
+        name: "device-oom-error-name",
+        kind: Kind::Name,
+        action: Action::Hit(Slot::GpuOom),
+        needles: &[
             "_OutOfMemory",
             "ErrorOutOfMemory",
             "ErrorMemoryAllocation",
             "OUT_OF_ME",
             "OUT_OF_DEVICE_MEMORY",
+            "CL_MEM_OBJECT_ALLOCATION_FAILURE",
         ],
-        r"(?:CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? (?:(?:driver|runtime) )?(?:[Ee]rror(?: \d+)?(?: in [^:]*\))?: ?)?out of memory|MPS backend out of memory|Out of memory error on (?:GPU|XPU|NPU|MLU) \d+|cuda runtime error \(2\) : out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(?:Async|Managed)? failed: out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR)_OUT_OF_DEVICE_MEMORY|cudaSuccess \(2 vs\. 0\)\s+out of memory",
-        r"(CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? ((driver|runtime) )?([Ee]rror( [0-9]+)?( in [^:]*\))?: ?)?out of memory|MPS backend out of memory|Out of memory error on (GPU|XPU|NPU|MLU) [0-9]+|cuda runtime error \(2\) : out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(Async|Managed)? failed: out of memory|cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR)_OUT_OF_DEVICE_MEMORY|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
-    ),
+        pattern: r"\bcudaErrorMemoryAllocation\b|\bhipErrorOutOfMemory\b|\bHIP_ERROR_OutOfMemory\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|\b(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY\b|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b|\bkIOGPUCommandBufferCallbackErrorOutOfMemory\b",
+        unless: None,
+        claims: false,
+        ere: r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY|CL_MEM_OBJECT_ALLOCATION_FAILURE|kIOGPUCommandBufferCallbackErrorOutOfMemory",
+        requires: &[],
+    },
+    // RAPIDS Memory Manager, the device allocator of cuDF, cuML, XGBoost and Spark RAPIDS:
+    // `rmm::out_of_memory`'s what() (`std::bad_alloc: out_of_memory: RMM failure at:FILE:LINE:
+    // ...`, `out_of_memory: CUDA error at: ...`) and the pool's and arena's `RMM_FAIL("Maximum
+    // pool size exceeded", ...)` (`include/rmm/detail/error.hpp`,
+    // `mr/device/pool_memory_resource.hpp`, `mr/device/detail/arena.hpp`).
+    Rule {
+        name: "rmm-out-of-memory",
+        kind: Kind::Name,
+        action: Action::Hit(Slot::GpuOom),
+        needles: &["out_of_memory", "pool size exceeded"],
+        pattern: r"\bout_of_memory: (?:RMM failure|CUDA error) at:|\brmm::out_of_memory\b|RMM failure at:\S* Maximum pool size exceeded",
+        unless: None,
+        claims: false,
+        ere: r"out_of_memory: (RMM failure|CUDA error) at:|rmm::out_of_memory|RMM failure at:[^ ]* Maximum pool size exceeded",
+        requires: &[],
+    },
     // The CUDA libraries' own allocation failures (cuBLAS, cuDNN, cuSPARSE, cuSOLVER): a
     // status name of their own, so a line format.
     hit(
@@ -825,6 +933,17 @@ pub(crate) static RULES: &[Rule] = &[
     // Recovering...`), a cloud VM (`Instance was preempted`, `spot instance interrupted`).
     // Not vLLM's `Sequence group 5 is preempted by PreemptionMode.RECOMPUTE` (a scheduling
     // decision inside the engine).
+    // A cloud's notice that a spot machine is being taken back (EC2's Spot Instance interruption
+    // notice, read from the instance metadata's `spot/instance-action`; runners print it as
+    // `Spot interruption payload received: {"action":"terminate",...}`): the notice received,
+    // not a setting that mentions it.
+    hit(
+        "spot-interruption-notice",
+        Slot::Preempted,
+        &["nterruption"],
+        r"\b[Ss]pot (?:[Ii]nstance )?[Ii]nterruption (?:[Nn]otice|[Ww]arning|payload) (?:received|detected)|\b[Rr]eceived (?:an? )?(?:EC2 )?[Ss]pot (?:[Ii]nstance )?[Ii]nterruption\b",
+        r"[Ss]pot ([Ii]nstance )?[Ii]nterruption ([Nn]otice|[Ww]arning|payload) (received|detected)|[Rr]eceived (an? )?(EC2 )?[Ss]pot ([Ii]nstance )?[Ii]nterruption",
+    ),
     Rule {
         unless: Some(r"PreemptionMode|[Ss]equence group|requests? (?:was|were|is|are) preempted"),
         ..hit(

@@ -590,7 +590,11 @@ impl State {
                         // A traceback that ends in a memory exception class with no message
                         // (`torch.cuda.OutOfMemoryError`, `MemoryError`): the class decides.
                         // Known here, where it costs no needle.
-                        if let Some(slot) = terminal::memory_class_slot(rest) {
+                        // `MemoryError: std::bad_alloc: RMM failure at: ...`: a host class
+                        // around a device allocator's report is the device's (its rule hits).
+                        if let Some(slot) = terminal::memory_class_slot(rest)
+                            && !(slot == Slot::HostOom && eng.matches_any(l, eng.device_rules))
+                        {
                             self.record(
                                 eng,
                                 "python-traceback-memory-class",

@@ -97,6 +97,17 @@ const HOLDOUT6_FLOOR: f64 = 0.93;
 /// was tried and dropped: Ray prints it after every abrupt worker death, NCCL timeouts and
 /// illegal memory accesses included).
 const HOLDOUT7_FLOOR: f64 = 0.76;
+/// Batch J (issue 40): 30 excerpts from stacks outside ML training frameworks that share their
+/// machines and failures — RAPIDS (cuDF, RMM, dask-cuda), Dask, Spark on YARN, XGBoost,
+/// LightGBM, CTranslate2 (faster-whisper), OpenACC and MPI codes (MFC, SPECFEM3D, PIConGPU),
+/// vllm.rs, Flux, RunsOn, gpud — collected by a helper who had not read the classifier. First
+/// sight (before any change for it): 15/30 (50.0 %), device recall 2/11, host 3/7, no false
+/// alarm. After the runtimes' own error names decided anywhere on a reporting line
+/// (`device-oom-error-name`), reporters wrapping the runtime's `out of memory`, RMM, the JVM's
+/// OutOfMemoryError, YARN's and Dask's memory kills, JSON log records and source tags peeled,
+/// Flux's timeout exception, a spot interruption notice and a KV-cache allocator's refusal:
+/// 27/30.
+const HOLDOUT8_FLOOR: f64 = 0.86;
 
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
@@ -216,12 +227,22 @@ fn seventh_holdout_split() {
     );
 }
 
+#[test]
+fn eighth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout8"),
+        "corpus (eighth holdout)",
+        HOLDOUT8_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
 fn the_corpus_covers_the_world() {
     let dirs = [
         "", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7",
+        "holdout8",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {

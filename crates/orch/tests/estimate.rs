@@ -419,7 +419,10 @@ fn torchruns_estimate_against_a_real_h100() {
     let mut shapes: Vec<&str> = by_shape.iter().map(|r| r.0.as_str()).collect();
     shapes.sort_unstable();
     shapes.dedup();
-    assert!(shapes.len() >= 2, "leave-one-shape-out needs two shapes: {shapes:?}");
+    assert!(
+        shapes.len() >= 2,
+        "leave-one-shape-out needs two shapes: {shapes:?}"
+    );
     for out in &shapes {
         let (fit, held): (Vec<_>, Vec<_>) = by_shape.iter().partition(|r| r.0 != *out);
         let (num, den) = fit.iter().fold((0.0, 0.0), |(n, d), (_, base, x, m)| {
