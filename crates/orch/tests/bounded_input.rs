@@ -158,6 +158,48 @@ fn a_plan_yaml_whose_aliases_expand_past_the_budget_is_refused_by_resume() {
     );
 }
 
+/// An attempt's own `plan.yaml` (which resume replays to rebuild what was tried) replaced by a
+/// FIFO: resume refuses it by name at once instead of blocking on the read, and submits nothing.
+#[test]
+fn an_attempts_plan_yaml_replaced_by_a_fifo_is_refused_by_resume() {
+    let orch = Orch::new();
+    crate::support::crash_at(
+        &orch,
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "--simulate",
+            "diamonds-seed0",
+        ],
+        "submitted",
+    );
+    let status = orch.expect(&["status", "--json"], 0).json();
+    let id = status[0]["run"].as_str().expect("a run").to_string();
+    let plan = orch
+        .path()
+        .join(".orch/runs")
+        .join(&id)
+        .join("attempts/1/plan.yaml");
+    assert!(plan.is_file(), "{}", plan.display());
+    std::fs::remove_file(&plan).unwrap();
+    let made = Command::new("mkfifo").arg(&plan).status().expect("mkfifo");
+    assert!(made.success());
+    let one = capped(&orch, &["resume", &id]);
+    assert_ne!(one.code, 0, "{one:?}");
+    assert!(
+        one.stderr.contains("attempts/1/plan.yaml")
+            && one.stderr.contains("not a regular file but a FIFO"),
+        "{one:?}"
+    );
+    let history = orch.expect(&["history", &id, "--json"], 0).json();
+    assert_eq!(
+        history["attempts"].as_array().map(Vec::len),
+        Some(1),
+        "{history}"
+    );
+}
+
 #[test]
 fn a_dataset_that_is_a_link_to_dev_zero_or_a_fifo_is_refused_by_name() {
     let orch = Orch::new();

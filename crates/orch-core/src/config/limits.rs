@@ -60,6 +60,18 @@ pub fn read_file(path: &Path) -> Result<Option<Vec<u8>>, ConfigError> {
     }
 }
 
+/// A YAML file orch wrote itself into a run directory (`plan.yaml`, `climb.yaml`), read back
+/// under the same limits as a configuration: a damaged or replaced file (a FIFO, a 10 GB file,
+/// an alias bomb) is refused with its path, not read whole or expanded.
+pub fn read_run_yaml<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<T> {
+    use anyhow::Context;
+    let text = orch_memory::input::read_config_text(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {}", path.display(), e.kind))?;
+    let origin = path.display().to_string();
+    check_yaml(&origin, &text)?;
+    serde_yaml::from_str(&text).with_context(|| format!("cannot parse {origin}"))
+}
+
 /// An input file refused or unreadable, as a configuration error naming it.
 pub fn input_error(e: InputError) -> ConfigError {
     match e.kind {

@@ -16,10 +16,9 @@
 //! that way again in this run (its failure is one of the run's), and the evidence store marks
 //! the configuration as not fitting this card for the runs after it.
 
-use anyhow::Context as _;
-
 use super::{Ctx, Phase, RunDriver};
 use crate::backend::{JobEnd, JobRef};
+use crate::config::limits::read_run_yaml;
 use crate::ledger::Decision;
 use crate::plan::Plan;
 use crate::planner::climb::Pace;
@@ -142,7 +141,7 @@ impl RunDriver {
     /// Attempt `n`'s climb.yaml, when it can be read.
     fn climb_file(&self, n: u32) -> Option<ClimbFile> {
         let path = self.journal.run().attempt_dir(n).join(CLIMB_PLAN);
-        serde_yaml::from_str(&std::fs::read_to_string(path).ok()?).ok()
+        read_run_yaml(&path).ok()
     }
 
     /// Whether the running attempt carries a climb decision.
@@ -245,11 +244,7 @@ impl RunDriver {
         if !matches!(a.decision, Some(Decision::Climb(_))) || !a.dir.join(CLIMB_STOP).exists() {
             return Ok(None);
         }
-        let path = a.dir.join(CLIMB_PLAN);
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let file: ClimbFile = serde_yaml::from_str(&text)
-            .with_context(|| format!("cannot parse {}", path.display()))?;
+        let file: ClimbFile = read_run_yaml(&a.dir.join(CLIMB_PLAN))?;
         Ok(Some((file.plan, file.why)))
     }
 
@@ -270,11 +265,7 @@ impl RunDriver {
         {
             return Ok(None);
         }
-        let path = before.dir.join("plan.yaml");
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let plan: Plan = serde_yaml::from_str(&text)
-            .with_context(|| format!("cannot parse {}", path.display()))?;
+        let plan: Plan = read_run_yaml(&before.dir.join("plan.yaml"))?;
         let why = format!(
             "back to {} at once: the climb to {to} ran out of memory; this run climbs that way no more",
             before.step

@@ -55,6 +55,7 @@ pub use phase::{Damaged, Finish, Live, Pace, Pending, Phase, Queue, Resumed};
 
 use crate::backend::{Backend, JobEnd};
 use crate::config::Catalog;
+use crate::config::limits::read_run_yaml;
 use crate::estimate::Estimator;
 use crate::evidence_store::{Added, EvidenceKey, EvidenceStore, Observation};
 use crate::gpus::{Slots, Waiting};
@@ -422,10 +423,7 @@ impl RunDriver {
             {
                 continue;
             }
-            let Some(plan) = std::fs::read_to_string(a.dir.join("plan.yaml"))
-                .ok()
-                .and_then(|text| serde_yaml::from_str::<Plan>(&text).ok())
-            else {
+            let Ok(plan) = read_run_yaml::<Plan>(&a.dir.join("plan.yaml")) else {
                 continue;
             };
             let attempt = crate::evidence_store::Attempt {
@@ -798,23 +796,19 @@ fn replan(
     let mut tried = HashSet::new();
     // Before attempt 1 the run's own plan.yaml holds the first plan, --set values included.
     let first = journal.run().path.join("plan.yaml");
-    let mut plan = match std::fs::read_to_string(&first) {
-        Ok(text) => serde_yaml::from_str(&text)
-            .with_context(|| format!("cannot parse {}", first.display()))?,
-        Err(_) => base,
+    let mut plan = if first.exists() {
+        read_run_yaml(&first)?
+    } else {
+        base
     };
     let as_written = journal.run().path.join(WRITTEN_PLAN);
-    let written = match std::fs::read_to_string(&as_written) {
-        Ok(text) => serde_yaml::from_str(&text)
-            .with_context(|| format!("cannot parse {}", as_written.display()))?,
-        Err(_) => plan.clone(),
+    let written = if as_written.exists() {
+        read_run_yaml(&as_written)?
+    } else {
+        plan.clone()
     };
     for a in &record.attempts {
-        let path = a.dir.join("plan.yaml");
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        plan = serde_yaml::from_str(&text)
-            .with_context(|| format!("cannot parse {}", path.display()))?;
+        plan = read_run_yaml(&a.dir.join("plan.yaml"))?;
         if a.job_id.is_some() {
             tried.insert(plan.canonical(&setup));
         }

@@ -10,6 +10,7 @@ use anyhow::Context;
 
 use super::{Ctx, Finish, Live, Pending, Phase, Queue, RunDriver};
 use crate::backend::{Backend, FollowUpJob, JobEnd, JobRef, JobSpec, JobState};
+use crate::config::limits::read_run_yaml;
 use crate::gpus::{Grant, Waiting};
 use crate::ledger::{Decision, Event, RunState, crash_point, now};
 use crate::outcome::Outcome;
@@ -972,11 +973,7 @@ impl RunDriver {
             let Some(Outcome::Failed(class)) = a.outcome else {
                 continue;
             };
-            let path = a.dir.join("plan.yaml");
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
-            let plan: Plan = serde_yaml::from_str(&text)
-                .with_context(|| format!("cannot parse {}", path.display()))?;
+            let plan: Plan = read_run_yaml(&a.dir.join("plan.yaml"))?;
             out.push(Failure {
                 plan,
                 class,
