@@ -20,7 +20,8 @@
 //!   digits and `_-.,/:@%+=` only (orch's names, plain paths).
 //!
 //! Anything else fails the render with the template file and line before anything is written
-//! or submitted (minijinja's `escape`, whose HTML entities leave `$(…)` as it is, too). A template that forgets a filter fails on the first value with a space in it
+//! or submitted (minijinja's `escape`, whose HTML entities leave `$(…)` as it is, and `safe`,
+//! which would write anything as it is, too). A template that forgets a filter fails on the first value with a space in it
 //! (every profile's GPU model has one) instead of handing a value to the shell.
 
 use minijinja::value::ValueKind;
@@ -41,12 +42,23 @@ pub(super) fn install(env: &mut Environment<'static>) {
     });
     env.add_filter("comment", comment);
     // minijinja's `escape` writes HTML entities and marks the result safe: in a script that
-    // would pass `$(…)` through as written.
-    for name in ["escape", "e"] {
-        env.add_filter(name, |_: Value| -> Result<Value, Error> {
+    // would pass `$(…)` through as written. Its `safe` marks any value safe as it is: a
+    // template would hand data to the shell.
+    for (name, why) in [
+        (
+            "escape",
+            "HTML escaping does not make a value safe in a script",
+        ),
+        ("e", "HTML escaping does not make a value safe in a script"),
+        (
+            "safe",
+            "`| safe` would write a value into a script as it is, where it could run",
+        ),
+    ] {
+        env.add_filter(name, move |_: Value| -> Result<Value, Error> {
             Err(Error::new(
                 ErrorKind::InvalidOperation,
-                "HTML escaping does not make a value safe in a script: write `| shq` in a shell word, `| comment` in a comment",
+                format!("{why}: write `| shq` in a shell word, `| comment` in a comment"),
             ))
         });
     }
@@ -184,9 +196,11 @@ mod tests {
     }
 
     #[test]
-    fn html_escaping_is_refused() {
-        let err = render("{{ v | e }}", minijinja::context! { v => "$(x)" }).unwrap_err();
-        assert!(err.to_string().contains("| shq"), "{err:#}");
+    fn html_escaping_and_marking_safe_are_refused() {
+        for template in ["{{ v | e }}", "{{ v | escape }}", "{{ v | safe }}"] {
+            let err = render(template, minijinja::context! { v => "$(x)" }).unwrap_err();
+            assert!(err.to_string().contains("| shq"), "{template}: {err:#}");
+        }
     }
 
     #[test]
