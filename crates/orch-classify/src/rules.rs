@@ -287,15 +287,20 @@ pub(crate) static RULES: &[Rule] = &[
         r"No available memory for the cache blocks",
         r"No available memory for the cache blocks",
     ),
-    msg(
-        "vllm-v0-max-seq-len",
-        Slot::KvCache,
-        &["tokens that can be stored in KV cache"],
-        // The optional head makes the match start where the engine's message starts, so the
-        // line vLLM logs without an exception name is in reporting position.
-        r"(?:The model's max seq len \(\d+\) is )?larger than the maximum number of tokens that can be stored in KV cache",
-        r"larger than the maximum number of tokens that can be stored in KV cache",
-    ),
+    // The engine's whole sentence, which only its report prints: it decides wherever it stands
+    // on a reporting line (Xinference logs it after a logger header of its own).
+    Rule {
+        kind: Kind::Name,
+        ..msg(
+            "vllm-v0-max-seq-len",
+            Slot::KvCache,
+            &["tokens that can be stored in KV cache"],
+            // The optional head makes the match start where the engine's message starts, so the
+            // line vLLM logs without an exception name is in reporting position.
+            r"(?:The model's max seq len \(\d+\) is )?larger than the maximum number of tokens that can be stored in KV cache",
+            r"larger than the maximum number of tokens that can be stored in KV cache",
+        )
+    },
     msg(
         "vllm-v1-max-seq-len",
         Slot::KvCache,
@@ -664,6 +669,32 @@ pub(crate) static RULES: &[Rule] = &[
         r"CU(?:BLAS|DNN|SPARSE|SOLVER)_STATUS_ALLOC_FAILED",
         r"CU(BLAS|DNN|SPARSE|SOLVER)_STATUS_ALLOC_FAILED",
     ),
+    // The AWS Neuron runtime's device allocator (Trainium, Inferentia): `TDRV:log_dev_mem
+    // Failed to allocate 13.107MB (usage: dma rings) on ND 0:NC 1, current utilization: ...`,
+    // `TDRV:tensor_allocate Failed to allocate 180355072 bytes on DEVICE for tensor ...` (the
+    // Neuron runtime's `nrt` log, NeuronDevice `ND`, NeuronCore `NC`).
+    hit(
+        "neuron-device-alloc-failed",
+        Slot::GpuOom,
+        &["Failed to allocate "],
+        r"\bFailed to allocate [\d.]+ ?[KMGT]?B (?:\(usage: [^)]*\) )?on ND \d+:NC \d+|\bFailed to allocate \d+ bytes on DEVICE for tensor\b",
+        r"Failed to allocate [0-9.]+ ?[KMGT]?B (\(usage: [^)]*\) )?on ND [0-9]+:NC [0-9]+|Failed to allocate [0-9]+ bytes on DEVICE for tensor",
+    ),
+    // TensorFlow's BFC allocator giving up on a request (`bfc_allocator.cc`: `Allocator
+    // (GPU_0_bfc) ran out of memory trying to allocate 2.62GiB (rounded to 2816000000)requested
+    // by op ...`, then `Current allocation summary follows.`): a warning-level glog line, and
+    // the op fails with it. Not the same words followed by `The caller indicates that this is
+    // not a failure`, which TF prints when it retries with less.
+    Rule {
+        unless: Some(r"not a failure"),
+        ..hit(
+            "tf-bfc-gave-up",
+            Slot::GpuOom,
+            &["ran out of memory trying to allocate"],
+            r"\bAllocator \(GPU_\d+_bfc\) ran out of memory trying to allocate [\d.]+[KMGT]?i?B \(rounded to \d+\)",
+            r"Allocator \(GPU_[0-9]+_bfc\) ran out of memory trying to allocate [0-9.]+[KMGT]?i?B \(rounded to [0-9]+\)",
+        )
+    },
     // XLA's allocator (JAX, PyTorch/XLA) refusing a buffer: `XlaRuntimeError:
     // RESOURCE_EXHAUSTED: Out of memory while trying to allocate N bytes.` (older jaxlib:
     // `Resource exhausted: ...`), and StreamExecutor's device allocator's `Failed to allocate
@@ -782,14 +813,36 @@ pub(crate) static RULES: &[Rule] = &[
     // code = -9`, CPython's `subprocess.CalledProcessError` for a child killed by SIGKILL
     // (`Command '...' died with <Signals.SIGKILL: 9>.`, `Lib/subprocess.py`, `__str__`, since
     // 3.6; matched from `Command` so that the quotes of the command's list are not taken for
-    // a quoted mention). Any kill -9 reads the same, hence weak.
+    // a quoted mention), `torch.multiprocessing.spawn`'s `ProcessExitedException` (`process 1
+    // terminated with signal SIGKILL`, `torch/multiprocessing/spawn.py`). Any kill -9 reads the
+    // same, hence weak.
     hit(
         "sigkill-report",
         Slot::HostOomWeak,
-        &[" Killed", "eturn code", "<Signals.SIGKILL: 9>"],
-        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader worker \(pids? [\d, ]+\) is killed by signal: Killed|return code (?:is |= )?-9\b|(?:Command '.*' )?died with <Signals\.SIGKILL: 9>",
-        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader worker \(pids? [0-9, ]+\) is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)|died with <Signals\.SIGKILL: 9>",
+        &[
+            " Killed",
+            "eturn code",
+            "<Signals.SIGKILL: 9>",
+            "with signal SIGKILL",
+        ],
+        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader worker \(pids? [\d, ]+\) is killed by signal: Killed|return code (?:is |= )?-9\b|(?:Command '.*' )?died with <Signals\.SIGKILL: 9>|\bprocess \d+ terminated with signal SIGKILL\b",
+        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader worker \(pids? [0-9, ]+\) is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)|died with <Signals\.SIGKILL: 9>|process [0-9]+ terminated with signal SIGKILL",
     ),
+    // An interactive shell's report of its foreground job killed by SIGKILL: the line
+    // `Killed` alone (bash `jobs.c`, the signal's `strsignal` text; zsh `killed`), which is
+    // what a terminal shows when the kernel's OOM killer takes the training process. Weak:
+    // any kill -9 reads the same.
+    Rule {
+        name: "bare-killed",
+        kind: Kind::Lead,
+        action: Action::Hit(Slot::HostOomWeak),
+        needles: &["Killed"],
+        pattern: r"Killed(?:: ?9)?\s*$",
+        unless: None,
+        claims: false,
+        ere: r"^[[:space:]]*Killed(: ?9)?[[:space:]]*$",
+        requires: &[],
+    },
     // C++'s `operator new` found no host memory: `terminate called after throwing an instance
     // of 'std::bad_alloc'` (on `native-crash`'s needle: no needle of its own). Weak: an absurd
     // size from a bug reads the same. (Python's `MemoryError: std::bad_alloc` ends a traceback

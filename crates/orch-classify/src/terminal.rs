@@ -96,7 +96,8 @@ pub(crate) fn is_ray_task_error(rest: &[u8]) -> bool {
 
 /// The slot of an exception whose class alone is a memory failure: torch's
 /// `OutOfMemoryError` (any module but Ray's, whose own `OutOfMemoryError` is its memory
-/// monitor's, read from its message) and Python's `MemoryError`.
+/// monitor's, read from its message), Python's `MemoryError` and TensorFlow's
+/// `ResourceExhaustedError`.
 pub(crate) fn memory_class_slot(rest: &[u8]) -> Option<Slot> {
     let n = position::exception_name_len(rest)?;
     let name = &rest[..n];
@@ -104,6 +105,9 @@ pub(crate) fn memory_class_slot(rest: &[u8]) -> Option<Slot> {
     match last {
         b"OutOfMemoryError" if !name.starts_with(b"ray.") => Some(Slot::GpuOomWeak),
         b"MemoryError" => Some(Slot::HostOom),
+        // TensorFlow's class for an allocation refused (`errors_impl.ResourceExhaustedError`,
+        // `OOM when allocating tensor`), on the device where it ran.
+        b"ResourceExhaustedError" => Some(Slot::GpuOomWeak),
         _ => None,
     }
 }

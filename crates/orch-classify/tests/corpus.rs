@@ -37,8 +37,9 @@ const TUNED_FLOOR: f64 = 0.95;
 /// changes and 32/34 (94.1 %) when first scored after tuning; a generic fix for one of its two
 /// misses (a glog CUDA check failed with error 2, Caffe's `Check failed: error == cudaSuccess
 /// (2 vs. 0)  out of memory`) made it 33/34 (97.1 %), so it no longer measures unseen shapes
-/// alone. The miss: an interactive shell's bare `Killed`, which alone is no evidence.
-const HOLDOUT_FLOOR: f64 = 0.97;
+/// alone. Its last miss, an interactive shell's bare `Killed`, was read as weak SIGKILL evidence
+/// after batch K (every real log in the corpus that ends in it is the host OOM killer's): 34/34.
+const HOLDOUT_FLOOR: f64 = 1.0;
 
 /// Share of the second holdout that must be acted on correctly. Its 27 excerpts were collected
 /// for issue 20's last round and scored before any change made for them: 21/27 (77.8 %), 0
@@ -65,8 +66,8 @@ const HOLDOUT3_FLOOR: f64 = 0.95;
 /// sight 101/174 (58.0 %), device-memory recall 30/55, host 9/37, 0 false alarms. After the
 /// normaliser, the runtimes' vocabulary and the failed-job reading: 147/174 (84.5 %); after a
 /// review's false-alarm fixes (no host prefix but before a report, no advice, no `key: value`
-/// line reports): 144/174 (82.8 %).
-const HOLDOUT4_FLOOR: f64 = 0.82;
+/// line reports): 144/174 (82.8 %); after batch K's bare `Killed`: 147/174 (84.5 %).
+const HOLDOUT4_FLOOR: f64 = 0.84;
 
 /// Share of the fifth holdout that must be acted on correctly. Its 89 excerpts (three more
 /// batches, from stacks none of the earlier ones covered: serving engines such as TensorRT-LLM,
@@ -74,8 +75,8 @@ const HOLDOUT4_FLOOR: f64 = 0.82;
 /// platforms such as Azure ML, SGE, Horovod and Determined) were scored first sight after the
 /// fourth holdout's changes: batches F and G 28/54 (51.9 %), batch E 27/35 (77.1 %). Most misses
 /// left are labels that rest on the thread rather than the excerpt (a bare `Killed`, an exit
-/// code alone). Now 59/89 (66.3 %).
-const HOLDOUT5_FLOOR: f64 = 0.66;
+/// code alone). Now 59/89 (66.3 %); after batch K's bare `Killed`: 64/89 (71.9 %).
+const HOLDOUT5_FLOOR: f64 = 0.71;
 
 /// Share of the sixth holdout that must be acted on correctly. Its 29 excerpts (batch H, from
 /// 26 stacks none of the earlier batches covered: ms-swift, MLX, AReaL, LMDeploy, PyTorch/XLA on
@@ -95,8 +96,8 @@ const HOLDOUT6_FLOOR: f64 = 0.93;
 /// `std::bad_alloc` opening a line, an exception's repr reporting mid-line and `**` emphasis
 /// opening a report: 23/30 (Ray's `(1) The process is killed by SIGKILL by OOM killer` guess
 /// was tried and dropped: Ray prints it after every abrupt worker death, NCCL timeouts and
-/// illegal memory accesses included).
-const HOLDOUT7_FLOOR: f64 = 0.76;
+/// illegal memory accesses included); after batch K's bare `Killed`: 24/30.
+const HOLDOUT7_FLOOR: f64 = 0.80;
 /// Batch J (issue 40): 30 excerpts from stacks outside ML training frameworks that share their
 /// machines and failures — RAPIDS (cuDF, RMM, dask-cuda), Dask, Spark on YARN, XGBoost,
 /// LightGBM, CTranslate2 (faster-whisper), OpenACC and MPI codes (MFC, SPECFEM3D, PIConGPU),
@@ -108,6 +109,16 @@ const HOLDOUT7_FLOOR: f64 = 0.76;
 /// Flux's timeout exception, a spot interruption notice and a KV-cache allocator's refusal:
 /// 27/30.
 const HOLDOUT8_FLOOR: f64 = 0.86;
+/// Batch K (issue 40): 30 excerpts from training and inference stacks still uncovered — AWS
+/// Neuron, Liger-Kernel, ESPnet2, icefall, OpenFold, DeePMD-kit, CogVideoX, Wan2.1 and
+/// FramePack under WSL2, LightLLM, Xinference, LeRobot, MMDetection 3, Intel's XPU Triton,
+/// milabench, gpu-burn — collected by a helper who had not read the classifier, scored after
+/// batch J's changes and before any change for it: 21/30 (70.0 %), device recall 8/13, host
+/// 3/7, no false alarm. After the Neuron runtime's device allocator, TensorFlow's BFC
+/// allocator giving up and its `ResourceExhaustedError`, `torch.multiprocessing`'s SIGKILL,
+/// an interactive shell's bare `Killed` and vLLM's KV-cache sentence anywhere on a reporting
+/// line: 29/30.
+const HOLDOUT9_FLOOR: f64 = 0.93;
 
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
@@ -236,13 +247,22 @@ fn eighth_holdout_split() {
     );
 }
 
+#[test]
+fn ninth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout9"),
+        "corpus (ninth holdout)",
+        HOLDOUT9_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
 fn the_corpus_covers_the_world() {
     let dirs = [
         "", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7",
-        "holdout8",
+        "holdout8", "holdout9",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {
