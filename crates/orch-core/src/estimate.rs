@@ -558,7 +558,7 @@ fn other_architecture(setup: &Setup, model: &str) -> Architecture {
     let found = orch_memory::resolve(
         None,
         model,
-        ModelTable::builtin(),
+        ModelTable::current(),
         &experiment_dir(setup),
         &env,
     );
@@ -598,7 +598,7 @@ fn architecture(setup: &Setup, model: &str) -> Result<Architecture, EstimateErro
     let found = orch_memory::resolve(
         setup.experiment.file.architecture.as_ref(),
         model,
-        ModelTable::builtin(),
+        ModelTable::current(),
         &base,
         &env,
     );

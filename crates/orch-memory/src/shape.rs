@@ -118,7 +118,7 @@ const STAND_IN_FAMILY: &str = "Qwen2.5";
 /// Architecture for a model path or Hugging Face id, from orch's model table; a stand-in
 /// shape when the table does not know it.
 pub fn lookup(path: &str) -> Arch {
-    lookup_in(ModelTable::builtin(), path)
+    lookup_in(ModelTable::current(), path)
 }
 
 /// [`lookup`] in a given table.

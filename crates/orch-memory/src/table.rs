@@ -12,7 +12,8 @@
 //!
 //! A name matches a family when it contains one of `match` and the size in its last path
 //! component (`Qwen2.5-7B-Instruct` → 7B, `1.5b`, `512M`) is one of `sizes` (within 2 %).
-//! Families are tried in file-name order, documents in file order.
+//! Families are tried in file-name order, documents in file order; a project's own
+//! `models/*.yaml` (read by `orch` for the commands that estimate) before the built-in ones.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -24,6 +25,9 @@ use serde::Deserialize;
 use crate::arch::Architecture;
 
 static BUILTIN_MODELS: Dir = include_dir!("$CARGO_MANIFEST_DIR/../../models");
+
+/// The project's families over the built-in ones, once read ([`ModelTable::load_project_dir`]).
+static PROJECT: OnceLock<ModelTable> = OnceLock::new();
 
 /// The `.yaml` files of an embedded directory in file-name order, each as (`<dir>/<file>`,
 /// its text): the built-in data files (`models/`, `datasets/`).
@@ -92,6 +96,40 @@ impl ModelTable {
             }
             table
         })
+    }
+
+    /// The table the estimates of this process use: the project's `models/` over the built-in
+    /// families once [`ModelTable::load_project_dir`] has read them, else the built-in ones.
+    pub fn current() -> &'static ModelTable {
+        PROJECT.get().unwrap_or_else(ModelTable::builtin)
+    }
+
+    /// Read a project's `models/*.yaml` (each a regular file within the configuration's size
+    /// limit) and put their families ahead of the built-in ones, the project's files in
+    /// file-name order: what [`ModelTable::current`] gives from then on. A file that cannot be
+    /// used is refused with its name (and the parser's line). Returns how many files were read;
+    /// a project without `models/` reads none.
+    pub fn load_project_dir(dir: &std::path::Path) -> Result<usize, TableError> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Ok(0);
+        };
+        let mut files: Vec<std::path::PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+            .collect();
+        files.sort();
+        let mut table = ModelTable::builtin().clone();
+        // Each file goes ahead of what is there: the last one added is tried first.
+        for path in files.iter().rev() {
+            let file = path.display().to_string();
+            let text = crate::input::read_config_text(path).map_err(|e| TableError {
+                file: file.clone(),
+                message: e.kind.to_string(),
+            })?;
+            table.add_file(&file, &text)?;
+        }
+        let _ = PROJECT.set(table);
+        Ok(files.len())
     }
 
     /// Add the families of one file, ahead of those already in the table (a user's file

@@ -172,6 +172,34 @@ fn an_unmodelled_shape_is_unknown_and_a_mixture_of_experts_is_named() {
     assert!(e["architecture"]["params"].as_f64().unwrap() > 30e9, "{e}");
 }
 
+/// A project's own `models/*.yaml` is read ahead of the built-in families (docs/ARCHITECTURE.md:
+/// project files override built-ins): a family orch does not ship is estimated from it, named
+/// with its file, and a project file that cannot be used is refused by name.
+#[test]
+fn a_projects_models_directory_is_read_before_the_built_in_families() {
+    let orch = Orch::new();
+    let unknown = estimate(&orch, &["diamonds-seed0", "--set", "model=my-org/Zeta-1B"]);
+    assert_eq!(unknown["architecture"]["known"], false, "{unknown}");
+    let orch = orch.file(
+        "models/zeta.yaml",
+        "family: Zeta\nmatch: [zeta]\nmodel_type: llama\nsizes:\n  1B: {hidden_size: 2048, num_hidden_layers: 16, num_attention_heads: 32, num_key_value_heads: 8, intermediate_size: 8192, vocab_size: 128256, tie_word_embeddings: true}\n",
+    );
+    let known = estimate(&orch, &["diamonds-seed0", "--set", "model=my-org/Zeta-1B"]);
+    assert_eq!(known["architecture"]["known"], true, "{known}");
+    assert_eq!(known["architecture"]["params"], 1_235_814_400.0, "{known}");
+    assert!(known.to_string().contains("zeta.yaml"), "{known}");
+    let orch = orch.file(
+        "models/broken.yaml",
+        "family: Broken\nmatch: []\nsizes: {}\n",
+    );
+    let run = orch.expect(&["estimate", "diamonds-seed0"], 2);
+    assert!(
+        run.stderr.contains("models/broken.yaml") && run.stderr.contains("empty `match`"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// What preflight would submit instead is part of the estimate, and an attempt's own
 /// configuration (its plan.yaml) can be estimated: after `submit`, the planner's choice is
 /// predicted to fit, at the throughput the estimate said.

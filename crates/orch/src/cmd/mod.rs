@@ -44,6 +44,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
     ) {
         orch_memory::datasets::load_project_dir(&project.join("datasets"))
             .map_err(|e| orch_core::error::UsageError(e.to_string()))?;
+        // And its model families (`models/*.yaml`), ahead of the built-in ones.
+        orch_memory::ModelTable::load_project_dir(&project.join("models"))
+            .map_err(|e| orch_core::error::UsageError(e.to_string()))?;
     }
     let catalog = Catalog::new(project);
     let ledger = Ledger::new(g.runs_dir.clone());
