@@ -361,6 +361,11 @@ impl Estimator {
                 self.trainer.name()
             ));
         }
+        if orch_memory::shape::vision_language(&model) {
+            estimate
+                .notes
+                .push(orch_memory::shape::vision_language_note(&model));
+        }
         let fit = verdict(&estimate);
         PlanEstimate {
             trainer: self.trainer,

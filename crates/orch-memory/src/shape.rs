@@ -112,6 +112,33 @@ impl Arch {
     }
 }
 
+/// Is `model` (a path or Hugging Face id) a vision-language model, by the words their names
+/// carry (`Qwen2.5-VL-3B-Instruct`, `llava-v1.6`, `InternVL2-8B`, `MiniCPM-V-2_6`,
+/// `Llama-3.2-11B-Vision`, `pixtral`, `idefics2`, `paligemma`, `-Omni`)? orch sizes the text
+/// decoder only: the vision tower's weights and activations and the image tokens per sample
+/// are not counted, which the estimate must say.
+pub fn vision_language(model: &str) -> bool {
+    static WORDS: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"(?i)(?:^|[-_.])(?:vl|vlm|vision|llava|internvl\d*|minicpm-v|minicpm-o|pixtral|idefics\d*|paligemma\d*|omni|cogvlm\d*|glm-?4v|molmo|smolvlm|florence-?\d*)(?:$|[-_.\d])",
+        )
+        .expect("vision-language words")
+    });
+    let base = model
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or(model);
+    WORDS.is_match(base)
+}
+
+/// The note an estimate of a vision-language model carries.
+pub fn vision_language_note(model: &str) -> String {
+    format!(
+        "{model} is a vision-language model: only its text decoder is sized here; the vision tower's weights and activations and the image tokens per sample are not counted, so the real peak is higher than this estimate"
+    )
+}
+
 /// The family unknown models are approximated by.
 const STAND_IN_FAMILY: &str = "Qwen2.5";
 
@@ -175,6 +202,34 @@ fn stand_in_sized(table: &ModelTable, params: Option<f64>) -> Option<Arch> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn vision_language_models_are_known_by_their_names() {
+        for vlm in [
+            "Qwen/Qwen2.5-VL-3B-Instruct",
+            "Qwen/Qwen2-VL-7B",
+            "llava-hf/llava-v1.6-mistral-7b-hf",
+            "OpenGVLab/InternVL2-8B",
+            "openbmb/MiniCPM-V-2_6",
+            "meta-llama/Llama-3.2-11B-Vision-Instruct",
+            "mistralai/Pixtral-12B-2409",
+            "HuggingFaceM4/idefics2-8b",
+            "google/paligemma-3b-pt-224",
+            "Qwen/Qwen2.5-Omni-7B",
+        ] {
+            assert!(super::vision_language(vlm), "{vlm}");
+        }
+        for text in [
+            "Qwen/Qwen2.5-7B-Instruct",
+            "meta-llama/Llama-3.1-8B",
+            "deepseek-ai/deepseek-llm-7b-chat",
+            "/models/evolve-7b",
+            "Qwen/Qwen3-30B-A3B-Base",
+            "mistralai/Mixtral-8x7B-v0.1",
+        ] {
+            assert!(!super::vision_language(text), "{text}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -200,6 +200,43 @@ fn a_projects_models_directory_is_read_before_the_built_in_families() {
     );
 }
 
+/// A vision-language model matched to its text family by name is estimated as its text
+/// decoder, and the estimate says so in one line (issue 42: a Qwen2.5-VL run was sized as the
+/// text model without a word).
+#[test]
+fn a_vision_language_model_is_said_to_be_sized_as_its_text_decoder() {
+    let orch = Orch::new();
+    let e = estimate(
+        &orch,
+        &[
+            "diamonds-seed0",
+            "--set",
+            "model=Qwen/Qwen2.5-VL-3B-Instruct",
+        ],
+    );
+    let notes = e["notes"].to_string();
+    assert!(
+        notes.contains("vision-language model") && notes.contains("not counted"),
+        "{e}"
+    );
+    let text = orch.expect(
+        &[
+            "estimate",
+            "diamonds-seed0",
+            "--set",
+            "model=Qwen/Qwen2.5-VL-3B-Instruct",
+        ],
+        0,
+    );
+    assert!(
+        text.stdout.contains("vision-language model"),
+        "{}",
+        text.stdout
+    );
+    let plain = estimate(&orch, &["diamonds-seed0"]);
+    assert!(!plain["notes"].to_string().contains("vision"), "{plain}");
+}
+
 /// What preflight would submit instead is part of the estimate, and an attempt's own
 /// configuration (its plan.yaml) can be estimated: after `submit`, the planner's choice is
 /// predicted to fit, at the throughput the estimate said.
