@@ -794,17 +794,18 @@ pub(crate) static RULES: &[Rule] = &[
     // torch's device OOM class reporting at the start of a line, whatever its message says:
     // DataParallel's re-raise (`torch.cuda.OutOfMemoryError: Caught OutOfMemoryError in replica
     // 0 on device 0.`, `torch/_utils.py` `ExceptionWrapper.reraise`) or a message cut by a
-    // paste, where no traceback header survived for the traceback follower. Not Ray's class
-    // of the same name (its memory monitor's, read from its message).
+    // paste, where no traceback header survived for the traceback follower (a logger that
+    // aligns its fields pads the name before the colon: `torch.cuda.OutOfMemoryError    :`).
+    // Not Ray's class of the same name (its memory monitor's, read from its message).
     Rule {
         name: "named-gpu-oom-exception",
         kind: Kind::Lead,
         action: Action::Hit(Slot::GpuOomWeak),
-        needles: &["OutOfMemoryError: "],
-        pattern: r"(?:torch\.(?:cuda\.|xpu\.|mps\.)?)?OutOfMemoryError: ",
+        needles: &["OutOfMemoryError"],
+        pattern: r"(?:torch\.(?:cuda\.|xpu\.|mps\.)?)?OutOfMemoryError {0,8}: ",
         unless: None,
         claims: false,
-        ere: r"(torch\.(cuda\.|xpu\.|mps\.)?)?OutOfMemoryError: ",
+        ere: r"(torch\.(cuda\.|xpu\.|mps\.)?)?OutOfMemoryError {0,8}: ",
         requires: &[],
     },
     // ------------------------------------------------------------- host OOM (weak)
@@ -1019,7 +1020,9 @@ pub(crate) static RULES: &[Rule] = &[
     // `unable to run job, MOM rejected/timeout`, `Server could not connect to MOM`), Ray's dead
     // node (`The node with node id .. has been marked dead because the detector has missed too
     // many heartbeats`), a GPU that is gone (`GPU has fallen off the bus` without its Xid,
-    // nvidia-smi's `GPU is lost`, the NVIDIA driver's and CUDA's uncorrectable ECC errors, an
+    // nvidia-smi's `GPU is lost` and `Unable to determine the device handle for GPU
+    // 0000:81:00.0: Unknown Error` (NVML cannot reach the card), the NVIDIA driver's and CUDA's
+    // uncorrectable ECC errors, an
     // AMD GPU's `uncorrectable hardware error`, Xid 154's `Node Reboot Required`), an Ascend NPU's
     // `lost heartbeat`.
     hit(
@@ -1038,9 +1041,10 @@ pub(crate) static RULES: &[Rule] = &[
             "ncorrectable hardware error(",
             "Node Reboot Required",
             "lost heartbeat",
+            "device handle for GPU",
         ],
-        r"\bNODE_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
-        r"NODE_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\bNODE_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|NODE_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
     ),
     // A GCP machine reclaimed under the job (spot / preemptible): the metadata server's
     // notice as workers relay it, the line ending `termination is imminent` (Taskcluster's

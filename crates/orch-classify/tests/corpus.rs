@@ -119,6 +119,14 @@ const HOLDOUT8_FLOOR: f64 = 0.86;
 /// an interactive shell's bare `Killed` and vLLM's KV-cache sentence anywhere on a reporting
 /// line: 29/30.
 const HOLDOUT9_FLOOR: f64 = 0.93;
+/// Batch L (issue 40): 25 excerpts from LLM and VLM fine-tuning repositories built on the
+/// covered trainers (VisCPM, MiniCPM-V, Qwen-VL fine-tuning, LLaVA-NeXT, llama-recipes,
+/// Pai-Megatron-Patch, self-rag, nanoGPT, llm.c, llama2.c, ScaleLLM, Bonito) and a cluster's
+/// Singularity wrapper, collected by a helper who had not read the classifier, scored after
+/// batch K's changes and before any change for it: 22/25 (88.0 %), device recall 8/9, host
+/// 6/6, no false alarm. After nvidia-smi's `Unable to determine the device handle for GPU ...:
+/// Unknown Error` and torch's OOM class padded before its colon: 25/25.
+const HOLDOUT10_FLOOR: f64 = 0.96;
 
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
@@ -256,13 +264,31 @@ fn ninth_holdout_split() {
     );
 }
 
+#[test]
+fn tenth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout10"),
+        "corpus (tenth holdout)",
+        HOLDOUT10_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
 fn the_corpus_covers_the_world() {
     let dirs = [
-        "", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7",
-        "holdout8", "holdout9",
+        "",
+        "holdout",
+        "holdout2",
+        "holdout3",
+        "holdout4",
+        "holdout5",
+        "holdout6",
+        "holdout7",
+        "holdout8",
+        "holdout9",
+        "holdout10",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {
