@@ -2355,6 +2355,49 @@ fn verl_from_0_6_trains_with_expandable_segments() {
     assert!(!says(&old) && !says(&new) && !says(&env_on));
 }
 
+/// Before 0.4 verl's update computed the entropy and backpropagated through it whatever
+/// `entropy_coeff` said (issue 42: a pre-0.4 OOM was predicted to fit with the entropy off);
+/// from 0.4 on, and with the release not stated, the keys decide.
+#[test]
+fn verl_before_0_4_always_has_the_entropy_in_its_update() {
+    // diamonds states seed 002's `entropy_coeff: 0.001`; without it, 0.4's default. The
+    // entropy eager (`use_torch_compile: False`), whose backward peaks above the loss's.
+    let o = with(
+        &diamonds(),
+        &[
+            ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "4"),
+            ("actor_rollout_ref.actor.entropy_coeff", "0"),
+            ("actor_rollout_ref.actor.use_torch_compile", "False"),
+        ],
+    );
+    let old = verl_release(h100(false), &o, Some("0.3.0.post1"));
+    let new = verl_release(h100(false), &o, Some("0.4.1"));
+    let unstated = verl_release(h100(false), &o, None);
+    assert!(old.train_peak_gib > new.train_peak_gib, "{old:?}\n{new:?}");
+    assert_eq!(new.train_peak_gib, unstated.train_peak_gib);
+    assert!(
+        old.notes
+            .iter()
+            .any(|n| n.contains("optional only from 0.4")),
+        "{:?}",
+        old.notes
+    );
+    assert!(
+        !new.notes
+            .iter()
+            .any(|n| n.contains("optional only from 0.4"))
+    );
+    // With the entropy in the loss already, the release changes nothing.
+    let on = with(
+        &diamonds(),
+        &[("actor_rollout_ref.actor.entropy_coeff", "0.001")],
+    );
+    assert_eq!(
+        verl_release(h100(false), &on, Some("0.3.0")).train_peak_gib,
+        verl_release(h100(false), &on, Some("0.4.1")).train_peak_gib
+    );
+}
+
 /// With micro-batches packed to a token budget on a verl release before 0.6, torch's reserved
 /// counter keeps one more set of the micro-batch's tensors (cached segments of another size);
 /// the device peak an OOM is judged by does not move. A release not stated: no term. A release

@@ -611,6 +611,29 @@ impl VerlConfig {
         }
     }
 
+    /// The configuration as its stated release runs it. Before 0.4 every update computed the
+    /// entropy and subtracted `entropy_loss * entropy_coeff` from the loss whatever the
+    /// coefficient (0.001 by default), so the backward ran through it (`dp_actor.py`
+    /// `update_policy` at v0.3.0.post1, 070ed6ac3; `calculate_entropy` and a default of 0
+    /// arrived with v0.4.0, 07584894): the entropy is on and in the loss, and a note says so.
+    fn as_its_release_runs(&self) -> std::borrow::Cow<'_, VerlConfig> {
+        if self.entropy_in_loss
+            || !self
+                .release_line()
+                .is_some_and(|l| l < ENTROPY_OPTIONAL_RELEASE)
+        {
+            return std::borrow::Cow::Borrowed(self);
+        }
+        let mut v = self.clone();
+        v.entropy = true;
+        v.entropy_in_loss = true;
+        v.notes.push(format!(
+            "verl {}: every update computes the entropy and backpropagates through it (optional only from 0.4)",
+            v.version.as_ref().map_or("", |r| r.text.as_str())
+        ));
+        std::borrow::Cow::Owned(v)
+    }
+
     /// The caching allocator's expandable segments are on in the training phases: the
     /// environment turns them on (`PYTORCH_CUDA_ALLOC_CONF`), or verl does, from
     /// [`EXPANDABLE_TRAINING_RELEASE`] on. A release not stated is taken not to (the larger
@@ -2166,6 +2189,7 @@ pub(crate) fn estimate_verl(
     resumed: bool,
     known: Option<&Arch>,
 ) -> Estimate {
+    let v = &v.as_its_release_runs();
     let arch = known.cloned().unwrap_or_else(|| lookup(&v.model_path));
     let c = hw.gpu_mem_gib;
     let train_hw = v.training_hardware(hw);
@@ -2436,6 +2460,10 @@ fn workload(p: &PlanInput) -> (Workload, Option<Arch>) {
     };
     (Workload::Verl(Box::new(v)), Some(p.shape()))
 }
+
+/// The first verl release whose update computes the entropy only when asked
+/// (`calculate_entropy` or a non-zero `entropy_coeff`; v0.4.0, 07584894, 2025-06-06).
+const ENTROPY_OPTIONAL_RELEASE: (u32, u32) = (0, 4);
 
 impl VerlConfig {
     /// What it trades speed for: checkpointing, both offloads, and vLLM's rollout (the
