@@ -618,9 +618,9 @@ impl VerlConfig {
     /// arrived with v0.4.0, 07584894): the entropy is on and in the loss, and a note says so.
     fn as_its_release_runs(&self) -> std::borrow::Cow<'_, VerlConfig> {
         if self.entropy_in_loss
-            || !self
+            || self
                 .release_line()
-                .is_some_and(|l| l < ENTROPY_OPTIONAL_RELEASE)
+                .is_none_or(|l| l >= ENTROPY_OPTIONAL_RELEASE)
         {
             return std::borrow::Cow::Borrowed(self);
         }
