@@ -108,8 +108,12 @@ poll() {
 cancel() {
     id=$1 d=$2 gs=
     touch "$d/cancelled" || return 1
-    if [ -f "$d/exit_code" ]; then echo ended; return 0; fi
-    if valid "$id"; then
+    if [ -f "$d/exit_code" ]; then
+        # The wrapper ended; what still carries the token (a child that left the job's
+        # group: a server, a stray worker) is the job's and is stopped too.
+        gs=$(token_groups "$d")
+        if [ -z "$gs" ]; then echo ended; return 0; fi
+    elif valid "$id"; then
         whose "$id" "$d"
         case $? in
             0) gs=$id ;;
@@ -378,6 +382,28 @@ mod tests {
     fn the_remote_side_names_the_token_as_the_local_backend_does() {
         assert!(JOB_SH.contains(&format!("{TOKEN_VAR}=$_t")));
         assert!(JOB_SH.contains(&format!("/{TOKEN_FILE}\"")));
+    }
+
+    /// The wrapper ended (its exit code is written) but a process that carries the attempt's
+    /// token lives on in a group of its own: the cancel stops it, as the local backend does.
+    #[test]
+    fn a_cancel_after_the_wrapper_ended_stops_what_still_carries_the_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let token = new_token();
+        std::fs::write(dir.path().join(TOKEN_FILE), format!("{token}\n")).unwrap();
+        std::fs::write(dir.path().join("exit_code"), "0\n").unwrap();
+        let mut straggler = group(&[(TOKEN_VAR, &token)]);
+        let s = straggler.id().to_string();
+        let (code, said) = job_sh(&["cancel", "12345678", d]);
+        assert_eq!(code, Some(0), "{said}");
+        assert_eq!(said, format!("found {s}\nstopped\n"));
+        assert!(
+            straggler.wait().unwrap().code().is_none(),
+            "the straggler was not signalled"
+        );
+        // With nothing carrying the token, an ended job is only marked cancelled.
+        assert_eq!(job_sh(&["cancel", "12345678", d]).1, "ended\n");
     }
 
     #[test]
