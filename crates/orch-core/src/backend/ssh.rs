@@ -293,8 +293,9 @@ impl SshMachine {
 
     /// Mark the attempt cancelled and stop its process group: TERM, then KILL if it is still
     /// there five seconds later, each only once the group is proven the job's ([`JOB_SH`]). A
-    /// job that ended, or whose pid now names another program's group, is left alone (and the
-    /// latter said); an error when orch cannot tell whether a live group is the job's.
+    /// job that ended is left alone, but for what still carries its token; a pid that now
+    /// names another program's group is left alone and said; an error when orch cannot tell
+    /// whether a live group is the job's.
     pub async fn cancel(&self, job: &JobRef) -> anyhow::Result<()> {
         let dir = self.remote_dir(&job.dir);
         let out = self.job_sh("cancel", &[&job.id, &dir]).await?;
