@@ -220,6 +220,23 @@ pub(crate) static RULES: &[Rule] = &[
         r#"\bexception type=(?:"timeout"|timeout) severity=0\b"#,
         r#"exception type=("timeout"|timeout) severity=0"#,
     ),
+    // submitit's own words when the scheduler's time limit ends a job it cannot requeue
+    // (`core/job_environment.py`, `checkpoint_and_try_requeue`: `Job not requeued because:
+    // timed-out and not checkpointable.` / `timed-out too many times.`; its log's `Job has
+    // timed out. Ran 120 minutes out of requested 120 minutes.`), and a serverless function
+    // past its limit (Modal's `FunctionTimeoutError: Task's current input ... hit its timeout
+    // of 300s`).
+    hit(
+        "runner-time-limit",
+        Slot::Timeout,
+        &[
+            "requeued because: timed-out",
+            "Job has timed out. Ran",
+            "hit its timeout of",
+        ],
+        r"Job not requeued because: timed-out (?:and not checkpointable|too many times)|\bJob has timed out\. Ran \d+ minutes out of requested \d+ minutes|\bhit its timeout of \d+(?:\.\d+)?s\b",
+        r"Job not requeued because: timed-out (and not checkpointable|too many times)|Job has timed out\. Ran [0-9]+ minutes out of requested [0-9]+ minutes|hit its timeout of [0-9.]+s",
+    ),
     hit(
         "slurm-preemption",
         Slot::Preempted,
@@ -919,6 +936,30 @@ pub(crate) static RULES: &[Rule] = &[
         r"Work[A-Z]*CCL\(SeqNum=\d+.*ran for \d+ milliseconds before timing out|Timeout at NCCL work: \d+|Timed out waiting \d+ms for (?:recv|send) operation to complete",
         r"Work[A-Z]*CCL\(SeqNum=[0-9]+.*ran for [0-9]+ milliseconds before timing out|Timeout at NCCL work: [0-9]+|Timed out waiting [0-9]+ms for (recv|send) operation to complete",
     ),
+    // Another rank's watchdog caught the timeout and told this one through the store: torch's
+    // `ProcessGroupNCCL::getNCCLWatchdogTimeoutErrorMsg` (`Received a dump signal due to a
+    // collective timeout from rank 13 and we will try our best to dump the debug info`), what
+    // every rank but the one that timed out prints.
+    hit(
+        "nccl-timeout-dump-signal",
+        Slot::NcclTimeout,
+        &["dump signal due to a collective timeout"],
+        r"Received a dump signal due to a collective timeout from",
+        r"Received a dump signal due to a collective timeout from",
+    ),
+    // torchelastic's rendezvous gave up waiting for the other nodes
+    // (`torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError`, also in the JSON error
+    // file its `error_handler` prints): the collective of a job's start.
+    Rule {
+        kind: Kind::Name,
+        ..hit(
+            "rendezvous-timeout",
+            Slot::NcclTimeout,
+            &["RendezvousTimeoutError"],
+            r"\bRendezvousTimeoutError\b",
+            r"RendezvousTimeoutError",
+        )
+    },
     // torch's NCCL heartbeat monitor ends a process whose watchdog hung on a collective (or
     // after a collective timeout): `Terminating the process after attempting to dump debug
     // info, due to ProcessGroupNCCL watchdog hang`.
@@ -1015,6 +1056,29 @@ pub(crate) static RULES: &[Rule] = &[
             r"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob [^ ]+ (was|has been|got) preempted|^ *[Jj]ob preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted(\.| or failed)|([Ii]nstance|VM|[Ss]pot (instance|VM)s?) [^ ]+ (was|has been|got) preempted|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* PREEMPTED +[0-9]+:[0-9]+ *$",
         )
     },
+    // submitit's signal handler on a preempted job (`Caught signal SIGUSR1 on learnfair4096:
+    // this job is preempted.`, `core/job_environment.py`), and the kubelet evicting a pod for a
+    // critical one (`Preempted in order to admit critical pod`, `pkg/kubelet/preemption`).
+    hit(
+        "runner-preempted",
+        Slot::Preempted,
+        &[
+            "this job is preempted",
+            "Preempted in order to admit critical ",
+        ],
+        r"\bCaught signal SIG\w+ on \S+: this job is preempted\b|\bPreempted in order to admit critical [Pp]od\b",
+        r"Caught signal SIG[[:alnum:]]+ on [^ ]+: this job is preempted|Preempted in order to admit critical [Pp]od",
+    ),
+    // An InfiniBand adapter's fatal event as NCCL reports it (`transport/net_ib.cu`: `NET/IB :
+    // Got async event : local catastrophic error`, IBV_EVENT_DEVICE_FATAL): the node's network
+    // card is gone.
+    hit(
+        "ib-catastrophic-error",
+        Slot::NodeFail,
+        &["catastrophic error"],
+        r"\bGot async event : local catastrophic error\b",
+        r"Got async event : local catastrophic error",
+    ),
     // A node or device lost, as other schedulers and runtimes say it: Slurm's state
     // (`JobState=NODE_FAIL`, a sacct row), PBS (`Job requeued, execution node n1 down`, Torque's
     // `unable to run job, MOM rejected/timeout`, `Server could not connect to MOM`), Ray's dead
