@@ -237,6 +237,17 @@ pub(crate) static RULES: &[Rule] = &[
         r"Job not requeued because: timed-out (?:and not checkpointable|too many times)|\bJob has timed out\. Ran \d+ minutes out of requested \d+ minutes|\bhit its timeout of \d+(?:\.\d+)?s\b",
         r"Job not requeued because: timed-out (and not checkpointable|too many times)|Job has timed out\. Ran [0-9]+ minutes out of requested [0-9]+ minutes|hit its timeout of [0-9.]+s",
     ),
+    // A CI runner's time limit on the job or the step that ran the training or the GPU tests
+    // (GitHub Actions' runner: `The job running on runner X has exceeded the maximum execution
+    // time of 360 minutes.`, newer `The job has exceeded the maximum execution time of 6h0m0s`;
+    // a step's `The action 'Test' has timed out after 360 minutes.`).
+    hit(
+        "ci-time-limit",
+        Slot::Timeout,
+        &["maximum execution time of", "has timed out after"],
+        r"\bhas exceeded the maximum execution time of \d+(?: minutes|h\d+m\d+s|m\d+s)|\bThe action '[^']*' has timed out after \d+ minutes",
+        r"has exceeded the maximum execution time of [0-9]+( minutes|h[0-9]+m[0-9]+s|m[0-9]+s)|The action '[^']*' has timed out after [0-9]+ minutes",
+    ),
     hit(
         "slurm-preemption",
         Slot::Preempted,
