@@ -225,7 +225,8 @@ pub(crate) static RULES: &[Rule] = &[
     // timed-out and not checkpointable.` / `timed-out too many times.`; its log's `Job has
     // timed out. Ran 120 minutes out of requested 120 minutes.`), and a serverless function
     // past its limit (Modal's `FunctionTimeoutError: Task's current input ... hit its timeout
-    // of 300s`).
+    // of 300s`, raised for `GENERIC_STATUS_TIMEOUT` in the client's
+    // `modal/_utils/function_utils.py`).
     hit(
         "runner-time-limit",
         Slot::Timeout,
@@ -234,8 +235,8 @@ pub(crate) static RULES: &[Rule] = &[
             "Job has timed out. Ran",
             "hit its timeout of",
         ],
-        r"Job not requeued because: timed-out (?:and not checkpointable|too many times)|\bJob has timed out\. Ran \d+ minutes out of requested \d+ minutes|\bhit its timeout of \d+(?:\.\d+)?s\b",
-        r"Job not requeued because: timed-out (and not checkpointable|too many times)|Job has timed out\. Ran [0-9]+ minutes out of requested [0-9]+ minutes|hit its timeout of [0-9.]+s",
+        r"Job not requeued because: timed-out (?:and not checkpointable|too many times)|\bJob has timed out\. Ran \d+ minutes out of requested \d+ minutes|\bTask's current input \S+ hit its timeout of \d+(?:\.\d+)?s\b",
+        r"Job not requeued because: timed-out (and not checkpointable|too many times)|Job has timed out\. Ran [0-9]+ minutes out of requested [0-9]+ minutes|Task's current input [^ ]+ hit its timeout of [0-9.]+s",
     ),
     // A CI runner's time limit on the job or the step that ran the training or the GPU tests
     // (GitHub Actions' runner: `The job running on runner X has exceeded the maximum execution
@@ -585,22 +586,24 @@ pub(crate) static RULES: &[Rule] = &[
     // memory limits. Current usage: ...`, 3.x: `is running 1723304448B beyond the 'VIRTUAL'
     // memory limit`), and Spark's reading of it (`YarnAllocator.memLimitExceededLogMessage`:
     // `Container killed by YARN for exceeding memory limits`). Line formats of their own:
-    // they report on INFO and WARN lines.
+    // they report on INFO and WARN lines. Weak: Spark reschedules the task and often goes on,
+    // so a later failure of the job is the better evidence.
     hit(
         "yarn-container-memory-kill",
-        Slot::HostOom,
+        Slot::HostOomWeak,
         &["memory limit"],
         r"Container killed by YARN for exceeding (?:physical |virtual )?memory limits|\bis running (?:\d+B )?beyond (?:the '(?:PHYSICAL|VIRTUAL)' memory limit|(?:physical|virtual) memory limits)",
         r"Container killed by YARN for exceeding (physical |virtual )?memory limits|is running ([0-9]+B )?beyond (the '(PHYSICAL|VIRTUAL)' memory limit|(physical|virtual) memory limits)",
     ),
     // Dask's nanny restarting a worker over its memory budget (`distributed/nanny.py`:
     // `Worker exceeded 95% memory budget. Restarting`; 2022.x on, `worker_memory.py`: `Worker
-    // tcp://.. (pid=..) exceeded 95% memory budget. Restarting...`), a WARNING line.
+    // tcp://.. (pid=..) exceeded 95% memory budget. Restarting...`), a WARNING line. Weak: the
+    // nanny restarts the worker and the computation may go on.
     Rule {
         requires: &["memory budget"],
         ..hit(
             "dask-worker-memory-budget",
-            Slot::HostOom,
+            Slot::HostOomWeak,
             &["exceeded "],
             r"\bWorker (?:\S+ \(pid=\d+\) )?exceeded \d+% memory budget\. Restarting",
             r"Worker ([^ ]+ \(pid=[0-9]+\) )?exceeded [0-9]+% memory budget\. Restarting",
@@ -830,10 +833,10 @@ pub(crate) static RULES: &[Rule] = &[
         kind: Kind::Lead,
         action: Action::Hit(Slot::GpuOomWeak),
         needles: &["OutOfMemoryError"],
-        pattern: r"(?:torch\.(?:cuda\.|xpu\.|mps\.)?)?OutOfMemoryError {0,8}: ",
+        pattern: r"(?:torch\.(?:cuda\.|xpu\.|mps\.)?)?OutOfMemoryError(?:: | {1,8}: [^\d\s])",
         unless: None,
         claims: false,
-        ere: r"(torch\.(cuda\.|xpu\.|mps\.)?)?OutOfMemoryError {0,8}: ",
+        ere: r"(torch\.(cuda\.|xpu\.|mps\.)?)?OutOfMemoryError(: | {1,8}: [^0-9[:space:]])",
         requires: &[],
     },
     // ------------------------------------------------------------- host OOM (weak)
@@ -858,7 +861,7 @@ pub(crate) static RULES: &[Rule] = &[
         r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader worker \(pids? [0-9, ]+\) is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)|died with <Signals\.SIGKILL: 9>|process [0-9]+ terminated with signal SIGKILL",
     ),
     // An interactive shell's report of its foreground job killed by SIGKILL: the line
-    // `Killed` alone (bash `jobs.c`, the signal's `strsignal` text; zsh `killed`), which is
+    // `Killed` alone (bash `jobs.c`, the signal's `strsignal` text), which is
     // what a terminal shows when the kernel's OOM killer takes the training process. Weak:
     // any kill -9 reads the same.
     Rule {
@@ -963,12 +966,14 @@ pub(crate) static RULES: &[Rule] = &[
     // file its `error_handler` prints): the collective of a job's start.
     Rule {
         kind: Kind::Name,
+        // Not code that names the class (`from ... import`, `except`), nor a retry.
+        unless: Some(r"\b(?:import|except|[Rr]etry(?:ing)?)\b"),
         ..hit(
             "rendezvous-timeout",
             Slot::NcclTimeout,
             &["RendezvousTimeoutError"],
-            r"\bRendezvousTimeoutError\b",
-            r"RendezvousTimeoutError",
+            r#"\bRendezvousTimeoutError(?::|"|\s*$)"#,
+            r#"RendezvousTimeoutError(:|"|[[:space:]]*$)"#,
         )
     },
     // torch's NCCL heartbeat monitor ends a process whose watchdog hung on a collective (or
@@ -1033,23 +1038,29 @@ pub(crate) static RULES: &[Rule] = &[
         r"PBS: job killed: walltime \d+ exceeded limit|\bexceeded (?:wall ?clock|walltime) limit|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b.*\bdeadline\b|Job was active longer than specified deadline|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* TIMEOUT +\d+:\d+\s*$",
         r"PBS: job killed: walltime [0-9]+ exceeded limit|exceeded (wall ?clock|walltime) limit|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded.*deadline|Job was active longer than specified deadline|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
     ),
+    // A cloud's notice that a spot machine is being taken back (EC2's Spot Instance interruption
+    // notice, read from the instance metadata's `spot/instance-action`; runners print it as
+    // `Spot interruption payload received: {"action":"terminate",...}`): the notice received,
+    // not a setting that mentions it.
+    Rule {
+        // Not a runner saying that none came (`No spot interruption notice received`).
+        unless: Some(
+            r"\b(?:[Nn]o|[Nn]ot|[Ww]ithout)\b[^.]{0,40}[Ss]pot (?:[Ii]nstance )?[Ii]nterruption",
+        ),
+        ..hit(
+            "spot-interruption-notice",
+            Slot::Preempted,
+            &["nterruption"],
+            r"\b[Ss]pot (?:[Ii]nstance )?[Ii]nterruption (?:[Nn]otice|[Ww]arning|payload) (?:received|detected)|\b[Rr]eceived (?:an? )?(?:EC2 )?[Ss]pot (?:[Ii]nstance )?[Ii]nterruption\b",
+            r"[Ss]pot ([Ii]nstance )?[Ii]nterruption ([Nn]otice|[Ww]arning|payload) (received|detected)|[Rr]eceived (an? )?(EC2 )?[Ss]pot ([Ii]nstance )?[Ii]nterruption",
+        )
+    },
     // Preemption as schedulers and clouds report it: Slurm's state (`JobState=PREEMPTED`, a sacct
     // row), LSF (`TERM_PREEMPT`), PBS/Moab (`job preempted`), Kubernetes (`Preempted by pod ..`),
     // SkyPilot (`The cluster is preempted.`, `Cluster is preempted or failed (status: INIT).
     // Recovering...`), a cloud VM (`Instance was preempted`, `spot instance interrupted`).
     // Not vLLM's `Sequence group 5 is preempted by PreemptionMode.RECOMPUTE` (a scheduling
     // decision inside the engine).
-    // A cloud's notice that a spot machine is being taken back (EC2's Spot Instance interruption
-    // notice, read from the instance metadata's `spot/instance-action`; runners print it as
-    // `Spot interruption payload received: {"action":"terminate",...}`): the notice received,
-    // not a setting that mentions it.
-    hit(
-        "spot-interruption-notice",
-        Slot::Preempted,
-        &["nterruption"],
-        r"\b[Ss]pot (?:[Ii]nstance )?[Ii]nterruption (?:[Nn]otice|[Ww]arning|payload) (?:received|detected)|\b[Rr]eceived (?:an? )?(?:EC2 )?[Ss]pot (?:[Ii]nstance )?[Ii]nterruption\b",
-        r"[Ss]pot ([Ii]nstance )?[Ii]nterruption ([Nn]otice|[Ww]arning|payload) (received|detected)|[Rr]eceived (an? )?(EC2 )?[Ss]pot ([Ii]nstance )?[Ii]nterruption",
-    ),
     Rule {
         unless: Some(r"PreemptionMode|[Ss]equence group|requests? (?:was|were|is|are) preempted"),
         ..hit(

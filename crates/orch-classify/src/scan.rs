@@ -214,10 +214,19 @@ impl State {
                 if !cr.may_match(seg) {
                     return None;
                 }
-                let m = cr.re().find(seg)?;
-                if l.pos.quoted(seg, m.start())
+                // A lead signature (an exception class, the shell's `Killed`) reads only where
+                // a report starts, here too: srun's `task 1: Killed` of a rank it stopped is
+                // not the shell's report of a job the kernel killed.
+                let m = if cr.rule.kind == Kind::Lead {
+                    let lead = l.pos.lead(seg);
+                    let m = cr.anchored().find(&seg[lead..])?;
+                    lead + m.start()..lead + m.end()
+                } else {
+                    cr.re().find(seg)?.range()
+                };
+                if l.pos.quoted(seg, m.start)
                     || cr.unless_matches(seg)
-                    || position::has_advice_word(&seg[l.pos.body..m.start()])
+                    || position::has_advice_word(&seg[l.pos.body..m.start])
                 {
                     return None;
                 }
@@ -225,7 +234,7 @@ impl State {
                 if memory.as_ref().is_some_and(MemoryFacts::request_is_absurd) {
                     return None;
                 }
-                let mut ev = evidence(seg, m.start(), l.line, l.truncated);
+                let mut ev = evidence(seg, m.start, l.line, l.truncated);
                 ev.rule = Some(cr.rule.name.to_string());
                 Some(Box::new(Verdict {
                     class: slot.class(),

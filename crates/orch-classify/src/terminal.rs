@@ -105,11 +105,29 @@ pub(crate) fn memory_class_slot(rest: &[u8]) -> Option<Slot> {
     match last {
         b"OutOfMemoryError" if !name.starts_with(b"ray.") => Some(Slot::GpuOomWeak),
         b"MemoryError" => Some(Slot::HostOom),
-        // TensorFlow's class for an allocation refused (`errors_impl.ResourceExhaustedError`,
-        // `OOM when allocating tensor`), on the device where it ran.
-        b"ResourceExhaustedError" => Some(Slot::GpuOomWeak),
+        // TensorFlow's class for an allocation refused (`errors_impl.ResourceExhaustedError`),
+        // when its message says no more than that (empty, cut, `2 root error(s) found.` with
+        // the op's words on the lines after) or names an OOM: the class is also raised for a
+        // gRPC message over its size limit or a quota.
+        b"ResourceExhaustedError" if tf_oom_message(&rest[n..]) => Some(Slot::GpuOomWeak),
         _ => None,
     }
+}
+
+/// The message of a TensorFlow `ResourceExhaustedError` that an OOM leaves: nothing, the
+/// multi-error header (`2 root error(s) found.`), or words that name it (`OOM when allocating
+/// tensor`, `out of memory`).
+fn tf_oom_message(message: &[u8]) -> bool {
+    let m = message
+        .strip_prefix(b":")
+        .unwrap_or(message)
+        .trim_ascii()
+        .to_ascii_lowercase();
+    let digits = m.iter().take_while(|c| c.is_ascii_digit()).count();
+    m.is_empty()
+        || (digits > 0 && m[digits..].starts_with(b" root error(s) found"))
+        || position::contains(&m, b"oom when allocating")
+        || position::contains(&m, b"out of memory")
 }
 
 /// Classify an exception line: `l` is the whole line, `rest` the part after the

@@ -142,6 +142,10 @@ fn tips_configs_and_warnings_are_not_failures() {
         "    } catch (const std::bad_alloc& e) {",
         "**Note**: CUDA out of memory is common with long prompts",
         "if the GPU fails to allocate memory, lower the batch",
+        // srun's report of a rank it stopped after another failed (a SIGKILL it sent).
+        "srun: error: n2: task 1: Killed",
+        "[1/3] Killed",
+        "OutOfMemoryError    : 3",
     ];
     for t in traps {
         let v = classify_bytes(format!("{t}\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'x'\n").as_bytes());
@@ -165,6 +169,13 @@ fn tips_configs_and_warnings_are_not_failures() {
         "memory of node 0 was reclaimed by the allocator",
         "Warning: spot instance interruption notice handling is enabled",
         "grpc error: DeadlineExceeded while polling the server, retrying",
+        "INFO Request hit its timeout of 30s, retrying (1/5)",
+        "INFO No spot interruption notice received, continuing",
+        "from torch.distributed.elastic.rendezvous.api import RendezvousTimeoutError",
+        "Retrying after RendezvousTimeoutError (attempt 1/3)",
+        // Memory events a job survives: a later failure is the better evidence.
+        "distributed.nanny - WARNING - Worker exceeded 95% memory budget. Restarting",
+        "WARN TaskSetManager: Lost task 3.0: Container killed by YARN for exceeding memory limits. 7.2 GB of 4.2 GB virtual memory used.",
     ] {
         let v = classify_bytes(format!("{t}\n{oom}\n").as_bytes());
         assert_eq!(

@@ -767,3 +767,25 @@ fn third_holdout_shapes_and_their_traps() {
     ]);
     assert_eq!(class_of(&cut), Error);
 }
+
+/// TensorFlow's `ResourceExhaustedError` ends a traceback as an OOM only when its message says
+/// no more than that or names one: the class is raised for a gRPC message over its limit too.
+#[test]
+fn resource_exhausted_is_an_oom_only_when_its_message_is_one() {
+    let ending = |message: &str| {
+        class_of(&lines(&[
+            "Traceback (most recent call last):",
+            "  File \"x.py\", line 1, in <module>",
+            &format!("tensorflow.python.framework.errors_impl.ResourceExhaustedError: {message}"),
+        ]))
+    };
+    assert_eq!(ending("2 root error(s) found."), GpuOom);
+    assert_eq!(
+        ending("OOM when allocating tensor with shape[8,1024,4096] and type float"),
+        GpuOom
+    );
+    assert_eq!(
+        ending("Received message larger than max (536870912 vs. 4194304)"),
+        Error
+    );
+}
