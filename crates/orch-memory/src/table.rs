@@ -47,6 +47,24 @@ pub(crate) fn embedded_yaml<'a>(files: &'a Dir<'a>, dir: &str) -> Vec<(String, &
     out
 }
 
+/// Does any YAML document of `text` have a top-level `family:` key (a model family's file)? A
+/// text YAML cannot parse counts as one, so that its error is shown.
+fn names_a_family(text: &str) -> bool {
+    if crate::input::check_yaml(text).is_err() {
+        return true;
+    }
+    let mut any = false;
+    for doc in serde_yaml::Deserializer::from_str(text) {
+        match serde_yaml::Value::deserialize(doc) {
+            Ok(serde_yaml::Value::Mapping(m)) if m.contains_key("family") => return true,
+            Ok(_) => {}
+            Err(_) => return true,
+        }
+        any = true;
+    }
+    !any
+}
+
 /// One family's document.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -106,12 +124,21 @@ impl ModelTable {
 
     /// Read a project's `models/*.yaml` (each a regular file within the configuration's size
     /// limit) and put their families ahead of the built-in ones, the project's files in
-    /// file-name order: what [`ModelTable::current`] gives from then on. A file that cannot be
-    /// used is refused with its name (and the parser's line). Returns how many files were read;
-    /// a project without `models/` reads none.
-    pub fn load_project_dir(dir: &std::path::Path) -> Result<usize, TableError> {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return Ok(0);
+    /// file-name order: what [`ModelTable::current`] gives from then on. A file with no
+    /// document naming a `family:` is someone else's (a repository's `models/yolov5s.yaml`,
+    /// an mmdet config) and is skipped; one that names a family and cannot be used is refused
+    /// with its name (and the parser's line). Returns the files skipped; a project without
+    /// `models/` reads none.
+    pub fn load_project_dir(dir: &std::path::Path) -> Result<Vec<String>, TableError> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(TableError {
+                    file: dir.display().to_string(),
+                    message: format!("cannot read the project's model families: {e}"),
+                });
+            }
         };
         let mut files: Vec<std::path::PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -119,6 +146,7 @@ impl ModelTable {
             .collect();
         files.sort();
         let mut table = ModelTable::builtin().clone();
+        let mut skipped = Vec::new();
         // Each file goes ahead of what is there: the last one added is tried first.
         for path in files.iter().rev() {
             let file = path.display().to_string();
@@ -126,10 +154,15 @@ impl ModelTable {
                 file: file.clone(),
                 message: e.kind.to_string(),
             })?;
+            if !names_a_family(&text) {
+                skipped.push(file);
+                continue;
+            }
             table.add_file(&file, &text)?;
         }
         let _ = PROJECT.set(table);
-        Ok(files.len())
+        skipped.reverse();
+        Ok(skipped)
     }
 
     /// Add the families of one file, ahead of those already in the table (a user's file

@@ -22,7 +22,7 @@ pub struct Cli {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
-    /// Project directory whose experiments/, profiles/, ladders/ and templates/ override the built-in ones
+    /// Project directory whose experiments/, profiles/, ladders/ and templates/ override the built-in ones, and whose models/ and datasets/ are read before them
     #[arg(long, global = true, env = "ORCH_CONFIG_DIR", value_name = "DIR")]
     pub config_dir: Option<PathBuf>,
 

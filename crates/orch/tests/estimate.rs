@@ -188,6 +188,13 @@ fn a_projects_models_directory_is_read_before_the_built_in_families() {
     assert_eq!(known["architecture"]["known"], true, "{known}");
     assert_eq!(known["architecture"]["params"], 1_235_814_400.0, "{known}");
     assert!(known.to_string().contains("zeta.yaml"), "{known}");
+    // A repository's own model configs in models/ (no `family:`) are not orch's: skipped.
+    let orch = orch.file(
+        "models/yolov5s.yaml",
+        "nc: 80\ndepth_multiple: 0.33\nbackbone:\n  - [-1, 1, Conv, [64, 6, 2, 2]]\n",
+    );
+    let still = estimate(&orch, &["diamonds-seed0", "--set", "model=my-org/Zeta-1B"]);
+    assert_eq!(still["architecture"]["known"], true, "{still}");
     let orch = orch.file(
         "models/broken.yaml",
         "family: Broken\nmatch: []\nsizes: {}\n",

@@ -76,7 +76,7 @@ impl<'a> Context<'a> {
                 Ok(Override {
                     key: k.clone(),
                     value: trainer_value(v),
-                    arg: Value::from_safe_string(argument(syntax, k, v)?),
+                    arg: super::script::written(argument(syntax, k, v)?),
                 })
             })
             .collect::<Result<Vec<_>, ArgumentError>>()
@@ -88,7 +88,7 @@ impl<'a> Context<'a> {
             resources: &plan.resources,
             overrides: args,
             config: plan.config_tree(setup),
-            config_yaml: Value::from_safe_string(nested_yaml(&overrides)),
+            config_yaml: super::script::written(nested_yaml(&overrides)),
             env: plan
                 .env
                 .iter()
@@ -132,7 +132,7 @@ fn setup_lines(setup: &Setup) -> Result<Vec<Value>, String> {
     Ok(profile
         .iter()
         .chain(experiment)
-        .map(|l| Value::from_safe_string(l.clone()))
+        .map(|l| super::script::written(l.clone()))
         .collect())
 }
 

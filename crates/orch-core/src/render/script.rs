@@ -8,11 +8,12 @@
 //! `$(…)`, backquotes or `;` run in a shell word. So a value reaches the file in one of three ways
 //! only:
 //!
-//! - through a filter that says where it goes, whose output is marked safe: `shq` (a shell word),
+//! - through a filter that says where it goes, whose output is marked as orch's ([`Written`]):
+//!   `shq` (a shell word),
 //!   `home_path` (a path as a shell word, `~` left to the node's shell), `directive` (an
 //!   `#SBATCH` option), `comment` (text in a comment: made one line, control characters written
 //!   as escapes);
-//! - prepared by the [context](super::context) as what it already is, marked safe there: an
+//! - prepared by the [context](super::context) as what it already is, marked there: an
 //!   override's `arg` (written in the trainer's grammar and quoted), the `setup:` lines (shell
 //!   as the user wrote it, one line each), `config_yaml` (a YAML document);
 //! - as it is, where it can do no harm in any place of a script (a comment, a shell word, inside
@@ -24,22 +25,42 @@
 //! which would write anything as it is, too). A template that forgets a filter fails on the first value with a space in it
 //! (every profile's GPU model has one) instead of handing a value to the shell.
 
-use minijinja::value::ValueKind;
+use std::sync::Arc;
+
+use minijinja::value::{Object, ObjectRepr, ValueKind};
 use minijinja::{Environment, Error, ErrorKind, Output, State, Value};
 
 use crate::config::jinja;
 
+/// Text orch itself made for a script (a filter's output, a value the context prepared): the
+/// only kind of value the formatter writes as it is. minijinja's own "safe" mark is not trusted:
+/// its `split`, `lines`, `reverse` and `last` keep it on pieces of a quoted word
+/// (`{{ (v | shq | split("'"))[1] }}` would be the bare value), and `| safe` sets it on anything.
+#[derive(Debug)]
+pub(crate) struct Written(String);
+
+impl Object for Written {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Plain
+    }
+
+    fn render(self: &Arc<Self>, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `text` as a value the formatter writes as it is (see [`Written`]).
+pub(crate) fn written(text: String) -> Value {
+    Value::from_object(Written(text))
+}
+
 /// Make `env` write values only as this module allows: the formatter, and the script filters
-/// marking their output safe.
+/// marking their output as orch's own.
 pub(super) fn install(env: &mut Environment<'static>) {
     env.set_formatter(write);
-    env.add_filter("shq", |v: Value| jinja::shq(v).map(Value::from_safe_string));
-    env.add_filter("home_path", |v: Value| {
-        jinja::home_path(v).map(Value::from_safe_string)
-    });
-    env.add_filter("directive", |v: Value| {
-        jinja::directive(v).map(Value::from_safe_string)
-    });
+    env.add_filter("shq", |v: Value| jinja::shq(v).map(written));
+    env.add_filter("home_path", |v: Value| jinja::home_path(v).map(written));
+    env.add_filter("directive", |v: Value| jinja::directive(v).map(written));
     env.add_filter("comment", comment);
     // minijinja's `escape` writes HTML entities and marks the result safe: in a script that
     // would pass `$(…)` through as written. Its `safe` marks any value safe as it is: a
@@ -64,10 +85,10 @@ pub(super) fn install(env: &mut Environment<'static>) {
     }
 }
 
-/// The formatter: a safe value (a filter's output, a value the context prepared) as it is; any
-/// other only where it is inert everywhere, else an error.
+/// The formatter: orch's own text (a filter's output, a value the context prepared: [`Written`])
+/// as it is; any other value only where it is inert everywhere, else an error.
 pub(super) fn write(out: &mut Output, _state: &mut State, value: &Value) -> Result<(), Error> {
-    let inert = value.is_safe()
+    let inert = value.downcast_object_ref::<Written>().is_some()
         || matches!(
             value.kind(),
             ValueKind::Number | ValueKind::Bool | ValueKind::None
@@ -114,7 +135,7 @@ pub fn comment(value: Value) -> Result<Value, Error> {
             c => out.push(c),
         }
     }
-    Ok(Value::from_safe_string(out))
+    Ok(written(out))
 }
 
 /// Characters that end a line (for a shell, YAML 1.1 or an editor), or make a line show other
@@ -200,6 +221,23 @@ mod tests {
         for template in ["{{ v | e }}", "{{ v | escape }}", "{{ v | safe }}"] {
             let err = render(template, minijinja::context! { v => "$(x)" }).unwrap_err();
             assert!(err.to_string().contains("| shq"), "{template}: {err:#}");
+        }
+    }
+
+    /// minijinja's filters that keep its "safe" mark on pieces of a safe string do not make
+    /// orch's marked text: a quoted word split open is refused, not written bare.
+    #[test]
+    fn pieces_of_a_quoted_word_are_not_written_bare() {
+        let ctx = minijinja::context! { v => "$(touch /tmp/pwn)" };
+        for template in [
+            r#"{{ (v | shq | split("'"))[1] }}"#,
+            r#"{{ v | shq | split("'") | last }}"#,
+            r#"{{ v | shq | replace("'", "") }}"#,
+            r#"{{ v | shq | reverse | reverse }}"#,
+        ] {
+            // Refused, by the formatter or by a string filter that orch's text is not.
+            let out = render(template, ctx.clone());
+            assert!(out.is_err(), "{template}: {out:?}");
         }
     }
 

@@ -44,9 +44,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<u8> {
     ) {
         orch_memory::datasets::load_project_dir(&project.join("datasets"))
             .map_err(|e| orch_core::error::UsageError(e.to_string()))?;
-        // And its model families (`models/*.yaml`), ahead of the built-in ones.
-        orch_memory::ModelTable::load_project_dir(&project.join("models"))
+        // And its model families (`models/*.yaml`), ahead of the built-in ones; a file there
+        // that names no family (a repository's own model configs) is skipped.
+        let skipped = orch_memory::ModelTable::load_project_dir(&project.join("models"))
             .map_err(|e| orch_core::error::UsageError(e.to_string()))?;
+        if g.verbose > 0 {
+            for file in skipped {
+                eprintln!("orch: {file} names no `family:`: not a model family, skipped");
+            }
+        }
     }
     let catalog = Catalog::new(project);
     let ledger = Ledger::new(g.runs_dir.clone());
