@@ -38,6 +38,10 @@ pub(crate) struct Position {
     /// Somewhere in the body an error word and its colon introduce a reported error
     /// (`Server error: CUDA out of memory`): a message may decide mid-line after it.
     pub error_colon: bool,
+    /// Where (in the segment) the text after that error word and colon starts: a message
+    /// further on in the same report decides too (glog's `Check failed: e == cudaSuccess ||
+    /// e == cudaErrorCudartUnloading CUDA: out of memory`), unless advice words stand between.
+    pub error_colon_end: Option<usize>,
 }
 
 impl Position {
@@ -56,6 +60,7 @@ impl Position {
                 reports: false,
                 start_known: true,
                 error_colon: false,
+                error_colon_end: None,
             };
         }
         let reports = exception_name_len(b).is_some() || starts_with_error_word(b);
@@ -67,10 +72,11 @@ impl Position {
             level
         };
         // Only asked for where nothing else lets a message decide past the lead.
-        let error_colon = !reports
-            && level != Level::Error
-            && level != Level::Quiet
-            && error_colon_at(b).is_some();
+        let error_colon_end = (!reports && level != Level::Error && level != Level::Quiet)
+            .then(|| error_colon_at(b))
+            .flatten()
+            .map(|k| body + k);
+        let error_colon = error_colon_end.is_some();
         if let Some(n) = exception_repr_len(b) {
             // `OutOfMemoryError('CUDA out of memory ...')`: the exception a wrapper names as its
             // cause (Hydra's `InstantiationException` prints it on the next line). The quote
@@ -84,6 +90,7 @@ impl Position {
             reports,
             start_known: true,
             error_colon,
+            error_colon_end,
         }
     }
 
@@ -97,6 +104,7 @@ impl Position {
             reports: true,
             start_known: false,
             error_colon: false,
+            error_colon_end: None,
         }
     }
 
@@ -135,6 +143,9 @@ impl Position {
                     || self.level == Level::Error
                     || at <= lead_end(seg, self.body)
                     || error_word_before(&seg[self.body..at])
+                    || self
+                        .error_colon_end
+                        .is_some_and(|k| at >= k && !has_advice_word(&seg[k..at]))
             }
             Kind::Lead => self.level != Level::Quiet && at <= lead_end(seg, self.body),
             Kind::Name => self.level != Level::Quiet,

@@ -249,6 +249,16 @@ pub(crate) static RULES: &[Rule] = &[
         r"\bhas exceeded the maximum execution time of \d+(?: minutes|h\d+m\d+s|m\d+s)|\bThe action '[^']*' has timed out after \d+ minutes",
         r"has exceeded the maximum execution time of [0-9]+( minutes|h[0-9]+m[0-9]+s|m[0-9]+s)|The action '[^']*' has timed out after [0-9]+ minutes",
     ),
+    // Serverless and CI limits: AWS Lambda's runtime (`Task timed out after 30.03 seconds`),
+    // gitlab-runner's job limit (`ERROR: Job failed: execution took longer than 1h0m0s
+    // seconds`).
+    hit(
+        "platform-time-limit",
+        Slot::Timeout,
+        &["Task timed out after ", "execution took longer than "],
+        r"\bTask timed out after \d+(?:\.\d+)? seconds\b|\bJob failed: execution took longer than \S+ seconds\b",
+        r"Task timed out after [0-9.]+ seconds|Job failed: execution took longer than [^ ]+ seconds",
+    ),
     hit(
         "slurm-preemption",
         Slot::Preempted,
@@ -394,17 +404,47 @@ pub(crate) static RULES: &[Rule] = &[
     // allocator (`not enough memory`, and c10's older `can't allocate memory: you tried to
     // allocate N bytes. Error code 12`). (Python's bare `MemoryError` is known where its
     // traceback ends.)
-    msg(
-        "host-alloc-failed",
+    Rule {
+        // A size of 16 digits or more (`memory allocation of 18446744073709551615 bytes
+        // failed`: usize::MAX) is an overflow, a bug, not a machine out of memory.
+        unless: Some(r"memory allocation of \d{16,} bytes"),
+        ..msg(
+            "host-alloc-failed",
+            Slot::HostOom,
+            &[
+                "Cannot allocate memory",
+                "DefaultCPUAllocator: ",
+                "Unable to allocate ",
+                "memory allocation of ",
+            ],
+            r"memory allocation of \d+ bytes failed|\[Errno 12\] Cannot allocate memory|(?:fork|mmap|malloc|clone)(?:\(\))?(?: failed)?: (?:retry: )?Cannot allocate memory|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape",
+            r"memory allocation of [0-9]+ bytes failed|\[Errno 12\] Cannot allocate memory|(fork|mmap|malloc|clone)(\(\))?( failed)?: (retry: )?Cannot allocate memory|DefaultCPUAllocator: (not enough memory|can't allocate memory)|Unable to allocate [0-9.]+ [KMGTP]i?B for an array with shape",
+        )
+    },
+    // Host memory as the other runtimes beside a training job print its exhaustion: Go's
+    // runtime (`runtime/malloc.go`, `mem_windows.go`: `fatal error: out of memory`, also after
+    // `runtime: VirtualAlloc of N bytes failed with errno=1455`, Windows' commit limit), V8 under
+    // Node.js (`heap.cc`: `... Allocation failed - JavaScript heap out of memory`), .NET
+    // (`System.OutOfMemoryException`), AWS Lambda's runtime killed at its memory size
+    // (`Runtime exited with error: signal: killed`, weak: any SIGKILL reads the same).
+    hit(
+        "runtime-host-oom",
         Slot::HostOom,
         &[
-            "Cannot allocate memory",
-            "DefaultCPUAllocator: ",
-            "Unable to allocate ",
-            "memory allocation of ",
+            "fatal error: out of memory",
+            "fatal error: runtime: out of memory",
+            "JavaScript heap out of memory",
+            "System.OutOfMemoryException",
         ],
-        r"memory allocation of \d+ bytes failed|\[Errno 12\] Cannot allocate memory|(?:fork|mmap|malloc|clone)(?:\(\))?(?: failed)?: (?:retry: )?Cannot allocate memory|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape",
-        r"memory allocation of [0-9]+ bytes failed|\[Errno 12\] Cannot allocate memory|(fork|mmap|malloc|clone)(\(\))?( failed)?: (retry: )?Cannot allocate memory|DefaultCPUAllocator: (not enough memory|can't allocate memory)|Unable to allocate [0-9.]+ [KMGTP]i?B for an array with shape",
+        r"^\s*fatal error: (?:runtime: )?out of memory\s*$|Allocation failed - JavaScript heap out of memory|\bSystem\.OutOfMemoryException\b",
+        r"^ *fatal error: (runtime: )?out of memory *$|Allocation failed - JavaScript heap out of memory|System\.OutOfMemoryException",
+    ),
+    hit(
+        "lambda-runtime-killed",
+        Slot::HostOomWeak,
+        &["Runtime exited with error: signal: killed"],
+        r"\bRuntime exited with error: signal: killed\b",
+        r"Runtime exited with error: signal: killed",
     ),
     hit(
         "slurm-oom-kill-event",
@@ -691,6 +731,21 @@ pub(crate) static RULES: &[Rule] = &[
         ere: r"out_of_memory: (RMM failure|CUDA error) at:|rmm::out_of_memory|RMM failure at:[^ ]* Maximum pool size exceeded",
         requires: &[],
     },
+    // Julia's CUDA.jl (and CuArrays before it): `ERROR: LoadError: Out of GPU memory trying to
+    // allocate 21.000 MiB`, `CUDA.OutOfGPUMemoryError` (`src/pool.jl`).
+    Rule {
+        kind: Kind::Name,
+        ..hit(
+            "julia-cuda-oom",
+            Slot::GpuOom,
+            &[
+                "Out of GPU memory trying to allocate",
+                "OutOfGPUMemoryError",
+            ],
+            r"\bOut of GPU memory trying to allocate [\d.]+ [KMGT]i?B|\bOutOfGPUMemoryError\b",
+            r"Out of GPU memory trying to allocate [0-9.]+ [KMGT]i?B|OutOfGPUMemoryError",
+        )
+    },
     // The CUDA libraries' own allocation failures (cuBLAS, cuDNN, cuSPARSE, cuSOLVER): a
     // status name of their own, so a line format.
     hit(
@@ -913,8 +968,9 @@ pub(crate) static RULES: &[Rule] = &[
         r"exitcode\s*:?\s*-9\b",
         r"exitcode[[:space:]]*:?[[:space:]]*-9([^0-9]|$)",
     ),
-    // Any exit status 137 (128 + SIGKILL): Docker's and Kubernetes' (`Exit Code: 137`) too.
-    // Not a hint explaining what 137 usually means.
+    // Any exit status 137 (128 + SIGKILL): Docker's and Kubernetes' (`Exit Code: 137`) too; and
+    // -9, how Python's `subprocess` reports a child killed by SIGKILL (`Training failed with
+    // exit code -9`). Not a hint explaining what 137 usually means.
     Rule {
         unless: Some(r"(?i)\b(?:typically|usually|means|may|might|hint)\b"),
         ..hit(
@@ -927,8 +983,8 @@ pub(crate) static RULES: &[Rule] = &[
                 "xit Status",
                 "exited with code",
             ],
-            r"(?:[Ee]xit (?:[Cc]ode|[Ss]tatus)|exited with code)\s*[:=]?\s*137\b",
-            r"[Ee]xit(ed with)? ([Cc]ode|[Ss]tatus) *[:=]? *137([^0-9]|$)",
+            r"(?:[Ee]xit (?:[Cc]ode|[Ss]tatus)|exited with code)\s*[:=]?\s*(?:137|-9)\b",
+            r"[Ee]xit(ed with)? ([Cc]ode|[Ss]tatus) *[:=]? *(137|-9)([^0-9]|$)",
         )
     },
     // ---------------------------------------------------------------- NCCL timeout
@@ -1078,6 +1134,16 @@ pub(crate) static RULES: &[Rule] = &[
             r"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob [^ ]+ (was|has been|got) preempted|^ *[Jj]ob preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted(\.| or failed)|([Ii]nstance|VM|[Ss]pot (instance|VM)s?) [^ ]+ (was|has been|got) preempted|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* PREEMPTED +[0-9]+:[0-9]+ *$",
         )
     },
+    // A spot VM taken back as a workflow engine words it (Cromwell on GCP Batch: `A Spot VM for
+    // the job was preempted during run time`), and dstack's termination reason for a run whose
+    // spot capacity went away (`INTERRUPTED_BY_NO_CAPACITY`, `JobTerminationReason`).
+    hit(
+        "spot-vm-preempted",
+        Slot::Preempted,
+        &["preempted during run time", "INTERRUPTED_BY_NO_CAPACITY"],
+        r"\b(?:[Ss]pot|[Pp]reemptible) (?:VM|[Ii]nstance) for the job was preempted during run time\b|\bINTERRUPTED_BY_NO_CAPACITY\b",
+        r"([Ss]pot|[Pp]reemptible) (VM|[Ii]nstance) for the job was preempted during run time|INTERRUPTED_BY_NO_CAPACITY",
+    ),
     // submitit's signal handler on a preempted job (`Caught signal SIGUSR1 on learnfair4096:
     // this job is preempted.`, `core/job_environment.py`), and the kubelet evicting a pod for a
     // critical one (`Preempted in order to admit critical pod`, `pkg/kubelet/preemption`).

@@ -105,6 +105,9 @@ pub(crate) fn memory_class_slot(rest: &[u8]) -> Option<Slot> {
     match last {
         b"OutOfMemoryError" if !name.starts_with(b"ray.") => Some(Slot::GpuOomWeak),
         b"MemoryError" => Some(Slot::HostOom),
+        // Apache Arrow's allocator refusing a buffer (`pyarrow.lib.ArrowMemoryError: realloc of
+        // size 2172846080 failed`; Arrow's `Status::OutOfMemory`).
+        b"ArrowMemoryError" => Some(Slot::HostOom),
         // TensorFlow's class for an allocation refused (`errors_impl.ResourceExhaustedError`),
         // when its message says no more than that (empty, cut, `2 root error(s) found.` with
         // the op's words on the lines after) or names an OOM: the class is also raised for a

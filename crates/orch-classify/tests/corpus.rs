@@ -139,6 +139,19 @@ const HOLDOUT10_FLOOR: f64 = 0.96;
 /// peeled), submitit's time-limit and preemption words, Modal's function timeout, the
 /// kubelet's critical-pod preemption and an InfiniBand adapter's catastrophic error: 27/30.
 const HOLDOUT11_FLOOR: f64 = 0.86;
+/// Batch O (issue 40): 20 excerpts of host memory and scheduler endings as runtimes other than
+/// Python's print them — Go (Windows' commit limit), Node.js/V8, .NET (ML.NET), Rust, pyarrow,
+/// Julia's CuArrays and MXNet.jl, AWS Lambda, GitLab CI, Cobalt, Cromwell on GCP Batch, dstack,
+/// macOS — collected by a helper who had not read the classifier, scored after batch N's
+/// changes and before any change for it: 6/20 (30.0 %), device recall 1/3, host 1/7, one false
+/// alarm (Rust's `memory allocation of 18446744073709551615 bytes failed`, an overflow). After
+/// those runtimes' own words (Go's `fatal error: out of memory` and `VirtualAlloc ...
+/// errno=1455`, V8's `JavaScript heap out of memory`, `System.OutOfMemoryException`, Arrow's
+/// `ArrowMemoryError`, CUDA.jl's `Out of GPU memory`, Lambda's and gitlab-runner's limits, a
+/// spot VM preempted during run time, dstack's `INTERRUPTED_BY_NO_CAPACITY`), `exit code -9`,
+/// an absurd allocation size as a bug, and a message later in an error report (glog's `Check
+/// failed: ... CUDA: out of memory`): 20/20.
+const HOLDOUT12_FLOOR: f64 = 0.95;
 
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
@@ -308,6 +321,15 @@ fn eleventh_holdout_split() {
     );
 }
 
+#[test]
+fn twelfth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout12"),
+        "corpus (twelfth holdout)",
+        HOLDOUT12_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
@@ -325,6 +347,7 @@ fn the_corpus_covers_the_world() {
         "holdout9",
         "holdout10",
         "holdout11",
+        "holdout12",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {

@@ -146,6 +146,9 @@ fn tips_configs_and_warnings_are_not_failures() {
         "srun: error: n2: task 1: Killed",
         "[1/3] Killed",
         "OutOfMemoryError    : 3",
+        // An error report whose later words are advice, not what failed.
+        "error: unknown flag --foo; to avoid CUDA out of memory, lower the batch",
+        "memory allocation of 18446744073709551615 bytes failed",
     ];
     for t in traps {
         let v = classify_bytes(format!("{t}\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'x'\n").as_bytes());
