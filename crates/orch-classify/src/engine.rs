@@ -103,8 +103,9 @@ pub(crate) struct Engine {
 /// limit"` took back 3: at 100 literals the bench logs scan about as fast as at 98. No anchor
 /// shorter than 4 bytes: one of 3 (`"oom"`) shortened Teddy's fingerprint and cost 15–30 %.
 /// Batch M's `"imeou"` and `"timed"` carry the time limits and collective timeouts of
-/// torch, torchelastic, submitit, Modal and CI runners on one literal each.
-const ANCHORS: [&str; 34] = [
+/// torch, torchelastic, submitit, Modal and CI runners on one literal each, and
+/// `"xecution t"` GitHub Actions' and gitlab-runner's job limits.
+const ANCHORS: [&str; 35] = [
     "Kill",
     "Not e",
     "ceede",
@@ -139,6 +140,7 @@ const ANCHORS: [&str; 34] = [
     "y limit",
     "imeou",
     "timed",
+    "xecution t",
 ];
 
 /// The literal the prefilter looks for to find `needle`: the first anchor it holds with no quote

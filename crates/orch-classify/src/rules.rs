@@ -732,18 +732,15 @@ pub(crate) static RULES: &[Rule] = &[
         requires: &[],
     },
     // Julia's CUDA.jl (and CuArrays before it): `ERROR: LoadError: Out of GPU memory trying to
-    // allocate 21.000 MiB`, `CUDA.OutOfGPUMemoryError` (`src/pool.jl`).
+    // allocate 21.000 MiB`, what `OutOfGPUMemoryError`'s `showerror` prints (`src/pool.jl`).
     Rule {
         kind: Kind::Name,
         ..hit(
             "julia-cuda-oom",
             Slot::GpuOom,
-            &[
-                "Out of GPU memory trying to allocate",
-                "OutOfGPUMemoryError",
-            ],
-            r"\bOut of GPU memory trying to allocate [\d.]+ [KMGT]i?B|\bOutOfGPUMemoryError\b",
-            r"Out of GPU memory trying to allocate [0-9.]+ [KMGT]i?B|OutOfGPUMemoryError",
+            &["Out of GPU memory trying to allocate"],
+            r"\bOut of GPU memory trying to allocate [\d.]+ [KMGT]i?B",
+            r"Out of GPU memory trying to allocate [0-9.]+ [KMGT]i?B",
         )
     },
     // The CUDA libraries' own allocation failures (cuBLAS, cuDNN, cuSPARSE, cuSOLVER): a
