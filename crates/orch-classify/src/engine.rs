@@ -104,8 +104,9 @@ pub(crate) struct Engine {
 /// shorter than 4 bytes: one of 3 (`"oom"`) shortened Teddy's fingerprint and cost 15–30 %.
 /// Batch M's `"imeou"` and `"timed"` carry the time limits and collective timeouts of
 /// torch, torchelastic, submitit, Modal and CI runners on one literal each, and
-/// `"xecution t"` GitHub Actions' and gitlab-runner's job limits.
-const ANCHORS: [&str; 35] = [
+/// `"xecution t"` GitHub Actions' and gitlab-runner's job limits, `"KV cache is "` vLLM's and
+/// llama.cpp's full caches.
+const ANCHORS: [&str; 36] = [
     "Kill",
     "Not e",
     "ceede",
@@ -141,6 +142,7 @@ const ANCHORS: [&str; 35] = [
     "imeou",
     "timed",
     "xecution t",
+    "KV cache is ",
 ];
 
 /// The literal the prefilter looks for to find `needle`: the first anchor it holds with no quote

@@ -328,8 +328,10 @@ fn logger_name_level(seg: &[u8], i: usize) -> Option<(usize, Level)> {
 
 /// A level word at the start of `b` and its length.
 pub(crate) fn level_word(b: &[u8]) -> Option<(usize, Level)> {
-    const WORDS: [(&[u8], Level); 7] = [
+    const WORDS: [(&[u8], Level); 8] = [
         (b"ERROR", Level::Error),
+        // llama.cpp's server and syslog's short form (`ERR [ process_batch_tokens] ...`).
+        (b"ERR", Level::Error),
         (b"CRITICAL", Level::Error),
         (b"FATAL", Level::Error),
         (b"WARNING", Level::Quiet),

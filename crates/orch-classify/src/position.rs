@@ -146,11 +146,22 @@ impl Position {
                     || self
                         .error_colon_end
                         .is_some_and(|k| at >= k && !has_advice_word(&seg[k..at]))
+                    || glued(seg, self.body, at)
             }
             Kind::Lead => self.level != Level::Quiet && at <= lead_end(seg, self.body),
             Kind::Name => self.level != Level::Quiet,
         }
     }
+}
+
+/// A report printed on the line of a progress display without a newline before it
+/// (KoboldCpp's `Processing Prompt [BLAS] (512 / 12710 tokens)CUDA error: out of memory`): the
+/// match starts with a capital right after a `)`, `]`, `%` or digit, which no prose or config
+/// value writes.
+fn glued(seg: &[u8], body: usize, at: usize) -> bool {
+    at > body
+        && seg.get(at).is_some_and(u8::is_ascii_uppercase)
+        && matches!(seg[at - 1], b')' | b']' | b'%' | b'0'..=b'9')
 }
 
 /// Skip `...`/`…`/spaces (and counters like `+5 `) in front of a bare message (app code

@@ -340,6 +340,16 @@ pub(crate) static RULES: &[Rule] = &[
             r"larger than the maximum number of tokens that can be stored in KV cache",
         )
     },
+    // llama.cpp's server (and its forks) with a batch its KV cache cannot hold: `failed to
+    // decode the batch: KV cache is full - try increasing it via the context size`
+    // (`tools/server/server.cpp`).
+    msg(
+        "llama-server-kv-full",
+        Slot::KvCache,
+        &["KV cache is full"],
+        r"KV cache is full - try increasing it via the context size",
+        r"KV cache is full - try increasing it via the context size",
+    ),
     msg(
         "vllm-v1-max-seq-len",
         Slot::KvCache,
@@ -684,8 +694,8 @@ pub(crate) static RULES: &[Rule] = &[
         "gpu-oom-message",
         Slot::GpuOom,
         &["f memor"],
-        r"(?:CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? (?:(?:driver|runtime) )?(?:(?:[Ee]rror|ERROR|failed|FAILED)(?: with error| \d+| in [^:]*\))?[\s:!<(\[]*)?out of memory|MPS backend out of memory|Out of memory error on (?:GPU|XPU|NPU|MLU) \d+|cuda runtime error \(2\) : out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(?:Async|Managed)? failed: out of memory|cudaSuccess \(2 vs\. 0\)\s+out of memory",
-        r"(CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? ((driver|runtime) )?(([Ee]rror|ERROR|failed|FAILED)( with error| [0-9]+| in [^:]*\))?[[:space:]:!<(\[]*)?out of memory|MPS backend out of memory|Out of memory error on (GPU|XPU|NPU|MLU) [0-9]+|cuda runtime error \(2\) : out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(Async|Managed)? failed: out of memory|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
+        r"(?:CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? (?:(?:driver|runtime) )?(?:(?:[Ee]rror|ERROR|failed|FAILED)(?: with error| \d+| in [^:]*\))?[\s:!<(\[]*)?out of memory|MPS backend out of memory|Out of memory error on (?:GPU|XPU|NPU|MLU) \d+|cuda runtime error \(2\) : out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(?:Async|Managed)? failed: out of memory|cudaSuccess \(2 vs\. 0\)\s+out of memory|Error Code \d+: Cuda Runtime \(out of memory\)",
+        r"(CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? ((driver|runtime) )?(([Ee]rror|ERROR|failed|FAILED)( with error| [0-9]+| in [^:]*\))?[[:space:]:!<(\[]*)?out of memory|MPS backend out of memory|Out of memory error on (GPU|XPU|NPU|MLU) [0-9]+|cuda runtime error \(2\) : out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(Async|Managed)? failed: out of memory|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory|Error Code [0-9]+: Cuda Runtime \(out of memory\)",
     ),
     // The device runtimes' own names for a failed device allocation, which only their error
     // reports print, whatever a reporter writes around them: the CUDA runtime's

@@ -152,6 +152,15 @@ const HOLDOUT11_FLOOR: f64 = 0.86;
 /// an absurd allocation size as a bug, and a message later in an error report (glog's `Check
 /// failed: ... CUDA: out of memory`): 20/20.
 const HOLDOUT12_FLOOR: f64 = 0.95;
+/// Batch P (issue 40): 19 excerpts, a mixed batch from repositories not yet used (TensorRT's
+/// trtexec, KoboldCpp, ik_llama.cpp, LoRAX, Spark NLP, TransmogrifAI, SentencePiece, D-FINE,
+/// InternLM, Keras, Flax on TPU, an Akash GPU provider, …), collected by a helper who had not
+/// read the classifier, scored after batch O's changes and before any change for it: 15/19
+/// (78.9 %), device recall 5/9, host 5/5 (O's and J's host vocabulary carried), no false alarm.
+/// After TensorRT's `Error Code 1: Cuda Runtime (out of memory)` behind its logger's
+/// `[11/22/2024-13:40:47] [E]`, llama.cpp's server `ERR` level and its `KV cache is full`, and a
+/// report glued to a progress line (`... tokens)CUDA error: out of memory`): 18/19.
+const HOLDOUT13_FLOOR: f64 = 0.94;
 
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
@@ -330,6 +339,15 @@ fn twelfth_holdout_split() {
     );
 }
 
+#[test]
+fn thirteenth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout13"),
+        "corpus (thirteenth holdout)",
+        HOLDOUT13_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
@@ -348,6 +366,7 @@ fn the_corpus_covers_the_world() {
         "holdout10",
         "holdout11",
         "holdout12",
+        "holdout13",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {
