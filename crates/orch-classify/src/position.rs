@@ -145,7 +145,7 @@ impl Position {
                     || error_word_before(&seg[self.body..at])
                     || self
                         .error_colon_end
-                        .is_some_and(|k| at >= k && !has_advice_word(&seg[k..at]))
+                        .is_some_and(|k| at >= k && same_report(&seg[k..at]))
                     || glued(seg, self.body, at)
             }
             Kind::Lead => self.level != Level::Quiet && at <= lead_end(seg, self.body),
@@ -156,12 +156,39 @@ impl Position {
 
 /// A report printed on the line of a progress display without a newline before it
 /// (KoboldCpp's `Processing Prompt [BLAS] (512 / 12710 tokens)CUDA error: out of memory`): the
-/// match starts with a capital right after a `)`, `]`, `%` or digit, which no prose or config
-/// value writes.
+/// match starts with a capital right after a `)`, which no prose or config value writes (not
+/// after a `]`: an unpeeled level tag, a version or an issue number), and nothing after it
+/// says it was recovered from.
 fn glued(seg: &[u8], body: usize, at: usize) -> bool {
     at > body
         && seg.get(at).is_some_and(u8::is_ascii_uppercase)
-        && matches!(seg[at - 1], b')' | b']' | b'%' | b'0'..=b'9')
+        && seg[at - 1] == b')'
+        && !has_advice_word(&seg[at..])
+        && !RECOVERED
+            .iter()
+            .any(|w| contains(&seg[at..].to_ascii_lowercase(), w))
+}
+
+/// Words after a failure's text that say the program went on.
+const RECOVERED: [&[u8]; 4] = [b"retry", b"recovered", b"fixed", b"skipped"];
+
+/// Is the text between an error word's colon and a later match one report (glog's `e ==
+/// cudaSuccess || e == cudaErrorCudartUnloading `), not a new sentence, a list of possible
+/// causes, advice, a negation or a metric?
+fn same_report(gap: &[u8]) -> bool {
+    const NOT: [&str; 13] = [
+        "no", "not", "none", "without", "expected", "possible", "causes", "check", "consider",
+        "prevent", "see", "count", "try",
+    ];
+    !has_advice_word(gap)
+        && !gap
+            .trim_ascii_start()
+            .first()
+            .is_some_and(u8::is_ascii_digit)
+        && ![&b". "[..], b"; ", b", "].iter().any(|s| contains(gap, s))
+        && !gap
+            .split(|c| !c.is_ascii_alphanumeric())
+            .any(|w| NOT.iter().any(|n| w.eq_ignore_ascii_case(n.as_bytes())))
 }
 
 /// Skip `...`/`…`/spaces (and counters like `+5 `) in front of a bare message (app code

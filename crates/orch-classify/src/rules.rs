@@ -437,18 +437,25 @@ pub(crate) static RULES: &[Rule] = &[
     // Node.js (`heap.cc`: `... Allocation failed - JavaScript heap out of memory`), .NET
     // (`System.OutOfMemoryException`), AWS Lambda's runtime killed at its memory size
     // (`Runtime exited with error: signal: killed`, weak: any SIGKILL reads the same).
-    hit(
-        "runtime-host-oom",
-        Slot::HostOom,
-        &[
-            "fatal error: out of memory",
-            "fatal error: runtime: out of memory",
-            "JavaScript heap out of memory",
-            "System.OutOfMemoryException",
-        ],
-        r"^\s*fatal error: (?:runtime: )?out of memory\s*$|Allocation failed - JavaScript heap out of memory|\bSystem\.OutOfMemoryException\b",
-        r"^ *fatal error: (runtime: )?out of memory *$|Allocation failed - JavaScript heap out of memory|System\.OutOfMemoryException",
-    ),
+    Rule {
+        kind: Kind::Name,
+        // Not a program that caught it and went on, nor advice quoting it.
+        unless: Some(
+            r"(?i)\b(?:if|hint|tip|caught|catch|retry|retried|retrying|continuing|handled)\b",
+        ),
+        ..hit(
+            "runtime-host-oom",
+            Slot::HostOom,
+            &[
+                "fatal error: out of memory",
+                "fatal error: runtime: out of memory",
+                "JavaScript heap out of memory",
+                "System.OutOfMemoryException",
+            ],
+            r"^\s*fatal error: (?:runtime: )?out of memory\s*$|Allocation failed - JavaScript heap out of memory|\bSystem\.OutOfMemoryException\b",
+            r"^ *fatal error: (runtime: )?out of memory *$|Allocation failed - JavaScript heap out of memory|System\.OutOfMemoryException",
+        )
+    },
     hit(
         "lambda-runtime-killed",
         Slot::HostOomWeak,
@@ -694,8 +701,8 @@ pub(crate) static RULES: &[Rule] = &[
         "gpu-oom-message",
         Slot::GpuOom,
         &["f memor"],
-        r"(?:CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? (?:(?:driver|runtime) )?(?:(?:[Ee]rror|ERROR|failed|FAILED)(?: with error| \d+| in [^:]*\))?[\s:!<(\[]*)?out of memory|MPS backend out of memory|Out of memory error on (?:GPU|XPU|NPU|MLU) \d+|cuda runtime error \(2\) : out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(?:Async|Managed)? failed: out of memory|cudaSuccess \(2 vs\. 0\)\s+out of memory|Error Code \d+: Cuda Runtime \(out of memory\)",
-        r"(CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? ((driver|runtime) )?(([Ee]rror|ERROR|failed|FAILED)( with error| [0-9]+| in [^:]*\))?[[:space:]:!<(\[]*)?out of memory|MPS backend out of memory|Out of memory error on (GPU|XPU|NPU|MLU) [0-9]+|cuda runtime error \(2\) : out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(Async|Managed)? failed: out of memory|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory|Error Code [0-9]+: Cuda Runtime \(out of memory\)",
+        r"(?:CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? (?:(?:driver|runtime) )?(?:(?:[Ee]rror|ERROR|failed|FAILED)(?: with error| \d+| in [^:]*\))?[\s:!<(\[]*)?out of memory|MPS backend out of memory|Out of memory error on (?:GPU|XPU|NPU|MLU) \d+|cuda runtime error \(2\) : out of memory|Allocation on device \d+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(?:Async|Managed)? failed: out of memory|cudaSuccess \(2 vs\. 0\)\s+out of memory",
+        r"(CUDA|HIP|NPU|XPU|HPU|DPCPP|MLU|MUSA):? ((driver|runtime) )?(([Ee]rror|ERROR|failed|FAILED)( with error| [0-9]+| in [^:]*\))?[[:space:]:!<(\[]*)?out of memory|MPS backend out of memory|Out of memory error on (GPU|XPU|NPU|MLU) [0-9]+|cuda runtime error \(2\) : out of memory|Allocation on device [0-9]+ would exceed allowed memory\. \(out of memory\)|cudaMalloc(Async|Managed)? failed: out of memory|cudaSuccess \(2 vs\. 0\)[[:space:]]+out of memory",
     ),
     // The device runtimes' own names for a failed device allocation, which only their error
     // reports print, whatever a reporter writes around them: the CUDA runtime's
@@ -745,6 +752,8 @@ pub(crate) static RULES: &[Rule] = &[
     // allocate 21.000 MiB`, what `OutOfGPUMemoryError`'s `showerror` prints (`src/pool.jl`).
     Rule {
         kind: Kind::Name,
+        // Not Julia's logger warning or informing that it retried (`┌ Warning:`, `[ Info:`).
+        unless: Some(r"(?i)(?:┌|\[) (?:Warning|Info|Debug):|\b(?:caught|retry|retrying|halving)\b"),
         ..hit(
             "julia-cuda-oom",
             Slot::GpuOom,
@@ -753,6 +762,16 @@ pub(crate) static RULES: &[Rule] = &[
             r"Out of GPU memory trying to allocate [0-9.]+ [KMGT]i?B",
         )
     },
+    // TensorRT's builder out of device memory (`Error Code 1: Cuda Runtime (out of memory)`,
+    // `defaultAllocator.cpp`). Weak: it logs the same while autotuning tactics, skips the
+    // tactic and may still build the engine, so anything specific after it decides.
+    msg(
+        "tensorrt-cuda-runtime-oom",
+        Slot::GpuOomWeak,
+        &["f memor"],
+        r"Error Code \d+: Cuda Runtime \(out of memory\)",
+        r"Error Code [0-9]+: Cuda Runtime \(out of memory\)",
+    ),
     // The CUDA libraries' own allocation failures (cuBLAS, cuDNN, cuSPARSE, cuSOLVER): a
     // status name of their own, so a line format.
     hit(
@@ -979,7 +998,9 @@ pub(crate) static RULES: &[Rule] = &[
     // -9, how Python's `subprocess` reports a child killed by SIGKILL (`Training failed with
     // exit code -9`). Not a hint explaining what 137 usually means.
     Rule {
-        unless: Some(r"(?i)\b(?:typically|usually|means|may|might|hint)\b"),
+        unless: Some(
+            r"(?i)\b(?:typically|usually|means|may|might|hint|if|when|timeout|timed out|time limit|harness)\b",
+        ),
         ..hit(
             "exit-code-137",
             Slot::HostOomWeak,

@@ -149,6 +149,22 @@ fn tips_configs_and_warnings_are_not_failures() {
         // An error report whose later words are advice, not what failed.
         "error: unknown flag --foo; to avoid CUDA out of memory, lower the batch",
         "memory allocation of 18446744073709551615 bytes failed",
+        // A review's: caught, advised, listed as a possible cause, negated, a metric, a changelog.
+        "2024-01-01 10:00:00 WARN ImageCache: caught System.OutOfMemoryException while prefetching, cache disabled",
+        "INFO Retried after System.OutOfMemoryException; succeeded",
+        "Hint: if you see FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory, raise --max-old-space-size",
+        "┌ Warning: Out of GPU memory trying to allocate 21.000 MiB; retrying after GC",
+        "Training failed: exit status 1. Possible causes: CUDA error: out of memory or NCCL timeout",
+        "Job failed: see log. Check for CUDA error: out of memory in the worker output",
+        "Health check failed: disk full; no CUDA error: out of memory seen",
+        "Validation failed: expected CUDA error: out of memory to be raised",
+        "step 100 error: 0.0213 (CUDA error: out of memory count: 0)",
+        "If the process exits with exit code -9, increase memory",
+        "Subprocess exited with code -9 after timeout of 600s (killed by harness)",
+        "[E]valuate  [Q]uit  CUDA error: out of memory",
+        "Changelog: [1.2.0]CUDA error: out of memory is now retried automatically",
+        "| 12 | 3%CUDA error: out of memory |",
+        "Progress: 100%|##########| 10/10 [00:05<00:00]CUDA error: out of memory (recovered, retrying)",
     ];
     for t in traps {
         let v = classify_bytes(format!("{t}\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'x'\n").as_bytes());
