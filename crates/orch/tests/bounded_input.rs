@@ -19,7 +19,10 @@ fn capped(orch: &Orch, args: &[&str]) -> Run {
     let inner = orch.command(args);
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
-        .arg(format!("ulimit -v {ADDRESS_SPACE_KIB} && exec \"$@\""))
+        // A read that blocks (a FIFO) ends in 2 minutes as a failure, not a hung test.
+        .arg(format!(
+            "ulimit -v {ADDRESS_SPACE_KIB} && exec timeout 120 \"$@\""
+        ))
         .arg("sh")
         .arg(inner.get_program())
         .args(inner.get_args())
@@ -43,6 +46,23 @@ fn capped(orch: &Orch, args: &[&str]) -> Run {
         stdout: String::from_utf8_lossy(&stdout).into_owned(),
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
     }
+}
+
+/// The demo's run, its orch killed at crash point `point`: its id.
+fn demo_run_stopped_at(orch: &Orch, point: &str) -> String {
+    crate::support::crash_at(
+        orch,
+        &[
+            "submit",
+            "--backend",
+            "local",
+            "--simulate",
+            "diamonds-seed0",
+        ],
+        point,
+    );
+    let status = orch.expect(&["status", "--json"], 0).json();
+    status[0]["run"].as_str().expect("a run").to_string()
 }
 
 /// The fan-out as YAML mapping entries (two-space indented): one 600 KB anchored
@@ -118,19 +138,7 @@ fn a_set_value_whose_aliases_expand_past_the_budget_is_refused() {
 #[test]
 fn a_plan_yaml_whose_aliases_expand_past_the_budget_is_refused_by_resume() {
     let orch = Orch::new();
-    crate::support::crash_at(
-        &orch,
-        &[
-            "submit",
-            "--backend",
-            "local",
-            "--simulate",
-            "diamonds-seed0",
-        ],
-        "created",
-    );
-    let status = orch.expect(&["status", "--json"], 0).json();
-    let id = status[0]["run"].as_str().expect("a run").to_string();
+    let id = demo_run_stopped_at(&orch, "created");
     let plan = orch.path().join(".orch/runs").join(&id).join("plan.yaml");
     let text = std::fs::read_to_string(&plan).unwrap();
     assert!(text.contains("\nvars: {}\n"), "{text}");
@@ -163,19 +171,7 @@ fn a_plan_yaml_whose_aliases_expand_past_the_budget_is_refused_by_resume() {
 #[test]
 fn an_attempts_plan_yaml_replaced_by_a_fifo_is_refused_by_resume() {
     let orch = Orch::new();
-    crate::support::crash_at(
-        &orch,
-        &[
-            "submit",
-            "--backend",
-            "local",
-            "--simulate",
-            "diamonds-seed0",
-        ],
-        "submitted",
-    );
-    let status = orch.expect(&["status", "--json"], 0).json();
-    let id = status[0]["run"].as_str().expect("a run").to_string();
+    let id = demo_run_stopped_at(&orch, "submitted");
     let plan = orch
         .path()
         .join(".orch/runs")

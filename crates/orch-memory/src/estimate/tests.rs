@@ -845,6 +845,16 @@ const LLAMA_3_2_1B: [(&str, &str); 8] = [
     ("model.architecture.tie_word_embeddings", "true"),
 ];
 
+/// torchrun on one GPU of `hw` with the training config `o`.
+fn torchrun_on(hw: Hardware, o: &Overrides) -> Estimate {
+    estimate(&SimConfig {
+        hw,
+        workload: Workload::Torchrun(TorchrunConfig::from_overrides(o, 1)),
+        resumed: false,
+        arch: None,
+    })
+}
+
 /// torchrun on one GPU with Llama 3.2 1B's architecture stated in the config.
 fn torchrun_llama(gpus: u32, micro: u64, seq: u64, ckpt: bool, precision: &str) -> Estimate {
     let mut pairs: Vec<(String, String)> = LLAMA_3_2_1B
@@ -966,12 +976,7 @@ fn torchrun_reserve_holds_one_stranded_fp32_logits_block() {
         .map(String::from),
     );
     o.apply_hydra(&args);
-    let expandable = estimate(&SimConfig {
-        hw: h100(true),
-        workload: Workload::Torchrun(TorchrunConfig::from_overrides(&o, 1)),
-        resumed: false,
-        arch: None,
-    });
+    let expandable = torchrun_on(h100(true), &o);
     // A share of the block stays stranded beside the generic 2 %: the slack follows the
     // logits, not the step's total.
     let share = k::TR_EXPANDABLE_STRANDED_SHARE * logits;
@@ -1004,12 +1009,7 @@ fn torchrun_expandable_slack_follows_the_logits_not_the_step() {
         args.extend(["micro_batch_size=4", "max_seq_len=2048"].map(String::from));
         let mut o = Overrides::new();
         o.apply_hydra(&args);
-        let e = estimate(&SimConfig {
-            hw: h100(true),
-            workload: Workload::Torchrun(TorchrunConfig::from_overrides(&o, 1)),
-            resumed: false,
-            arch: None,
-        });
+        let e = torchrun_on(h100(true), &o);
         e.train_reserved_gib / e.train_allocated_gib - 1.0
     };
     let (small, large) = (slack_share("32000"), slack_share("151936"));
