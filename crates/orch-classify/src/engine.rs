@@ -175,6 +175,43 @@ pub(crate) struct NextHits([Option<Option<(usize, usize, Mask)>>; MAX_SEARCHERS]
 /// Most searchers (so [`NextHits`] lives on the stack): [`NEEDLE_LIMIT`] / [`NEEDLE_CHUNK`].
 const MAX_SEARCHERS: usize = NEEDLE_LIMIT.div_ceil(NEEDLE_CHUNK);
 
+/// The prefilter's literals (each needle's [`literal_for`], once), in rule order.
+pub(crate) fn literals() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for n in RULES.iter().flat_map(|r| r.needles.iter()) {
+        let literal = literal_for(n);
+        if !out.contains(&literal) {
+            out.push(literal);
+        }
+    }
+    out
+}
+
+/// The literals of each Teddy searcher. One searcher in the planned order
+/// ([`crate::prefilter`]) when the plan is current: over the bench's logs it took half the
+/// time of two. Otherwise the list sorted (ignoring case) and cut into searchers of at most
+/// [`NEEDLE_CHUNK`]: Teddy slows down as its 16 buckets fill, and one searcher over 119
+/// needles in sorted order scanned a 30 MB realistic log in 78 ms where two over its halves
+/// took 12 + 12 ms.
+fn searcher_parts(literals: Vec<&'static str>) -> Vec<Vec<&'static str>> {
+    if literals.len() > 32 {
+        if let Some(planned) = super::prefilter::order(&literals) {
+            return vec![planned];
+        }
+    }
+    let mut sorted = literals;
+    sorted.sort_unstable_by(|a, b| {
+        a.to_ascii_lowercase()
+            .cmp(&b.to_ascii_lowercase())
+            .then(a.cmp(b))
+    });
+    let chunk = sorted
+        .len()
+        .div_ceil(sorted.len().div_ceil(NEEDLE_CHUNK).max(1))
+        .max(1);
+    sorted.chunks(chunk).map(<[_]>::to_vec).collect()
+}
+
 pub(crate) fn engine() -> &'static Engine {
     static ENGINE: OnceLock<Engine> = OnceLock::new();
     ENGINE.get_or_init(Engine::build)
@@ -188,7 +225,6 @@ impl Engine {
             Mask::BITS
         );
         let mut needle_rules: HashMap<&'static [u8], Mask> = HashMap::new();
-        let mut order: Vec<&'static str> = Vec::new();
         let mut through_anchor: Mask = 0;
         for (i, rule) in RULES.iter().enumerate() {
             assert!(!rule.needles.is_empty(), "rule {} has no needle", rule.name);
@@ -198,35 +234,17 @@ impl Engine {
                 if literal != *n {
                     through_anchor |= 1 << i;
                 }
-                let e = needle_rules.entry(literal.as_bytes()).or_insert_with(|| {
-                    order.push(literal);
-                    0
-                });
-                *e |= 1 << i;
+                *needle_rules.entry(literal.as_bytes()).or_default() |= 1 << i;
             }
         }
-        // Teddy, the SIMD prefilter this search relies on, slows down as its 16 buckets fill:
-        // one searcher over the 119 needles of the runtimes' vocabulary scanned a 30 MB
-        // realistic log in 78 ms against 15 ms for the 61 needles before it, while two
-        // searchers over the sorted list's halves took 12 + 12 ms. So the needles are split,
-        // in sorted order, into searchers of at most [`NEEDLE_CHUNK`], and a candidate is the
-        // leftmost hit of any (each searcher's next hit is cached while scanning a region).
-        // The fewer the needles, the faster: share them between rules where a rule can.
+        let order = literals();
         assert!(
             order.len() <= NEEDLE_LIMIT,
             "{} needles: at most {NEEDLE_LIMIT} keep the SIMD prefilter",
             order.len()
         );
-        // Sorted (ignoring case), so that needles with like leading bytes share Teddy's
-        // buckets: its fingerprints stay tight and fewer candidates need checking (in rule
-        // order the candidate search over the bench's realistic log took 1.8x as long; this
-        // order was the fastest of those measured). Leftmost-first reports the first of two
-        // needles that start at one byte, so no needle may be a prefix of another.
-        order.sort_unstable_by(|a, b| {
-            a.to_ascii_lowercase()
-                .cmp(&b.to_ascii_lowercase())
-                .then(a.cmp(b))
-        });
+        // Leftmost-first reports the first of two literals that start at one byte, so none may
+        // be a prefix of another.
         let prefix = order.iter().find_map(|a| {
             order
                 .iter()
@@ -237,15 +255,13 @@ impl Engine {
             prefix.is_none(),
             "prefilter literals {prefix:?}: one is a prefix of the other (an anchor or a needle must change)"
         );
-        let chunk = order
-            .len()
-            .div_ceil(order.len().div_ceil(NEEDLE_CHUNK).max(1))
-            .max(1);
-        let (candidates, needle_rules): (Vec<Searcher>, Vec<Vec<Mask>>) = order
-            .chunks(chunk)
+        let parts = searcher_parts(order);
+        let (candidates, needle_rules): (Vec<Searcher>, Vec<Vec<Mask>>) = parts
+            .iter()
             .map(|part| {
                 let searcher = Config::new()
                     .match_kind(MatchKind::LeftmostFirst)
+                    .heuristic_pattern_limits(false)
                     .builder()
                     .extend(part)
                     .build()

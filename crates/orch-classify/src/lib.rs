@@ -154,6 +154,7 @@ pub mod measure;
 pub mod memory;
 mod normalise;
 mod position;
+pub mod prefilter;
 mod rules;
 mod scan;
 pub mod storage;
@@ -170,6 +171,11 @@ pub use measure::{MeasureReader, Measured};
 pub use memory::{MemoryFacts, ProcessUse, Stage, Step};
 pub use normalise::explain as explain_decorations;
 pub use scan::LINE_CAP;
+
+/// The candidate search's literals (for `examples/prefilter-order.rs`).
+pub fn prefilter_literals() -> Vec<&'static str> {
+    engine::literals()
+}
 pub use swallow::{SwallowRule, SwallowWatch, Swallowed};
 
 /// What went wrong with an attempt. Names are the wire names used in `--json` output.

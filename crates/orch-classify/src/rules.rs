@@ -45,6 +45,17 @@ pub(crate) enum Slot {
 /// A set of rules (bit `i`: `RULES[i]`): a needle's rules, a slot's, those already done.
 pub(crate) type Mask = u128;
 
+/// The indexes of the rules in `mask`, lowest first.
+pub(crate) fn rules_in(mut mask: Mask) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (mask != 0).then(|| {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            i
+        })
+    })
+}
+
 /// Number of [`Slot`] variants.
 pub(crate) const SLOTS: usize = 11;
 

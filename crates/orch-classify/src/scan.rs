@@ -7,7 +7,7 @@ use super::engine::{Engine, NextHits, engine};
 use super::memory::{self, MemoryFacts, Phase};
 use super::normalise::Level;
 use super::position::{self, Position};
-use super::rules::{Action, Kind, Mask, SLOTS, Slot};
+use super::rules::{Action, Kind, Mask, SLOTS, Slot, rules_in};
 use super::terminal::{self, ExcKind, Terminal};
 use super::text::evidence;
 use super::{Certainty, Evidence, FailureClass, Verdict};
@@ -391,16 +391,10 @@ impl State {
         {
             return;
         }
-        let selected = |m: Mask| {
-            eng.rules
-                .iter()
-                .enumerate()
-                .filter(move |(i, _)| m & (1 << i) != 0)
-                .map(|(_, cr)| cr)
-        };
         // A claiming rule that matches is the only thing this segment says (even when its
         // own slot is already filled).
-        for cr in selected(mask).filter(|cr| cr.rule.claims && cr.may_match(seg)) {
+        let claiming = rules_in(mask & eng.claim_rules).map(|i| &eng.rules[i]);
+        for cr in claiming.filter(|cr| cr.may_match(seg)) {
             if let Some(m) = cr.re().find(seg) {
                 if pos.allows(seg, cr.rule.kind, m.start()) {
                     self.record(
@@ -419,12 +413,10 @@ impl State {
         // Where a message or lead rule may only match at the start of the body.
         let lead = pos.lead_only().then(|| pos.lead(seg));
         let mut loose: Mask = 0;
-        for (i, cr) in eng
-            .rules
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| todo & (1 << i) != 0)
-        {
+        for i in rules_in(todo) {
+            let cr = &eng.rules[i];
+            // The rule's literal check, once (a search asks it first, a loose reading after).
+            let mut may = None;
             let at = match (cr.rule.kind, lead) {
                 (Kind::Message | Kind::Lead, Some(lead)) => {
                     cr.anchored().find(&seg[lead..]).map(|m| lead + m.start())
@@ -434,7 +426,7 @@ impl State {
                     cr.anchored().find(&seg[lead..]).map(|m| lead + m.start())
                 }
                 // A search through the segment: first the rule's cheap literal check.
-                _ if !cr.may_match(seg) => None,
+                _ if !*may.insert(cr.may_match(seg)) => None,
                 _ => cr.re().find(seg).map(|m| m.start()),
             };
             let decided =
@@ -445,7 +437,11 @@ impl State {
                 }
                 // Only a segment that holds one of the rule's own needles (not just an anchor
                 // the prefilter shares with others) is worth keeping for a failed job's reading.
-                None if cr.rule.kind != Kind::Format && cr.may_match(seg) => loose |= 1 << i,
+                None if cr.rule.kind != Kind::Format
+                    && may.unwrap_or_else(|| cr.may_match(seg)) =>
+                {
+                    loose |= 1 << i
+                }
                 None => {}
             }
         }
