@@ -85,9 +85,12 @@ fn strip(seg: &[u8], mut note: impl FnMut(&'static str, &[u8])) -> (usize, Level
             _ => None,
         }
         .or_else(|| crate::decorations::peeler().peel(seg, i))
-        // A host prefix (`gpu-q-13: `) or `**` emphasis only opens a line before a report.
+        // A host prefix (`gpu-q-13: `) or `**` emphasis only opens a line before a report, or
+        // (a host) where it names a machine the way launchers do, whatever follows it.
         .filter(|&(j, _, name)| {
-            !OPENING_ONLY.contains(&name) || (before == 0 && opens_report(&seg[j..]))
+            !OPENING_ONLY.contains(&name)
+                || (before == 0
+                    && (opens_report(&seg[j..]) || (name == "host" && machine_name(&seg[i..j]))))
         });
         if let Some((j, lv, name)) = step {
             note(name, &seg[i..j]);
@@ -103,6 +106,18 @@ fn strip(seg: &[u8], mut note: impl FnMut(&'static str, &[u8])) -> (usize, Level
 /// Decorations that only open a line, and only before what reports: behind anything else a
 /// `word3: ` is a key, a tag or a version, and `**` emphasis.
 const OPENING_ONLY: [&str; 2] = ["host", "markdown-bold"];
+
+/// `worker-1: `, `gpu-q-13: `, `ip-172-31-16-253: `, `10.0.0.5: `, `localhost: `: a name that
+/// ends in a number after `-` or `.` (a config key rarely does), as pdsh and clush put before
+/// every line of a node, an indented continuation too.
+fn machine_name(prefix: &[u8]) -> bool {
+    let name = prefix.strip_suffix(b": ").unwrap_or(prefix);
+    let digits = name.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+    name == b"localhost"
+        || (digits > 0
+            && digits < name.len()
+            && matches!(name[name.len() - digits - 1], b'-' | b'.'))
+}
 
 fn skip_space_and_ansi(seg: &[u8], mut i: usize) -> usize {
     loop {

@@ -446,8 +446,10 @@ pub(crate) static RULES: &[Rule] = &[
     // runtime (`runtime/malloc.go`, `mem_windows.go`: `fatal error: out of memory`, also after
     // `runtime: VirtualAlloc of N bytes failed with errno=1455`, Windows' commit limit), V8 under
     // Node.js (`heap.cc`: `... Allocation failed - JavaScript heap out of memory`), .NET
-    // (`System.OutOfMemoryException`), AWS Lambda's runtime killed at its memory size
-    // (`Runtime exited with error: signal: killed`, weak: any SIGKILL reads the same).
+    // (`System.OutOfMemoryException`). A child process that a Go program saw die of SIGKILL
+    // (`os/exec`'s `ExitError` reads `signal: killed`, wrapped by its caller: AWS Lambda's
+    // `Runtime exited with error: signal: killed` at its memory size, Ollama's `llama runner
+    // process has terminated: signal: killed`): weak, any SIGKILL reads the same.
     Rule {
         kind: Kind::Name,
         // Not a program that caught it and went on, nor advice quoting it.
@@ -467,12 +469,12 @@ pub(crate) static RULES: &[Rule] = &[
             r"^ *fatal error: (runtime: )?out of memory *$|Allocation failed - JavaScript heap out of memory|System\.OutOfMemoryException",
         )
     },
-    hit(
-        "lambda-runtime-killed",
+    msg(
+        "go-child-sigkilled",
         Slot::HostOomWeak,
-        &["Runtime exited with error: signal: killed"],
-        r"\bRuntime exited with error: signal: killed\b",
-        r"Runtime exited with error: signal: killed",
+        &["signal: killed"],
+        r"\b(?:exited with error|terminated|exit status|failed|error): signal: killed\b",
+        r"(exited with error|terminated|exit status|failed|error): signal: killed",
     ),
     hit(
         "slurm-oom-kill-event",
@@ -576,7 +578,10 @@ pub(crate) static RULES: &[Rule] = &[
     // %lu.%02lu%% for > %s with reclaim activity`, and the swap form `Killed %s due to memory
     // used (%s) / total (%s) and swap used ...`) and earlyoom (`main.c`: `low memory! at or
     // below SIGTERM limits: ...`, `kill.c`: `sending SIGTERM to process %d uid %d "%s":
-    // badness ...`). The kernel logs nothing for either.
+    // badness ...`). The kernel logs nothing for either. And systemd's own account of a unit
+    // whose process an OOM killer took (`src/core/unit.c`: `A process of this unit has been
+    // killed by the OOM killer.`; the service's result, `Failed with result 'oom-kill'.`), what
+    // `journalctl -u` shows for a training job run as a service.
     hit(
         "userspace-oom-killer",
         Slot::HostOom,
@@ -585,9 +590,11 @@ pub(crate) static RULES: &[Rule] = &[
             "due to memory used (",
             "low memory! at or below ",
             "to process ",
+            "by the OOM killer",
+            "with result 'oom-kill'",
         ],
-        r#"\bKilled \S+ due to memory (?:pressure for \S+ being [\d.]+% > [\d.]+%|used \()|low memory! at or below SIG(?:TERM|KILL) limits|sending SIG(?:TERM|KILL) to process \d+ uid \d+ "[^"]*": (?:badness|oom_score)"#,
-        r#"Killed [^ ]+ due to memory (pressure for [^ ]+ being [0-9.]+% > [0-9.]+%|used \()|low memory! at or below SIG(TERM|KILL) limits|sending SIG(TERM|KILL) to process [0-9]+ uid [0-9]+ "[^"]*": (badness|oom_score)"#,
+        r#"\bKilled \S+ due to memory (?:pressure for \S+ being [\d.]+% > [\d.]+%|used \()|low memory! at or below SIG(?:TERM|KILL) limits|sending SIG(?:TERM|KILL) to process \d+ uid \d+ "[^"]*": (?:badness|oom_score)|: A process of this unit has been killed by the OOM killer\.|: Failed with result 'oom-kill'"#,
+        r#"Killed [^ ]+ due to memory (pressure for [^ ]+ being [0-9.]+% > [0-9.]+%|used \()|low memory! at or below SIG(TERM|KILL) limits|sending SIG(TERM|KILL) to process [0-9]+ uid [0-9]+ "[^"]*": (badness|oom_score)|: A process of this unit has been killed by the OOM killer\.|: Failed with result 'oom-kill'"#,
     ),
     // Ray's memory monitor report, any line of it: `ray job submit` keeps only the last
     // 20,000 characters of a job's log, so its first line is often gone (ray
@@ -595,9 +602,12 @@ pub(crate) static RULES: &[Rule] = &[
     // `Memory on the node (IP: ..) where the task (..) was running was 29.49GB / 30.89GB (0.95),
     // which exceeds the memory usage threshold of 0.95. Ray killed this worker ..`, `Top 10
     // memory users:`, `Refer to the documentation on how to address the out of memory issue:
-    // ..`, `Consider provisioning more memory on this node ..`).
+    // ..`, `Consider provisioning more memory on this node ..`), and the exception Ray before
+    // 1.2 raised from its `memory_monitor.py` (`ray.memory_monitor.RayOutOfMemoryError: More
+    // than 95% of the memory on node .. is used`).
     Rule {
         requires: &[
+            "RayOutOfMemoryError",
             "usage threshold",
             "memory users:",
             "address the out of memory issue",
@@ -613,9 +623,10 @@ pub(crate) static RULES: &[Rule] = &[
                 "f memor",
                 "provisioning more memory",
                 "Memory on the node (IP: ",
+                "RayOutOfMemoryError",
             ],
-            r"^Memory on the node \(IP: \S+, ID: \w+\) where the (?:task|lease|actor)|which exceeds the memory usage threshold of [\d.]+|\bTop \d+ memory users:|Refer to the documentation on how to address the out of memory issue|Consider provisioning more memory on this node",
-            r"^Memory on the node \(IP: [^ ]+, ID: [[:alnum:]]+\) where the (task|lease|actor)|which exceeds the memory usage threshold of [0-9.]+|Top [0-9]+ memory users:|Refer to the documentation on how to address the out of memory issue|Consider provisioning more memory on this node",
+            r"\bRayOutOfMemoryError: More than [\d.]+% of the memory on node|^Memory on the node \(IP: \S+, ID: \w+\) where the (?:task|lease|actor)|which exceeds the memory usage threshold of [\d.]+|\bTop \d+ memory users:|Refer to the documentation on how to address the out of memory issue|Consider provisioning more memory on this node",
+            r"RayOutOfMemoryError: More than [0-9.]+% of the memory on node|^Memory on the node \(IP: [^ ]+, ID: [[:alnum:]]+\) where the (task|lease|actor)|which exceeds the memory usage threshold of [0-9.]+|Top [0-9]+ memory users:|Refer to the documentation on how to address the out of memory issue|Consider provisioning more memory on this node",
         )
     },
     // Kubernetes: a container killed for its memory limit (`Reason: OOMKilled` in `kubectl
@@ -635,7 +646,9 @@ pub(crate) static RULES: &[Rule] = &[
     // (`TERM_MEMLIMIT: job killed after reaching LSF memory usage limit.`), HTCondor's hold for
     // memory (`put on hold by SYSTEM_PERIODIC_HOLD due to memory usage`, `Job has gone over
     // memory limit of 2048 megabytes`), and Slurm's job state (`JobState=OUT_OF_MEMORY` in
-    // scontrol, `OUT_OF_MEMORY` / its 10-column cut `OUT_OF_ME+` in sacct and seff).
+    // scontrol, `OUT_OF_MEMORY` / its 10-column cut `OUT_OF_ME+` in sacct and seff), and the
+    // grid's job wrappers (CMS WMCore's `PerformanceMonitor.py`: `Job has exceeded maxPSS: 16000
+    // MB`, maxRSS, maxVSize, before it kills the step).
     hit(
         "scheduler-memory-kill",
         Slot::HostOom,
@@ -646,8 +659,18 @@ pub(crate) static RULES: &[Rule] = &[
             "over memory limit",
             "due to memory usage",
         ],
-        r"PBS: job killed: [pv]?mem (?:job total )?\d+ ?[kmgt]?b exceeded limit|\bexceeded MEM usage hard limit|Job exceeded a memory resource limit|\bTERM_MEMLIMIT\b|put on hold by \w+ due to memory usage|gone over memory limit|\bOUT_OF_ME(?:MORY\b|\+)",
-        r"PBS: job killed: [pv]?mem (job total )?[0-9]+ ?[kmgt]?b exceeded limit|exceeded MEM usage hard limit|Job exceeded a memory resource limit|TERM_MEMLIMIT|put on hold by [[:alnum:]_]+ due to memory usage|gone over memory limit|(^|[^[:alnum:]_])OUT_OF_ME(MORY|\+)",
+        r"\bJob has exceeded max(?:PSS|RSS|VSize): \d+|PBS: job killed: [pv]?mem (?:job total )?\d+ ?[kmgt]?b exceeded limit|\bexceeded MEM usage hard limit|Job exceeded a memory resource limit|\bTERM_MEMLIMIT\b|put on hold by \w+ due to memory usage|gone over memory limit|\bOUT_OF_ME(?:MORY\b|\+)",
+        r"Job has exceeded max(PSS|RSS|VSize): [0-9]+|PBS: job killed: [pv]?mem (job total )?[0-9]+ ?[kmgt]?b exceeded limit|exceeded MEM usage hard limit|Job exceeded a memory resource limit|TERM_MEMLIMIT|put on hold by [[:alnum:]_]+ due to memory usage|gone over memory limit|(^|[^[:alnum:]_])OUT_OF_ME(MORY|\+)",
+    ),
+    // Page-locked host memory refused: CUDA's `cudaHostAlloc` / `cudaMallocHost` returning
+    // `cudaErrorMemoryAllocation` (MindSpore's MindData arena: `cudaHostAlloc failed, ret[2],
+    // out of memory`). The pinned pages are host RAM, not the device's.
+    msg(
+        "pinned-host-alloc",
+        Slot::HostOom,
+        &["cudaHostAlloc", "cudaMallocHost"],
+        r"\bcuda(?:HostAlloc|MallocHost)\b[^\n]{0,40}\bout of memory",
+        r"cuda(HostAlloc|MallocHost)[^[:cntrl:]]{0,40}out of memory",
     ),
     // Hadoop YARN's NodeManager killing a container over its memory limit
     // (`ContainersMonitorImpl`: `Container [pid=..,containerID=..] is running beyond physical
@@ -805,17 +828,21 @@ pub(crate) static RULES: &[Rule] = &[
     ),
     // TensorFlow's BFC allocator giving up on a request (`bfc_allocator.cc`: `Allocator
     // (GPU_0_bfc) ran out of memory trying to allocate 2.62GiB (rounded to 2816000000)requested
-    // by op ...`, then `Current allocation summary follows.`): a warning-level glog line, and
-    // the op fails with it. Not the same words followed by `The caller indicates that this is
+    // by op ...`, then `Current allocation summary follows.`; TF 1.x: `Ran out of memory trying
+    // to allocate 39.81MiB.  See logs for memory state.` after the allocator's stats): a
+    // warning-level glog line, and the op fails with it. Not the same words followed by `The caller indicates that this is
     // not a failure`, which TF prints when it retries with less.
     Rule {
         unless: Some(r"not a failure"),
         ..hit(
             "tf-bfc-gave-up",
             Slot::GpuOom,
-            &["ran out of memory trying to allocate"],
-            r"\bAllocator \(GPU_\d+_bfc\) ran out of memory trying to allocate [\d.]+[KMGT]?i?B \(rounded to \d+\)",
-            r"Allocator \(GPU_[0-9]+_bfc\) ran out of memory trying to allocate [0-9.]+[KMGT]?i?B \(rounded to [0-9]+\)",
+            &[
+                "ran out of memory trying to allocate",
+                "Ran out of memory trying to allocate",
+            ],
+            r"\bAllocator \(GPU_\d+_bfc\) ran out of memory trying to allocate [\d.]+[KMGT]?i?B \(rounded to \d+\)|Ran out of memory trying to allocate [\d.]+[KMGT]?i?B\.\W*\s*See logs for memory state",
+            r"Allocator \(GPU_[0-9]+_bfc\) ran out of memory trying to allocate [0-9.]+[KMGT]?i?B \(rounded to [0-9]+\)|Ran out of memory trying to allocate [0-9.]+[KMGT]?i?B\.[^[:alnum:]]* *See logs for memory state",
         )
     },
     // XLA's allocator (JAX, PyTorch/XLA) refusing a buffer: `XlaRuntimeError:
@@ -1091,6 +1118,28 @@ pub(crate) static RULES: &[Rule] = &[
         r"Some [HNX]CCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down",
         r"Some [HNX]CCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down",
     ),
+    // Other runtimes' collectives that timed out: TensorFlow's collective executor aborting
+    // (`base_collective_executor.cc`: `BaseCollectiveExecutor::StartAbort DEADLINE_EXCEEDED`),
+    // the coordination service of JAX and TF multi-host jobs marking a task dead (tsl
+    // `coordination_service.cc`: `Task /job:jax_worker/replica:0/task:37 heartbeat timeout.
+    // This indicates that the remote task has failed, got preempted, or crashed unexpectedly`),
+    // and Ascend's runtime waiting on a stream that HCCL never completes (CANN: `EE1002 ...
+    // Stream synchronize timeout`, `rtDeviceSynchronize execute failed, reason=[task timeout]`,
+    // HCCL's `EI0002 ... The wait execution of the Notify register times out`).
+    hit(
+        "runtime-collective-timeout",
+        Slot::NcclTimeout,
+        &[
+            "StartAbort DEADLINE_EXCEEDED",
+            "heartbeat timeout. This indicates",
+            "Stream synchronize timeout",
+            "reason=[task timeout]",
+            "reason=[stream sync timeout]",
+            "Notify register times out",
+        ],
+        r"\bStartAbort DEADLINE_EXCEEDED\b|\bheartbeat timeout\. This indicates that the remote task has failed|\bStream synchronize timeout\b|execute failed, reason=\[(?:task|stream sync) timeout\]|The wait execution of the Notify register times out",
+        r"StartAbort DEADLINE_EXCEEDED|heartbeat timeout\. This indicates that the remote task has failed|Stream synchronize timeout|execute failed, reason=\[(task|stream sync) timeout\]|The wait execution of the Notify register times out",
+    ),
     // Slurm's client side of a node failure (`srun: error: Node failure on cn12`, salloc's).
     hit(
         "slurm-client-node-failure",
@@ -1117,11 +1166,14 @@ pub(crate) static RULES: &[Rule] = &[
     // exceeded limit 36000`, Moab's `job exceeded wallclock limit`), LSF (`TERM_RUNLIMIT: job
     // killed after reaching LSF run time limit.`), Slurm's job state (`JobState=TIMEOUT` in
     // scontrol, `State: TIMEOUT` in seff, a sacct row), Kubernetes' `activeDeadlineSeconds`
-    // (`DeadlineExceeded`).
+    // (`DeadlineExceeded`), HTCondor's hold (`The job exceeded allowed execute duration of
+    // 2+00:00:00`) and CMS CRAB's post-job (`Not retrying job due to wall clock limit (job
+    // automatically killed on the worker node)`).
     hit(
         "scheduler-time-limit",
         Slot::Timeout,
         &[
+            "due to wall",
             "ceeded",
             "TERM_",
             "JobState=",
@@ -1130,8 +1182,8 @@ pub(crate) static RULES: &[Rule] = &[
             "active longer than specified deadline",
             "TIMEOUT ",
         ],
-        r"PBS: job killed: walltime \d+ exceeded limit|\bexceeded (?:wall ?clock|walltime) limit|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b.*\bdeadline\b|Job was active longer than specified deadline|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* TIMEOUT +\d+:\d+\s*$",
-        r"PBS: job killed: walltime [0-9]+ exceeded limit|exceeded (wall ?clock|walltime) limit|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded.*deadline|Job was active longer than specified deadline|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
+        r"PBS: job killed: walltime \d+ exceeded limit|\b(?:exceeded|due to) (?:wall ?clock|walltime) limit|\bexceeded allowed execute duration of|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b.*\bdeadline\b|Job was active longer than specified deadline|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* TIMEOUT +\d+:\d+\s*$",
+        r"PBS: job killed: walltime [0-9]+ exceeded limit|(exceeded|due to) (wall ?clock|walltime) limit|exceeded allowed execute duration of|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded.*deadline|Job was active longer than specified deadline|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
     ),
     // A cloud's notice that a spot machine is being taken back (EC2's Spot Instance interruption
     // notice, read from the instance metadata's `spot/instance-action`; runners print it as
@@ -1236,6 +1288,19 @@ pub(crate) static RULES: &[Rule] = &[
         ],
         r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\bNODE_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
         r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|NODE_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+    ),
+    // The kubelet evicting a pod from a node short of something other than memory
+    // (`pkg/kubelet/eviction/helpers.go`: `The node had condition: [DiskPressure]. `, `The node
+    // was low on resource: ephemeral-storage. `): the node, not the job, is the trouble.
+    hit(
+        "k8s-node-pressure-eviction",
+        Slot::NodeFail,
+        &[
+            "The node had condition: [",
+            "low on resource: ephemeral-storage",
+        ],
+        r"The node had condition: \[(?:DiskPressure|PIDPressure)\]|The node was low on resource: ephemeral-storage\.",
+        r"The node had condition: \[(DiskPressure|PIDPressure)\]|The node was low on resource: ephemeral-storage\.",
     ),
     // A GCP machine reclaimed under the job (spot / preemptible): the metadata server's
     // notice as workers relay it, the line ending `termination is imminent` (Taskcluster's

@@ -162,13 +162,38 @@ const HOLDOUT12_FLOOR: f64 = 0.95;
 /// report glued to a progress line (`... tokens)CUDA error: out of memory`): 18/19.
 const HOLDOUT13_FLOOR: f64 = 0.94;
 
+/// Batch Q (issue 40): 25 excerpts of logs in the formats they reach users through (Replicate
+/// Cog's JSON, Triton's glog, TGI's shard manager, TorchServe, KServe's kubelet events,
+/// Enroot/Pyxis, Singularity, journald and syslog, Ollama's logfmt, ECS task JSON, an Argo CSV
+/// export), collected by a helper who had not read the classifier, scored after batch P's
+/// changes and before any change for it: 20/25 (80.0 %), device recall 3/4, host 1/4, no false
+/// alarm. After systemd's `A process of this unit has been killed by the OOM killer`, Go's
+/// `signal: killed` behind a logfmt record's `error="`, and Ray's old `RayOutOfMemoryError`:
+/// 23/25 (Triton's ORT `BFCArena` failure, device or host unsaid, and a Karpenter deletion
+/// only the thread calls a preemption are left).
+const HOLDOUT14_FLOOR: f64 = 0.92;
+
+/// Batch R (issue 40): 27 excerpts of how jobs end on schedulers and hardware (LSF mail,
+/// Torque/Moab, SGE qacct, HTCondor via CRAB, CMS WMAgent, Kubernetes evictions, Kubeflow,
+/// Ascend HCCL, JAX's coordination service, TF MultiWorkerMirrored, MindSpore, PaddlePaddle),
+/// collected by a helper who had not read the classifier, scored after batch Q arrived and
+/// before any change for either: 14/27 (51.9 %), device recall 2/3, host 3/6, one false alarm.
+/// After the other runtimes' collective timeouts (TF's `StartAbort DEADLINE_EXCEEDED`, the
+/// coordination service's `heartbeat timeout`, CANN's stream-sync and task timeouts), CRAB's
+/// wall-clock limit, WMCore's `Job has exceeded maxPSS`, pinned host memory, TF 1.x's BFC
+/// `Ran out of memory ... See logs for memory state`, the kubelet's eviction for a node
+/// condition, and a pdsh host prefix before an indented line: 23/27.
+const HOLDOUT15_FLOOR: f64 = 0.85;
+
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
 /// (labelled none), Determined's exit 137 after the platform killed a container (labelled
-/// error).
+/// error), `kubectl get pods` listing pods `OOMKilled` whose Jobs all completed (labelled none:
+/// the containers were OOM-killed and restarted; a failed job showing that table was one).
 const KNOWN_FALSE_ALARMS: &[&str] = &[
     "azureml-nccl-rem-allocator-oom-warn-training-continues.log",
     "determined-trial-forcibly-killed-exit137.log",
+    "k8s-job-pods-oomkilled-but-succeeded.log",
 ];
 
 fn corpus_dir() -> PathBuf {
@@ -348,6 +373,24 @@ fn thirteenth_holdout_split() {
     );
 }
 
+#[test]
+fn fourteenth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout14"),
+        "corpus (fourteenth holdout)",
+        HOLDOUT14_FLOOR,
+    );
+}
+
+#[test]
+fn fifteenth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout15"),
+        "corpus (fifteenth holdout)",
+        HOLDOUT15_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
@@ -367,6 +410,8 @@ fn the_corpus_covers_the_world() {
         "holdout11",
         "holdout12",
         "holdout13",
+        "holdout14",
+        "holdout15",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {

@@ -165,6 +165,12 @@ fn tips_configs_and_warnings_are_not_failures() {
         "Changelog: [1.2.0]CUDA error: out of memory is now retried automatically",
         "| 12 | 3%CUDA error: out of memory |",
         "Progress: 100%|##########| 10/10 [00:05<00:00]CUDA error: out of memory (recovered, retrying)",
+        // Batches Q and R's vocabulary, quoted, advised or warned about.
+        "# if the runner dies with signal: killed, raise the container's memory",
+        "time=2025-03-12T12:14:22.015Z level=WARN msg=\"runner restarted\" error=\"llama runner process has terminated: signal: killed\"",
+        "Hint: Job has exceeded maxPSS: 2000 MB means the request is too small",
+        "W arena.cc:250] cudaHostAlloc failed, ret[2], out of memory; falling back to pageable memory",
+        "note: A process of this unit has been killed by the OOM killer. is what systemd prints",
     ];
     for t in traps {
         let v = classify_bytes(format!("{t}\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'x'\n").as_bytes());
