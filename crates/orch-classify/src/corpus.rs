@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::{FailureClass, Verdict, classify_path};
+use crate::{FailureClass, Policy, Verdict, classify_path};
 
 /// The header `sources.tsv` must start with.
 pub const HEADER: &str = "file\turl\tframework\tlabel\twhy";
@@ -42,19 +42,18 @@ pub enum Act {
     GiveUp,
 }
 
-/// The planner's action for a class.
+/// The planner's action for a class (its [`Policy`]).
 pub fn act(c: FailureClass) -> Act {
-    use FailureClass::*;
-    match c {
-        GpuOom | KvCache | HostOom => Act::Recover,
-        Timeout | Preempted | NodeFail | Hang | NcclTimeout => Act::Resubmit,
-        Error | None => Act::GiveUp,
+    match c.policy() {
+        Policy::Memory => Act::Recover,
+        Policy::Resubmit | Policy::RetryOnce => Act::Resubmit,
+        Policy::GiveUp | Policy::Nothing => Act::GiveUp,
     }
 }
 
 /// A class the memory ladder answers.
 pub fn is_memory(c: FailureClass) -> bool {
-    act(c) == Act::Recover
+    c.is_memory()
 }
 
 /// Every class, for parsing a label.

@@ -171,12 +171,12 @@ pub use measure::{MeasureReader, Measured};
 pub use memory::{MemoryFacts, ProcessUse, Stage, Step};
 pub use normalise::explain as explain_decorations;
 pub use scan::LINE_CAP;
+pub use swallow::{SwallowRule, SwallowWatch, Swallowed};
 
 /// The candidate search's literals (for `examples/prefilter-order.rs`).
 pub fn prefilter_literals() -> Vec<&'static str> {
     engine::literals()
 }
-pub use swallow::{SwallowRule, SwallowWatch, Swallowed};
 
 /// What went wrong with an attempt. Names are the wire names used in `--json` output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
@@ -196,7 +196,52 @@ pub enum FailureClass {
     None,
 }
 
+/// What orch does about a failure class: one answer per class, matched exhaustively, so that
+/// a new class does not compile until it has one (the planner, the climb, the evidence store
+/// and the corpus's scoring all ask here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// The configuration does not fit the card: a change of configuration answers it (the
+    /// ladder's memory steps, the estimator's search).
+    Memory,
+    /// Not the configuration's doing: the same configuration again, from the last checkpoint.
+    Resubmit,
+    /// A collective that timed out: the ladder's step for it where there is one, else the same
+    /// configuration once more from the last checkpoint.
+    RetryOnce,
+    /// A failure a configuration change will not fix: give up and say why.
+    GiveUp,
+    /// Nothing failed.
+    Nothing,
+}
+
 impl FailureClass {
+    /// The classes a change of configuration answers.
+    pub const MEMORY: [FailureClass; 3] = [
+        FailureClass::GpuOom,
+        FailureClass::KvCache,
+        FailureClass::HostOom,
+    ];
+
+    /// What orch does about this class.
+    pub const fn policy(self) -> Policy {
+        match self {
+            FailureClass::GpuOom | FailureClass::KvCache | FailureClass::HostOom => Policy::Memory,
+            FailureClass::Timeout
+            | FailureClass::Preempted
+            | FailureClass::NodeFail
+            | FailureClass::Hang => Policy::Resubmit,
+            FailureClass::NcclTimeout => Policy::RetryOnce,
+            FailureClass::Error => Policy::GiveUp,
+            FailureClass::None => Policy::Nothing,
+        }
+    }
+
+    /// A class a change of configuration answers (see [`Policy::Memory`]).
+    pub const fn is_memory(self) -> bool {
+        matches!(self.policy(), Policy::Memory)
+    }
+
     /// The wire name (same as serde's).
     pub fn as_str(self) -> &'static str {
         match self {

@@ -156,8 +156,7 @@ impl Observation {
 
 /// A failure a configuration change answers: the configuration does not fit the card.
 fn is_memory(outcome: Outcome) -> bool {
-    use orch_classify::FailureClass::*;
-    matches!(outcome, Outcome::Failed(GpuOom | KvCache | HostOom))
+    matches!(outcome, Outcome::Failed(class) if class.is_memory())
 }
 
 /// The settings that identify a configuration of `plan`: every override the trainer is

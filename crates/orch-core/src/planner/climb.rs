@@ -18,8 +18,6 @@
 //! attempts showed; the step in flight when the job is stopped), with the chance of an
 //! out-of-memory (a configuration measured here has none) costing a second restart back.
 
-use orch_classify::FailureClass;
-
 use super::evidence::Learned;
 use super::space::{self, Candidate, counts_of};
 use super::{Context, MEMORY_CLASSES, Move, Search, margin_with};
@@ -158,12 +156,7 @@ pub fn climb(
     let failed_peak = cx
         .failures
         .iter()
-        .filter(|f| {
-            matches!(
-                f.class,
-                FailureClass::GpuOom | FailureClass::KvCache | FailureClass::HostOom
-            )
-        })
+        .filter(|f| f.class.is_memory())
         .map(|f| estimator.estimate(setup, &f.plan).gpu_peak_gib())
         .min_by(f64::total_cmp);
     let fitting = search.fitting(candidates, margin, notes);

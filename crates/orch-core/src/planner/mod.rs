@@ -51,7 +51,7 @@ mod tests;
 
 use std::collections::{BTreeSet, HashSet};
 
-use orch_classify::FailureClass;
+use orch_classify::{FailureClass, Policy};
 
 use crate::config::ladder::Step;
 use crate::estimate::{Estimator, PlanEstimate};
@@ -76,12 +76,8 @@ pub const MARGIN_UNKNOWN: f64 = 0.10;
 /// A move in the estimate smaller than this (GiB) does not change the failing quantity.
 pub const NO_EFFECT_GIB: f64 = 0.05;
 
-/// The failure classes a configuration change answers: memory.
-pub const MEMORY_CLASSES: [FailureClass; 3] = [
-    FailureClass::GpuOom,
-    FailureClass::KvCache,
-    FailureClass::HostOom,
-];
+/// The failure classes a configuration change answers: memory ([`Policy::Memory`]).
+pub const MEMORY_CLASSES: [FailureClass; 3] = FailureClass::MEMORY;
 
 /// What to do after a failure.
 #[derive(Debug, Clone)]
@@ -165,13 +161,7 @@ pub fn next(cx: &Context<'_>, notes: &mut Vec<String>) -> Next {
 fn choose_next(cx: &Context<'_>, notes: &mut Vec<String>) -> Next {
     let last = cx.failures.last().expect("next() answers a failure");
     let class = last.class;
-    if matches!(
-        class,
-        FailureClass::Timeout
-            | FailureClass::Preempted
-            | FailureClass::NodeFail
-            | FailureClass::Hang
-    ) {
+    if class.policy() == Policy::Resubmit {
         return resume(
             cx,
             format!(
@@ -188,15 +178,13 @@ fn choose_next(cx: &Context<'_>, notes: &mut Vec<String>) -> Next {
         .any(|s| s.answers.contains(&class));
     let decided = match (answered, cx.estimator) {
         (false, _) => None,
-        (true, Some(estimator)) if MEMORY_CLASSES.contains(&class) => {
-            Some(plan_after(cx, estimator, notes))
-        }
+        (true, Some(estimator)) if class.is_memory() => Some(plan_after(cx, estimator, notes)),
         (true, _) => walk::next(cx.setup, cx.current, class, cx.tried, notes),
     };
     if let Some(next) = decided {
         return next;
     }
-    if class == FailureClass::NcclTimeout && !cx.current.resume {
+    if class.policy() == Policy::RetryOnce && !cx.current.resume {
         return resume(
             cx,
             "nccl_timeout with no ladder step for it: retrying once from the last checkpoint"

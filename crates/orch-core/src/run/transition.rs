@@ -899,7 +899,7 @@ impl RunDriver {
         end: &JobEnd,
     ) -> anyhow::Result<Option<Pending>> {
         let n = self.attempt;
-        if planner::MEMORY_CLASSES.contains(&class)
+        if class.is_memory()
             && n < self.max_attempts
             && let Some((plan, why)) = self.back_plan(n)?
         {
