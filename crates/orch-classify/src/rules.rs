@@ -421,6 +421,19 @@ pub(crate) static RULES: &[Rule] = &[
         r"Not enough memory to handle [0-9]+ (prefill )?tokens",
     ),
     // ------------------------------------------------------------ host OOM (strong)
+    // Python's `MemoryError` alone on a line, the whole report: the last line of a traceback
+    // whose header was cut, or what `PyErr_Print` writes before an extension gives up (a pyo3
+    // panic `Python API call failed` follows it).
+    Rule {
+        kind: Kind::Lead,
+        ..hit(
+            "python-memoryerror-alone",
+            Slot::HostOom,
+            &["MemoryError"],
+            r"(?:builtins\.)?MemoryError:?\s*$",
+            r"^ *(builtins\.)?MemoryError:? *$",
+        )
+    },
     // A process that asked the host for memory and got none: `OSError: [Errno 12]`, torch's CPU
     // allocator (`not enough memory`, and c10's older `can't allocate memory: you tried to
     // allocate N bytes. Error code 12`). (Python's bare `MemoryError` is known where its
@@ -818,13 +831,14 @@ pub(crate) static RULES: &[Rule] = &[
     // The AWS Neuron runtime's device allocator (Trainium, Inferentia): `TDRV:log_dev_mem
     // Failed to allocate 13.107MB (usage: dma rings) on ND 0:NC 1, current utilization: ...`,
     // `TDRV:tensor_allocate Failed to allocate 180355072 bytes on DEVICE for tensor ...` (the
-    // Neuron runtime's `nrt` log, NeuronDevice `ND`, NeuronCore `NC`).
+    // Neuron runtime's `nrt` log, NeuronDevice `ND`, NeuronCore `NC`), and its DMA memory
+    // allocator's `TDRV:dmem_alloc_internal Failed to alloc DEVICE memory: 10485760`.
     hit(
         "neuron-device-alloc-failed",
         Slot::GpuOom,
-        &["Failed to allocate "],
-        r"\bFailed to allocate [\d.]+ ?[KMGT]?B (?:\(usage: [^)]*\) )?on ND \d+:NC \d+|\bFailed to allocate \d+ bytes on DEVICE for tensor\b",
-        r"Failed to allocate [0-9.]+ ?[KMGT]?B (\(usage: [^)]*\) )?on ND [0-9]+:NC [0-9]+|Failed to allocate [0-9]+ bytes on DEVICE for tensor",
+        &["Failed to allocate ", "Failed to alloc DEVICE memory"],
+        r"\bFailed to allocate [\d.]+ ?[KMGT]?B (?:\(usage: [^)]*\) )?on ND \d+:NC \d+|\bFailed to allocate \d+ bytes on DEVICE for tensor\b|\bFailed to alloc DEVICE memory: \d+",
+        r"Failed to allocate [0-9.]+ ?[KMGT]?B (\(usage: [^)]*\) )?on ND [0-9]+:NC [0-9]+|Failed to allocate [0-9]+ bytes on DEVICE for tensor|Failed to alloc DEVICE memory: [0-9]+",
     ),
     // TensorFlow's BFC allocator giving up on a request (`bfc_allocator.cc`: `Allocator
     // (GPU_0_bfc) ran out of memory trying to allocate 2.62GiB (rounded to 2816000000)requested
@@ -881,10 +895,23 @@ pub(crate) static RULES: &[Rule] = &[
         r"Cuda failure (?:2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|(?:CUresult|cudaError) error: 2 \(out of memory\)|Failed to CUDA (?:calloc|malloc|host alloc) \d+ bytes",
         r"Cuda failure (2 )?'out of memory'|THCudaCheck FAIL .*error=2 : out of memory|(CUresult|cudaError) error: 2 \(out of memory\)|Failed to CUDA (calloc|malloc|host alloc) [0-9]+ bytes",
     ),
+    // XLA's report of what filled a TPU's memory, printed only with its out-of-memory error
+    // (`Largest program allocations in hbm:`, then per buffer `Allocation type: HLO temp`,
+    // `scoped`, `parameter`): weak, the error itself names the device.
+    hit(
+        "xla-allocation-report",
+        Slot::GpuOomWeak,
+        &["Largest program allocations in ", "Allocation type: "],
+        r"^\s*Largest program allocations in (?:hbm|vmem|sram)\b|^\s*Allocation type: (?:HLO temp|scoped|parameter|output)\s*$",
+        r"^ *Largest program allocations in (hbm|vmem|sram)|^ *Allocation type: (HLO temp|scoped|parameter|output) *$",
+    ),
     // Other runtimes' device-memory failures, each its own line format: TensorFlow's `OOM when
     // allocating tensor with shape[..]`, the TPU runtime's `Attempting to reserve 3.95G at the
     // bottom of memory. That was not possible.`, Gaudi's `MODULE:PT_DEVMEM Allocation failed for
-    // size::469762048` and `MODULE:PT_SYNHELPER workspace Allocation of size ::N failed`.
+    // size::469762048` and `MODULE:PT_SYNHELPER workspace Allocation of size ::N failed` (older
+    // releases: `MODULE:SYNHELPER workspace ...`), Intel's XPU runtime (`Allocation is out of
+    // device memory on current platform.`) and Level Zero's and Unified Runtime's error names
+    // (`ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY`, `UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY`).
     // A device allocator that names itself failing (NVIDIA PhysX's `PxgCudaDeviceMemoryAllocator
     // fail to allocate memory 100663296 bytes!!`) and Tenstorrent's bank allocator (`Out of
     // Memory: Not enough space to allocate 71999488 B DRAM buffer`,
@@ -905,9 +932,15 @@ pub(crate) static RULES: &[Rule] = &[
     hit(
         "accelerator-oom-report",
         Slot::GpuOom,
-        &["OOM when allocating", "That was not possible", "MODULE:PT_"],
-        r"OOM when allocating tensor|Attempting to (?:reserve|allocate) \S+(?: at the bottom of memory)?\. That was not possible|MODULE:PT_\w+ .*Allocation (?:failed|of size :*\d+ failed)",
-        r"OOM when allocating tensor|Attempting to (reserve|allocate) [^ ]+( at the bottom of memory)?\. That was not possible|MODULE:PT_[[:alnum:]_]+ .*Allocation (failed|of size :*[0-9]+ failed)",
+        &[
+            "OOM when allocating",
+            "That was not possible",
+            "MODULE:",
+            "out of device memory on current platform",
+            "ERROR_OUT_OF_DEVICE_MEMORY",
+        ],
+        r"OOM when allocating tensor|Attempting to (?:reserve|allocate) \S+(?: at the bottom of memory)?\. That was not possible|MODULE:\w+ .*Allocation (?:failed|of size :*\d+ failed)|Allocation is out of device memory on current platform|\b(?:ZE|UR)_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\b",
+        r"OOM when allocating tensor|Attempting to (reserve|allocate) [^ ]+( at the bottom of memory)?\. That was not possible|MODULE:[[:alnum:]_]+ .*Allocation (failed|of size :*[0-9]+ failed)|Allocation is out of device memory on current platform|(ZE|UR)_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
     ),
     // DEVIATION from the reference (which files these under kv_cache): the GPU is
     // over-subscribed by someone else, the remedy is to LOWER utilisation.

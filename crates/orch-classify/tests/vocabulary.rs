@@ -171,6 +171,9 @@ fn tips_configs_and_warnings_are_not_failures() {
         "Hint: Job has exceeded maxPSS: 2000 MB means the request is too small",
         "W arena.cc:250] cudaHostAlloc failed, ret[2], out of memory; falling back to pageable memory",
         "note: A process of this unit has been killed by the OOM killer. is what systemd prints",
+        "    except MemoryError:",
+        "# Allocation type: scoped buffers are listed when XLA runs out of memory",
+        "WARNING: a MemoryError in the data loader is retried",
     ];
     for t in traps {
         let v = classify_bytes(format!("{t}\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'x'\n").as_bytes());
