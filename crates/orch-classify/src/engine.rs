@@ -104,14 +104,17 @@ pub(crate) struct Engine {
 /// shorter than 4 bytes: one of 3 (`"oom"`) shortened Teddy's fingerprint and cost 15–30 %.
 /// Batch M's `"imeou"` and `"timed"` carry the time limits and collective timeouts of
 /// torch, torchelastic, submitit, Modal and CI runners on one literal each, and
-/// `"xecution t"` GitHub Actions' and gitlab-runner's job limits, `"KV cache is "` vLLM's and
-/// llama.cpp's full caches.
+/// `"xecution t"` GitHub Actions' and gitlab-runner's job limits, `"KV cache "` vLLM's and
+/// llama.cpp's full caches. One searcher takes at most 127 literals (aho-corasick's packed
+/// limit): batches Q–V's vocabulary came in under it by `"allocat"` (seven allocator phrases),
+/// `" code"` (exit and return codes) and `"Alloc"` (CUDA's and torch's allocator names) taking
+/// twelve literals back.
 const ANCHORS: [&str; 36] = [
     "Kill",
     "Not e",
     "ceede",
     "ored ",
-    "t cod",
+    " code",
     "UT_O",
     "MPTE",
     "ed dea",
@@ -133,16 +136,16 @@ const ANCHORS: [&str; 36] = [
     "_FAI",
     "sible",
     "ectable ",
-    "allocatin",
+    "allocat",
     ": Faile",
-    "n of",
     " FAI",
     "xit ",
     "y limit",
     "imeou",
     "timed",
     "xecution t",
-    "KV cache is ",
+    "KV cache ",
+    "Alloc",
 ];
 
 /// The literal the prefilter looks for to find `needle`: the first anchor it holds with no quote

@@ -228,8 +228,8 @@ pub(crate) static RULES: &[Rule] = &[
         "flux-timeout-exception",
         Slot::Timeout,
         &["severity=0"],
-        r#"\bexception type=(?:"timeout"|timeout) severity=0\b"#,
-        r#"exception type=("timeout"|timeout) severity=0"#,
+        r#"\bexception(?: \S+)? type=(?:"timeout"|timeout) severity=0\b"#,
+        r#"exception( [^ ]+)? type=("timeout"|timeout) severity=0"#,
     ),
     // submitit's own words when the scheduler's time limit ends a job it cannot requeue
     // (`core/job_environment.py`, `checkpoint_and_try_requeue`: `Job not requeued because:
@@ -423,12 +423,14 @@ pub(crate) static RULES: &[Rule] = &[
     // ------------------------------------------------------------ host OOM (strong)
     // Python's `MemoryError` alone on a line, the whole report: the last line of a traceback
     // whose header was cut, or what `PyErr_Print` writes before an extension gives up (a pyo3
-    // panic `Python API call failed` follows it).
+    // panic `Python API call failed` follows it). Weak: PaddlePaddle raises its device's
+    // `ResourceExhaustedError` as a `MemoryError:` too, its message (`Out of memory error on
+    // GPU 0`) a few lines later.
     Rule {
         kind: Kind::Lead,
         ..hit(
             "python-memoryerror-alone",
-            Slot::HostOom,
+            Slot::HostOomWeak,
             &["MemoryError"],
             r"(?:builtins\.)?MemoryError:?\s*$",
             r"^ *(builtins\.)?MemoryError:? *$",
@@ -661,7 +663,13 @@ pub(crate) static RULES: &[Rule] = &[
     // memory limit of 2048 megabytes`), and Slurm's job state (`JobState=OUT_OF_MEMORY` in
     // scontrol, `OUT_OF_MEMORY` / its 10-column cut `OUT_OF_ME+` in sacct and seff), and the
     // grid's job wrappers (CMS WMCore's `PerformanceMonitor.py`: `Job has exceeded maxPSS: 16000
-    // MB`, maxRSS, maxVSize, before it kills the step).
+    // MB`, maxRSS, maxVSize, before it kills the step); from the schedulers' sources: any PBS
+    // memory kind (`=>> PBS: job killed: vmem 137438953472 exceeded limit ...`, `pvmem exceeded
+    // limit`), OpenPBS's `Exit_status = -27` / `-26` (`JOB_EXEC_KILL_MEM`, `_VMEM`), Grid
+    // Engine's execd (`job 4242 exceeds job hard limit "h_vmem" of queue ...`), HTCondor's
+    // starter (`Job has gone over cgroup memory limit of 16384 megabytes`, `memory usage exceeded
+    // request_memory`, `Worker node is out of memory`), and AWS Batch's / ECS's stopped reason
+    // (`OutOfMemoryError: Container killed due to memory usage`).
     hit(
         "scheduler-memory-kill",
         Slot::HostOom,
@@ -671,9 +679,35 @@ pub(crate) static RULES: &[Rule] = &[
             "OUT_OF_ME",
             "over memory limit",
             "due to memory usage",
+            "job hard limit",
+            "cgroup memory limit",
+            "Exit_status",
+            "Worker node is out of memory",
+            "OutOfMemoryError: Container killed",
         ],
-        r"\bJob has exceeded max(?:PSS|RSS|VSize): \d+|PBS: job killed: [pv]?mem (?:job total )?\d+ ?[kmgt]?b exceeded limit|\bexceeded MEM usage hard limit|Job exceeded a memory resource limit|\bTERM_MEMLIMIT\b|put on hold by \w+ due to memory usage|gone over memory limit|\bOUT_OF_ME(?:MORY\b|\+)",
-        r"Job has exceeded max(PSS|RSS|VSize): [0-9]+|PBS: job killed: [pv]?mem (job total )?[0-9]+ ?[kmgt]?b exceeded limit|exceeded MEM usage hard limit|Job exceeded a memory resource limit|TERM_MEMLIMIT|put on hold by [[:alnum:]_]+ due to memory usage|gone over memory limit|(^|[^[:alnum:]_])OUT_OF_ME(MORY|\+)",
+        r#"\bJob has exceeded max(?:PSS|RSS|VSize): \d+|PBS: job killed: p?v?mem\b.*\bexceeded limit|\bExit_status ?= ?-2[67]\b|\bexceeds job hard limit "h_(?:vmem|rss|data)"|\bgone over cgroup memory limit\b|\bmemory usage exceeded request_memory\b|\bWorker node is out of memory\b|OutOfMemoryError: Container killed due to memory usage|PBS: job killed: [pv]?mem (?:job total )?\d+ ?[kmgt]?b exceeded limit|\bexceeded MEM usage hard limit|Job exceeded a memory resource limit|\bTERM_MEMLIMIT\b|put on hold by \w+ due to memory usage|gone over memory limit|\bOUT_OF_ME(?:MORY\b|\+)"#,
+        r#"Job has exceeded max(PSS|RSS|VSize): [0-9]+|PBS: job killed: p?v?mem([^[:alnum:]_].*)?exceeded limit|Exit_status ?= ?-2[67]([^0-9]|$)|exceeds job hard limit "h_(vmem|rss|data)"|gone over cgroup memory limit|memory usage exceeded request_memory|Worker node is out of memory|OutOfMemoryError: Container killed due to memory usage|PBS: job killed: [pv]?mem (job total )?[0-9]+ ?[kmgt]?b exceeded limit|exceeded MEM usage hard limit|Job exceeded a memory resource limit|TERM_MEMLIMIT|put on hold by [[:alnum:]_]+ due to memory usage|gone over memory limit|(^|[^[:alnum:]_])OUT_OF_ME(MORY|\+)"#,
+    ),
+    // PaddlePaddle's host allocator refused (`system_allocator.cc`: `Expected
+    // posix_memalign(&p, alignment, size) == 0, but received posix_memalign(&p, alignment,
+    // size):12 != 0:0.` in 1.x, `Fail to alloc memory of 524288000 size, error code is 12.` in
+    // 2.x: ENOMEM).
+    hit(
+        "paddle-host-alloc",
+        Slot::HostOom,
+        &["posix_memalign", "Fail to alloc memory of"],
+        r"\bposix_memalign\(&p, alignment, size\):12 != 0|\bFail to alloc memory of \d+ size, error code is 12\b",
+        r"posix_memalign\(&p, alignment, size\):12 != 0|Fail to alloc memory of [0-9]+ size, error code is 12",
+    ),
+    // MindSpore's device memory pool refusing a kernel's buffers (`Malloc for kernel output
+    // failed, Memory isn't enough, node:Default/Cast-op446`; `Device(id:0) memory isn't enough
+    // and alloc failed`).
+    hit(
+        "mindspore-device-alloc",
+        Slot::GpuOom,
+        &["emory isn't enough"],
+        r"\bMalloc for kernel (?:input|output|workspace) failed, Memory isn't enough\b|\bmemory isn't enough and alloc failed\b",
+        r"Malloc for kernel (input|output|workspace) failed, Memory isn't enough|memory isn't enough and alloc failed",
     ),
     // Page-locked host memory refused: CUDA's `cudaHostAlloc` / `cudaMallocHost` returning
     // `cudaErrorMemoryAllocation` (MindSpore's MindData arena: `cudaHostAlloc failed, ret[2],
@@ -993,7 +1027,8 @@ pub(crate) static RULES: &[Rule] = &[
     },
     // ------------------------------------------------------------- host OOM (weak)
     // SIGKILL as the launcher saw it: bash/zsh job control (`./run.sh: line 649:  9746 Killed
-    // python ...`, `Killed: 9`), a DataLoader worker killed by `Killed`, DeepSpeed's `return
+    // python ...`, `Killed: 9`), a DataLoader worker killed by `Killed` (torch's; PaddlePaddle's
+    // `DataLoader process (pid 2730) exited is killed by signal: Killed.`), DeepSpeed's `return
     // code = -9`, CPython's `subprocess.CalledProcessError` for a child killed by SIGKILL
     // (`Command '...' died with <Signals.SIGKILL: 9>.`, `Lib/subprocess.py`, `__str__`, since
     // 3.6; matched from `Command` so that the quotes of the command's list are not taken for
@@ -1009,22 +1044,22 @@ pub(crate) static RULES: &[Rule] = &[
             "<Signals.SIGKILL: 9>",
             "with signal SIGKILL",
         ],
-        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader worker \(pids? [\d, ]+\) is killed by signal: Killed|return code (?:is |= )?-9\b|(?:Command '.*' )?died with <Signals\.SIGKILL: 9>|\bprocess \d+ terminated with signal SIGKILL\b",
-        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader worker \(pids? [0-9, ]+\) is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)|died with <Signals\.SIGKILL: 9>|process [0-9]+ terminated with signal SIGKILL",
+        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader (?:worker|process) \(pids? [\d, ]+\) (?:exited )?is killed by signal: Killed|return code (?:is |= )?-9\b|(?:Command '.*' )?died with <Signals\.SIGKILL: 9>|\bprocess \d+ terminated with signal SIGKILL\b",
+        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader (worker|process) \(pids? [0-9, ]+\) (exited )?is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)|died with <Signals\.SIGKILL: 9>|process [0-9]+ terminated with signal SIGKILL",
     ),
     // An interactive shell's report of its foreground job killed by SIGKILL: the line
-    // `Killed` alone (bash `jobs.c`, the signal's `strsignal` text), which is
-    // what a terminal shows when the kernel's OOM killer takes the training process. Weak:
-    // any kill -9 reads the same.
+    // `Killed` alone (bash `jobs.c`, the signal's `strsignal` text; under a Chinese locale
+    // glibc's translation `已杀死`, `po/zh_CN.po`), which is what a terminal shows when the
+    // kernel's OOM killer takes the training process. Weak: any kill -9 reads the same.
     Rule {
         name: "bare-killed",
         kind: Kind::Lead,
         action: Action::Hit(Slot::HostOomWeak),
-        needles: &["Killed"],
-        pattern: r"Killed(?:: ?9)?\s*$",
+        needles: &["Killed", "已杀死"],
+        pattern: r"(?:Killed(?:: ?9)?|已杀死)\s*$",
         unless: None,
         claims: false,
-        ere: r"^[[:space:]]*Killed(: ?9)?[[:space:]]*$",
+        ere: r"^[[:space:]]*(Killed(: ?9)?|已杀死)[[:space:]]*$",
         requires: &[],
     },
     // C++'s `operator new` found no host memory: `terminate called after throwing an instance
@@ -1151,7 +1186,11 @@ pub(crate) static RULES: &[Rule] = &[
         r"Some [HNX]CCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down",
         r"Some [HNX]CCL operations have failed or timed out|To avoid data inconsistency, we are taking the entire process down",
     ),
-    // Other runtimes' collectives that timed out: TensorFlow's collective executor aborting
+    // torch's own store and watchdog stuck on the others: c10d's TCPStore waiting at startup
+    // (`DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.`,
+    // `TCPStore.cpp`) and `ProcessGroupNCCL's watchdog got stuck for 480 seconds without making
+    // progress in monitoring enqueued collectives` (`ProcessGroupNCCL.cpp`, its heartbeat
+    // monitor). Other runtimes' collectives that timed out: TensorFlow's collective executor aborting
     // (`base_collective_executor.cc`: `BaseCollectiveExecutor::StartAbort DEADLINE_EXCEEDED`),
     // the coordination service of JAX and TF multi-host jobs marking a task dead (tsl
     // `coordination_service.cc`: `Task /job:jax_worker/replica:0/task:37 heartbeat timeout.
@@ -1163,6 +1202,8 @@ pub(crate) static RULES: &[Rule] = &[
         "runtime-collective-timeout",
         Slot::NcclTimeout,
         &[
+            "waiting for clients",
+            "watchdog got stuck",
             "StartAbort DEADLINE_EXCEEDED",
             "heartbeat timeout. This indicates",
             "Stream synchronize timeout",
@@ -1170,8 +1211,8 @@ pub(crate) static RULES: &[Rule] = &[
             "reason=[stream sync timeout]",
             "Notify register times out",
         ],
-        r"\bStartAbort DEADLINE_EXCEEDED\b|\bheartbeat timeout\. This indicates that the remote task has failed|\bStream synchronize timeout\b|execute failed, reason=\[(?:task|stream sync) timeout\]|The wait execution of the Notify register times out",
-        r"StartAbort DEADLINE_EXCEEDED|heartbeat timeout\. This indicates that the remote task has failed|Stream synchronize timeout|execute failed, reason=\[(task|stream sync) timeout\]|The wait execution of the Notify register times out",
+        r"\bTimed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined|\bProcessGroupNCCL's watchdog got stuck for \d+ seconds without making progress|\bStartAbort DEADLINE_EXCEEDED\b|\bheartbeat timeout\. This indicates that the remote task has failed|\bStream synchronize timeout\b|execute failed, reason=\[(?:task|stream sync) timeout\]|The wait execution of the Notify register times out",
+        r"Timed out after [0-9]+ seconds waiting for clients\. [0-9]+/[0-9]+ clients joined|ProcessGroupNCCL's watchdog got stuck for [0-9]+ seconds without making progress|StartAbort DEADLINE_EXCEEDED|heartbeat timeout\. This indicates that the remote task has failed|Stream synchronize timeout|execute failed, reason=\[(task|stream sync) timeout\]|The wait execution of the Notify register times out",
     ),
     // Slurm's client side of a node failure (`srun: error: Node failure on cn12`, salloc's).
     hit(
@@ -1201,12 +1242,19 @@ pub(crate) static RULES: &[Rule] = &[
     // scontrol, `State: TIMEOUT` in seff, a sacct row), Kubernetes' `activeDeadlineSeconds`
     // (`DeadlineExceeded`), HTCondor's hold (`The job exceeded allowed execute duration of
     // 2+00:00:00`) and CMS CRAB's post-job (`Not retrying job due to wall clock limit (job
-    // automatically killed on the worker node)`).
+    // automatically killed on the worker node)`); and from the schedulers' sources: salloc
+    // (`Job 4242 has exceeded its time limit and its allocation has been revoked.`), Torque's
+    // mail (`Job exceeded its walltime limit. Job was aborted`), Grid Engine's execd (`job 4242.1
+    // exceeded hard wallclock time - initiate terminate method`) and qacct (`failed 37 : qmaster
+    // enforced h_rt limit`), OpenPBS's `Exit_status = -29` (`JOB_EXEC_KILL_WALLTIME`), dstack's
+    // `max duration exceeded`.
     hit(
         "scheduler-time-limit",
         Slot::Timeout,
         &[
             "due to wall",
+            "enforced h_rt",
+            "Exit_status",
             "ceeded",
             "TERM_",
             "JobState=",
@@ -1215,8 +1263,8 @@ pub(crate) static RULES: &[Rule] = &[
             "active longer than specified deadline",
             "TIMEOUT ",
         ],
-        r"PBS: job killed: walltime \d+ exceeded limit|\b(?:exceeded|due to) (?:wall ?clock|walltime) limit|\bexceeded allowed execute duration of|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b.*\bdeadline\b|Job was active longer than specified deadline|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* TIMEOUT +\d+:\d+\s*$",
-        r"PBS: job killed: walltime [0-9]+ exceeded limit|(exceeded|due to) (wall ?clock|walltime) limit|exceeded allowed execute duration of|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded.*deadline|Job was active longer than specified deadline|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
+        r"PBS: job killed: walltime \d+ exceeded limit|\b(?:exceeded|due to) (?:wall ?clock|walltime) limit|\bhas exceeded its time limit and its allocation has been revoked|\bJob exceeded its walltime limit\b|\bexceeded hard wallclock time\b|\bqmaster enforced h_rt limit\b|\bExit_status ?= ?-29\b|\bmax duration exceeded\b|\bexceeded allowed execute duration of|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b.*\bdeadline\b|Job was active longer than specified deadline|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* TIMEOUT +\d+:\d+\s*$",
+        r"PBS: job killed: walltime [0-9]+ exceeded limit|(exceeded|due to) (wall ?clock|walltime) limit|has exceeded its time limit and its allocation has been revoked|Job exceeded its walltime limit|exceeded hard wallclock time|qmaster enforced h_rt limit|Exit_status ?= ?-29([^0-9]|$)|max duration exceeded|exceeded allowed execute duration of|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded.*deadline|Job was active longer than specified deadline|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
     ),
     // A cloud's notice that a spot machine is being taken back (EC2's Spot Instance interruption
     // notice, read from the instance metadata's `spot/instance-action`; runners print it as
@@ -1231,14 +1279,18 @@ pub(crate) static RULES: &[Rule] = &[
             "spot-interruption-notice",
             Slot::Preempted,
             &["nterruption"],
-            r"\b[Ss]pot (?:[Ii]nstance )?[Ii]nterruption (?:[Nn]otice|[Ww]arning|payload) (?:received|detected)|\b[Rr]eceived (?:an? )?(?:EC2 )?[Ss]pot (?:[Ii]nstance )?[Ii]nterruption\b",
-            r"[Ss]pot ([Ii]nstance )?[Ii]nterruption ([Nn]otice|[Ww]arning|payload) (received|detected)|[Rr]eceived (an? )?(EC2 )?[Ss]pot ([Ii]nstance )?[Ii]nterruption",
+            r#"\b[Ss]pot (?:[Ii]nstance )?[Ii]nterruption (?:[Nn]otice|[Ww]arning|payload) (?:received|detected)|\b[Rr]eceived (?:an? )?(?:EC2 )?[Ss]pot (?:[Ii]nstance )?[Ii]nterruption\b|"detail-type":\s*"EC2 Spot Instance Interruption Warning""#,
+            r#"[Ss]pot ([Ii]nstance )?[Ii]nterruption ([Nn]otice|[Ww]arning|payload) (received|detected)|[Rr]eceived (an? )?(EC2 )?[Ss]pot ([Ii]nstance )?[Ii]nterruption|"detail-type": *"EC2 Spot Instance Interruption Warning""#,
         )
     },
     // Preemption as schedulers and clouds report it: Slurm's state (`JobState=PREEMPTED`, a sacct
     // row), LSF (`TERM_PREEMPT`), PBS/Moab (`job preempted`), Kubernetes (`Preempted by pod ..`),
     // SkyPilot (`The cluster is preempted.`, `Cluster is preempted or failed (status: INIT).
-    // Recovering...`), a cloud VM (`Instance was preempted`, `spot instance interrupted`).
+    // Recovering...`), a cloud VM (`Instance was preempted`, `spot instance interrupted`); from
+    // their sources: HTCondor's user log (`004 (4242.000.000) 2025-01-02 03:04:05 Job was
+    // evicted.`), Kueue (`Preempted to accommodate a workload`), GCE's operation
+    // (`compute.instances.preempted`), a node's or TPU's described state (`state: PREEMPTED`,
+    // Azure Batch's `"state": "preempted"`).
     // Not vLLM's `Sequence group 5 is preempted by PreemptionMode.RECOMPUTE` (a scheduling
     // decision inside the engine).
     Rule {
@@ -1252,10 +1304,12 @@ pub(crate) static RULES: &[Rule] = &[
                 "preempted",
                 "Preempted by",
                 "State: PREEMPTED",
-                "PREEMPTED ",
+                "PREEMPTED",
+                "Job was evicted",
+                "Preempted to accommodate",
             ],
-            r"\bJobState=PREEMPTED\b|\bState: PREEMPTED\b|\bTERM_PREEMPT\b|\b[Jj]ob \S+ (?:was|has been|got) preempted\b|^\s*[Jj]ob preempted\b|\bPreempted by (?:pod|a pod|\S+/\S+)|\b[Cc]luster (?:\S+ )?is preempted(?:\.| or failed)|\b(?:[Ii]nstance|VM|[Ss]pot (?:instance|VM)s?) \S+ (?:was|has been|got) preempted\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* PREEMPTED +\d+:\d+\s*$",
-            r"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob [^ ]+ (was|has been|got) preempted|^ *[Jj]ob preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted(\.| or failed)|([Ii]nstance|VM|[Ss]pot (instance|VM)s?) [^ ]+ (was|has been|got) preempted|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* PREEMPTED +[0-9]+:[0-9]+ *$",
+            r#"\bJobState=PREEMPTED\b|\bState: PREEMPTED\b|\bTERM_PREEMPT\b|\b[Jj]ob \S+ (?:was|has been|got) preempted\b|^\s*[Jj]ob preempted\b|\bPreempted by (?:pod|a pod|\S+/\S+)|\b[Cc]luster (?:\S+ )?is preempted(?:\.| or failed)|\b(?:[Ii]nstance|VM|[Ss]pot (?:instance|VM)s?) \S+ (?:was|has been|got) preempted\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* PREEMPTED +\d+:\d+\s*$|^\d{3} \(\d+\.\d+\.\d+\) .*\bJob was evicted\.|\bPreempted to accommodate a workload\b|\bcompute\.instances\.preempted\b|^\s*"?state"?:\s*"?(?:PREEMPTED|preempted)\b"#,
+            r#"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob [^ ]+ (was|has been|got) preempted|^ *[Jj]ob preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted(\.| or failed)|([Ii]nstance|VM|[Ss]pot (instance|VM)s?) [^ ]+ (was|has been|got) preempted|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* PREEMPTED +[0-9]+:[0-9]+ *$|^[0-9]{3} \([0-9]+\.[0-9]+\.[0-9]+\) .*Job was evicted\.|Preempted to accommodate a workload|compute\.instances\.preempted|^ *"?state"?: *"?(PREEMPTED|preempted)([^[:alnum:]_]|$)"#,
         )
     },
     // A spot VM taken back as a workflow engine words it (Cromwell on GCP Batch: `A Spot VM for
@@ -1300,11 +1354,24 @@ pub(crate) static RULES: &[Rule] = &[
     // 0000:81:00.0: Unknown Error` (NVML cannot reach the card), the NVIDIA driver's and CUDA's
     // uncorrectable ECC errors, an
     // AMD GPU's `uncorrectable hardware error`, Xid 154's `Node Reboot Required`), an Ascend NPU's
-    // `lost heartbeat`.
+    // `lost heartbeat`; from the sources: Slurm's `BOOT_FAIL` state, PBS's sister node
+    // (`=>> PBS: job killed: node 1 (gpu-018) requested job die, code 15059`), HTCondor's lost
+    // execute machine (`Job disconnected too long: JobLeaseDuration (2400 seconds) expired`),
+    // the Kubernetes node controller (`Node gpu-017 status is now: NodeNotReady`), DCGM's health
+    // watch (`Detected XID 79 for GPU 0` for the Xids that lose the GPU, `GPU 3 has fallen off
+    // the bus`, `Detected 2 volatile double-bit ECC error(s) in GPU 3.`). Not the amdgpu
+    // driver's hung ring (`*ERROR* ring gfx_0.0.0 timeout`): a kernel of the job's own hangs it
+    // too (`holdout4/rocm-navi21-ring-timeout-...`: a bad embedding input).
     hit(
         "node-or-device-lost",
         Slot::NodeFail,
         &[
+            "BOOT_FAIL",
+            "requested job die",
+            "JobLeaseDuration",
+            "NodeNotReady",
+            "Detected XID",
+            "double-bit ECC",
             "NODE_FAIL",
             "execution node",
             "to MOM",
@@ -1319,8 +1386,8 @@ pub(crate) static RULES: &[Rule] = &[
             "lost heartbeat",
             "device handle for GPU",
         ],
-        r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\bNODE_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
-        r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|NODE_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU has fallen off the bus|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\b(?:NODE|BOOT)_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU (?:\S+ )?has fallen off the bus|\brequested job die, code \d+|\bJobLeaseDuration \(\d+ seconds\) expired|\bstatus is now: NodeNotReady\b|\bDetected XID (?:48|62|64|74|79|95|119|120|154) for GPU\b|\bDetected \d+ volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|(NODE|BOOT)_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU ([^ ]+ )?has fallen off the bus|requested job die, code [0-9]+|JobLeaseDuration \([0-9]+ seconds\) expired|status is now: NodeNotReady|Detected XID (48|62|64|74|79|95|119|120|154) for GPU|Detected [0-9]+ volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
     ),
     // The kubelet evicting a pod from a node short of something other than memory
     // (`pkg/kubelet/eviction/helpers.go`: `The node had condition: [DiskPressure]. `, `The node

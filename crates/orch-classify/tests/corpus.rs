@@ -198,6 +198,22 @@ const HOLDOUT15_FLOOR: f64 = 0.85;
 /// thread names and Ray's generic actor death are left).
 const HOLDOUT16_FLOOR: f64 = 0.93;
 
+/// Batches U and V (issue 40), collected side by side after S's and T's changes by helpers
+/// who had not read the classifier and scored before any change for them. U: 25 excerpts, a
+/// sample of the world rather than a theme (recent issues from 23 repositories: instructlab,
+/// DiffSynth, diffusion-pipe, tinygrad, nccl, MiniCPM-V, InternVL, OneTrainer, unsloth, openpi,
+/// dreamerv3, trl …), 19/25 (76.0 %), device recall 3/6, host 3/5. V: 25 from Chinese-language
+/// threads (PaddlePaddle, MindSpore, vllm-ascend, torch_npu, ms-swift, LMDeploy, XTuner,
+/// FunASR), 18/25 (72.0 %), device 7/11, host 1/4 (a bare `MemoryError:` that PaddlePaddle
+/// raises for its device's exhaustion was read as the host's, a regression of T's change). No
+/// false alarm in either. After the Chinese locale's `已杀死`, PaddlePaddle's host allocator
+/// and DataLoader wording, MindSpore's `Memory isn't enough`, torch's TCPStore and stuck
+/// watchdog, the bare `MemoryError` made weak, and the schedulers' own vocabulary (77 rows read
+/// from Slurm, OpenPBS, Torque, Grid Engine, HTCondor, Flux, Kubernetes, Kueue, the clouds,
+/// DCGM and amdgpu sources): 42/50 (what is left rests on the thread: excerpts cut before the
+/// failing line, a recovered OOM followed by a stall, a bare progress bar).
+const HOLDOUT17_FLOOR: f64 = 0.84;
+
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
 /// (labelled none), Determined's exit 137 after the platform killed a container (labelled
@@ -413,6 +429,15 @@ fn sixteenth_holdout_split() {
     );
 }
 
+#[test]
+fn seventeenth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout17"),
+        "corpus (seventeenth holdout)",
+        HOLDOUT17_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
@@ -435,6 +460,7 @@ fn the_corpus_covers_the_world() {
         "holdout14",
         "holdout15",
         "holdout16",
+        "holdout17",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {
