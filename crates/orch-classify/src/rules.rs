@@ -421,9 +421,9 @@ pub(crate) static RULES: &[Rule] = &[
         r"Not enough memory to handle [0-9]+ (prefill )?tokens",
     ),
     // ------------------------------------------------------------ host OOM (strong)
-    // Python's `MemoryError` alone on a line, the whole report: the last line of a traceback
-    // whose header was cut, or what `PyErr_Print` writes before an extension gives up (a pyo3
-    // panic `Python API call failed` follows it). Weak: PaddlePaddle raises its device's
+    // Python's `MemoryError` opening a line (alone, or with its message): the last line of a
+    // traceback whose header was cut (a paste that starts at the frames), or what `PyErr_Print`
+    // writes before an extension gives up (a pyo3 panic `Python API call failed` follows it). Weak: PaddlePaddle raises its device's
     // `ResourceExhaustedError` as a `MemoryError:` too, its message (`Out of memory error on
     // GPU 0`) a few lines later.
     Rule {
@@ -432,8 +432,8 @@ pub(crate) static RULES: &[Rule] = &[
             "python-memoryerror-alone",
             Slot::HostOomWeak,
             &["MemoryError"],
-            r"(?:builtins\.)?MemoryError:?\s*$",
-            r"^ *(builtins\.)?MemoryError:? *$",
+            r"(?:builtins\.)?MemoryError(?::.*)?$",
+            r"^ *(builtins\.)?MemoryError(:.*)?$",
         )
     },
     // A process that asked the host for memory and got none: `OSError: [Errno 12]`, torch's CPU
