@@ -660,10 +660,57 @@ impl State {
     }
 }
 
+/// Bytes of the log's last complete lines kept for [`headerless_traceback_end`].
+const TAIL_KEEP: usize = 8 * 1024;
+/// How far above its exception line a header-less traceback's last frame may stand (its
+/// source line and `^^^` markers between).
+const TAIL_FRAME_GAP: usize = 4;
+
+/// A traceback pasted from its frames, its `Traceback (most recent call last):` header cut
+/// (an issue's excerpt, `ray job logs` keeping a tail): the log's last line is an exception
+/// line (`FileNotFoundError: [Errno 2] ...`, `RayTaskError(ValueError): ...`) a few lines under
+/// a `File "..."` frame of the same prefix, with only the frame's source and markers between.
+/// The process ended with it; read when no line decided anything else.
+fn headerless_traceback_end(eng: &Engine, tail: &[u8], last_line: u64) -> Option<Evidence> {
+    let whole = tail.strip_suffix(b"\n").unwrap_or(tail);
+    let lines: Vec<&[u8]> = whole.split(|&b| b == b'\n').map(strip_cr).collect();
+    let blank = |l: &[u8]| l.iter().all(u8::is_ascii_whitespace);
+    let end = lines.iter().rposition(|l| !blank(l))?;
+    let l = lines[end];
+    let (body, _) = super::normalise::strip_prefixes(l);
+    let prefix = &l[..body];
+    if !eng.exception_line.is_match(&l[body..]) {
+        return None;
+    }
+    // Between the exception line and its frame: the frame's source line and markers only
+    // (indented under the same prefix).
+    for k in (end.saturating_sub(TAIL_FRAME_GAP + 1)..end).rev() {
+        let above = lines[k];
+        let rest = above.strip_prefix(prefix)?;
+        if let Some(i) = eng.frame.find(rest) {
+            let frame = i >= 2 && rest[..i].iter().all(|&b| b == b' ');
+            if !frame {
+                return None;
+            }
+            let line = last_line - (lines.len() - 1 - end) as u64;
+            let mut ev = evidence(l, body, line, false);
+            ev.rule = Some("python-traceback-tail".to_string());
+            return Some(ev);
+        }
+        if !rest.first().is_some_and(|b| *b == b' ' || *b == b'\t') {
+            return None;
+        }
+    }
+    None
+}
+
 /// The incremental scanner behind [`super::Scanner`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Core {
     state: State,
+    /// The last complete lines (at most about [`TAIL_KEEP`] bytes), for a traceback whose
+    /// header the log does not hold.
+    tail: Vec<u8>,
     /// The current partial line: from its start, or (when `overflowed`) a tail window.
     carry: Vec<u8>,
     /// The current line outgrew [`LINE_CAP`]; its start has been scanned and dropped.
@@ -691,6 +738,10 @@ impl Core {
                         self.overflowed,
                         self.set_x,
                     );
+                    let carry = std::mem::take(&mut self.carry);
+                    self.keep_tail(&carry);
+                    self.keep_tail(b"\n");
+                    self.carry = carry;
                     self.carry.clear();
                     self.overflowed = false;
                     rest = &rest[i + 1..];
@@ -701,19 +752,54 @@ impl Core {
             None => self.push_partial(eng, rest),
             Some(j) => {
                 self.state.scan_region(eng, &rest[..=j]);
+                self.keep_tail(&rest[..=j]);
                 self.push_partial(eng, &rest[j + 1..]);
             }
         }
     }
 
+    /// Keep the last [`TAIL_KEEP`] bytes of the complete lines.
+    fn keep_tail(&mut self, bytes: &[u8]) {
+        if bytes.len() >= TAIL_KEEP {
+            self.tail.clear();
+            self.tail
+                .extend_from_slice(&bytes[bytes.len() - TAIL_KEEP..]);
+            return;
+        }
+        self.tail.extend_from_slice(bytes);
+        if self.tail.len() > 2 * TAIL_KEEP {
+            self.tail.drain(..self.tail.len() - TAIL_KEEP);
+        }
+    }
+
     /// Verdict, counting the trailing partial line as complete.
     pub(crate) fn verdict(&self) -> Verdict {
-        if self.carry.is_empty() && !self.overflowed {
-            return self.state.verdict();
+        let eng = engine();
+        let (verdict, last_line, partial) = if self.carry.is_empty() && !self.overflowed {
+            (self.state.verdict(), self.state.lines, None)
+        } else {
+            let mut st = self.state.clone();
+            Self::finish_line(&mut st, eng, &self.carry, self.overflowed, self.set_x);
+            (st.verdict(), st.lines, Some(&self.carry))
+        };
+        if verdict.class != FailureClass::None {
+            return verdict;
         }
-        let mut st = self.state.clone();
-        Self::finish_line(&mut st, engine(), &self.carry, self.overflowed, self.set_x);
-        st.verdict()
+        let tail: std::borrow::Cow<[u8]> = match partial {
+            None => (&self.tail[..]).into(),
+            Some(carry) => [&self.tail[..], carry].concat().into(),
+        };
+        match headerless_traceback_end(eng, &tail, last_line) {
+            Some(evidence) => Verdict {
+                class: FailureClass::Error,
+                evidence: Some(evidence),
+                memory: None,
+                rank: Slot::ErrorWeak as u8,
+                certainty: Certainty::Certain,
+                if_failed: verdict.if_failed,
+            },
+            None => verdict,
+        }
     }
 
     /// Process the (now complete) current line held in `carry`.

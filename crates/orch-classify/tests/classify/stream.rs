@@ -202,3 +202,29 @@ fn long_line_without_carriage_returns_gets_a_windowed_evidence() {
         ev.text.chars().count()
     );
 }
+
+/// A traceback pasted from its frames (its header cut) that ends the log is the process's last
+/// words: `error`, on the exception line, however the log is cut into chunks (a last line
+/// without its newline too) and behind a Ray actor's prefix. Not when other output stands
+/// between the frame and the exception-looking line, nor for such a line with no frame above.
+#[test]
+fn a_traceback_without_its_header_that_ends_the_log_is_an_error() {
+    let cut = "step 7 loss 1.25\n  File \"/x/train.py\", line 10, in main\n    model.load_state_dict(sd)\n  File \"/torch/nn/modules/module.py\", line 2041, in load_state_dict\n    raise RuntimeError(msg)\n                       ^^^\nRuntimeError: Error(s) in loading state_dict for Model:\n";
+    let ray = "(TaskRunner pid=12)   File \"/x/main.py\", line 3, in run\n(TaskRunner pid=12)     ray.get(x)\n(TaskRunner pid=12) ray.exceptions.RayTaskError(ValueError): ray::main_task() (pid=1, ip=2)";
+    for (log, line) in [(cut, 7), (cut.trim_end(), 7), (ray, 3)] {
+        for size in [1, 7, 64, 4096] {
+            let v = feed_in_chunks(log.as_bytes(), || size);
+            assert_eq!(v.class, Error, "{log:?} in chunks of {size}");
+            let ev = v.evidence.expect("evidence");
+            assert_eq!(ev.line, line, "{log:?}");
+            assert_eq!(ev.rule.as_deref(), Some("python-traceback-tail"));
+        }
+    }
+    for log in [
+        "  File \"a.py\", line 1, in f\n    g()\nsome other output\nValueError: x\n",
+        "step 1 loss 2.0\nValueError: nope\n",
+        "  File \"a.py\", line 1, in f\n    g()\nValueError: x\nstep 2 loss 1.0\n",
+    ] {
+        assert_eq!(classify_bytes(log.as_bytes()).class, None, "{log:?}");
+    }
+}
