@@ -208,11 +208,20 @@ const HOLDOUT16_FLOOR: f64 = 0.93;
 /// raises for its device's exhaustion was read as the host's, a regression of T's change). No
 /// false alarm in either. After the Chinese locale's `已杀死`, PaddlePaddle's host allocator
 /// and DataLoader wording, MindSpore's `Memory isn't enough`, torch's TCPStore and stuck
-/// watchdog, the bare `MemoryError` made weak, and the schedulers' own vocabulary (77 rows read
-/// from Slurm, OpenPBS, Torque, Grid Engine, HTCondor, Flux, Kubernetes, Kueue, the clouds,
-/// DCGM and amdgpu sources): 42/50 (what is left rests on the thread: excerpts cut before the
-/// failing line, a recovered OOM followed by a stall, a bare progress bar).
-const HOLDOUT17_FLOOR: f64 = 0.84;
+/// watchdog, the bare `MemoryError` made weak (and one opening a line with its message), and
+/// the schedulers' own vocabulary (77 rows read from Slurm, OpenPBS, Torque, Grid Engine,
+/// HTCondor, Flux, Kubernetes, Kueue, the clouds and DCGM sources): 43/50 (what is left rests
+/// on the thread: excerpts cut before the failing line, a recovered OOM followed by a stall, a
+/// bare progress bar).
+const HOLDOUT17_FLOOR: f64 = 0.86;
+
+/// Batch W (issue 40): 13 excerpts from the tool's core users (RL post-training and SFT on
+/// clusters: verl and its forks on Ray, slime, miles, OpenRLHF multi-node, lmm-r1, TRL's
+/// GRPOTrainer, LLaMA-Factory), collected after U's and V's changes by a helper who had not
+/// read the classifier (few whole error lines came back), scored before any change for it:
+/// 12/13 (92.3 %), device recall 4/4, no false alarm; the miss is Ray's generic actor death,
+/// which only the thread calls a host OOM. Nothing was changed for it.
+const HOLDOUT18_FLOOR: f64 = 0.92;
 
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
@@ -438,6 +447,15 @@ fn seventeenth_holdout_split() {
     );
 }
 
+#[test]
+fn eighteenth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout18"),
+        "corpus (eighteenth holdout)",
+        HOLDOUT18_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
@@ -461,6 +479,7 @@ fn the_corpus_covers_the_world() {
         "holdout15",
         "holdout16",
         "holdout17",
+        "holdout18",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {
