@@ -296,3 +296,15 @@ pub fn score_as(dir: &Path, name: &str, reading: Reading) -> Result<Score, Strin
         outcomes,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `FailureClass::MEMORY` is exactly the classes whose policy is memory.
+    #[test]
+    fn the_memory_list_is_the_memory_policy() {
+        let by_policy: Vec<FailureClass> = CLASSES.into_iter().filter(|c| c.is_memory()).collect();
+        assert_eq!(by_policy, FailureClass::MEMORY.to_vec());
+    }
+}

@@ -105,7 +105,7 @@ pub(crate) struct Engine {
 /// Batch M's `"imeou"` and `"timed"` carry the time limits and collective timeouts of
 /// torch, torchelastic, submitit, Modal and CI runners on one literal each, and
 /// `"xecution t"` GitHub Actions' and gitlab-runner's job limits, `"KV cache is "` vLLM's and
-/// llama.cpp's full caches. One searcher takes at most 127 literals (aho-corasick's packed
+/// llama.cpp's full caches. One searcher takes at most 128 literals (aho-corasick's packed
 /// limit): batches Q–V's vocabulary came in under it by `" to allocate"` (four allocator
 /// phrases), `" code"` (exit and return codes) and `"Alloc"` (CUDA's and torch's allocator
 /// names) taking literals back. Not `"allocat"` nor `"KV cache "`: verl's memory reports and
@@ -200,11 +200,33 @@ pub(crate) fn literals() -> Vec<&'static str> {
 /// needles in sorted order scanned a 30 MB realistic log in 78 ms where two over its halves
 /// took 12 + 12 ms.
 fn searcher_parts(literals: Vec<&'static str>) -> Vec<Vec<&'static str>> {
-    if literals.len() > 32
+    if (33..=PACKED_LIMIT).contains(&literals.len())
+        && fat_teddy()
         && let Some(planned) = super::prefilter::order(&literals)
     {
         return vec![planned];
     }
+    sorted_parts(literals)
+}
+
+/// Most literals one packed searcher takes (aho-corasick's `PATTERN_LIMIT`).
+const PACKED_LIMIT: usize = 128;
+
+/// Whether Teddy has its 16 buckets here (AVX2): the plan is made for them. Elsewhere (aarch64,
+/// SSSE3 only) it has 8, and the sorted halves, measured before the plan, are used.
+fn fat_teddy() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The literals sorted (ignoring case) and cut into searchers of at most [`NEEDLE_CHUNK`].
+fn sorted_parts(literals: Vec<&'static str>) -> Vec<Vec<&'static str>> {
     let mut sorted = literals;
     sorted.sort_unstable_by(|a, b| {
         a.to_ascii_lowercase()
@@ -433,6 +455,42 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Both arrangements of the literals — the planned single searcher and the sorted halves a
+    /// stale plan falls back to — find every literal, alone and inside a line, and say which.
+    #[test]
+    fn every_literal_is_found_by_the_plan_and_by_the_fallback() {
+        let literals = literals();
+        let planned = super::super::prefilter::order(&literals).expect("the plan is current");
+        for parts in [vec![planned], sorted_parts(literals.clone())] {
+            let mut seen: Vec<&str> = parts.iter().flatten().copied().collect();
+            seen.sort_unstable();
+            let mut want = literals.clone();
+            want.sort_unstable();
+            assert_eq!(seen, want, "each literal in exactly one searcher");
+            let searchers: Vec<(Searcher, &Vec<&str>)> = parts
+                .iter()
+                .map(|p| {
+                    let s = Config::new()
+                        .match_kind(MatchKind::LeftmostFirst)
+                        .heuristic_pattern_limits(false)
+                        .builder()
+                        .extend(p)
+                        .build()
+                        .expect("searcher");
+                    (s, p)
+                })
+                .collect();
+            for l in &literals {
+                let line = format!("step 3 | {l} | done");
+                let found = searchers.iter().find_map(|(s, p)| {
+                    s.find(line.as_bytes())
+                        .map(|m| (p[m.pattern().as_usize()], m.start()))
+                });
+                assert_eq!(found, Some((*l, 9)), "{l:?} in {} searcher(s)", parts.len());
+            }
+        }
+    }
 
     /// Every alternative of every rule is reachable through its needles: strings generated from
     /// each rule's regex (each alternation's branches drawn at random, 400 per rule, a fixed

@@ -428,6 +428,7 @@ pub(crate) static RULES: &[Rule] = &[
     // GPU 0`) a few lines later.
     Rule {
         kind: Kind::Lead,
+        unless: Some(r"(?i)\b(?:caught|retry|retrying|retried|continuing)\b"),
         ..hit(
             "python-memoryerror-alone",
             Slot::HostOomWeak,
@@ -667,8 +668,8 @@ pub(crate) static RULES: &[Rule] = &[
     // memory kind (`=>> PBS: job killed: vmem 137438953472 exceeded limit ...`, `pvmem exceeded
     // limit`), OpenPBS's `Exit_status = -27` / `-26` (`JOB_EXEC_KILL_MEM`, `_VMEM`), Grid
     // Engine's execd (`job 4242 exceeds job hard limit "h_vmem" of queue ...`), HTCondor's
-    // starter (`Job has gone over cgroup memory limit of 16384 megabytes`, `memory usage exceeded
-    // request_memory`, `Worker node is out of memory`), and AWS Batch's / ECS's stopped reason
+    // starter (`Job has gone over cgroup memory limit of 16384 megabytes`, `Worker node is out
+    // of memory`), and AWS Batch's / ECS's stopped reason
     // (`OutOfMemoryError: Container killed due to memory usage`).
     hit(
         "scheduler-memory-kill",
@@ -685,8 +686,8 @@ pub(crate) static RULES: &[Rule] = &[
             "Worker node is out of memory",
             "OutOfMemoryError: Container killed",
         ],
-        r#"\bJob has exceeded max(?:PSS|RSS|VSize): \d+|PBS: job killed: p?v?mem\b.*\bexceeded limit|\bExit_status ?= ?-2[67]\b|\bexceeds job hard limit "h_(?:vmem|rss|data)"|\bgone over cgroup memory limit\b|\bmemory usage exceeded request_memory\b|\bWorker node is out of memory\b|OutOfMemoryError: Container killed due to memory usage|PBS: job killed: [pv]?mem (?:job total )?\d+ ?[kmgt]?b exceeded limit|\bexceeded MEM usage hard limit|Job exceeded a memory resource limit|\bTERM_MEMLIMIT\b|put on hold by \w+ due to memory usage|gone over memory limit|\bOUT_OF_ME(?:MORY\b|\+)"#,
-        r#"Job has exceeded max(PSS|RSS|VSize): [0-9]+|PBS: job killed: p?v?mem([^[:alnum:]_].*)?exceeded limit|Exit_status ?= ?-2[67]([^0-9]|$)|exceeds job hard limit "h_(vmem|rss|data)"|gone over cgroup memory limit|memory usage exceeded request_memory|Worker node is out of memory|OutOfMemoryError: Container killed due to memory usage|PBS: job killed: [pv]?mem (job total )?[0-9]+ ?[kmgt]?b exceeded limit|exceeded MEM usage hard limit|Job exceeded a memory resource limit|TERM_MEMLIMIT|put on hold by [[:alnum:]_]+ due to memory usage|gone over memory limit|(^|[^[:alnum:]_])OUT_OF_ME(MORY|\+)"#,
+        r#"\bJob has exceeded max(?:PSS|RSS|VSize): \d+|PBS: job killed: p?v?mem\b.*\bexceeded limit|\bExit_status ?= ?-2[67]\b|\bexceeds job hard limit "h_(?:vmem|rss|data)"|\bgone over cgroup memory limit\b|\bWorker node is out of memory\b|OutOfMemoryError: Container killed due to memory usage|PBS: job killed: [pv]?mem (?:job total )?\d+ ?[kmgt]?b exceeded limit|\bexceeded MEM usage hard limit|Job exceeded a memory resource limit|\bTERM_MEMLIMIT\b|put on hold by \w+ due to memory usage|gone over memory limit|\bOUT_OF_ME(?:MORY\b|\+)"#,
+        r#"Job has exceeded max(PSS|RSS|VSize): [0-9]+|PBS: job killed: p?v?mem([^[:alnum:]_].*)?exceeded limit|Exit_status ?= ?-2[67]([^0-9]|$)|exceeds job hard limit "h_(vmem|rss|data)"|gone over cgroup memory limit|Worker node is out of memory|OutOfMemoryError: Container killed due to memory usage|PBS: job killed: [pv]?mem (job total )?[0-9]+ ?[kmgt]?b exceeded limit|exceeded MEM usage hard limit|Job exceeded a memory resource limit|TERM_MEMLIMIT|put on hold by [[:alnum:]_]+ due to memory usage|gone over memory limit|(^|[^[:alnum:]_])OUT_OF_ME(MORY|\+)"#,
     ),
     // PaddlePaddle's host allocator refused (`system_allocator.cc`: `Expected
     // posix_memalign(&p, alignment, size) == 0, but received posix_memalign(&p, alignment,
@@ -711,14 +712,18 @@ pub(crate) static RULES: &[Rule] = &[
     ),
     // Page-locked host memory refused: CUDA's `cudaHostAlloc` / `cudaMallocHost` returning
     // `cudaErrorMemoryAllocation` (MindSpore's MindData arena: `cudaHostAlloc failed, ret[2],
-    // out of memory`). The pinned pages are host RAM, not the device's.
-    msg(
-        "pinned-host-alloc",
-        Slot::HostOom,
-        &["cudaHostAlloc", "cudaMallocHost"],
-        r"\bcuda(?:HostAlloc|MallocHost)\b[^\n]{0,40}\bout of memory",
-        r"cuda(HostAlloc|MallocHost)[^[:cntrl:]]{0,40}out of memory",
-    ),
+    // out of memory`). The pinned pages are host RAM, not the device's. Weak: a container's
+    // `RLIMIT_MEMLOCK` refuses them the same way, and libraries fall back to pageable memory.
+    Rule {
+        unless: Some(r"(?i)\bfall(?:s|ing)? back\b|\bpageable\b|\bretry"),
+        ..msg(
+            "pinned-host-alloc",
+            Slot::HostOomWeak,
+            &["cudaHostAlloc", "cudaMallocHost"],
+            r"\bcuda(?:HostAlloc|MallocHost)\b[^\n]{0,40}\bout of memory",
+            r"cuda(HostAlloc|MallocHost)[^[:cntrl:]]{0,40}out of memory",
+        )
+    },
     // Hadoop YARN's NodeManager killing a container over its memory limit
     // (`ContainersMonitorImpl`: `Container [pid=..,containerID=..] is running beyond physical
     // memory limits. Current usage: ...`, 3.x: `is running 1723304448B beyond the 'VIRTUAL'
@@ -1211,8 +1216,8 @@ pub(crate) static RULES: &[Rule] = &[
             "reason=[stream sync timeout]",
             "Notify register times out",
         ],
-        r"\bTimed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined|\bProcessGroupNCCL's watchdog got stuck for \d+ seconds without making progress|\bStartAbort DEADLINE_EXCEEDED\b|\bheartbeat timeout\. This indicates that the remote task has failed|\bStream synchronize timeout\b|execute failed, reason=\[(?:task|stream sync) timeout\]|The wait execution of the Notify register times out",
-        r"Timed out after [0-9]+ seconds waiting for clients\. [0-9]+/[0-9]+ clients joined|ProcessGroupNCCL's watchdog got stuck for [0-9]+ seconds without making progress|StartAbort DEADLINE_EXCEEDED|heartbeat timeout\. This indicates that the remote task has failed|Stream synchronize timeout|execute failed, reason=\[(task|stream sync) timeout\]|The wait execution of the Notify register times out",
+        r"\bTimed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined|\bProcessGroupNCCL's watchdog got stuck for \d+ seconds without making progress|\bStartAbort DEADLINE_EXCEEDED\b|\bheartbeat timeout\. This indicates that the remote task has failed|\bEE1002: .*\bStream synchronize timeout\b|execute failed, reason=\[(?:task|stream sync) timeout\]|The wait execution of the Notify register times out",
+        r"Timed out after [0-9]+ seconds waiting for clients\. [0-9]+/[0-9]+ clients joined|ProcessGroupNCCL's watchdog got stuck for [0-9]+ seconds without making progress|StartAbort DEADLINE_EXCEEDED|heartbeat timeout\. This indicates that the remote task has failed|EE1002: .*Stream synchronize timeout|execute failed, reason=\[(task|stream sync) timeout\]|The wait execution of the Notify register times out",
     ),
     // Slurm's client side of a node failure (`srun: error: Node failure on cn12`, salloc's).
     hit(
@@ -1252,7 +1257,7 @@ pub(crate) static RULES: &[Rule] = &[
         "scheduler-time-limit",
         Slot::Timeout,
         &[
-            "due to wall",
+            "due to wall clock limit",
             "enforced h_rt",
             "Exit_status",
             "ceeded",
@@ -1263,8 +1268,8 @@ pub(crate) static RULES: &[Rule] = &[
             "active longer than specified deadline",
             "TIMEOUT ",
         ],
-        r"PBS: job killed: walltime \d+ exceeded limit|\b(?:exceeded|due to) (?:wall ?clock|walltime) limit|\bhas exceeded its time limit and its allocation has been revoked|\bJob exceeded its walltime limit\b|\bexceeded hard wallclock time\b|\bqmaster enforced h_rt limit\b|\bExit_status ?= ?-29\b|\bmax duration exceeded\b|\bexceeded allowed execute duration of|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b.*\bdeadline\b|Job was active longer than specified deadline|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* TIMEOUT +\d+:\d+\s*$",
-        r"PBS: job killed: walltime [0-9]+ exceeded limit|(exceeded|due to) (wall ?clock|walltime) limit|has exceeded its time limit and its allocation has been revoked|Job exceeded its walltime limit|exceeded hard wallclock time|qmaster enforced h_rt limit|Exit_status ?= ?-29([^0-9]|$)|max duration exceeded|exceeded allowed execute duration of|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded.*deadline|Job was active longer than specified deadline|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
+        r"PBS: job killed: walltime \d+ exceeded limit|\bexceeded (?:wall ?clock|walltime) limit|\bNot retrying job due to wall clock limit\b|\bhas exceeded its time limit and its allocation has been revoked|\bJob exceeded its walltime limit\b|\bexceeded hard wallclock time\b|\bqmaster enforced h_rt limit\b|\bExit_status ?= ?-29\b|(?:^|:\s*)max duration exceeded\s*$|\bexceeded allowed execute duration of|\bTERM_RUNLIMIT\b|\bJobState=TIMEOUT\b|\bState: TIMEOUT\b|\bDeadlineExceeded\b.*\bdeadline\b|Job was active longer than specified deadline|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* TIMEOUT +\d+:\d+\s*$",
+        r"PBS: job killed: walltime [0-9]+ exceeded limit|exceeded (wall ?clock|walltime) limit|Not retrying job due to wall clock limit|has exceeded its time limit and its allocation has been revoked|Job exceeded its walltime limit|exceeded hard wallclock time|qmaster enforced h_rt limit|Exit_status ?= ?-29([^0-9]|$)|(^|: *)max duration exceeded *$|exceeded allowed execute duration of|TERM_RUNLIMIT|JobState=TIMEOUT|State: TIMEOUT|DeadlineExceeded.*deadline|Job was active longer than specified deadline|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* TIMEOUT +[0-9]+:[0-9]+ *$",
     ),
     // A cloud's notice that a spot machine is being taken back (EC2's Spot Instance interruption
     // notice, read from the instance metadata's `spot/instance-action`; runners print it as
@@ -1289,7 +1294,7 @@ pub(crate) static RULES: &[Rule] = &[
     // Recovering...`), a cloud VM (`Instance was preempted`, `spot instance interrupted`); from
     // their sources: HTCondor's user log (`004 (4242.000.000) 2025-01-02 03:04:05 Job was
     // evicted.`), Kueue (`Preempted to accommodate a workload`), GCE's operation
-    // (`compute.instances.preempted`), a node's or TPU's described state (`state: PREEMPTED`,
+    // (`operationType: compute.instances.preempted`), a node's or TPU's described state (`state: PREEMPTED`,
     // Azure Batch's `"state": "preempted"`).
     // Not vLLM's `Sequence group 5 is preempted by PreemptionMode.RECOMPUTE` (a scheduling
     // decision inside the engine).
@@ -1308,8 +1313,8 @@ pub(crate) static RULES: &[Rule] = &[
                 "Job was evicted",
                 "Preempted to accommodate",
             ],
-            r#"\bJobState=PREEMPTED\b|\bState: PREEMPTED\b|\bTERM_PREEMPT\b|\b[Jj]ob \S+ (?:was|has been|got) preempted\b|^\s*[Jj]ob preempted\b|\bPreempted by (?:pod|a pod|\S+/\S+)|\b[Cc]luster (?:\S+ )?is preempted(?:\.| or failed)|\b(?:[Ii]nstance|VM|[Ss]pot (?:instance|VM)s?) \S+ (?:was|has been|got) preempted\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* PREEMPTED +\d+:\d+\s*$|^\d{3} \(\d+\.\d+\.\d+\) .*\bJob was evicted\.|\bPreempted to accommodate a workload\b|\bcompute\.instances\.preempted\b|^\s*"?state"?:\s*"?(?:PREEMPTED|preempted)\b"#,
-            r#"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob [^ ]+ (was|has been|got) preempted|^ *[Jj]ob preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted(\.| or failed)|([Ii]nstance|VM|[Ss]pot (instance|VM)s?) [^ ]+ (was|has been|got) preempted|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* PREEMPTED +[0-9]+:[0-9]+ *$|^[0-9]{3} \([0-9]+\.[0-9]+\.[0-9]+\) .*Job was evicted\.|Preempted to accommodate a workload|compute\.instances\.preempted|^ *"?state"?: *"?(PREEMPTED|preempted)([^[:alnum:]_]|$)"#,
+            r#"\bJobState=PREEMPTED\b|\bState: PREEMPTED\b|\bTERM_PREEMPT\b|\b[Jj]ob \S+ (?:was|has been|got) preempted\b|^\s*[Jj]ob preempted\b|\bPreempted by (?:pod|a pod|\S+/\S+)|\b[Cc]luster (?:\S+ )?is preempted(?:\.| or failed)|\b(?:[Ii]nstance|VM|[Ss]pot (?:instance|VM)s?) \S+ (?:was|has been|got) preempted\b|^\s*\d+(?:_\d+)?(?:\.\w+)?\s.* PREEMPTED +\d+:\d+\s*$|^\d{3} \(\d+\.\d+\.\d+\) .*\bJob was evicted\.|\bPreempted to accommodate a workload\b|\boperationType:\s*"?compute\.instances\.preempted\b|^\s*"?state"?:\s*"?(?:PREEMPTED|preempted)"?,?\s*$"#,
+            r#"JobState=PREEMPTED|State: PREEMPTED|TERM_PREEMPT|[Jj]ob [^ ]+ (was|has been|got) preempted|^ *[Jj]ob preempted|Preempted by (pod|a pod|[^ ]+/[^ ]+)|[Cc]luster ([^ ]+ )?is preempted(\.| or failed)|([Ii]nstance|VM|[Ss]pot (instance|VM)s?) [^ ]+ (was|has been|got) preempted|^ *[0-9]+(_[0-9]+)?(\.[[:alnum:]_]+)? .* PREEMPTED +[0-9]+:[0-9]+ *$|^[0-9]{3} \([0-9]+\.[0-9]+\.[0-9]+\) .*Job was evicted\.|Preempted to accommodate a workload|operationType: *"?compute\.instances\.preempted|^ *"?state"?: *"?(PREEMPTED|preempted)"?,? *$"#,
         )
     },
     // A spot VM taken back as a workflow engine words it (Cromwell on GCP Batch: `A Spot VM for
@@ -1386,22 +1391,28 @@ pub(crate) static RULES: &[Rule] = &[
             "lost heartbeat",
             "device handle for GPU",
         ],
-        r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\b(?:NODE|BOOT)_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU (?:\S+ )?has fallen off the bus|\brequested job die, code \d+|\bJobLeaseDuration \(\d+ seconds\) expired|\bstatus is now: NodeNotReady\b|\bDetected XID (?:48|62|64|74|79|95|119|120|154) for GPU\b|\bDetected \d+ volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
-        r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|(NODE|BOOT)_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU ([^ ]+ )?has fallen off the bus|requested job die, code [0-9]+|JobLeaseDuration \([0-9]+ seconds\) expired|status is now: NodeNotReady|Detected XID (48|62|64|74|79|95|119|120|154) for GPU|Detected [0-9]+ volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\b(?:NODE|BOOT)_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU (?:\S+ )?has fallen off the bus|\brequested job die, code \d+|\bJobLeaseDuration \(\d+ seconds\) expired|\bstatus is now: NodeNotReady\b|\bDetected XID (?:48|62|64|74|79|95|119|120|154) for GPU\b|\bDetected [1-9]\d* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|(NODE|BOOT)_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU ([^ ]+ )?has fallen off the bus|requested job die, code [0-9]+|JobLeaseDuration \([0-9]+ seconds\) expired|status is now: NodeNotReady|Detected XID (48|62|64|74|79|95|119|120|154) for GPU|Detected [1-9][0-9]* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
     ),
     // The kubelet evicting a pod from a node short of something other than memory
     // (`pkg/kubelet/eviction/helpers.go`: `The node had condition: [DiskPressure]. `, `The node
     // was low on resource: ephemeral-storage. `): the node, not the job, is the trouble.
-    hit(
-        "k8s-node-pressure-eviction",
-        Slot::NodeFail,
-        &[
-            "The node had condition: [",
-            "low on resource: ephemeral-storage",
-        ],
-        r"The node had condition: \[(?:DiskPressure|PIDPressure)\]|The node was low on resource: ephemeral-storage\.",
-        r"The node had condition: \[(DiskPressure|PIDPressure)\]|The node was low on resource: ephemeral-storage\.",
-    ),
+    // Not when the kubelet names the job's own container as the largest consumer (`Container
+    // trainer was using 80Gi, request is 0, has larger consumption of ephemeral-storage.`):
+    // then the job filled the disk, and the same configuration would again.
+    Rule {
+        unless: Some(r"has larger consumption of"),
+        ..hit(
+            "k8s-node-pressure-eviction",
+            Slot::NodeFail,
+            &[
+                "The node had condition: [",
+                "low on resource: ephemeral-storage",
+            ],
+            r"The node had condition: \[(?:DiskPressure|PIDPressure)\]|The node was low on resource: ephemeral-storage\.",
+            r"The node had condition: \[(DiskPressure|PIDPressure)\]|The node was low on resource: ephemeral-storage\.",
+        )
+    },
     // A GCP machine reclaimed under the job (spot / preemptible): the metadata server's
     // notice as workers relay it, the line ending `termination is imminent` (Taskcluster's
     // `GCP Metadata Service says termination is imminent`). Not a watcher announcing itself,

@@ -166,10 +166,7 @@ impl SwallowWatch {
 /// or any failure where the rule's class is `error`; otherwise the rule's class, with the
 /// swallowed line as evidence.
 pub fn answer(v: Verdict, s: &Swallowed) -> Verdict {
-    let memory = matches!(
-        v.class,
-        FailureClass::GpuOom | FailureClass::KvCache | FailureClass::HostOom
-    );
+    let memory = v.class.is_memory();
     if memory || (s.class == FailureClass::Error && v.class != FailureClass::None) {
         return v;
     }

@@ -174,6 +174,10 @@ fn tips_configs_and_warnings_are_not_failures() {
         "    except MemoryError:",
         "# Allocation type: scoped buffers are listed when XLA runs out of memory",
         "WARNING: a MemoryError in the data loader is retried",
+        // The review's traps for batches Q–V's rules.
+        "cudaHostAlloc failed, out of memory; falling back to pageable memory",
+        "MemoryError: caught in prefetch thread, retrying with a smaller buffer",
+        "INFO memory usage exceeded request_memory is the hold reason we use",
     ];
     for t in traps {
         let v = classify_bytes(format!("{t}\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'x'\n").as_bytes());
@@ -204,6 +208,18 @@ fn tips_configs_and_warnings_are_not_failures() {
         // Memory events a job survives: a later failure is the better evidence.
         "distributed.nanny - WARNING - Worker exceeded 95% memory budget. Restarting",
         "WARN TaskSetManager: Lost task 3.0: Container killed by YARN for exceeding memory limits. 7.2 GB of 4.2 GB virtual memory used.",
+        // The review's traps for batches Q–V's scheduler rules: warnings and notes that name a
+        // limit, a state or a count without it having happened.
+        "WARNING: checkpoint upload retry: max duration exceeded, skipping upload",
+        "2025-01-01 12:00:00 INFO grpc retry: max duration exceeded for call /svc.Foo/Bar",
+        "[INFO] Saving a final checkpoint due to wall clock limit approaching (max_time=04:00:00)",
+        "Ending run early due to walltime limits",
+        "state: preempted requests are recomputed by the scheduler",
+        "INFO checking for compute.instances.preempted events: none found",
+        "INFO dcgm health watch: Detected 0 volatile double-bit ECC error(s) in GPU 3.",
+        "[2025-01-01 10:00:00] ERROR cudaHostAlloc failed for 1073741824 bytes: out of memory",
+        "W0101 12:00:00 HCCL_EXEC_TIMEOUT=1800: Stream synchronize timeout will trigger after 1800s",
+        "The node was low on resource: ephemeral-storage. Container trainer was using 80Gi, request is 0, has larger consumption of ephemeral-storage.",
     ] {
         let v = classify_bytes(format!("{t}\n{oom}\n").as_bytes());
         assert_eq!(
