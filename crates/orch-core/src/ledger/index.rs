@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::event::RunState;
 use super::record::RunRecord;
-use super::{RunDir, write_atomic};
+use super::{RunDir, write_cache};
 use crate::outcome::Outcome;
 
 /// The summary's file name in a run directory.
@@ -97,7 +97,7 @@ impl RunDir {
     /// Write the run's summary, made from the first `events_len` bytes of its log.
     pub(super) fn write_index(&self, record: &RunRecord, events_len: u64) -> anyhow::Result<()> {
         let json = serde_json::to_vec(&RunSummary::of(record, events_len))?;
-        write_atomic(&self.path.join(SUMMARY_FILE), &json)?;
+        write_cache(&self.path.join(SUMMARY_FILE), &json)?;
         Ok(())
     }
 

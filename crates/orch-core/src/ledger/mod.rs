@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 
 /// Kept here for the callers that found it here before it had a module of its own.
-pub use crate::atomic::write_atomic;
+pub use crate::atomic::{write_atomic, write_cache};
 pub use event::{Decision, Event, EvidenceRecord, FORMAT, PredictedMemory, RunState, now};
 pub use index::{LastAttempt, RunSummary, SUMMARY_FILE};
 pub use journal::Journal;
@@ -427,11 +427,11 @@ impl RunDir {
             record.run
         );
         text.push_str(&serde_yaml::to_string(record)?);
-        write_atomic(&self.path.join("run.yaml"), text.as_bytes())?;
+        write_cache(&self.path.join("run.yaml"), text.as_bytes())?;
         for a in &record.attempts {
             if a.dir.is_dir() {
                 let text = serde_yaml::to_string(a)?;
-                write_atomic(&a.dir.join("attempt.yaml"), text.as_bytes())?;
+                write_cache(&a.dir.join("attempt.yaml"), text.as_bytes())?;
             }
         }
         Ok(())
