@@ -1033,7 +1033,8 @@ pub(crate) static RULES: &[Rule] = &[
     // ------------------------------------------------------------- host OOM (weak)
     // SIGKILL as the launcher saw it: bash/zsh job control (`./run.sh: line 649:  9746 Killed
     // python ...`, `Killed: 9`), a DataLoader worker killed by `Killed` (torch's; PaddlePaddle's
-    // `DataLoader process (pid 2730) exited is killed by signal: Killed.`), DeepSpeed's `return
+    // `DataLoader process (pid 2730) exited is killed by signal: Killed.`) or by a bus error
+    // (torch: the shared memory under its tensors ran out, `/dev/shm` being RAM), DeepSpeed's `return
     // code = -9`, CPython's `subprocess.CalledProcessError` for a child killed by SIGKILL
     // (`Command '...' died with <Signals.SIGKILL: 9>.`, `Lib/subprocess.py`, `__str__`, since
     // 3.6; matched from `Command` so that the quotes of the command's list are not taken for
@@ -1048,9 +1049,10 @@ pub(crate) static RULES: &[Rule] = &[
             "eturn code",
             "<Signals.SIGKILL: 9>",
             "with signal SIGKILL",
+            "signal: Bus error",
         ],
-        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader (?:worker|process) \(pids? [\d, ]+\) (?:exited )?is killed by signal: Killed|return code (?:is |= )?-9\b|(?:Command '.*' )?died with <Signals\.SIGKILL: 9>|\bprocess \d+ terminated with signal SIGKILL\b",
-        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader (worker|process) \(pids? [0-9, ]+\) (exited )?is killed by signal: Killed|return code (is |= )?-9([^0-9]|$)|died with <Signals\.SIGKILL: 9>|process [0-9]+ terminated with signal SIGKILL",
+        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader (?:worker|process) \(pids? [\d, ]+\) (?:exited )?is killed by signal: (?:Killed|Bus error)|return code (?:is |= )?-9\b|(?:Command '.*' )?died with <Signals\.SIGKILL: 9>|\bprocess \d+ terminated with signal SIGKILL\b",
+        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader (worker|process) \(pids? [0-9, ]+\) (exited )?is killed by signal: (Killed|Bus error)|return code (is |= )?-9([^0-9]|$)|died with <Signals\.SIGKILL: 9>|process [0-9]+ terminated with signal SIGKILL",
     ),
     // An interactive shell's report of its foreground job killed by SIGKILL: the line
     // `Killed` alone (bash `jobs.c`, the signal's `strsignal` text; under a Chinese locale
@@ -1134,6 +1136,9 @@ pub(crate) static RULES: &[Rule] = &[
         r"Watchdog caught collective operation timeout",
         r"Watchdog caught collective operation timeout",
     ),
+    // Also the c10 exception's own trailer when its message was cut (`Exception raised from
+    // checkTimeout at ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:618`): only the
+    // watchdog's timeout check raises from there.
     hit(
         "nccl-work-timed-out",
         Slot::NcclTimeout,
@@ -1141,9 +1146,10 @@ pub(crate) static RULES: &[Rule] = &[
             "milliseconds before timing out",
             "Timeout at NCCL work",
             "operation to complete",
+            "from checkTimeout at",
         ],
-        r"Work[A-Z]*CCL\(SeqNum=\d+.*ran for \d+ milliseconds before timing out|Timeout at NCCL work: \d+|Timed out waiting \d+ms for (?:recv|send) operation to complete",
-        r"Work[A-Z]*CCL\(SeqNum=[0-9]+.*ran for [0-9]+ milliseconds before timing out|Timeout at NCCL work: [0-9]+|Timed out waiting [0-9]+ms for (recv|send) operation to complete",
+        r"Work[A-Z]*CCL\(SeqNum=\d+.*ran for \d+ milliseconds before timing out|Timeout at NCCL work: \d+|Timed out waiting \d+ms for (?:recv|send) operation to complete|^Exception raised from checkTimeout at \S*ProcessGroupNCCL\.cpp",
+        r"Work[A-Z]*CCL\(SeqNum=[0-9]+.*ran for [0-9]+ milliseconds before timing out|Timeout at NCCL work: [0-9]+|Timed out waiting [0-9]+ms for (recv|send) operation to complete|^Exception raised from checkTimeout at [^ ]*ProcessGroupNCCL\.cpp",
     ),
     // Another rank's watchdog caught the timeout and told this one through the store: torch's
     // `ProcessGroupNCCL::getNCCLWatchdogTimeoutErrorMsg` (`Received a dump signal due to a

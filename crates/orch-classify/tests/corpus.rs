@@ -46,9 +46,10 @@ const HOLDOUT_FLOOR: f64 = 1.0;
 /// memory false alarms. After the changes that generalised (a kernel's device-side assert line,
 /// C++ `CUDA Error:`, NCCL's non-memory `Cuda failure`, `std::bad_alloc`, c10's older CPU
 /// allocator message, the pre-2.2 raylet kill line, NCCL's heartbeat monitor, a cause's
-/// exception repr mid-line, a traceback without frames): 26/27 (96.3 %). The miss: a
-/// terminal that wrapped the watchdog's timeout mid-word.
-const HOLDOUT2_FLOOR: f64 = 0.96;
+/// exception repr mid-line, a traceback without frames): 26/27 (96.3 %); with batch X's c10
+/// trailer `Exception raised from checkTimeout at ...` (the terminal that wrapped the watchdog's
+/// timeout mid-word still shows it), 27/27.
+const HOLDOUT2_FLOOR: f64 = 1.0;
 
 /// Share of the third holdout that must be acted on correctly. Its 22 excerpts (issue 21's
 /// last session: verl, OpenRLHF, AReaL, RLinf, EasyR1, rl-swarm, vLLM, SGLang, Ray, Slurm, a
@@ -222,6 +223,17 @@ const HOLDOUT17_FLOOR: f64 = 0.86;
 /// 12/13 (92.3 %), device recall 4/4, no false alarm; the miss is Ray's generic actor death,
 /// which only the thread calls a host OOM. Nothing was changed for it.
 const HOLDOUT18_FLOOR: f64 = 0.92;
+
+/// Batch X (issue 40): how ML training jobs end when it is not a plain Python error (litgpt,
+/// Lightning, picotron, TF TPUEstimator, submitit, DeepSpeed, nnU-Net, MMDetection, torchrun,
+/// YOLOv5 on SageMaker …), collected after W by a helper who had not read the classifier (15
+/// came back, none a time limit, preemption or lost node; one whose nvidia-smi borders the
+/// collector retyped is left out: 14 kept), scored before any change: 10/14 (71.4 %), host
+/// recall 0/1. After torch's own words — the c10 trailer `Exception raised from checkTimeout at
+/// ...ProcessGroupNCCL.cpp` of a watchdog timeout whose message was cut, and a DataLoader
+/// worker `killed by signal: Bus error` (its shared memory ran out): 12/14 (the rest rest on the
+/// thread: a launcher's teardown, a rendezvous socket that another batch labels error).
+const HOLDOUT19_FLOOR: f64 = 0.85;
 
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
@@ -456,6 +468,15 @@ fn eighteenth_holdout_split() {
     );
 }
 
+#[test]
+fn nineteenth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout19"),
+        "corpus (nineteenth holdout)",
+        HOLDOUT19_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
@@ -480,6 +501,7 @@ fn the_corpus_covers_the_world() {
         "holdout16",
         "holdout17",
         "holdout18",
+        "holdout19",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {
