@@ -54,8 +54,15 @@ impl Journal {
     /// log must be there and still hold a run: a deleted or emptied one is an error, never a
     /// new log begun by this event.
     pub fn append(&mut self, event: &Event) -> anyhow::Result<()> {
+        self.append_with(event, true)
+    }
+
+    /// [`Journal::append`] whose line is not synced before it returns (`durable` false): for a
+    /// batch of runs recorded together, whose caller then syncs the file system once
+    /// ([`super::sync_file_system`]) before it acts on them.
+    pub fn append_with(&mut self, event: &Event, durable: bool) -> anyhow::Result<()> {
         self.catch_up()?;
-        self.run.append_line(event, false)?;
+        self.run.append_line_with(event, false, durable)?;
         self.catch_up()?;
         let _ = self.run.write_summary(&self.record);
         let _ = self.run.write_index(&self.record, self.offset);

@@ -213,6 +213,11 @@ impl RunDir {
     /// (a run being created), else a missing file is an error, not a new log that would start
     /// with this event.
     fn append_line(&self, event: &Event, create: bool) -> anyhow::Result<()> {
+        self.append_line_with(event, create, true)
+    }
+
+    /// [`RunDir::append_line`], synced only when `durable`.
+    fn append_line_with(&self, event: &Event, create: bool, durable: bool) -> anyhow::Result<()> {
         let mut line = serde_json::to_vec(event)?;
         line.push(b'\n');
         let path = self.events_path();
@@ -231,7 +236,7 @@ impl RunDir {
             ));
         }
         file.write_all(&line)
-            .and_then(|()| file.sync_data())
+            .and_then(|()| if durable { file.sync_data() } else { Ok(()) })
             .with_context(|| format!("cannot append to {}", path.display()))?;
         // Every transition of the run machine appends its event first: at trace level this
         // is the machine's whole walk, in the ledger's own words.
@@ -507,6 +512,23 @@ fn pause_point(name: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
     while !gate.exists() && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Make durable everything written so far on the file system holding `dir` (one `syncfs`
+/// where Linux has it, `sync` elsewhere): what a batch of unsynced appends
+/// ([`journal::Journal::append_with`]) needs before anyone acts on it.
+pub fn sync_file_system(dir: &Path) -> std::io::Result<()> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let d = std::fs::File::open(dir)?;
+        nix::unistd::syncfs(&d).map_err(std::io::Error::from)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = dir;
+        nix::unistd::sync();
+        Ok(())
     }
 }
 

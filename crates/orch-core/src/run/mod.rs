@@ -552,6 +552,16 @@ impl RunDriver {
     /// A run waiting for a slot ends cancelled when `orch cancel` asked for it (there is no
     /// job to stop) or this orch is interrupted (`why`); returns whether it ended.
     pub fn cancel_waiting(&mut self, why: Option<&str>) -> anyhow::Result<bool> {
+        self.cancel_waiting_with(why, true)
+    }
+
+    /// [`RunDriver::cancel_waiting`] for one of many recorded together: its event is not
+    /// synced; the caller syncs the file system once when all are written.
+    pub fn cancel_waiting_unsynced(&mut self, why: Option<&str>) -> anyhow::Result<bool> {
+        self.cancel_waiting_with(why, false)
+    }
+
+    fn cancel_waiting_with(&mut self, why: Option<&str>, durable: bool) -> anyhow::Result<bool> {
         if !self.is_waiting() {
             return Ok(false);
         }
@@ -563,7 +573,7 @@ impl RunDriver {
             None => return Ok(false),
         };
         self.waiting = None;
-        self.end(crate::ledger::RunState::Cancelled, summary)?;
+        self.end_with(crate::ledger::RunState::Cancelled, summary, durable)?;
         Ok(true)
     }
 

@@ -1043,12 +1043,22 @@ impl RunDriver {
     /// Any phase → Ended (the phase is set here too, for callers that end a run from outside
     /// a transition).
     pub fn end(&mut self, state: RunState, summary: String) -> anyhow::Result<Phase> {
+        self.end_with(state, summary, true)
+    }
+
+    /// [`RunDriver::end`], its event synced only when `durable` (a batch synced together).
+    pub(crate) fn end_with(
+        &mut self,
+        state: RunState,
+        summary: String,
+        durable: bool,
+    ) -> anyhow::Result<Phase> {
         let event = Event::Ended {
             ts: now(),
             state,
             summary,
         };
-        self.journal.append(&event)?;
+        self.journal.append_with(&event, durable)?;
         self.notify(&event);
         self.status_line.clear();
         self.phase = Phase::Ended(state);
