@@ -458,6 +458,20 @@ pub(crate) static RULES: &[Rule] = &[
             r"memory allocation of [0-9]+ bytes failed|\[Errno 12\] Cannot allocate memory|(fork|mmap|malloc|clone)(\(\))?( failed)?: (retry: )?Cannot allocate memory|DefaultCPUAllocator: (not enough memory|can't allocate memory)|Unable to allocate [0-9.]+ [KMGTP]i?B for an array with shape",
         )
     },
+    // Apache Arrow's allocator refusing a buffer, anywhere on a reporting line
+    // (`pyarrow.lib.ArrowMemoryError: malloc of size 64 failed`, `arrow/memory_pool.cc`): also
+    // where its traceback's header was cut, or a pool worker's traceback follows it.
+    Rule {
+        kind: Kind::Name,
+        unless: Some(r"(?i)\b(?:except|caught|retry|retrying)\b"),
+        ..hit(
+            "arrow-host-alloc",
+            Slot::HostOom,
+            &["ArrowMemoryError"],
+            r"\bArrowMemoryError: (?:malloc|realloc|calloc) of size \d+ failed\b",
+            r"ArrowMemoryError: (malloc|realloc|calloc) of size [0-9]+ failed",
+        )
+    },
     // Host memory as the other runtimes beside a training job print its exhaustion: Go's
     // runtime (`runtime/malloc.go`, `mem_windows.go`: `fatal error: out of memory`, also after
     // `runtime: VirtualAlloc of N bytes failed with errno=1455`, Windows' commit limit), V8 under
@@ -1034,7 +1048,9 @@ pub(crate) static RULES: &[Rule] = &[
     // SIGKILL as the launcher saw it: bash/zsh job control (`./run.sh: line 649:  9746 Killed
     // python ...`, `Killed: 9`), a DataLoader worker killed by `Killed` (torch's; PaddlePaddle's
     // `DataLoader process (pid 2730) exited is killed by signal: Killed.`) or by a bus error
-    // (torch: the shared memory under its tensors ran out, `/dev/shm` being RAM), DeepSpeed's `return
+    // (torch: the shared memory under its tensors ran out, `/dev/shm` being RAM; its worker's own
+    // `Unexpected bus error encountered in worker. This might be caused by insufficient shared
+    // memory (shm).`, `torch/csrc/DataLoader.cpp`), DeepSpeed's `return
     // code = -9`, CPython's `subprocess.CalledProcessError` for a child killed by SIGKILL
     // (`Command '...' died with <Signals.SIGKILL: 9>.`, `Lib/subprocess.py`, `__str__`, since
     // 3.6; matched from `Command` so that the quotes of the command's list are not taken for
@@ -1050,9 +1066,10 @@ pub(crate) static RULES: &[Rule] = &[
             "<Signals.SIGKILL: 9>",
             "with signal SIGKILL",
             "signal: Bus error",
+            "insufficient shared memory",
         ],
-        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader (?:worker|process) \(pids? [\d, ]+\) (?:exited )?is killed by signal: (?:Killed|Bus error)|return code (?:is |= )?-9\b|(?:Command '.*' )?died with <Signals\.SIGKILL: 9>|\bprocess \d+ terminated with signal SIGKILL\b",
-        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader (worker|process) \(pids? [0-9, ]+\) (exited )?is killed by signal: (Killed|Bus error)|return code (is |= )?-9([^0-9]|$)|died with <Signals\.SIGKILL: 9>|process [0-9]+ terminated with signal SIGKILL",
+        r": line \d+: +\d+ Killed(?:: ?9)?(?:\s|$)|DataLoader (?:worker|process) \(pids? [\d, ]+\) (?:exited )?is killed by signal: (?:Killed|Bus error)|Unexpected bus error encountered in worker\. This might be caused by insufficient shared memory|return code (?:is |= )?-9\b|(?:Command '.*' )?died with <Signals\.SIGKILL: 9>|\bprocess \d+ terminated with signal SIGKILL\b",
+        r": line [0-9]+: +[0-9]+ Killed(: ?9)?([[:space:]]|$)|DataLoader (worker|process) \(pids? [0-9, ]+\) (exited )?is killed by signal: (Killed|Bus error)|Unexpected bus error encountered in worker\. This might be caused by insufficient shared memory|return code (is |= )?-9([^0-9]|$)|died with <Signals\.SIGKILL: 9>|process [0-9]+ terminated with signal SIGKILL",
     ),
     // An interactive shell's report of its foreground job killed by SIGKILL: the line
     // `Killed` alone (bash `jobs.c`, the signal's `strsignal` text; under a Chinese locale

@@ -243,6 +243,17 @@ const HOLDOUT19_FLOOR: f64 = 0.85;
 /// changed for it.
 const HOLDOUT20_FLOOR: f64 = 0.92;
 
+/// Batch Z (issue 40): host memory during training and data preparation (15 from 14
+/// repositories not used before: caffe, ssd-tensorflow, unsloth-zoo, ultralytics, DMD2,
+/// Step-Video, FastChat, DiffuSeq, open-instruct …; the collector copied the search tool's text
+/// by hand), collected after Y by a helper who had not read the classifier, scored before any
+/// change: 11/15 (73.3 %), host recall 4/7, one false alarm (torchelastic's `exitcode: -9`,
+/// which the thread does not blame on RAM). After Arrow's `ArrowMemoryError: malloc of size N
+/// failed` anywhere on a reporting line (its traceback's header was cut) and torch's worker
+/// `Unexpected bus error ... insufficient shared memory (shm)`: 13/15 (a `Killed` glued to the
+/// end of a progress bar is left).
+const HOLDOUT21_FLOOR: f64 = 0.86;
+
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
 /// (labelled none), Determined's exit 137 after the platform killed a container (labelled
@@ -252,6 +263,9 @@ const KNOWN_FALSE_ALARMS: &[&str] = &[
     "azureml-nccl-rem-allocator-oom-warn-training-continues.log",
     "determined-trial-forcibly-killed-exit137.log",
     "k8s-job-pods-oomkilled-but-succeeded.log",
+    // torchelastic's `failed (exitcode: -9)`: a SIGKILL, a weak host OOM by design (the OOM
+    // killer's is the common one); the collector labelled it error, the thread naming no cause.
+    "dmd2-sdxl-fsdp-accelerate-exitcode-9.log",
 ];
 
 fn corpus_dir() -> PathBuf {
@@ -494,6 +508,15 @@ fn twentieth_holdout_split() {
     );
 }
 
+#[test]
+fn twenty_first_holdout_split() {
+    check(
+        &corpus_dir().join("holdout21"),
+        "corpus (twenty-first holdout)",
+        HOLDOUT21_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
@@ -520,6 +543,7 @@ fn the_corpus_covers_the_world() {
         "holdout18",
         "holdout19",
         "holdout20",
+        "holdout21",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {
