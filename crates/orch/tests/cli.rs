@@ -540,6 +540,41 @@ fn classify_reports_what_it_can_read_and_names_what_it_cannot() {
     }
 }
 
+/// `classify -v` says why: the rule that decided and the decorations peeled off its line; and
+/// for a log whose memory words stand outside a reporting position (`none` as it reads), what
+/// a failed job's reading would decide instead.
+#[test]
+fn classify_verbose_names_the_rule_and_a_failed_jobs_reading() {
+    let orch = Orch::new();
+    let oom = orch.path().join("oom.log");
+    std::fs::write(
+        &oom,
+        "gpu-q-13: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+    )
+    .unwrap();
+    let run = orch.expect(&["classify", "-v", oom.to_str().unwrap()], 0);
+    assert!(run.stdout.contains(": gpu_oom (line 1)"), "{run:?}");
+    assert!(run.stdout.contains("  rule: "), "{run:?}");
+    assert!(
+        run.stdout.contains("  peeled host: \"gpu-q-13: \""),
+        "{run:?}"
+    );
+    assert!(!run.stdout.contains("if the job failed"), "{run:?}");
+    let loose = orch.path().join("loose.log");
+    std::fs::write(
+        &loose,
+        "step 1\nrank 3 stopped after CUDA out of memory during backward\n",
+    )
+    .unwrap();
+    let run = orch.expect(&["classify", "-v", loose.to_str().unwrap()], 0);
+    assert!(run.stdout.contains(": none\n"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("  if the job failed: gpu_oom (likely, line 2): rank 3 stopped"),
+        "{run:?}"
+    );
+}
+
 /// `-q` prints results and errors, as its help says: a run that fails says so.
 #[test]
 fn quiet_still_reports_how_a_run_ended() {

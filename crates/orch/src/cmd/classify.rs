@@ -6,7 +6,8 @@ use orch_core::error::code;
 
 /// Classify each log (or print the patterns), as text or JSON on stdout. `explain` (`-v`) adds,
 /// under each verdict, the signature that decided and the decorations the normaliser peeled off
-/// its line (as ripgrep's `--debug` says why a file matched).
+/// its line (as ripgrep's `--debug` says why a file matched), and what a failed job's reading
+/// would decide where it differs.
 pub fn classify(args: ClassifyArgs, explain: bool) -> anyhow::Result<u8> {
     if args.dump_patterns {
         for (_, pattern) in grep_patterns() {
@@ -71,6 +72,20 @@ pub fn classify(args: ClassifyArgs, explain: bool) -> anyhow::Result<u8> {
                     outln!("  peeled {name}: {:?}", text);
                 }
                 outln!("  body: {body}");
+            }
+            // What the watcher would read if the scheduler says the job failed: memory words
+            // near the end that no line reported (a user asking why a log read `none`).
+            let failed = v.given_failure();
+            if explain
+                && failed.class != v.class
+                && let Some(e) = &failed.evidence
+            {
+                outln!(
+                    "  if the job failed: {} (likely, line {}): {}",
+                    failed.class.as_str(),
+                    e.line,
+                    e.text
+                );
             }
             if let Some(memory) = v
                 .memory
