@@ -1086,6 +1086,16 @@ pub(crate) static RULES: &[Rule] = &[
         ere: r"^[[:space:]]*(Killed(: ?9)?|已杀死)[[:space:]]*$",
         requires: &[],
     },
+    // The shell's `Killed` printed straight after a progress bar that had no newline yet
+    // (`padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]Killed`): tqdm rewrites
+    // its line with `\r`, so the process killed mid-bar leaves the word glued to the bar's end.
+    hit(
+        "killed-after-progress-bar",
+        Slot::HostOomWeak,
+        &["]Killed"],
+        r"\d+/\d+ \[[^\]]*\]Killed(?:: ?9)?\s*$",
+        r"[0-9]+/[0-9]+ \[[^]]*\]Killed(: ?9)?[[:space:]]*$",
+    ),
     // C++'s `operator new` found no host memory: `terminate called after throwing an instance
     // of 'std::bad_alloc'` (on `native-crash`'s needle: no needle of its own). Weak: an absurd
     // size from a bug reads the same. (Python's `MemoryError: std::bad_alloc` ends a traceback

@@ -119,7 +119,7 @@ const HOLDOUT8_FLOOR: f64 = 0.86;
 /// allocator giving up and its `ResourceExhaustedError`, `torch.multiprocessing`'s SIGKILL,
 /// an interactive shell's bare `Killed` and vLLM's KV-cache sentence anywhere on a reporting
 /// line: 29/30.
-const HOLDOUT9_FLOOR: f64 = 0.93;
+const HOLDOUT9_FLOOR: f64 = 1.0;
 /// Batch L (issue 40): 25 excerpts from LLM and VLM fine-tuning repositories built on the
 /// covered trainers (VisCPM, MiniCPM-V, Qwen-VL fine-tuning, LLaVA-NeXT, llama-recipes,
 /// Pai-Megatron-Patch, self-rag, nanoGPT, llm.c, llama2.c, ScaleLLM, Bonito) and a cluster's
@@ -213,8 +213,9 @@ const HOLDOUT16_FLOOR: f64 = 0.93;
 /// the schedulers' own vocabulary (77 rows read from Slurm, OpenPBS, Torque, Grid Engine,
 /// HTCondor, Flux, Kubernetes, Kueue, the clouds and DCGM sources): 43/50 (what is left rests
 /// on the thread: excerpts cut before the failing line, a recovered OOM followed by a stall, a
-/// bare progress bar).
-const HOLDOUT17_FLOOR: f64 = 0.86;
+/// bare progress bar); with the shell's `Killed` glued to a progress bar's end (a later
+/// rule), 44/50.
+const HOLDOUT17_FLOOR: f64 = 0.88;
 
 /// Batch W (issue 40): 13 excerpts from the tool's core users (RL post-training and SFT on
 /// clusters: verl and its forks on Ray, slime, miles, OpenRLHF multi-node, lmm-r1, TRL's

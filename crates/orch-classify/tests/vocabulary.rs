@@ -178,6 +178,7 @@ fn tips_configs_and_warnings_are_not_failures() {
         "cudaHostAlloc failed, out of memory; falling back to pageable memory",
         "MemoryError: caught in prefetch thread, retrying with a smaller buffer",
         "INFO memory usage exceeded request_memory is the hold reason we use",
+        "Epoch 3: 100%|██████████| 50/50 [00:10<00:00] Killed processes: 0",
     ];
     for t in traps {
         let v = classify_bytes(format!("{t}\nTraceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nKeyError: 'x'\n").as_bytes());
