@@ -210,7 +210,7 @@ const HOLDOUT16_FLOOR: f64 = 0.93;
 /// false alarm in either. After the Chinese locale's `已杀死`, PaddlePaddle's host allocator
 /// and DataLoader wording, MindSpore's `Memory isn't enough`, torch's TCPStore and stuck
 /// watchdog, the bare `MemoryError` made weak (and one opening a line with its message), and
-/// the schedulers' own vocabulary (77 rows read from Slurm, OpenPBS, Torque, Grid Engine,
+/// the schedulers' own vocabulary (80 rows read from Slurm, OpenPBS, Torque, Grid Engine,
 /// HTCondor, Flux, Kubernetes, Kueue, the clouds and DCGM sources): 43/50 (what is left rests
 /// on the thread: excerpts cut before the failing line, a recovered OOM followed by a stall, a
 /// bare progress bar); with the shell's `Killed` glued to a progress bar's end (a later
