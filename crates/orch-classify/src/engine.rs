@@ -212,6 +212,17 @@ fn searcher_parts(literals: Vec<&'static str>) -> Vec<Vec<&'static str>> {
     sorted_parts(literals)
 }
 
+/// One leftmost-first packed searcher over `part` (at most [`PACKED_LIMIT`] literals).
+fn teddy(part: &[&str]) -> Searcher {
+    Config::new()
+        .match_kind(MatchKind::LeftmostFirst)
+        .heuristic_pattern_limits(false)
+        .builder()
+        .extend(part)
+        .build()
+        .expect("needle searcher")
+}
+
 /// Most literals one packed searcher takes (aho-corasick's `PATTERN_LIMIT`).
 const PACKED_LIMIT: usize = 128;
 
@@ -290,13 +301,7 @@ impl Engine {
         let (candidates, needle_rules): (Vec<Searcher>, Vec<Vec<Mask>>) = parts
             .iter()
             .map(|part| {
-                let searcher = Config::new()
-                    .match_kind(MatchKind::LeftmostFirst)
-                    .heuristic_pattern_limits(false)
-                    .builder()
-                    .extend(part)
-                    .build()
-                    .expect("needle searcher");
+                let searcher = teddy(part);
                 let rules = part.iter().map(|n| needle_rules[n.as_bytes()]).collect();
                 (searcher, rules)
             })
@@ -471,19 +476,8 @@ mod tests {
             let mut want = literals.clone();
             want.sort_unstable();
             assert_eq!(seen, want, "each literal in exactly one searcher");
-            let searchers: Vec<(Searcher, &Vec<&str>)> = parts
-                .iter()
-                .map(|p| {
-                    let s = Config::new()
-                        .match_kind(MatchKind::LeftmostFirst)
-                        .heuristic_pattern_limits(false)
-                        .builder()
-                        .extend(p)
-                        .build()
-                        .expect("searcher");
-                    (s, p)
-                })
-                .collect();
+            let searchers: Vec<(Searcher, &Vec<&str>)> =
+                parts.iter().map(|p| (teddy(p), p)).collect();
             for l in &literals {
                 let line = format!("step 3 | {l} | done");
                 // The leftmost hit of any searcher, as `find_cached` takes it.
