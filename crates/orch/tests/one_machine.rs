@@ -285,6 +285,16 @@ fn a_waiting_run_is_cancelled_by_orch_cancel_and_by_ctrl_c() {
     let status = orch.run(&["status", "--json"]).json();
     for r in status.as_array().unwrap() {
         assert_eq!(r["state"], "cancelled", "{status}");
+        // The signal recorded the waiting ones together and left their summaries behind
+        // the log; the reader above rebuilt them, the one for people included.
+        let id = r["run"].as_str().unwrap();
+        let summary = orch.path().join(".orch/runs").join(id).join("run.yaml");
+        let text = std::fs::read_to_string(&summary).unwrap();
+        assert!(
+            text.contains("state: cancelled"),
+            "{}:\n{text}",
+            summary.display()
+        );
     }
 }
 

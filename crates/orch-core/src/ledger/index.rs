@@ -102,7 +102,8 @@ impl RunDir {
     }
 
     /// The run's summary: the stored one when it is up to date with the log, else a replay
-    /// (stored again for the next reader).
+    /// (stored again for the next reader, with `run.yaml` and `attempt.yaml`: a batch of
+    /// unsynced appends leaves them behind the log).
     pub fn summary(&self) -> anyhow::Result<RunSummary> {
         let events = std::fs::metadata(self.events_path())?;
         let len = events.len();
@@ -117,6 +118,7 @@ impl RunDir {
         // reader stores a summary that matches.
         if end == len {
             let _ = self.write_index(&record, end);
+            let _ = self.write_summary(&record);
         }
         Ok(RunSummary::of(&record, end))
     }

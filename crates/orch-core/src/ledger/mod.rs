@@ -5,6 +5,7 @@
 //! .orch/runs/<run-id>/
 //!   events.jsonl        append-only, one JSON event per line, the source of truth
 //!   run.yaml            human-readable summary, rewritten (atomically) after every event
+//!                       (after a batch of cancels on a signal: by the next `orch status`)
 //!   attempts/<N>/       rendered files, plan.yaml, attempt.yaml, stdout.log, stderr.log
 //!   checkpoints/        the trainer's checkpoints, shared by all attempts
 //! ```
