@@ -381,11 +381,12 @@ fn upper_label(seg: &[u8], i: usize) -> Option<usize> {
     (!enum_like).then_some(i + n + 2)
 }
 
-/// ComfyUI-style banner `!!! Exception during processing !!! ` before the message it reports.
+/// ComfyUI-style banner `!!! Exception during processing !!! ` before the message it reports
+/// (forks write it without the space before the closing marks: `processing!!! `).
 fn bang_banner(seg: &[u8], i: usize) -> Option<usize> {
     let rest = seg.get(i..)?.strip_prefix(b"!!! ")?;
-    let close = memchr::memmem::find(&rest[..rest.len().min(120)], b" !!!")?;
-    Some(skip_space_and_ansi(seg, i + 4 + close + 4))
+    let close = memchr::memmem::find(&rest[..rest.len().min(120)], b"!!!")?;
+    Some(skip_space_and_ansi(seg, i + 4 + close + 3))
 }
 
 /// `srun -l`'s task label: `3: ` (only at the very start of the line).
@@ -429,6 +430,16 @@ mod tests {
             (
                 "[E ProcessGroupNCCL.cpp:737] [Rank 1] Watchdog",
                 "Watchdog",
+                Level::Error,
+            ),
+            (
+                "!!! Exception during processing !!! HIP out of memory.",
+                "HIP out of memory.",
+                Level::Error,
+            ),
+            (
+                "!!! Exception during processing!!! CUDA out of memory.",
+                "CUDA out of memory.",
                 Level::Error,
             ),
             (

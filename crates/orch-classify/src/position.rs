@@ -264,6 +264,9 @@ fn is_config_line(b: &[u8]) -> bool {
         {
             false
         }
+        // ... or a C++ function naming itself in turn (llama.cpp's `ggml_vulkan:
+        // vk::Device::allocateMemory: ErrorOutOfDeviceMemory`): a chain of reporters.
+        Some(b':') if opens_with_qualified_name(rest[sp + 1..].trim_ascii_start()) => false,
         Some(b':') => rest
             .get(sp + 1)
             .is_none_or(|c| matches!(c, b' ' | b'"' | b'\'' | b'|' | b'>')),
@@ -303,6 +306,19 @@ fn is_config_line(b: &[u8]) -> bool {
         b"exit_detail",
     ];
     sep_ok && !REPORTERS.contains(&&b[..key]) && !b[..key].starts_with(b"slurmstepd-")
+}
+
+/// `vk::Device::allocateMemory: ...`: a C++ qualified name, then `: `.
+fn opens_with_qualified_name(value: &[u8]) -> bool {
+    let n = value
+        .iter()
+        .take_while(|&&c| is_word(c) || c == b':')
+        .count();
+    let name = &value[..n];
+    name.ends_with(b":")
+        && value.get(n) == Some(&b' ')
+        && memchr::memmem::find(name, b"::").is_some()
+        && name.first().is_some_and(|c| c.is_ascii_alphabetic())
 }
 
 /// `failed to allocate ...`, `error: ...`: more than one word, the first an error word.
@@ -362,6 +378,17 @@ fn is_reraised_error(before: &[u8]) -> bool {
     }
     let b = before.strip_suffix(b" ").unwrap_or(before);
     let b = b.strip_suffix(b":").unwrap_or(b);
+    // Rust's debug print of an error value (tch's `TorchError { c_error: "..." }`): its string
+    // field holds the error reported.
+    if let Some(open) = b.iter().rposition(|&c| c == b'{') {
+        let field = b[open + 1..].trim_ascii();
+        if !field.is_empty()
+            && field.iter().all(|&c| is_word(c))
+            && b[..open].trim_ascii_end().ends_with(b"Error")
+        {
+            return true;
+        }
+    }
     // A JSON error body's message (`{"error": "CUDA out of memory ..."}`), not any JSON value.
     for key in [&b"\"error\""[..], b"\"detail\""] {
         if b.trim_ascii_end().ends_with(key) {
@@ -387,7 +414,9 @@ pub(crate) fn exception_name_len(b: &[u8]) -> Option<usize> {
         return None;
     }
     let name = &b[..n];
+    // A private class keeps its leading underscores (numpy's `_ArrayMemoryError`).
     let last = name.rsplit(|&c| c == b'.').next()?;
+    let last = &last[last.iter().take_while(|&&c| c == b'_').count()..];
     if !last.first().is_some_and(u8::is_ascii_uppercase) {
         return None;
     }
@@ -553,6 +582,7 @@ mod tests {
     fn exception_names() {
         for s in [
             "torch.OutOfMemoryError: CUDA",
+            "numpy.core._exceptions._ArrayMemoryError: Unable",
             "ray.exceptions.RayTaskError(OutOfMemoryError): ray::W",
             "Exception: Capture",
             "KeyboardInterrupt",
@@ -602,6 +632,7 @@ mod tests {
             "slurmstepd-n1: error:",
             "torch.OutOfMemoryError: x",
             "failed (exitcode: -9)",
+            "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
         ] {
             assert!(!is_config_line(s.as_bytes()), "{s}");
         }

@@ -439,8 +439,11 @@ pub(crate) static RULES: &[Rule] = &[
     },
     // A process that asked the host for memory and got none: `OSError: [Errno 12]`, torch's CPU
     // allocator (`not enough memory`, and c10's older `can't allocate memory: you tried to
-    // allocate N bytes. Error code 12`). (Python's bare `MemoryError` is known where its
-    // traceback ends.)
+    // allocate N bytes. Error code 12`, and its oldest enforce on `posix_memalign`, which Rust's
+    // tch prints: `[enforce fail at CPUAllocator.cpp:56] posix_memalign(...) == 0. 12 vs 0`),
+    // and Windows' commit limit, in any language (`OSError: [WinError 1455] The paging file is
+    // too small for this operation to complete`, `页面文件太小`: the code is the same).
+    // (Python's bare `MemoryError` is known where its traceback ends.)
     Rule {
         // A size of 16 digits or more (`memory allocation of 18446744073709551615 bytes
         // failed`: usize::MAX) is an overflow, a bug, not a machine out of memory.
@@ -453,9 +456,11 @@ pub(crate) static RULES: &[Rule] = &[
                 "DefaultCPUAllocator: ",
                 "Unable to allocate ",
                 "memory allocation of ",
+                "enforce fail at CPUAllocator.cpp",
+                "WinError 1455",
             ],
-            r"memory allocation of \d+ bytes failed|\[Errno 12\] Cannot allocate memory|(?:fork|mmap|malloc|clone)(?:\(\))?(?: failed)?: (?:retry: )?Cannot allocate memory|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape",
-            r"memory allocation of [0-9]+ bytes failed|\[Errno 12\] Cannot allocate memory|(fork|mmap|malloc|clone)(\(\))?( failed)?: (retry: )?Cannot allocate memory|DefaultCPUAllocator: (not enough memory|can't allocate memory)|Unable to allocate [0-9.]+ [KMGTP]i?B for an array with shape",
+            r"memory allocation of \d+ bytes failed|\[Errno 12\] Cannot allocate memory|(?:fork|mmap|malloc|clone)(?:\(\))?(?: failed)?: (?:retry: )?Cannot allocate memory|DefaultCPUAllocator: (?:not enough memory|can't allocate memory)|Unable to allocate [\d.]+ [KMGTP]i?B for an array with shape|\[enforce fail at CPUAllocator\.cpp:\d+\] posix_memalign\(|\[WinError 1455\]",
+            r"memory allocation of [0-9]+ bytes failed|\[Errno 12\] Cannot allocate memory|(fork|mmap|malloc|clone)(\(\))?( failed)?: (retry: )?Cannot allocate memory|DefaultCPUAllocator: (not enough memory|can't allocate memory)|Unable to allocate [0-9.]+ [KMGTP]i?B for an array with shape|\[enforce fail at CPUAllocator\.cpp:[0-9]+\] posix_memalign\(|\[WinError 1455\]",
         )
     },
     // Apache Arrow's allocator refusing a buffer, anywhere on a reporting line
@@ -667,8 +672,8 @@ pub(crate) static RULES: &[Rule] = &[
         "k8s-memory",
         Slot::HostOom,
         &["OOMKilled", "low on resource: memory"],
-        r#"\b[Rr]eason:\s*"?OOMKilled\b|\s\d+/\d+\s+OOMKilled\s|\bOOMKilled \(exit code 137\)|The node was low on resource: memory\. (?:Threshold|Container)"#,
-        r#"[Rr]eason: *"?OOMKilled|[0-9]+/[0-9]+ +OOMKilled |OOMKilled \(exit code 137\)|The node was low on resource: memory\. (Threshold|Container)"#,
+        r#"\b[Rr]eason:\s*"?OOMKilled\b|\s\d+/\d+\s+OOMKilled\s|\bOOMKilled \(exit code 137\)|The node was low on resource: memory\.(?: (?:Threshold|Container)|\s*$)"#,
+        r#"[Rr]eason: *"?OOMKilled|[0-9]+/[0-9]+ +OOMKilled |OOMKilled \(exit code 137\)|The node was low on resource: memory\.( (Threshold|Container)|[[:space:]]*$)"#,
     ),
     // Batch schedulers' memory kills: PBS (`=>> PBS: job killed: mem 38427376kb exceeded limit
     // 33554432kb`, vmem/pmem; Torque's `job 1 exceeded MEM usage hard limit (2528 > 1126)` and
@@ -813,23 +818,28 @@ pub(crate) static RULES: &[Rule] = &[
     // Level Zero / Unified Runtime / SYCL PI's and Vulkan's `*_OUT_OF_DEVICE_MEMORY`, OpenCL's
     // `CL_MEM_OBJECT_ALLOCATION_FAILURE`, Metal's `kIOGPUCommandBufferCallbackErrorOutOfMemory`
     // (`cuda_runtime_api.h`, `cuda.h`, `hip_runtime_api.h`, `ze_api.h`, `ur_api.h`,
-    // `vulkan_core.h`, `cl.h`).
+    // `vulkan_core.h`, `cl.h`); Vulkan's C++ binding names the same result
+    // `vk::Result::eErrorOutOfDeviceMemory` and prints it `ErrorOutOfDeviceMemory`
+    // (`vulkan.hpp`'s `to_string`: llama.cpp's ggml-vulkan, `vk::Device::allocateMemory:
+    // ErrorOutOfDeviceMemory`), and ncnn logs the raw result (`vkAllocateMemory failed -2`,
+    // `src/allocator.cpp`; -2 is `VK_ERROR_OUT_OF_DEVICE_MEMORY`).
     Rule {
         name: "device-oom-error-name",
         kind: Kind::Name,
         action: Action::Hit(Slot::GpuOom),
         needles: &[
             "_OutOfMemory",
-            "ErrorOutOfMemory",
+            "ErrorOutOf",
             "ErrorMemoryAllocation",
+            "vkAllocateMemory failed -2",
             "OUT_OF_ME",
             "OUT_OF_DEVICE_MEMORY",
             "CL_MEM_OBJECT_ALLOCATION_FAILURE",
         ],
-        pattern: r"\bcudaErrorMemoryAllocation\b|\bhipErrorOutOfMemory\b|\bHIP_ERROR_OutOfMemory\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|\b(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY\b|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b|\bkIOGPUCommandBufferCallbackErrorOutOfMemory\b",
+        pattern: r"\bcudaErrorMemoryAllocation\b|\bhipErrorOutOfMemory\b|\bHIP_ERROR_OutOfMemory\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|\b(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY\b|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b|\bkIOGPUCommandBufferCallbackErrorOutOfMemory\b|\be?ErrorOutOfDeviceMemory\b|\bvkAllocateMemory failed -2\b",
         unless: None,
         claims: false,
-        ere: r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY|CL_MEM_OBJECT_ALLOCATION_FAILURE|kIOGPUCommandBufferCallbackErrorOutOfMemory",
+        ere: r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY|CL_MEM_OBJECT_ALLOCATION_FAILURE|kIOGPUCommandBufferCallbackErrorOutOfMemory|e?ErrorOutOfDeviceMemory|vkAllocateMemory failed -2([^0-9]|$)",
         requires: &[],
     },
     // RAPIDS Memory Manager, the device allocator of cuDF, cuML, XGBoost and Spark RAPIDS:
@@ -849,7 +859,9 @@ pub(crate) static RULES: &[Rule] = &[
         requires: &[],
     },
     // Julia's CUDA.jl (and CuArrays before it): `ERROR: LoadError: Out of GPU memory trying to
-    // allocate 21.000 MiB`, what `OutOfGPUMemoryError`'s `showerror` prints (`src/pool.jl`).
+    // allocate 21.000 MiB`, what `OutOfGPUMemoryError`'s `showerror` prints (`src/pool.jl`);
+    // without a size (an API call that returned `CUDA_ERROR_OUT_OF_MEMORY`), the line ends
+    // there: `ERROR: Out of GPU memory`.
     Rule {
         kind: Kind::Name,
         // Not Julia's logger warning or informing that it retried (`┌ Warning:`, `[ Info:`).
@@ -857,11 +869,44 @@ pub(crate) static RULES: &[Rule] = &[
         ..hit(
             "julia-cuda-oom",
             Slot::GpuOom,
-            &["Out of GPU memory trying to allocate"],
-            r"\bOut of GPU memory trying to allocate [\d.]+ [KMGT]i?B",
-            r"Out of GPU memory trying to allocate [0-9.]+ [KMGT]i?B",
+            &["Out of GPU memory"],
+            r"\bOut of GPU memory(?: trying to allocate [\d.]+ [KMGT]i?B|\.?\s*$)",
+            r"Out of GPU memory( trying to allocate [0-9.]+ [KMGT]i?B|\.?[[:space:]]*$)",
         )
     },
+    // The other runtimes' device allocators, in their own words: CuPy's `OutOfMemoryError`
+    // (`cupy/cuda/memory.pyx`: `out of memory to allocate N bytes (total N bytes)` before v7,
+    // `Out of memory allocating N bytes (allocated so far: N bytes).` since; Chainer's trainer
+    // prints it after `Exception in main training loop: `), DirectML's (torch-directml:
+    // `Could not allocate tensor with N bytes. There is not enough GPU video memory
+    // available!`), OpenVINO's GPU plugin (`[GPU] out of GPU resources`, thrown from
+    // `src/plugins/intel_gpu/src/runtime/ocl/ocl_engine.cpp`).
+    Rule {
+        kind: Kind::Name,
+        unless: Some(r"(?i)\b(?:caught|retry|retrying|fall(?:ing)? ?back)\b"),
+        ..hit(
+            "other-device-allocators",
+            Slot::GpuOom,
+            &[
+                "out of memory to allocate ",
+                "Out of memory allocating ",
+                "GPU video memory",
+                "out of GPU resources",
+            ],
+            r"\bout of memory to allocate \d+ bytes \(total \d+ bytes\)|\bOut of memory allocating [\d,]+ bytes \(allocated so far: [\d,]+ bytes\)|\bnot enough GPU video memory available\b|\[GPU\] out of GPU resources\b",
+            r"out of memory to allocate [0-9]+ bytes \(total [0-9]+ bytes\)|Out of memory allocating [0-9,]+ bytes \(allocated so far: [0-9,]+ bytes\)|not enough GPU video memory available|\[GPU\] out of GPU resources",
+        )
+    },
+    // wgpu's device error, alone on its line under the failed call (`wgpu-core`'s
+    // `DeviceError::OutOfMemory`: `Not enough memory left.`; burn and other Rust trainers on
+    // wgpu panic with it: `Caused by: In Device::create_buffer ... Not enough memory left`).
+    hit(
+        "wgpu-out-of-memory",
+        Slot::GpuOom,
+        &["Not enough memory left"],
+        r"^\s*Not enough memory left\.?\s*$",
+        r"^[[:space:]]*Not enough memory left\.?[[:space:]]*$",
+    ),
     // TensorRT's builder out of device memory (`Error Code 1: Cuda Runtime (out of memory)`,
     // `defaultAllocator.cpp`). Weak: it logs the same while autotuning tactics, skips the
     // tactic and may still build the engine, so anything specific after it decides.

@@ -226,7 +226,7 @@ impl State {
                 };
                 if l.pos.quoted(seg, m.start)
                     || cr.unless_matches(seg)
-                    || position::has_advice_word(&seg[l.pos.body..m.start])
+                    || position::has_advice_word(&seg[l.pos.body..m.start.max(l.pos.body)])
                 {
                     return None;
                 }

@@ -60,20 +60,48 @@ const NUMBERS: &[&str] = &[
     "18446744073709551616",
 ];
 
+/// Every line of the runtimes' vocabulary and every decoration's example (the data the rules
+/// and the peeler were written from), so that pieces of one land inside another: a rule's
+/// match that starts inside what the peeler took for a decoration once panicked.
+fn data_fragments() -> Vec<String> {
+    let column = |text: &str, k: usize| -> Vec<String> {
+        text.lines()
+            .skip(1)
+            .filter_map(|l| l.split('\t').nth(k))
+            .map(|f| f.replace("\\x1b", "\x1b"))
+            .collect()
+    };
+    let mut all = column(include_str!("../data/vocabulary.tsv"), 1);
+    all.extend(column(include_str!("../data/decorations.tsv"), 4));
+    all.extend(FRAGMENTS.iter().map(|f| f.to_string()));
+    all
+}
+
 fn log_text() -> impl Strategy<Value = String> {
     prop::collection::vec(
         (
-            prop::sample::select(FRAGMENTS),
+            prop::sample::select(data_fragments()),
             prop::sample::select(NUMBERS),
+            prop::sample::select(&["", "\n", " "][..]),
         ),
         0..60,
     )
     .prop_map(|parts| {
         parts
             .into_iter()
-            .flat_map(|(f, n)| [f, n])
+            .flat_map(|(f, n, sep)| [f, n.to_string(), sep.to_string()])
             .collect::<String>()
     })
+}
+
+#[test]
+fn a_match_inside_a_decoration_never_panics() {
+    // The peeler took `[enforce fail at CPUAllocator.cpp:56] ` for a source location; the
+    // host allocator's rule matches from its first byte.
+    let v = orch_classify::classify_bytes(
+        b"[enforce fail at CPUAllocator.cpp:56] posix_memalign(&data, gAlignment,\n",
+    );
+    assert_eq!(v.class, orch_classify::FailureClass::None, "{v:?}");
 }
 
 proptest! {
