@@ -409,14 +409,16 @@ pub fn classify_reader(mut r: impl Read) -> std::io::Result<Verdict> {
 pub fn grep_patterns() -> Vec<(FailureClass, String)> {
     rules::RULES
         .iter()
-        .map(|r| {
+        .filter_map(|r| {
             let class = match r.action {
                 rules::Action::Hit(slot) => slot.class(),
                 rules::Action::TracebackStart | rules::Action::IgnoredTracebackNext => {
                     FailureClass::Error
                 }
+                // Only changes what a later line means.
+                rules::Action::Teardown => return None,
             };
-            (class, r.ere.to_string())
+            Some((class, r.ere.to_string()))
         })
         .collect()
 }

@@ -117,7 +117,17 @@ pub(crate) enum Action {
     TracebackStart,
     /// Python swallowed an exception; the next traceback does not end the process.
     IgnoredTracebackNext,
+    /// A runner stopping the job's processes itself, or an exit status that is no kill's: a
+    /// later [`TEARDOWN_VOIDS`] hit is that teardown's, not a memory kill.
+    Teardown,
 }
+
+/// The rule whose hit a [`Action::Teardown`] line before it voids: an exit status of 137
+/// (SIGKILL) is the kernel's OOM kill only when nothing else ended the job first. A runner
+/// that kills the rest of a job after one process failed (Determined's `killing container`
+/// after a trial's `exit code 1`, Horovod's and mpirun's teardown) prints 137 for the
+/// processes it killed.
+pub(crate) const TEARDOWN_VOIDS: &str = "exit-code-137";
 
 /// Where a signature's words may stand to decide a class (see [`super::position`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1198,6 +1208,29 @@ pub(crate) static RULES: &[Rule] = &[
             ],
             r"(?:[Ee]xit (?:[Cc]ode|[Ss]tatus)|exited with code)\s*[:=]?\s*(?:137|-9)\b",
             r"[Ee]xit(ed with)? ([Cc]ode|[Ss]tatus) *[:=]? *(137|-9)([^0-9]|$)",
+        )
+    },
+    // What ends a job before a runner's teardown kills the rest (see [`TEARDOWN_VOIDS`]): a
+    // runner saying it kills the job's containers, or an exit status other than 0 and 137
+    // (Determined: `container failed with non-zero exit code:  (exit code 1)`, `killing
+    // container id: ...`).
+    Rule {
+        kind: Kind::Format,
+        action: Action::Teardown,
+        unless: Some(r"(?i)\b(?:typically|usually|means|may|might|hint|if|when)\b"),
+        ..hit(
+            "runner-teardown",
+            Slot::HostOomWeak,
+            &[
+                "killing container",
+                "xit code",
+                "xit Code",
+                "xit status",
+                "xit Status",
+                "exited with code",
+            ],
+            r"\bkilling container\b|(?:[Ee]xit (?:[Cc]ode|[Ss]tatus)|exited with code)\s*[:=]?\s*\(?(?:1[0-2]\d|13[0-689]|1[4-9]\d|2[0-5]\d|[1-9]\d?)\b",
+            r"killing container|([Ee]xit ([Cc]ode|[Ss]tatus)|exited with code) *[:=]? *\(?(1[0-2][0-9]|13[0-689]|1[4-9][0-9]|2[0-5][0-9]|[1-9][0-9]?)([^0-9]|$)",
         )
     },
     // ---------------------------------------------------------------- NCCL timeout

@@ -80,6 +80,8 @@ pub(crate) struct State {
     terminal: Option<Terminal>,
     /// Line of the last `Exception ignored in` / atexit / logging-error report.
     ignored_at: Option<u64>,
+    /// Line of the first runner teardown or non-kill exit status (voids a later exit 137).
+    teardown_at: Option<u64>,
     /// The last memory failure's words seen outside a reporting position (not quoted, not a
     /// mention, not on a warning line), for a failed job's reading.
     loose: [Option<Loose>; LOOSE_KEPT],
@@ -479,6 +481,9 @@ impl State {
         truncated: bool,
     ) {
         match action {
+            Action::Hit(_)
+                if rule == crate::rules::TEARDOWN_VOIDS
+                    && self.teardown_at.is_some_and(|l| l < line) => {}
             Action::Hit(slot) => {
                 let h = &mut self.hits[slot as usize];
                 if h.is_none() {
@@ -502,6 +507,9 @@ impl State {
                 });
             }
             Action::IgnoredTracebackNext => self.ignored_at = Some(line),
+            Action::Teardown => {
+                self.teardown_at.get_or_insert(line);
+            }
         }
     }
 

@@ -255,6 +255,21 @@ const HOLDOUT20_FLOOR: f64 = 0.92;
 /// end of a progress bar is left).
 const HOLDOUT21_FLOOR: f64 = 0.86;
 
+/// Batches AA–AD (issue 40), four themes collected together by helpers who had not read the
+/// classifier, scored before any change (63 from 58 repositories): AA, the device runtimes
+/// beside torch (CuPy, Numba, MXNet, Theano, CUDA.jl, Taichi, DirectML, OpenVINO, TensorRT,
+/// llama.cpp's Vulkan, ncnn, Metal, burn on wgpu, tch, R torch, ZLUDA): 11/22 (50.0 %), device
+/// recall 6/16; AB, job runners and platforms (Kubeflow, OpenPAI, FfDL, Determined, Ray
+/// Train/Tune, W&B sweeps, RunPod): 10/13, one false alarm (a teardown's exit 137); AC,
+/// post-training repositories not yet covered (open-r1, verifiers, LMFlow, axolotl GRPO,
+/// simple_GRPO, align-anything, EasyDeL, open-instruct on Beaker): 10/11; AD, host memory's
+/// endings (Slurm, Windows' paging file, DataLoader workers, numpy, tcmalloc, pyarrow): 14/17.
+/// Together 45/63 (71.4 %), device 9/19, host 12/17. After the allocators' own words read from
+/// their sources, four normalisations (a private exception class, ComfyUI's banner, dmlc's
+/// file:line, a C++ function's chain after a logger's tag) and an exit 137 after another
+/// failure read as its teardown: 58/63 (92.1 %), no false alarm.
+const HOLDOUT22_FLOOR: f64 = 0.92;
+
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
 /// (labelled none), Determined's exit 137 after the platform killed a container (labelled
@@ -262,7 +277,6 @@ const HOLDOUT21_FLOOR: f64 = 0.86;
 /// the containers were OOM-killed and restarted; a failed job showing that table was one).
 const KNOWN_FALSE_ALARMS: &[&str] = &[
     "azureml-nccl-rem-allocator-oom-warn-training-continues.log",
-    "determined-trial-forcibly-killed-exit137.log",
     "k8s-job-pods-oomkilled-but-succeeded.log",
     // torchelastic's `failed (exitcode: -9)`: a SIGKILL, a weak host OOM by design (the OOM
     // killer's is the common one); the collector labelled it error, the thread naming no cause.
@@ -518,6 +532,15 @@ fn twenty_first_holdout_split() {
     );
 }
 
+#[test]
+fn twenty_second_holdout_split() {
+    check(
+        &corpus_dir().join("holdout22"),
+        "corpus (twenty-second holdout)",
+        HOLDOUT22_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
@@ -545,6 +568,7 @@ fn the_corpus_covers_the_world() {
         "holdout19",
         "holdout20",
         "holdout21",
+        "holdout22",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {

@@ -228,3 +228,26 @@ fn a_traceback_without_its_header_that_ends_the_log_is_an_error() {
         assert_eq!(classify_bytes(log.as_bytes()).class, None, "{log:?}");
     }
 }
+
+/// An exit status of 137 (SIGKILL) is a likely host OOM only when nothing ended the job before
+/// it: after another process's `exit code 1`, or a runner saying it kills the job's
+/// containers, it is that teardown's (Determined, Horovod). Alone, or after a kill's own 137,
+/// it stays a host OOM; a teardown after the 137 changes nothing.
+#[test]
+fn an_exit_137_after_another_failure_is_its_teardown() {
+    let first_failed = "INFO: container failed with non-zero exit code:  (exit code 1)\nINFO: container failed with non-zero exit code:  (exit code 137)\n";
+    let runner_killed = "killing container id: b8fb8292\nunexpected failure of trial: container failed with non-zero exit code: 137 (exit code 137)\n";
+    for log in [first_failed, runner_killed] {
+        for size in [1, 9, 4096] {
+            let v = feed_in_chunks(log.as_bytes(), || size);
+            assert_ne!(v.class, HostOom, "{log:?} in chunks of {size}");
+        }
+    }
+    for log in [
+        "worker exited with exit code 137\n",
+        "Exit Code: 137\nkilling container id: b8fb8292\n",
+        "exit code 137\nexit code 137\n",
+    ] {
+        assert_eq!(classify_bytes(log.as_bytes()).class, HostOom, "{log:?}");
+    }
+}
