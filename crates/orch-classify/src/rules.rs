@@ -388,6 +388,17 @@ pub(crate) static RULES: &[Rule] = &[
         r"To serve at least one request with the models?'s max seq len \(\d+\)",
         r"To serve at least one request with the models?'s max seq len \([0-9]+\)",
     ),
+    // Huawei's MindIE (vLLM's counterpart on Ascend) failing its warm-up for the prefill budget:
+    // `Warmup failed, because of ... out of memory when `maxInputTokenLen` set to 8192. Please
+    // try to decrease `maxPrefillTokens` in config.json` — the engine's token budget, not the
+    // model's weights, is what a smaller setting answers.
+    msg(
+        "mindie-prefill-budget",
+        Slot::KvCache,
+        &["out of memory when "],
+        r"\bWarmup failed, because of .*\bout of memory when .*\bdecrease .?maxPrefillTokens",
+        r"Warmup failed, because of .*out of memory when .*decrease .?maxPrefillTokens",
+    ),
     msg(
         "sglang-mem-fraction-static",
         Slot::KvCache,
@@ -832,7 +843,9 @@ pub(crate) static RULES: &[Rule] = &[
     // `vk::Result::eErrorOutOfDeviceMemory` and prints it `ErrorOutOfDeviceMemory`
     // (`vulkan.hpp`'s `to_string`: llama.cpp's ggml-vulkan, `vk::Device::allocateMemory:
     // ErrorOutOfDeviceMemory`), and ncnn logs the raw result (`vkAllocateMemory failed -2`,
-    // `src/allocator.cpp`; -2 is `VK_ERROR_OUT_OF_DEVICE_MEMORY`).
+    // `src/allocator.cpp`; -2 is `VK_ERROR_OUT_OF_DEVICE_MEMORY`); libtorch's C++ class for a
+    // device allocator's failure, which C++ programs on libtorch die with (`terminate called
+    // after throwing an instance of 'c10::OutOfMemoryError'`, `c10/util/Exception.h`).
     Rule {
         name: "device-oom-error-name",
         kind: Kind::Name,
@@ -845,11 +858,12 @@ pub(crate) static RULES: &[Rule] = &[
             "OUT_OF_ME",
             "OUT_OF_DEVICE_MEMORY",
             "CL_MEM_OBJECT_ALLOCATION_FAILURE",
+            "c10::OutOfMemoryError",
         ],
-        pattern: r"\bcudaErrorMemoryAllocation\b|\bhipErrorOutOfMemory\b|\bHIP_ERROR_OutOfMemory\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|\b(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY\b|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b|\bkIOGPUCommandBufferCallbackErrorOutOfMemory\b|\be?ErrorOutOfDeviceMemory\b|\bvkAllocateMemory failed -2\b",
+        pattern: r"\bcudaErrorMemoryAllocation\b|\bhipErrorOutOfMemory\b|\bHIP_ERROR_OutOfMemory\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|\b(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY\b|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b|\bkIOGPUCommandBufferCallbackErrorOutOfMemory\b|\be?ErrorOutOfDeviceMemory\b|\bvkAllocateMemory failed -2\b|\bc10::OutOfMemoryError\b",
         unless: None,
         claims: false,
-        ere: r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY|CL_MEM_OBJECT_ALLOCATION_FAILURE|kIOGPUCommandBufferCallbackErrorOutOfMemory|e?ErrorOutOfDeviceMemory|vkAllocateMemory failed -2([^0-9]|$)",
+        ere: r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY|CL_MEM_OBJECT_ALLOCATION_FAILURE|kIOGPUCommandBufferCallbackErrorOutOfMemory|e?ErrorOutOfDeviceMemory|vkAllocateMemory failed -2([^0-9]|$)|c10::OutOfMemoryError",
         requires: &[],
     },
     // RAPIDS Memory Manager, the device allocator of cuDF, cuML, XGBoost and Spark RAPIDS:
@@ -940,13 +954,26 @@ pub(crate) static RULES: &[Rule] = &[
     // Failed to allocate 13.107MB (usage: dma rings) on ND 0:NC 1, current utilization: ...`,
     // `TDRV:tensor_allocate Failed to allocate 180355072 bytes on DEVICE for tensor ...` (the
     // Neuron runtime's `nrt` log, NeuronDevice `ND`, NeuronCore `NC`), and its DMA memory
-    // allocator's `TDRV:dmem_alloc_internal Failed to alloc DEVICE memory: 10485760`.
+    // allocator's `TDRV:dmem_alloc_internal Failed to alloc DEVICE memory: 10485760`; the
+    // status its API returns for it, as transformers-neuronx raises it
+    // (`nrt_tensor_allocate status=4 message="Allocation Failure"`: `NRT_RESOURCE`, 4, in
+    // `nrt/nrt_status.h`). Ascend's runtime names the same failure by its error code
+    // (`Memory_Allocation_Failure(EL0004): Failed to allocate memory.`, CANN's error-code
+    // table), Graphcore's Poplar by its exception's name (`'poplar_stream_memory_allocation_error':
+    // ... Out of memory`; `graph_memory_allocation_error` for a graph that does not fit its tiles).
     hit(
         "neuron-device-alloc-failed",
         Slot::GpuOom,
-        &["Failed to allocate ", "Failed to alloc DEVICE memory"],
-        r"\bFailed to allocate [\d.]+ ?[KMGT]?B (?:\(usage: [^)]*\) )?on ND \d+:NC \d+|\bFailed to allocate \d+ bytes on DEVICE for tensor\b|\bFailed to alloc DEVICE memory: \d+",
-        r"Failed to allocate [0-9.]+ ?[KMGT]?B (\(usage: [^)]*\) )?on ND [0-9]+:NC [0-9]+|Failed to allocate [0-9]+ bytes on DEVICE for tensor|Failed to alloc DEVICE memory: [0-9]+",
+        &[
+            "Failed to allocate ",
+            "Failed to alloc DEVICE memory",
+            "nrt_tensor_allocate status=",
+            "Memory_Allocation_Failure(EL0004)",
+            // Poplar's error name stands in quotes: the message after them is the needle.
+            "Out of memory",
+        ],
+        r#"\bFailed to allocate [\d.]+ ?[KMGT]?B (?:\(usage: [^)]*\) )?on ND \d+:NC \d+|\bFailed to allocate \d+ bytes on DEVICE for tensor\b|\bFailed to alloc DEVICE memory: \d+|\bnrt_tensor_allocate status=4 message="Allocation Failure"|\bMemory_Allocation_Failure\(EL0004\)|(?:'|\b)poplar(?:_|::)(?:stream|graph)_memory_allocation_error'?: .*\bOut of memory\b"#,
+        r#"Failed to allocate [0-9.]+ ?[KMGT]?B (\(usage: [^)]*\) )?on ND [0-9]+:NC [0-9]+|Failed to allocate [0-9]+ bytes on DEVICE for tensor|Failed to alloc DEVICE memory: [0-9]+|nrt_tensor_allocate status=4 message="Allocation Failure"|Memory_Allocation_Failure\(EL0004\)|'?poplar(_|::)(stream|graph)_memory_allocation_error'?: .*Out of memory"#,
     ),
     // TensorFlow's BFC allocator giving up on a request (`bfc_allocator.cc`: `Allocator
     // (GPU_0_bfc) ran out of memory trying to allocate 2.62GiB (rounded to 2816000000)requested
@@ -1485,7 +1512,8 @@ pub(crate) static RULES: &[Rule] = &[
             "BOOT_FAIL",
             "requested job die",
             "JobLeaseDuration",
-            "NodeNotReady",
+            // The node controller's event (`Node X status is now: NodeNotReady`).
+            "Node ",
             "Detected XID",
             "double-bit ECC",
             "NODE_FAIL",
@@ -1502,8 +1530,8 @@ pub(crate) static RULES: &[Rule] = &[
             "lost heartbeat",
             "device handle for GPU",
         ],
-        r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\b(?:NODE|BOOT)_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU (?:\S+ )?has fallen off the bus|\brequested job die, code \d+|\bJobLeaseDuration \(\d+ seconds\) expired|\bstatus is now: NodeNotReady\b|\bDetected XID (?:48|62|64|74|79|95|119|120|154) for GPU\b|\bDetected [1-9]\d* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
-        r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|(NODE|BOOT)_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU ([^ ]+ )?has fallen off the bus|requested job die, code [0-9]+|JobLeaseDuration \([0-9]+ seconds\) expired|status is now: NodeNotReady|Detected XID (48|62|64|74|79|95|119|120|154) for GPU|Detected [1-9][0-9]* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\b(?:NODE|BOOT)_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU (?:\S+ )?has fallen off the bus|\brequested job die, code \d+|\bJobLeaseDuration \(\d+ seconds\) expired|\bNode \S+ status is now: NodeNotReady\b|\bDetected XID (?:48|62|64|74|79|95|119|120|154) for GPU\b|\bDetected [1-9]\d* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|(NODE|BOOT)_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU ([^ ]+ )?has fallen off the bus|requested job die, code [0-9]+|JobLeaseDuration \([0-9]+ seconds\) expired|Node [^ ]+ status is now: NodeNotReady|Detected XID (48|62|64|74|79|95|119|120|154) for GPU|Detected [1-9][0-9]* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
     ),
     // The kubelet evicting a pod from a node short of something other than memory
     // (`pkg/kubelet/eviction/helpers.go`: `The node had condition: [DiskPressure]. `, `The node
