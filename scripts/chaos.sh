@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The attack of issue 22, in bounded time, on the local backend with the simulated trainer:
+# The attack of issues 22 and 41, in bounded time, on the local backend with the simulated trainer:
 # orch killed at every crash point and at random moments of a sweep and of its resumes,
 # event logs corrupted (a garbled line, a torn tail), cancels racing the driver (right after a
 # failure is decided, and at random), resumes racing each other, (as root) a full disk under a
@@ -17,6 +17,8 @@
 #             pid they had taken (4c)
 #   survived  job processes alive after an `orch cancel` of a run whose orch died between
 #             starting the job and recording it (4d)
+#   accepted  an experiment whose YAML alias fans out to 17 GB that orch did not refuse (4e)
+#   executed  canaries created by a command in a profile's GPU model after a newline (4e)
 #   panics    "panicked at" in orch's output   hangs  orch commands stopped by their timeout
 #
 # Usage: scripts/chaos.sh [SECONDS]   (default 60: the random part; the rest takes ~1 min)
@@ -228,6 +230,44 @@ unrecorded_then_cancel() {
 unrecorded_then_cancel
 # --- end of 4d ---------------------------------------------------------------------------
 
+# --- 4e. A held evidence lock, an alias fan-out, a newline in a profile's field (F2, F6, F7) ---
+# Another holder keeps the evidence store's lock for 3 s while a sweep runs: every member must
+# still end (the audit's stuck). An experiment of 0.7 MB whose alias fans out to 17 GB must be
+# refused (accepted counts one that was not). A profile whose GPU model holds a newline and a
+# command must never run it (executed counts a canary).
+held_lock() {
+    local runs=$work/locked holder
+    mkdir -p "$runs" && : >"$runs/evidence.jsonl"
+    flock "$runs/evidence.jsonl" sleep 3 &
+    holder=$!
+    ORCH_RUNS_DIR=$runs o "${submit[@]}" diamonds --profile h200 --max-parallel 2
+    wait "$holder"
+}
+alias_fan_out() {
+    mkdir -p experiments
+    python3 -c 'print("a: &a " + "x" * 600000); print("b: [" + ", ".join(["*a"] * 28000) + "]")' \
+        >experiments/bomb.yaml
+    ORCH_RUNS_DIR=$work/bomb o "${submit[@]}" bomb --profile h200 && echo bomb >>"$work/accepted"
+    rm -f experiments/bomb.yaml
+}
+newline_field() {
+    mkdir -p profiles
+    python3 - "$work/canary" >profiles/evil.yaml <<'EOF'
+import json, sys
+canary = sys.argv[1]
+print("description: H200 whose GPU model names a command")
+print("gpu:\n  model: " + json.dumps("H200\ntouch " + canary + " #") + "\n  memory_gib: 139.8\n  per_node: 8")
+print("host:\n  memory_gib: 2048")
+print("slurm:\n  partition: gpu\n  gres_type: h200\n  gpus: 4\n  nodes: 1\n  cpus_per_task: 8\n  mem_gb: 64\n  time: \"01:00:00\"")
+EOF
+    ORCH_RUNS_DIR=$work/evil o "${submit[@]}" diamonds-seed0 --profile evil
+    rm -f profiles/evil.yaml
+}
+held_lock
+alias_fan_out
+newline_field
+# --- end of 4e ---------------------------------------------------------------------------
+
 # 5. The end: everything left running is driven to its end, then audited.
 o resume --all
 o resume --all
@@ -238,7 +278,9 @@ hangs=$(cat "$work/hangs" 2>/dev/null | wc -l)
 kills=$((kills + $(cat "$work/crashes" 2>/dev/null | wc -l)))
 export CHAOS_MISFIRED=$(cat "$work/misfired" 2>/dev/null | wc -l)
 export CHAOS_SURVIVED=$(cat "$work/survived" 2>/dev/null | wc -l)
-python3 - "$kills" "$hangs" "$panics" .orch/runs full race/* damaged reuse unrecorded <<'EOF'
+export CHAOS_ACCEPTED=$(cat "$work/accepted" 2>/dev/null | wc -l)
+export CHAOS_EXECUTED=$(ls "$work"/canary* 2>/dev/null | wc -l)
+python3 - "$kills" "$hangs" "$panics" .orch/runs full race/* damaged reuse unrecorded locked evil <<'EOF'
 import json, os, sys
 kills, hangs, panics, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 runs = attempts = lost = doubled = late = stuck = orphaned = 0
@@ -302,8 +344,9 @@ for root in dirs:
             if alive(pid):
                 orphaned += 1
 misfired, survived = os.environ["CHAOS_MISFIRED"], os.environ["CHAOS_SURVIVED"]
-cols = ["kills", "runs", "attempts", "lost", "doubled", "late", "stuck", "orphaned", "misfired", "survived", "panics", "hangs"]
-vals = [kills, runs, attempts, lost, doubled, late, stuck, orphaned, misfired, survived, panics, hangs]
+accepted, executed = os.environ["CHAOS_ACCEPTED"], os.environ["CHAOS_EXECUTED"]
+cols = ["kills", "runs", "attempts", "lost", "doubled", "late", "stuck", "orphaned", "misfired", "survived", "accepted", "executed", "panics", "hangs"]
+vals = [kills, runs, attempts, lost, doubled, late, stuck, orphaned, misfired, survived, accepted, executed, panics, hangs]
 print(" ".join(f"{c:>8}" for c in cols))
 print(" ".join(f"{v:>8}" for v in vals))
 sys.exit(1 if any(int(v) for v in vals[3:]) else 0)
@@ -311,7 +354,7 @@ EOF
 status=$?
 
 # Leave nothing running: the jobs of every run directory here, by their process groups.
-for pidfile in .orch/runs/*/attempts/*/pid full/*/attempts/*/pid race/*/*/attempts/*/pid damaged/*/attempts/*/pid; do
+for pidfile in .orch/runs/*/attempts/*/pid full/*/attempts/*/pid race/*/*/attempts/*/pid damaged/*/attempts/*/pid locked/*/attempts/*/pid evil/*/attempts/*/pid; do
     [ -f "$pidfile" ] && kill -KILL -- "-$(cat "$pidfile")" 2>/dev/null
 done
 mountpoint -q full 2>/dev/null && umount -l full
