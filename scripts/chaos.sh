@@ -3,7 +3,9 @@
 # orch killed at every crash point and at random moments of a sweep and of its resumes,
 # event logs corrupted (a garbled line, a torn tail), cancels racing the driver (right after a
 # failure is decided, and at random), resumes racing each other, (as root) a full disk under a
-# sweep, and one member's ledger deleted under a live sweep. Then one last `orch resume --all`
+# sweep, one member's ledger deleted under a live sweep, pid reuse, a crash between spawning a job
+# and recording it, a held evidence lock, an alias fan-out, a newline in a profile's field. Then one
+# last `orch resume --all`
 # and an audit of every run directory, printed as one table:
 #
 #   kills     orch processes killed (SIGKILL) by the attack
