@@ -38,9 +38,16 @@
 //! tried again at each tick, counted by the run's own decisions meanwhile, and made again from
 //! the ledger by `orch resume` if orch stops first.
 
+pub mod cancel;
 mod climb;
 mod phase;
 pub mod transition;
+
+/// The scheduler's name for attempt `n`'s job of run `run_id` (`orch-<run>-a<N>`): unique to
+/// the run and the attempt, so that a job whose id was never recorded is found by it.
+pub fn attempt_job_name(run_id: &str, n: u32) -> String {
+    format!("orch-{run_id}-a{n}")
+}
 
 #[cfg(test)]
 mod tests;

@@ -128,7 +128,7 @@ impl RunDriver {
         let n = self.attempt;
         let run = self.journal.run().clone();
         let dir = run.attempt_dir(n);
-        let job_name = format!("orch-{}-a{n}", run.id);
+        let job_name = super::attempt_job_name(&run.id, n);
         // The job sees the run directory where the backend puts it (on a remote host, its copy).
         let seen = |p: &Path| absolute(p).map(|a| ctx.backend.job_path(&a));
         let info = AttemptInfo {

@@ -3,7 +3,6 @@
 //! list of them, are `orch_core::backend` ([`KINDS`]); this module only chooses among them, so
 //! `submit`, `resume`, `machine` and the run commands share the choice.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use crate::cli::SubmitArgs;
@@ -92,18 +91,7 @@ pub fn backend_kind(record: &RunRecord) -> anyhow::Result<&'static Kind> {
     })
 }
 
-/// The first `name` on PATH.
-pub fn find_on_path(name: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-}
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
+pub use orch_core::host::find_on_path;
 
 #[cfg(test)]
 mod tests {

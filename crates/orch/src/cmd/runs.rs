@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use crate::cli::{CancelArgs, HistoryArgs, LogsArgs, StatusArgs};
-use orch_core::backend::{Backend, JobRef};
+
 use orch_core::error::{UsageError, code};
 use orch_core::ledger::{Event, Ledger, RunDir, RunState, RunSummary, now};
 use orch_core::outcome::Outcome;
@@ -397,13 +397,19 @@ pub async fn cancel(ledger: &Ledger, args: CancelArgs) -> anyhow::Result<u8> {
         Err(e) => return cancel_unreadable(&run, e, args.json).await,
         Ok(record) => !record.damage.is_empty(),
     };
-    let mut job = cancel_run(ledger, &run).await?;
+    let mut job = orch_core::run::cancel::cancel(&run, |record| async move {
+        super::backend::backend_for_record(&record, Some(0.25), ledger).await
+    })
+    .await?;
     if damaged {
         // A damaged line may have been the one that named the live job.
         for damage in run.record()?.damage {
             eprintln!("warning: run {}: {damage}", run.id);
         }
-        job = job.or(stop_jobs_in_attempt_dirs(&run).await?.into_iter().next());
+        job = job.or(orch_core::run::cancel::stop_jobs_in_attempt_dirs(&run)
+            .await?
+            .into_iter()
+            .next());
     }
     if args.json {
         let record = run.record()?;
@@ -428,7 +434,7 @@ async fn cancel_unreadable(run: &RunDir, why: anyhow::Error, json: bool) -> anyh
         run.path.join("attempts").display()
     );
     let _ = run.append(&Event::CancelRequested { ts: now() });
-    let cancelled = stop_jobs_in_attempt_dirs(run).await?;
+    let cancelled = orch_core::run::cancel::stop_jobs_in_attempt_dirs(run).await?;
     if json {
         let json = serde_json::json!({
             "run": run.id,
@@ -438,251 +444,4 @@ async fn cancel_unreadable(run: &RunDir, why: anyhow::Error, json: bool) -> anyh
         outln!("{}", serde_json::to_string_pretty(&json)?);
     }
     Ok(code::OK)
-}
-
-/// Stop every job of `run` still running on this machine, found by its attempt directory
-/// (its `pid` file, written by the job's wrapper, beside no `exit_code`): what a run whose
-/// record cannot be fully read can still be cancelled by. Returns the jobs stopped.
-async fn stop_jobs_in_attempt_dirs(run: &RunDir) -> anyhow::Result<Vec<String>> {
-    let mut attempts: Vec<(u32, std::path::PathBuf)> = std::fs::read_dir(run.path.join("attempts"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path())))
-        .collect();
-    attempts.sort();
-    let local = orch_core::backend::local::Local {
-        tick: Duration::from_millis(250),
-    };
-    let mut cancelled = Vec::new();
-    for (n, dir) in attempts.iter().rev() {
-        if dir.join("exit_code").exists() || dir.join("cancelled").exists() {
-            continue;
-        }
-        // Only a job this machine started in its current boot: a pid from elsewhere (a cloud
-        // machine's) or from before a reboot is someone else's process here.
-        let here = std::fs::read_to_string(dir.join("boot_id"))
-            .is_ok_and(|b| Some(b) == orch_core::host::boot_id());
-        match local.find(dir).filter(|_| here) {
-            Some(job) => {
-                local.cancel(&job).await?;
-                eprintln!(
-                    "cancelled attempt {n} (job {}, from {})",
-                    job.id,
-                    dir.join("pid").display()
-                );
-                cancelled.push(job.id);
-            }
-            // Not a local job: a Slurm job is found by its name, unique to the run and attempt.
-            None if super::backend::find_on_path("scancel").is_some() => {
-                let name = format!("orch-{}-a{n}", run.id);
-                let out = tokio::process::Command::new("scancel")
-                    .args(["--name", &name])
-                    .output()
-                    .await
-                    .context("cannot run scancel")?;
-                eprintln!(
-                    "asked Slurm to cancel job {name} (attempt {n}, not a job of this machine){}",
-                    if out.status.success() {
-                        String::new()
-                    } else {
-                        format!(": {}", String::from_utf8_lossy(&out.stderr).trim())
-                    }
-                );
-            }
-            None => eprintln!(
-                "attempt {n} of run {} has no job of this machine in {}: on Slurm, `scancel --name orch-{}-a{n}` stops it; on a cloud machine, kill the process group in its pid file there",
-                run.id,
-                dir.display(),
-                run.id
-            ),
-        }
-    }
-    Ok(cancelled)
-}
-
-/// Cancel `run`'s follow-ups and live job and see the cancellation recorded; returns the live
-/// job cancelled, if there was one. The cancellation is recorded only once nothing of the run
-/// can still be running: a job the backend cannot stop, or an attempt the backend cannot say
-/// was submitted or not, leaves the run running, its cancel requested (so that nothing more is
-/// submitted, and a resume stops what it finds), and the command fails saying what to do.
-async fn cancel_run(ledger: &Ledger, run: &RunDir) -> anyhow::Result<Option<String>> {
-    let before = run.record()?;
-    if before.state != RunState::Running {
-        eprintln!(
-            "run {} already ended: {}",
-            before.run,
-            before.state.as_str()
-        );
-        return Ok(None);
-    }
-    let backend = match super::backend::backend_for_record(&before, Some(0.25), ledger).await {
-        Ok(backend) => backend,
-        Err(e) => {
-            // The backend cannot be reached (an SSH host down): the request is still recorded,
-            // so that nothing more is submitted, and the command fails saying so.
-            run.request_cancel()?;
-            return Err(not_done(&before.run, e));
-        }
-    };
-    // orch may have stopped between starting the live attempt's job and recording its id:
-    // the job is looked for the way `resume` looks (pid file, token, job name) and recorded,
-    // before the request below makes sure that nothing new is submitted.
-    let unsure = record_unrecorded_job(run, &*backend).await.err();
-    // Recorded under the run's submit lock: an attempt its driver submits is either never
-    // submitted, or already has its job id in `record`.
-    let (record, requested) = run.request_cancel()?;
-    if !requested {
-        eprintln!(
-            "run {} already ended: {}",
-            record.run,
-            record.state.as_str()
-        );
-        return Ok(None);
-    }
-    let mut cancelled = None;
-    // Follow-up jobs (--detach) first: cancelling the attempt would set them off.
-    for id in &record.follow_ups {
-        let _ = backend
-            .cancel(&JobRef {
-                id: id.clone(),
-                dir: run.path.clone(),
-            })
-            .await;
-    }
-    if let Some(e) = unsure {
-        return Err(not_done(&record.run, e));
-    }
-    if let Some(a) = record.live_attempt()
-        && let Some(id) = &a.job_id
-    {
-        backend
-            .cancel(&JobRef {
-                id: id.clone(),
-                dir: a.dir.clone(),
-            })
-            .await
-            .map_err(|e| {
-                not_done(
-                    &record.run,
-                    e.context(format!("cannot cancel attempt {} (job {id})", a.attempt)),
-                )
-            })?;
-        eprintln!(
-            "cancelled attempt {} (job {id}) of run {}",
-            a.attempt, record.run
-        );
-        cancelled = Some(id.clone());
-    }
-    // An orch driving the run (it holds the run's lock) records the end itself; otherwise
-    // (detached, or its orch died) record it here.
-    for _ in 0..40 {
-        if run.record()?.state != RunState::Running {
-            return Ok(cancelled);
-        }
-        if let Ok(_lock) = run.lock() {
-            let record = run.record()?;
-            if record.state == RunState::Running {
-                // The run may have moved on since (a follow-up submitted the next attempt,
-                // and may have stopped before recording its job): cancel what it has now.
-                for id in &record.follow_ups {
-                    let _ = backend
-                        .cancel(&JobRef {
-                            id: id.clone(),
-                            dir: run.path.clone(),
-                        })
-                        .await;
-                }
-                record_unrecorded_job(run, &*backend)
-                    .await
-                    .map_err(|e| not_done(&record.run, e))?;
-                let record = run.record()?;
-                if let Some(a) = record.live_attempt()
-                    && let Some(id) = &a.job_id
-                    && cancelled.as_ref() != Some(id)
-                {
-                    backend
-                        .cancel(&JobRef {
-                            id: id.clone(),
-                            dir: a.dir.clone(),
-                        })
-                        .await
-                        .map_err(|e| {
-                            not_done(
-                                &record.run,
-                                e.context(format!(
-                                    "cannot cancel attempt {} (job {id})",
-                                    a.attempt
-                                )),
-                            )
-                        })?;
-                    eprintln!(
-                        "cancelled attempt {} (job {id}) of run {}",
-                        a.attempt, record.run
-                    );
-                    cancelled = Some(id.clone());
-                }
-                if let Some(a) = record.live_attempt() {
-                    run.append(&Event::cancelled(a.attempt))?;
-                }
-                run.append(&Event::Ended {
-                    ts: now(),
-                    state: RunState::Cancelled,
-                    summary: "cancelled by orch cancel".into(),
-                })?;
-            }
-            return Ok(cancelled);
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    eprintln!(
-        "warning: the orch driving run {} did not record the cancellation yet",
-        record.run
-    );
-    Ok(cancelled)
-}
-
-/// The live attempt of `run` rendered but with no job id recorded: the job its orch may have
-/// started before it stopped is looked for as `resume` looks ([`Backend::find`]: the attempt's
-/// pid file, or its job name on Slurm) and, when found, recorded as submitted, so that the
-/// cancel stops it. Done under the run's submit lock, which an orch submitting the attempt
-/// holds until it has recorded the job id itself (then there is nothing to do here). An error
-/// when the backend cannot tell whether the attempt has a job.
-async fn record_unrecorded_job(run: &RunDir, backend: &dyn Backend) -> anyhow::Result<()> {
-    let Ok(_submitting) = run.submit_lock(Duration::from_secs(5)) else {
-        return Ok(()); // an orch is submitting it, and records its job id itself
-    };
-    let record = run.record()?;
-    let Some(a) = record.live_attempt().filter(|a| a.job_id.is_none()) else {
-        return Ok(());
-    };
-    let found = backend.find(&a.dir, &a.job_name).await.with_context(|| {
-        format!(
-            "cannot tell whether attempt {} ({}) was submitted",
-            a.attempt, a.job_name
-        )
-    })?;
-    if let Some(job) = found {
-        eprintln!(
-            "attempt {} of run {} was submitted as job {} before its orch stopped; recording it",
-            a.attempt, record.run, job.id
-        );
-        run.append(&Event::Submitted {
-            ts: now(),
-            attempt: a.attempt,
-            job_id: job.id,
-            stdout: a.dir.join("stdout.log"),
-            stderr: a.dir.join("stderr.log"),
-        })?;
-    }
-    Ok(())
-}
-
-/// The error of a cancel that could not make sure the run's job is stopped: the request is
-/// recorded (nothing more is submitted), the cancellation is not, and the user is told how to
-/// finish it.
-fn not_done(run: &str, e: anyhow::Error) -> anyhow::Error {
-    e.context(format!(
-        "run {run} is NOT recorded cancelled: a job of it may still be running. Its cancel is requested (nothing more is submitted); `orch cancel {run}` again once the backend answers, or `orch resume {run}`, which looks for the job again and stops it"
-    ))
 }
