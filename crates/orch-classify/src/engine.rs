@@ -113,8 +113,9 @@ pub(crate) struct Engine {
 /// vLLM's startup lines hold them on every step (60,877 and 17,366 hits in 40 MB of the bench's
 /// realistic log; the scan took twice as long). Batch AA's device allocators came in under it
 /// by `"f GPU "` (CUDA.jl's and OpenVINO's `out of GPU ...`) and `"Actor"` (Ray's two actor
-/// deaths), neither in the bench's logs.
-const ANCHORS: [&str; 41] = [
+/// deaths), batch AI's HCCL socket timeout by `"times out"` (with HCCL's notify timeout), none
+/// of them in the bench's logs.
+const ANCHORS: [&str; 42] = [
     "Kill",
     "Not e",
     "ceede",
@@ -156,6 +157,7 @@ const ANCHORS: [&str; 41] = [
     "MemoryError",
     "f GPU ",
     "Actor",
+    "times out",
 ];
 
 /// The literal the prefilter looks for to find `needle`: the first anchor it holds with no quote

@@ -431,6 +431,16 @@ pub(crate) static RULES: &[Rule] = &[
         r"is larger than the profiled value -\d|# (?:GPU|cuda) blocks: 0\b|Available KV cache memory: -\d",
         r"is larger than the profiled value -[0-9]|# (GPU|cuda) blocks: 0([^0-9]|$)|Available KV cache memory: -[0-9]",
     ),
+    // TensorRT-LLM's PyTorch executor naming the component that did not fit its memory
+    // (`tensorrt_llm/_torch/pyexecutor`: `Executor creation failed due to insufficient GPU
+    // memory.`, then `The following component could not be created: KV cache`).
+    hit(
+        "trtllm-kv-cache-component",
+        Slot::KvCache,
+        &["could not be created: KV cache"],
+        r"^\s*The following component could not be created: KV cache\b",
+        r"^[[:space:]]*The following component could not be created: KV cache",
+    ),
     // Text Generation Inference's warm-up: the prefill token budget does not fit
     // (`server/text_generation_server/models/flash_causal_lm.py`: `Not enough memory to handle
     // 4096 prefill tokens. You need to decrease --max-batch-prefill-tokens`).
@@ -1340,7 +1350,8 @@ pub(crate) static RULES: &[Rule] = &[
     // This indicates that the remote task has failed, got preempted, or crashed unexpectedly`),
     // and Ascend's runtime waiting on a stream that HCCL never completes (CANN: `EE1002 ...
     // Stream synchronize timeout`, `rtDeviceSynchronize execute failed, reason=[task timeout]`,
-    // HCCL's `EI0002 ... The wait execution of the Notify register times out`).
+    // HCCL's `EI0002 ... The wait execution of the Notify register times out`, and `EI0006:
+    // ... Getting socket times out. Reason: Remote Rank did not send the data in time`).
     hit(
         "runtime-collective-timeout",
         Slot::NcclTimeout,
@@ -1353,9 +1364,10 @@ pub(crate) static RULES: &[Rule] = &[
             "reason=[task timeout]",
             "reason=[stream sync timeout]",
             "Notify register times out",
+            "Getting socket times out",
         ],
-        r"\bTimed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined|\bProcessGroupNCCL's watchdog got stuck for \d+ seconds without making progress|\bStartAbort DEADLINE_EXCEEDED\b|\bheartbeat timeout\. This indicates that the remote task has failed|\bEE1002: .*\bStream synchronize timeout\b|execute failed, reason=\[(?:task|stream sync) timeout\]|The wait execution of the Notify register times out",
-        r"Timed out after [0-9]+ seconds waiting for clients\. [0-9]+/[0-9]+ clients joined|ProcessGroupNCCL's watchdog got stuck for [0-9]+ seconds without making progress|StartAbort DEADLINE_EXCEEDED|heartbeat timeout\. This indicates that the remote task has failed|EE1002: .*Stream synchronize timeout|execute failed, reason=\[(task|stream sync) timeout\]|The wait execution of the Notify register times out",
+        r"\bTimed out after \d+ seconds waiting for clients\. \d+/\d+ clients joined|\bProcessGroupNCCL's watchdog got stuck for \d+ seconds without making progress|\bStartAbort DEADLINE_EXCEEDED\b|\bheartbeat timeout\. This indicates that the remote task has failed|\bEE1002: .*\bStream synchronize timeout\b|execute failed, reason=\[(?:task|stream sync) timeout\]|The wait execution of the Notify register times out|\bEI0006: .*\bGetting socket times out\b",
+        r"Timed out after [0-9]+ seconds waiting for clients\. [0-9]+/[0-9]+ clients joined|ProcessGroupNCCL's watchdog got stuck for [0-9]+ seconds without making progress|StartAbort DEADLINE_EXCEEDED|heartbeat timeout\. This indicates that the remote task has failed|EE1002: .*Stream synchronize timeout|execute failed, reason=\[(task|stream sync) timeout\]|The wait execution of the Notify register times out|EI0006: .*Getting socket times out",
     ),
     // Slurm's client side of a node failure (`srun: error: Node failure on cn12`, salloc's).
     hit(
@@ -1497,7 +1509,9 @@ pub(crate) static RULES: &[Rule] = &[
     // 0000:81:00.0: Unknown Error` (NVML cannot reach the card), the NVIDIA driver's and CUDA's
     // uncorrectable ECC errors, an
     // AMD GPU's `uncorrectable hardware error`, Xid 154's `Node Reboot Required`), an Ascend NPU's
-    // `lost heartbeat`; from the sources: Slurm's `BOOT_FAIL` state, PBS's sister node
+    // `lost heartbeat`; the NVIDIA driver failing to bring a GPU up (`NVRM: RmInitAdapter
+    // failed!`, in the kernel log: the card cannot be used until the node is looked at); from
+    // the sources: Slurm's `BOOT_FAIL` state, PBS's sister node
     // (`=>> PBS: job killed: node 1 (gpu-018) requested job die, code 15059`), HTCondor's lost
     // execute machine (`Job disconnected too long: JobLeaseDuration (2400 seconds) expired`),
     // the Kubernetes node controller (`Node gpu-017 status is now: NodeNotReady`), DCGM's health
@@ -1529,9 +1543,10 @@ pub(crate) static RULES: &[Rule] = &[
             "Node Reboot Required",
             "lost heartbeat",
             "device handle for GPU",
+            "NVRM: ",
         ],
-        r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\b(?:NODE|BOOT)_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU (?:\S+ )?has fallen off the bus|\brequested job die, code \d+|\bJobLeaseDuration \(\d+ seconds\) expired|\bNode \S+ status is now: NodeNotReady\b|\bDetected XID (?:48|62|64|74|79|95|119|120|154) for GPU\b|\bDetected [1-9]\d* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
-        r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|(NODE|BOOT)_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU ([^ ]+ )?has fallen off the bus|requested job die, code [0-9]+|JobLeaseDuration \([0-9]+ seconds\) expired|Node [^ ]+ status is now: NodeNotReady|Detected XID (48|62|64|74|79|95|119|120|154) for GPU|Detected [1-9][0-9]* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat",
+        r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\b(?:NODE|BOOT)_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU (?:\S+ )?has fallen off the bus|\brequested job die, code \d+|\bJobLeaseDuration \(\d+ seconds\) expired|\bNode \S+ status is now: NodeNotReady\b|\bDetected XID (?:48|62|64|74|79|95|119|120|154) for GPU\b|\bDetected [1-9]\d* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat|\bNVRM: RmInitAdapter failed!",
+        r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|(NODE|BOOT)_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU ([^ ]+ )?has fallen off the bus|requested job die, code [0-9]+|JobLeaseDuration \([0-9]+ seconds\) expired|Node [^ ]+ status is now: NodeNotReady|Detected XID (48|62|64|74|79|95|119|120|154) for GPU|Detected [1-9][0-9]* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat|NVRM: RmInitAdapter failed!",
     ),
     // The kubelet evicting a pod from a node short of something other than memory
     // (`pkg/kubelet/eviction/helpers.go`: `The node had condition: [DiskPressure]. `, `The node

@@ -282,6 +282,18 @@ const HOLDOUT22_FLOOR: f64 = 0.92;
 /// loggers' bracketed fields peeled: 44/46 (95.7 %).
 const HOLDOUT23_FLOOR: f64 = 0.95;
 
+/// Batches AH–AJ (issue 40), collected after AE–AG's changes by helpers who had not read the
+/// classifier, scored before any change (48 from 45 repositories): AH, how cluster schedulers
+/// end jobs (Slurm and slurmctld, NERSC, LSF, Flux, SkyPilot, Volcano, OpenPAI): 12/15; AI,
+/// Chinese-language threads (XTuner, ChatGLM3, ColossalAI, PaddleNLP, Qwen, CodeGeeX, Yi, MOSS,
+/// Firefly, BELLE, BMTrain, LLaMA-Factory on Ascend …): 18/20; AJ, rollout engines inside RL
+/// jobs (ms-swift, slime, OpenRLHF, TRL, EasyR1, PRIME on vLLM V1; SGLang-JAX, TensorRT-LLM,
+/// kvcached, Dynamo): 10/13, one false alarm (a torch OOM with most of the card free, named in
+/// KNOWN_FALSE_ALARMS). Together 40/48 (83.3 %), device 7/9, host 5/6. After TensorRT-LLM's
+/// KV-cache component, HCCL's EI0006 socket timeout and the driver's `RmInitAdapter failed!`
+/// (two older holdouts' misses of the same shapes with them): 43/48 (89.6 %).
+const HOLDOUT24_FLOOR: f64 = 0.89;
+
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
 /// (labelled none), Determined's exit 137 after the platform killed a container (labelled
@@ -293,6 +305,12 @@ const KNOWN_FALSE_ALARMS: &[&str] = &[
     // torchelastic's `failed (exitcode: -9)`: a SIGKILL, a weak host OOM by design (the OOM
     // killer's is the common one); the collector labelled it error, the thread naming no cause.
     "dmd2-sdxl-fsdp-accelerate-exitcode-9.log",
+    // torch's OOM for 20 MiB with 66.43 of 79.11 GiB free (vLLM's sleep-mode allocator, fixed
+    // upstream): no full card, so the collector labelled it error; two other logs of the same
+    // shape (a HIP OOM with 203 GiB free, FastChat's with 7 of 16 GiB free) are labelled gpu_oom
+    // by theirs, so orch keeps reading the words (a rule for "most of the card free" was tried
+    // and dropped: it turned those two).
+    "msswift-megatron-grpo-colocate-oom-66gib-free-cumem-bug.log",
 ];
 
 fn corpus_dir() -> PathBuf {
@@ -562,6 +580,15 @@ fn twenty_third_holdout_split() {
     );
 }
 
+#[test]
+fn twenty_fourth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout24"),
+        "corpus (twenty-fourth holdout)",
+        HOLDOUT24_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
@@ -591,6 +618,7 @@ fn the_corpus_covers_the_world() {
         "holdout21",
         "holdout22",
         "holdout23",
+        "holdout24",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {
