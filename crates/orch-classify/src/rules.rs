@@ -129,6 +129,11 @@ pub(crate) enum Action {
 /// processes it killed.
 pub(crate) const TEARDOWN_VOIDS: &str = "exit-code-137";
 
+/// The rule whose hit anywhere in a log means its process crashed: a silent death in the same
+/// log ([`Slot::HostOomWeak`]: a kernel restarted, a SIGKILL, an exit 137) is then not read as
+/// the OOM killer's, wherever the two stand (Colab's runtime log lists its newest line first).
+pub(crate) const CRASH_EXPLAINS: &str = "heap-corruption";
+
 /// Where a signature's words may stand to decide a class (see [`super::position`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -852,7 +857,8 @@ pub(crate) static RULES: &[Rule] = &[
     // `vulkan_core.h`, `cl.h`); Vulkan's C++ binding names the same result
     // `vk::Result::eErrorOutOfDeviceMemory` and prints it `ErrorOutOfDeviceMemory`
     // (`vulkan.hpp`'s `to_string`: llama.cpp's ggml-vulkan, `vk::Device::allocateMemory:
-    // ErrorOutOfDeviceMemory`), and ncnn logs the raw result (`vkAllocateMemory failed -2`,
+    // ErrorOutOfDeviceMemory`) or without its prefix (Omniverse's Vulkan plugin under Isaac
+    // Lab: `VkResult: ERROR_OUT_OF_DEVICE_MEMORY`), and ncnn logs the raw result (`vkAllocateMemory failed -2`,
     // `src/allocator.cpp`; -2 is `VK_ERROR_OUT_OF_DEVICE_MEMORY`); libtorch's C++ class for a
     // device allocator's failure, which C++ programs on libtorch die with (`terminate called
     // after throwing an instance of 'c10::OutOfMemoryError'`, `c10/util/Exception.h`).
@@ -870,10 +876,10 @@ pub(crate) static RULES: &[Rule] = &[
             "CL_MEM_OBJECT_ALLOCATION_FAILURE",
             "c10::OutOfMemoryError",
         ],
-        pattern: r"\bcudaErrorMemoryAllocation\b|\bhipErrorOutOfMemory\b|\bHIP_ERROR_OutOfMemory\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|\b(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY\b|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b|\bkIOGPUCommandBufferCallbackErrorOutOfMemory\b|\be?ErrorOutOfDeviceMemory\b|\bvkAllocateMemory failed -2\b|\bc10::OutOfMemoryError\b",
+        pattern: r"\bcudaErrorMemoryAllocation\b|\bhipErrorOutOfMemory\b|\bHIP_ERROR_OutOfMemory\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|\b(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY\b|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b|\bkIOGPUCommandBufferCallbackErrorOutOfMemory\b|\be?ErrorOutOfDeviceMemory\b|\bvkAllocateMemory failed -2\b|\bc10::OutOfMemoryError\b|\bERROR_OUT_OF_DEVICE_MEMORY\b",
         unless: None,
         claims: false,
-        ere: r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY|CL_MEM_OBJECT_ALLOCATION_FAILURE|kIOGPUCommandBufferCallbackErrorOutOfMemory|e?ErrorOutOfDeviceMemory|vkAllocateMemory failed -2([^0-9]|$)|c10::OutOfMemoryError",
+        ere: r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY|CL_MEM_OBJECT_ALLOCATION_FAILURE|kIOGPUCommandBufferCallbackErrorOutOfMemory|e?ErrorOutOfDeviceMemory|vkAllocateMemory failed -2([^0-9]|$)|c10::OutOfMemoryError|ERROR_OUT_OF_DEVICE_MEMORY",
         requires: &[],
     },
     // RAPIDS Memory Manager, the device allocator of cuDF, cuML, XGBoost and Spark RAPIDS:
@@ -895,17 +901,18 @@ pub(crate) static RULES: &[Rule] = &[
     // Julia's CUDA.jl (and CuArrays before it): `ERROR: LoadError: Out of GPU memory trying to
     // allocate 21.000 MiB`, what `OutOfGPUMemoryError`'s `showerror` prints (`src/pool.jl`);
     // without a size (an API call that returned `CUDA_ERROR_OUT_OF_MEMORY`), the line ends
-    // there: `ERROR: Out of GPU memory`.
+    // there: `ERROR: Out of GPU memory`. Omniverse's graphics plugins (Isaac Sim and Lab) say the
+    // same before what they were allocating: `Out of GPU memory allocating resource '...'`.
     Rule {
         kind: Kind::Name,
         // Not Julia's logger warning or informing that it retried (`┌ Warning:`, `[ Info:`).
         unless: Some(r"(?i)(?:┌|\[) (?:Warning|Info|Debug):|\b(?:caught|retry|retrying|halving)\b"),
         ..hit(
-            "julia-cuda-oom",
+            "out-of-gpu-memory",
             Slot::GpuOom,
             &["Out of GPU memory"],
-            r"\bOut of GPU memory(?: trying to allocate [\d.]+ [KMGT]i?B|\.?\s*$)",
-            r"Out of GPU memory( trying to allocate [0-9.]+ [KMGT]i?B|\.?[[:space:]]*$)",
+            r"\bOut of GPU memory(?: trying to allocate [\d.]+ [KMGT]i?B| allocating\b|\.?\s*$)",
+            r"Out of GPU memory( trying to allocate [0-9.]+ [KMGT]i?B| allocating|\.?[[:space:]]*$)",
         )
     },
     // The other runtimes' device allocators, in their own words: CuPy's `OutOfMemoryError`
@@ -940,6 +947,38 @@ pub(crate) static RULES: &[Rule] = &[
         &["Not enough memory left"],
         r"^\s*Not enough memory left\.?\s*$",
         r"^[[:space:]]*Not enough memory left\.?[[:space:]]*$",
+    ),
+    // More runtimes' own words for a device allocation that failed: NVIDIA Warp's CUDA check
+    // (`warp/native/warp.cu`: `Warp CUDA error 2: out of memory (in function
+    // wp_alloc_device_async, ...)`, 2 being `cudaErrorMemoryAllocation`), TensorFlow 2's eager
+    // `ResourceExhaustedError: failed to allocate memory`, and the RAPIDS Accelerator for
+    // Spark's retry exceptions when a retry could not save the task
+    // (`com.nvidia.spark.rapids.jni.SplitAndRetryOOM: GPU OutOfMemory`; spark-rapids-jni's
+    // `RmmSpark`).
+    Rule {
+        kind: Kind::Name,
+        unless: Some(r"(?i)\b(?:retrying|will retry|caught)\b"),
+        ..hit(
+            "more-device-allocators",
+            Slot::GpuOom,
+            &[
+                "error 2: out of memory",
+                "ailed to allocate",
+                "OOM: GPU OutOfMemory",
+            ],
+            r"\bWarp CUDA error 2: out of memory\b|\bResourceExhaustedError: failed to allocate memory\b|\b(?:Gpu)?(?:SplitAndRetry|Retry)OOM: GPU OutOfMemory\b",
+            r"Warp CUDA error 2: out of memory|ResourceExhaustedError: failed to allocate memory|(Gpu)?(SplitAndRetry|Retry)OOM: GPU OutOfMemory",
+        )
+    },
+    // TensorFlow's BFC allocator dumping its chunks, which it does only for a request it
+    // failed and will not retry (`bfc_allocator.cc`, `DumpMemoryLog`: `Sum Total of in-use
+    // chunks: 287.95MiB`): weak, for a log cut before the failure's own line (DeePMD-kit).
+    hit(
+        "tf-bfc-dump",
+        Slot::GpuOomWeak,
+        &["Sum Total of in-use chunks"],
+        r"bfc_allocator\.cc:\d+\] Sum Total of in-use chunks: ",
+        r"bfc_allocator\.cc:[0-9]+\] Sum Total of in-use chunks: ",
     ),
     // TensorRT's builder out of device memory (`Error Code 1: Cuda Runtime (out of memory)`,
     // `defaultAllocator.cpp`). Weak: it logs the same while autotuning tactics, skips the
@@ -1181,6 +1220,16 @@ pub(crate) static RULES: &[Rule] = &[
     // The shell's `Killed` printed straight after a progress bar that had no newline yet
     // (`padding:  65% 2207000/3382137 [03:08<01:16, 15381.54 examples/s]Killed`): tqdm rewrites
     // its line with `\r`, so the process killed mid-bar leaves the word glued to the bar's end.
+    // Jupyter's restarter finding its kernel dead (jupyter_client's `restarter.py`:
+    // `KernelRestarter: restarting kernel (1/5)`): the kernel's process died without a word,
+    // which on a notebook is most often the OOM killer; weak, like a bare SIGKILL.
+    hit(
+        "jupyter-kernel-restarted",
+        Slot::HostOomWeak,
+        &["KernelRestarter: restarting kernel"],
+        r"\bKernelRestarter: restarting kernel \(\d+/\d+\)",
+        r"KernelRestarter: restarting kernel \([0-9]+/[0-9]+\)",
+    ),
     hit(
         "killed-after-progress-bar",
         Slot::HostOomWeak,
@@ -1626,6 +1675,18 @@ pub(crate) static RULES: &[Rule] = &[
         &["Fatal Python error: ", "after throwing", "THCudaCheck FAIL"],
         r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL",
         r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL",
+    ),
+    // A heap corrupted under the allocator: tcmalloc's `Attempt to free invalid pointer`
+    // (`src/tcmalloc.cc`), glibc's `free(): invalid pointer` (`malloc/malloc.c`,
+    // `malloc_printerr`). The process aborts; a silent death near it (a notebook kernel
+    // restarted, an exit 137) is that crash's, never read as the OOM killer's (see
+    // [`CRASH_EXPLAINS`]).
+    hit(
+        "heap-corruption",
+        Slot::Error,
+        &["nvalid pointer"],
+        r"\bAttempt to free invalid pointer\b|\bfree\(\): invalid pointer\b",
+        r"Attempt to free invalid pointer|free\(\): invalid pointer",
     ),
     msg(
         "config-divisible",

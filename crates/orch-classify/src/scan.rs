@@ -82,6 +82,8 @@ pub(crate) struct State {
     ignored_at: Option<u64>,
     /// Line of the first runner teardown or non-kill exit status (voids a later exit 137).
     teardown_at: Option<u64>,
+    /// A crash the log names (see [`crate::rules::CRASH_EXPLAINS`]).
+    crashed: bool,
     /// The last memory failure's words seen outside a reporting position (not quoted, not a
     /// mention, not on a warning line), for a failed job's reading.
     loose: [Option<Loose>; LOOSE_KEPT],
@@ -124,6 +126,9 @@ impl State {
         // reported: the memory failure was survived (caught, retried) or is not the cause.
         let superseding = self.terminal.as_ref().filter(|t| t.kind == ExcKind::Other);
         for slot in Slot::ALL {
+            if slot == Slot::HostOomWeak && self.crashed {
+                continue;
+            }
             if let Some(ev) = &self.hits[slot as usize] {
                 if let Some(t) = superseding
                     && slot.is_memory()
@@ -485,6 +490,7 @@ impl State {
                 if rule == crate::rules::TEARDOWN_VOIDS
                     && self.teardown_at.is_some_and(|l| l < line) => {}
             Action::Hit(slot) => {
+                self.crashed |= rule == crate::rules::CRASH_EXPLAINS;
                 let h = &mut self.hits[slot as usize];
                 if h.is_none() {
                     let mut ev = evidence(seg, at, line, truncated);

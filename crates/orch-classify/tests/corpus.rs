@@ -294,6 +294,19 @@ const HOLDOUT23_FLOOR: f64 = 0.95;
 /// (two older holdouts' misses of the same shapes with them): 43/48 (89.6 %).
 const HOLDOUT24_FLOOR: f64 = 0.89;
 
+/// Batches AK–AM (issue 40), collected after AH–AJ's changes by helpers who had not read the
+/// classifier, scored before any change (48 from 46 repositories): AK, training from notebooks
+/// and data platforms (Databricks, SageMaker, Colab, Kaggle, Vertex AI, Azure ML, Jupyter):
+/// 13/18, host recall 0/3; AL, speech and audio training (F5-TTS, Coqui, RVC, Tacotron,
+/// seamless, CosyVoice, StyleTTS2, VITS, GPT-SoVITS, wav2vec2 …): 14/15; AM, robotics and
+/// scientific ML (Isaac Lab, legged_gym, mujoco_warp, ManiSkill, OpenVLA-OFT, Boltz,
+/// RFdiffusion, MACE, DeePMD, DeepXDE, GraphCast): 10/15, device 5/9. Together 37/48 (77.1 %),
+/// device 16/23, host 1/5, no false alarm. After Warp's, TF 2's and Spark RAPIDS' words,
+/// Omniverse's Vulkan result and `Out of GPU memory allocating`, the BFC allocator's dump, and
+/// Jupyter's restarted kernel as a weak host OOM unless the log names a heap corruption: 43/48
+/// (89.6 %), and three older holdouts' Colab logs with them.
+const HOLDOUT25_FLOOR: f64 = 0.89;
+
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
 /// (labelled none), Determined's exit 137 after the platform killed a container (labelled
@@ -589,6 +602,15 @@ fn twenty_fourth_holdout_split() {
     );
 }
 
+#[test]
+fn twenty_fifth_holdout_split() {
+    check(
+        &corpus_dir().join("holdout25"),
+        "corpus (twenty-fifth holdout)",
+        HOLDOUT25_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
@@ -619,6 +641,7 @@ fn the_corpus_covers_the_world() {
         "holdout22",
         "holdout23",
         "holdout24",
+        "holdout25",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {

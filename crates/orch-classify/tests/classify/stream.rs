@@ -251,3 +251,21 @@ fn an_exit_137_after_another_failure_is_its_teardown() {
         assert_eq!(classify_bytes(log.as_bytes()).class, HostOom, "{log:?}");
     }
 }
+
+/// A notebook kernel that Jupyter found dead and restarted is a likely host OOM (weak, like a
+/// bare SIGKILL), unless the log names a crash anywhere — above or below it: Colab's runtime
+/// log lists its newest line first.
+#[test]
+fn a_restarted_kernel_is_a_weak_host_oom_unless_a_crash_explains_it() {
+    let restarted = "[I 05:07:30.348 NotebookApp] KernelRestarter: restarting kernel (1/5)\n";
+    assert_eq!(classify_bytes(restarted.as_bytes()).class, HostOom);
+    for log in [
+        format!("{restarted}src/tcmalloc.cc:283] Attempt to free invalid pointer 0x7f82050\n"),
+        format!("free(): invalid pointer\n{restarted}"),
+    ] {
+        for size in [1, 13, 4096] {
+            let v = feed_in_chunks(log.as_bytes(), || size);
+            assert_ne!(v.class, HostOom, "{log:?} in chunks of {size}");
+        }
+    }
+}
