@@ -116,7 +116,8 @@ pub(crate) struct Engine {
 /// deaths), batch AI's HCCL socket timeout by `"times out"` (with HCCL's notify timeout), none
 /// of them in the bench's logs; batches AK–AM's by `"allocati"` taking the place of
 /// `"allocatin"` (four allocation phrases on one literal; 0 times in the bench's logs, 98 in the
-/// corpus).
+/// corpus); batches AN–AO's node losses by `" dea"` taking the place of `"ed dea"` (Ray's
+/// `marked dead` and `its node has died`, PBS's `deadline`; 0 times in the bench's logs).
 const ANCHORS: [&str; 42] = [
     "Kill",
     "Not e",
@@ -125,7 +126,7 @@ const ANCHORS: [&str; 42] = [
     " code",
     "UT_O",
     "MPTE",
-    "ed dea",
+    " dea",
     "ter th",
     "led to a",
     "f me",

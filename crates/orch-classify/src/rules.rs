@@ -1558,7 +1558,10 @@ pub(crate) static RULES: &[Rule] = &[
     // 0000:81:00.0: Unknown Error` (NVML cannot reach the card), the NVIDIA driver's and CUDA's
     // uncorrectable ECC errors, an
     // AMD GPU's `uncorrectable hardware error`, Xid 154's `Node Reboot Required`), an Ascend NPU's
-    // `lost heartbeat`; the NVIDIA driver failing to bring a GPU up (`NVRM: RmInitAdapter
+    // `lost heartbeat`; Ray's actor whose node died (`python/ray/exceptions.py`: `The actor is
+    // dead because its node has died. Node Id: ...`); Open MPI's launcher losing a node's daemon
+    // (`help-errmgr-base.txt`: `ORTE has lost communication with its daemon located on node:`,
+    // `... with a remote daemon`; PRTE since 5.0); the NVIDIA driver failing to bring a GPU up (`NVRM: RmInitAdapter
     // failed!`, in the kernel log: the card cannot be used until the node is looked at); from
     // the sources: Slurm's `BOOT_FAIL` state, PBS's sister node
     // (`=>> PBS: job killed: node 1 (gpu-018) requested job die, code 15059`), HTCondor's lost
@@ -1584,6 +1587,8 @@ pub(crate) static RULES: &[Rule] = &[
             "to MOM",
             "MOM rejected",
             "has been marked dead",
+            "is dead because its node has died",
+            "has lost communication with",
             "fallen off the bus",
             "GPU is lost",
             "ncorrectable ECC error encountered",
@@ -1594,8 +1599,8 @@ pub(crate) static RULES: &[Rule] = &[
             "device handle for GPU",
             "NVRM: ",
         ],
-        r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\b(?:NODE|BOOT)_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU (?:\S+ )?has fallen off the bus|\brequested job die, code \d+|\bJobLeaseDuration \(\d+ seconds\) expired|\bNode \S+ status is now: NodeNotReady\b|\bDetected XID (?:48|62|64|74|79|95|119|120|154) for GPU\b|\bDetected [1-9]\d* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat|\bNVRM: RmInitAdapter failed!",
-        r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|(NODE|BOOT)_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|GPU ([^ ]+ )?has fallen off the bus|requested job die, code [0-9]+|JobLeaseDuration \([0-9]+ seconds\) expired|Node [^ ]+ status is now: NodeNotReady|Detected XID (48|62|64|74|79|95|119|120|154) for GPU|Detected [1-9][0-9]* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat|NVRM: RmInitAdapter failed!",
+        r"\bUnable to determine the device handle for GPU \S+: Unknown Error|\b(?:NODE|BOOT)_FAIL\b|Job (?:requeued|deleted), execution node \S+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|\bThe actor is dead because its node has died\b|\b(?:ORTE|PRTE) has lost communication with (?:its|a remote) daemon\b|GPU (?:\S+ )?has fallen off the bus|\brequested job die, code \d+|\bJobLeaseDuration \(\d+ seconds\) expired|\bNode \S+ status is now: NodeNotReady\b|\bDetected XID (?:48|62|64|74|79|95|119|120|154) for GPU\b|\bDetected [1-9]\d* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (?:ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat|\bNVRM: RmInitAdapter failed!",
+        r"Unable to determine the device handle for GPU [^ ]+: Unknown Error|(NODE|BOOT)_FAIL|Job (requeued|deleted), execution node [^ ]+ down|MOM rejected|could not connect to MOM|has been marked dead because the detector has missed too many heartbeats|The actor is dead because its node has died|(ORTE|PRTE) has lost communication with (its|a remote) daemon|GPU ([^ ]+ )?has fallen off the bus|requested job die, code [0-9]+|JobLeaseDuration \([0-9]+ seconds\) expired|Node [^ ]+ status is now: NodeNotReady|Detected XID (48|62|64|74|79|95|119|120|154) for GPU|Detected [1-9][0-9]* volatile double-bit ECC error|GPU is lost|[Uu]ncorrectable (ECC error encountered|NVLink error detected)|uncorrectable hardware error\(|Node Reboot Required|[Dd]evice\[?[0-9]+\]? lost heartbeat|reason=lost heartbeat|NVRM: RmInitAdapter failed!",
     ),
     // The kubelet evicting a pod from a node short of something other than memory
     // (`pkg/kubelet/eviction/helpers.go`: `The node had condition: [DiskPressure]. `, `The node
