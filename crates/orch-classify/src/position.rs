@@ -50,7 +50,8 @@ impl Position {
         let b = &seg[body..];
         let mention = is_echo(b)
             || (b.first() == Some(&b'#') && !is_block_count(b) && !is_hash_decoration(b))
-            || is_config_line(b);
+            || is_config_line(b)
+            || is_prose_label(b);
         if mention {
             // Nothing in a mention decides: the rest is not needed.
             return Position {
@@ -266,7 +267,12 @@ fn is_config_line(b: &[u8]) -> bool {
         }
         // ... or a C++ function naming itself in turn (llama.cpp's `ggml_vulkan:
         // vk::Device::allocateMemory: ErrorOutOfDeviceMemory`): a chain of reporters.
-        Some(b':') if opens_with_qualified_name(rest[sp + 1..].trim_ascii_start()) => false,
+        Some(b':')
+            if !has_advice_word(&b[..key])
+                && opens_with_qualified_name(rest[sp + 1..].trim_ascii_start()) =>
+        {
+            false
+        }
         Some(b':') => rest
             .get(sp + 1)
             .is_none_or(|c| matches!(c, b' ' | b'"' | b'\'' | b'|' | b'>')),
@@ -306,6 +312,25 @@ fn is_config_line(b: &[u8]) -> bool {
         b"exit_detail",
     ];
     sep_ok && !REPORTERS.contains(&&b[..key]) && !b[..key].starts_with(b"slurmstepd-")
+}
+
+/// Prose that a label opens (`Known issue: ...`, `Note: ...`, `Tip: ...`, `FAQ-3: ...`): what
+/// follows is written about a failure, in a README, a changelog or a help text, whatever names
+/// it quotes.
+fn is_prose_label(b: &[u8]) -> bool {
+    const LABELS: [&[u8]; 6] = [b"known issue", b"note", b"tip", b"hint", b"faq", b"caveat"];
+    let n = b
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b' ' | b'-'))
+        .count();
+    let label = b[..n].to_ascii_lowercase();
+    b.get(n) == Some(&b':')
+        && LABELS.iter().any(|l| {
+            label.starts_with(l)
+                && label[l.len()..]
+                    .iter()
+                    .all(|c| c.is_ascii_digit() || matches!(c, b' ' | b'-' | b's'))
+        })
 }
 
 /// `vk::Device::allocateMemory: ...`: a C++ qualified name, then `: `.

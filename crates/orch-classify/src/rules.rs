@@ -129,10 +129,17 @@ pub(crate) enum Action {
 /// processes it killed.
 pub(crate) const TEARDOWN_VOIDS: &str = "exit-code-137";
 
-/// The rule whose hit anywhere in a log means its process crashed: a silent death in the same
-/// log ([`Slot::HostOomWeak`]: a kernel restarted, a SIGKILL, an exit 137) is then not read as
-/// the OOM killer's, wherever the two stand (Colab's runtime log lists its newest line first).
-pub(crate) const CRASH_EXPLAINS: &str = "heap-corruption";
+/// The rules that name a crash of the process itself (CPython's fatal error, a C++ exception
+/// escaping, a kernel fault, a device-side assert, a corrupted heap): a silent death in the same
+/// log ([`Slot::HostOomWeak`]: a kernel restarted, a SIGKILL, an exit 137) is then the crash's,
+/// not the OOM killer's, wherever the two stand. Other errors do not explain it away: a
+/// rank's import error beside another rank's SIGKILL leaves the SIGKILL the cause.
+pub(crate) const CRASHES: [&str; 4] = [
+    "native-crash",
+    "cuda-fault",
+    "cuda-kernel-assert",
+    "heap-corruption",
+];
 
 /// Where a signature's words may stand to decide a class (see [`super::position`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -439,12 +446,12 @@ pub(crate) static RULES: &[Rule] = &[
     // TensorRT-LLM's PyTorch executor naming the component that did not fit its memory
     // (`tensorrt_llm/_torch/pyexecutor`: `Executor creation failed due to insufficient GPU
     // memory.`, then `The following component could not be created: KV cache`).
-    hit(
+    msg(
         "trtllm-kv-cache-component",
         Slot::KvCache,
         &["could not be created: KV cache"],
-        r"^\s*The following component could not be created: KV cache\b",
-        r"^[[:space:]]*The following component could not be created: KV cache",
+        r"\bThe following component could not be created: KV cache\b",
+        r"The following component could not be created: KV cache",
     ),
     // Text Generation Inference's warm-up: the prefill token budget does not fit
     // (`server/text_generation_server/models/flash_causal_lm.py`: `Not enough memory to handle
@@ -879,7 +886,7 @@ pub(crate) static RULES: &[Rule] = &[
         pattern: r"\bcudaErrorMemoryAllocation\b|\bhipErrorOutOfMemory\b|\bHIP_ERROR_OutOfMemory\b|\bCUDA_ERROR_OUT_OF_MEMORY\b|\b(?:UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY\b|\bCL_MEM_OBJECT_ALLOCATION_FAILURE\b|\bkIOGPUCommandBufferCallbackErrorOutOfMemory\b|\be?ErrorOutOfDeviceMemory\b|\bvkAllocateMemory failed -2\b|\bc10::OutOfMemoryError\b|\bERROR_OUT_OF_DEVICE_MEMORY\b",
         unless: None,
         claims: false,
-        ere: r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY|CL_MEM_OBJECT_ALLOCATION_FAILURE|kIOGPUCommandBufferCallbackErrorOutOfMemory|e?ErrorOutOfDeviceMemory|vkAllocateMemory failed -2([^0-9]|$)|c10::OutOfMemoryError|ERROR_OUT_OF_DEVICE_MEMORY",
+        ere: r"cudaErrorMemoryAllocation|hipErrorOutOfMemory|HIP_ERROR_OutOfMemory|CUDA_ERROR_OUT_OF_MEMORY|(UR_RESULT_ERROR|ZE_RESULT_ERROR|PI_ERROR|VK_ERROR)_OUT_OF_DEVICE_MEMORY|CL_MEM_OBJECT_ALLOCATION_FAILURE|kIOGPUCommandBufferCallbackErrorOutOfMemory|(^|[^[:alnum:]_])e?ErrorOutOfDeviceMemory([^[:alnum:]_]|$)|vkAllocateMemory failed -2([^0-9]|$)|c10::OutOfMemoryError|(^|[^[:alnum:]_])ERROR_OUT_OF_DEVICE_MEMORY([^[:alnum:]_]|$)",
         requires: &[],
     },
     // RAPIDS Memory Manager, the device allocator of cuDF, cuML, XGBoost and Spark RAPIDS:
@@ -906,13 +913,28 @@ pub(crate) static RULES: &[Rule] = &[
     Rule {
         kind: Kind::Name,
         // Not Julia's logger warning or informing that it retried (`┌ Warning:`, `[ Info:`).
-        unless: Some(r"(?i)(?:┌|\[) (?:Warning|Info|Debug):|\b(?:caught|retry|retrying|halving)\b"),
+        unless: Some(
+            r"(?i)(?:┌|\[) (?:Warning|Info|Debug):|\b(?:caught|retry|retrying|halving|fall(?:ing)? ?back)\b",
+        ),
         ..hit(
             "out-of-gpu-memory",
             Slot::GpuOom,
             &["Out of GPU memory"],
-            r"\bOut of GPU memory(?: trying to allocate [\d.]+ [KMGT]i?B| allocating\b|\.?\s*$)",
-            r"Out of GPU memory( trying to allocate [0-9.]+ [KMGT]i?B| allocating|\.?[[:space:]]*$)",
+            r"\bOut of GPU memory(?: trying to allocate [\d.]+ [KMGT]i?B| allocating\b)",
+            r"Out of GPU memory( trying to allocate [0-9.]+ [KMGT]i?B| allocating)",
+        )
+    },
+    // ... and the sizeless form only where a report starts (`ERROR: Out of GPU memory`), not
+    // at the end of a sentence about it (`a tip if you run Out of GPU memory`).
+    Rule {
+        kind: Kind::Lead,
+        unless: Some(r"(?i)\b(?:caught|retry|retrying|fall(?:ing)? ?back)\b"),
+        ..hit(
+            "out-of-gpu-memory-alone",
+            Slot::GpuOom,
+            &["Out of GPU memory"],
+            r"Out of GPU memory\.?\s*$",
+            r"Out of GPU memory\.?[[:space:]]*$",
         )
     },
     // The other runtimes' device allocators, in their own words: CuPy's `OutOfMemoryError`
@@ -938,16 +960,19 @@ pub(crate) static RULES: &[Rule] = &[
             r"out of memory to allocate [0-9]+ bytes \(total [0-9]+ bytes\)|Out of memory allocating [0-9,]+ bytes \(allocated so far: [0-9,]+ bytes\)|not enough GPU video memory available|\[GPU\] out of GPU resources",
         )
     },
-    // wgpu's device error, alone on its line under the failed call (`wgpu-core`'s
+    // wgpu's device error, opening its line under the failed call (behind any decoration) (`wgpu-core`'s
     // `DeviceError::OutOfMemory`: `Not enough memory left.`; burn and other Rust trainers on
     // wgpu panic with it: `Caused by: In Device::create_buffer ... Not enough memory left`).
-    hit(
-        "wgpu-out-of-memory",
-        Slot::GpuOom,
-        &["Not enough memory left"],
-        r"^\s*Not enough memory left\.?\s*$",
-        r"^[[:space:]]*Not enough memory left\.?[[:space:]]*$",
-    ),
+    Rule {
+        kind: Kind::Lead,
+        ..hit(
+            "wgpu-out-of-memory",
+            Slot::GpuOom,
+            &["Not enough memory left"],
+            r"Not enough memory left\.?\s*$",
+            r"Not enough memory left\.?[[:space:]]*$",
+        )
+    },
     // More runtimes' own words for a device allocation that failed: NVIDIA Warp's CUDA check
     // (`warp/native/warp.cu`: `Warp CUDA error 2: out of memory (in function
     // wp_alloc_device_async, ...)`, 2 being `cudaErrorMemoryAllocation`), TensorFlow 2's eager
@@ -957,7 +982,8 @@ pub(crate) static RULES: &[Rule] = &[
     // `RmmSpark`).
     Rule {
         kind: Kind::Name,
-        unless: Some(r"(?i)\b(?:retrying|will retry|caught)\b"),
+        // Not a retry, nor TensorFlow's allocator on the host (`/job:localhost/.../CPU:0`).
+        unless: Some(r"(?i)\b(?:retrying|will retry|caught)\b|\bCPU:\d"),
         ..hit(
             "more-device-allocators",
             Slot::GpuOom,
@@ -1297,9 +1323,10 @@ pub(crate) static RULES: &[Rule] = &[
         )
     },
     // What ends a job before a runner's teardown kills the rest (see [`TEARDOWN_VOIDS`]): a
-    // runner saying it kills the job's containers, or an exit status other than 0 and 137
-    // (Determined: `container failed with non-zero exit code:  (exit code 1)`, `killing
-    // container id: ...`).
+    // runner that runs the job's processes in containers saying it kills them, or that one of
+    // them failed with a status other than 0 and 137 (Determined: `killing container id: ...`,
+    // `container failed with non-zero exit code:  (exit code 1)`). Only a runner's own report of
+    // a member: any earlier `exit code 1` (a pip build, a probe) says nothing about a later kill.
     Rule {
         kind: Kind::Format,
         action: Action::Teardown,
@@ -1309,14 +1336,10 @@ pub(crate) static RULES: &[Rule] = &[
             Slot::HostOomWeak,
             &[
                 "killing container",
-                "xit code",
-                "xit Code",
-                "xit status",
-                "xit Status",
-                "exited with code",
+                "container failed with non-zero exit code",
             ],
-            r"\bkilling container\b|(?:[Ee]xit (?:[Cc]ode|[Ss]tatus)|exited with code)\s*[:=]?\s*\(?(?:1[0-2]\d|13[0-689]|1[4-9]\d|2[0-5]\d|[1-9]\d?)\b",
-            r"killing container|([Ee]xit ([Cc]ode|[Ss]tatus)|exited with code) *[:=]? *\(?(1[0-2][0-9]|13[0-689]|1[4-9][0-9]|2[0-5][0-9]|[1-9][0-9]?)([^0-9]|$)",
+            r"\bkilling container\b|\bcontainer failed with non-zero exit code:?\s*\(exit code (?:1[0-2]\d|13[0-689]|1[4-9]\d|2[0-5]\d|[1-9]\d?)\)",
+            r"killing container|container failed with non-zero exit code:?[[:space:]]*\(exit code (1[0-2][0-9]|13[0-689]|1[4-9][0-9]|2[0-5][0-9]|[1-9][0-9]?)\)",
         )
     },
     // ---------------------------------------------------------------- NCCL timeout
@@ -1674,25 +1697,33 @@ pub(crate) static RULES: &[Rule] = &[
     ),
     // Native crashes that are line formats of their own: CPython's fatal error, a C++
     // exception escaping (`terminate called after throwing`), torch 0.x's `THCudaCheck FAIL`.
-    hit(
-        "native-crash",
-        Slot::Error,
-        &["Fatal Python error: ", "after throwing", "THCudaCheck FAIL"],
-        r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL",
-        r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL",
-    ),
+    // Not a `std::bad_alloc` escaping: that is the host's memory (`cpp-bad-alloc`), which a
+    // crash hit would otherwise explain away.
+    Rule {
+        unless: Some(r"std::bad_alloc"),
+        ..hit(
+            "native-crash",
+            Slot::Error,
+            &["Fatal Python error: ", "after throwing", "THCudaCheck FAIL"],
+            r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL",
+            r"Fatal Python error: |terminate called after throwing|THCudaCheck FAIL",
+        )
+    },
     // A heap corrupted under the allocator: tcmalloc's `Attempt to free invalid pointer`
     // (`src/tcmalloc.cc`), glibc's `free(): invalid pointer` (`malloc/malloc.c`,
-    // `malloc_printerr`). The process aborts; a silent death near it (a notebook kernel
-    // restarted, an exit 137) is that crash's, never read as the OOM killer's (see
-    // [`CRASH_EXPLAINS`]).
-    hit(
-        "heap-corruption",
-        Slot::Error,
-        &["nvalid pointer"],
-        r"\bAttempt to free invalid pointer\b|\bfree\(\): invalid pointer\b",
-        r"Attempt to free invalid pointer|free\(\): invalid pointer",
-    ),
+    // `malloc_printerr`). The process aborts; like any specific fatal error, it explains a
+    // silent death in the same log (a notebook kernel restarted, an exit 137), which is then
+    // not read as the OOM killer's.
+    Rule {
+        unless: Some(r"(?i)\b(?:harmless|note|if|when|may|might|ignore|ignored)\b"),
+        ..hit(
+            "heap-corruption",
+            Slot::Error,
+            &["nvalid pointer"],
+            r"\bAttempt to free invalid pointer\b|\bfree\(\): invalid pointer\b",
+            r"Attempt to free invalid pointer|free\(\): invalid pointer",
+        )
+    },
     msg(
         "config-divisible",
         Slot::Error,

@@ -82,7 +82,7 @@ pub(crate) struct State {
     ignored_at: Option<u64>,
     /// Line of the first runner teardown or non-kill exit status (voids a later exit 137).
     teardown_at: Option<u64>,
-    /// A crash the log names (see [`crate::rules::CRASH_EXPLAINS`]).
+    /// A crash of the process was named (one of [`crate::rules::CRASHES`]).
     crashed: bool,
     /// The last memory failure's words seen outside a reporting position (not quoted, not a
     /// mention, not on a warning line), for a failed job's reading.
@@ -126,6 +126,10 @@ impl State {
         // reported: the memory failure was survived (caught, retried) or is not the cause.
         let superseding = self.terminal.as_ref().filter(|t| t.kind == ExcKind::Other);
         for slot in Slot::ALL {
+            // A silent death (a SIGKILL, an exit 137, a restarted kernel) is the OOM killer's
+            // only when the log names no crash of the process anywhere (see
+            // [`crate::rules::CRASHES`]), wherever it stands: Colab's runtime log lists its
+            // newest line first.
             if slot == Slot::HostOomWeak && self.crashed {
                 continue;
             }
@@ -490,7 +494,7 @@ impl State {
                 if rule == crate::rules::TEARDOWN_VOIDS
                     && self.teardown_at.is_some_and(|l| l < line) => {}
             Action::Hit(slot) => {
-                self.crashed |= rule == crate::rules::CRASH_EXPLAINS;
+                self.crashed |= crate::rules::CRASHES.contains(&rule);
                 let h = &mut self.hits[slot as usize];
                 if h.is_none() {
                     let mut ev = evidence(seg, at, line, truncated);

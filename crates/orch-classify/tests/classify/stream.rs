@@ -230,9 +230,10 @@ fn a_traceback_without_its_header_that_ends_the_log_is_an_error() {
 }
 
 /// An exit status of 137 (SIGKILL) is a likely host OOM only when nothing ended the job before
-/// it: after another process's `exit code 1`, or a runner saying it kills the job's
-/// containers, it is that teardown's (Determined, Horovod). Alone, or after a kill's own 137,
-/// it stays a host OOM; a teardown after the 137 changes nothing.
+/// it: after a runner's report that another of its containers failed with another status, or
+/// that it kills the job's containers, it is that teardown's (Determined). Alone, after a
+/// kill's own 137, after an unrelated `exit code 1` (a build, a probe), or before a teardown,
+/// it stays a host OOM.
 #[test]
 fn an_exit_137_after_another_failure_is_its_teardown() {
     let first_failed = "INFO: container failed with non-zero exit code:  (exit code 1)\nINFO: container failed with non-zero exit code:  (exit code 137)\n";
@@ -247,21 +248,32 @@ fn an_exit_137_after_another_failure_is_its_teardown() {
         "worker exited with exit code 137\n",
         "Exit Code: 137\nkilling container id: b8fb8292\n",
         "exit code 137\nexit code 137\n",
+        // An earlier exit status that is no runner's report of a member: a build, a probe.
+        "  \u{2502} exit code: 1\nProcess exited with exit code 137\n",
+        "DEBUG: probe nvidia-smi finished with exit code 9\nworker exited with exit code 137\n",
     ] {
         assert_eq!(classify_bytes(log.as_bytes()).class, HostOom, "{log:?}");
     }
 }
 
 /// A notebook kernel that Jupyter found dead and restarted is a likely host OOM (weak, like a
-/// bare SIGKILL), unless the log names a crash anywhere — above or below it: Colab's runtime
-/// log lists its newest line first.
+/// bare SIGKILL), unless the log names a crash of the process anywhere — above or below it:
+/// Colab's runtime log lists its newest line first. A note that calls such a crash harmless
+/// names none.
 #[test]
 fn a_restarted_kernel_is_a_weak_host_oom_unless_a_crash_explains_it() {
     let restarted = "[I 05:07:30.348 NotebookApp] KernelRestarter: restarting kernel (1/5)\n";
     assert_eq!(classify_bytes(restarted.as_bytes()).class, HostOom);
+    let noted = format!("Note: a free(): invalid pointer at exit is harmless\n{restarted}");
+    assert_eq!(classify_bytes(noted.as_bytes()).class, HostOom);
     for log in [
         format!("{restarted}src/tcmalloc.cc:283] Attempt to free invalid pointer 0x7f82050\n"),
         format!("free(): invalid pointer\n{restarted}"),
+        format!("Fatal Python error: Segmentation fault\n{restarted}"),
+        // The crash is seen even when another error filled its slot first.
+        format!(
+            "RuntimeError: CUDA error: an illegal memory access was encountered\nfree(): invalid pointer\n{restarted}"
+        ),
     ] {
         for size in [1, 13, 4096] {
             let v = feed_in_chunks(log.as_bytes(), || size);
