@@ -113,12 +113,25 @@ impl RunDir {
         {
             return Ok(stored);
         }
-        let (record, end) = super::journal::replay_from_start(self)?;
+        let (mut record, mut end) = super::journal::replay_from_start(self)?;
         // A torn last line is not in the summary; the next append cuts it, and the next
-        // reader stores a summary that matches.
-        if end == len {
+        // reader stores a summary that matches. A driver's event between this replay and these
+        // writes may have had its own summaries replaced by these older ones: while the log
+        // grew meanwhile, they are written again from it (a few times at most; the driver
+        // rewrites them after its next event anyway).
+        let mut len = len;
+        for _ in 0..3 {
+            if end != len {
+                break;
+            }
             let _ = self.write_index(&record, end);
             let _ = self.write_summary(&record);
+            let now = std::fs::metadata(self.events_path())?.len();
+            if now == end {
+                break;
+            }
+            len = now;
+            (record, end) = super::journal::replay_from_start(self)?;
         }
         Ok(RunSummary::of(&record, end))
     }

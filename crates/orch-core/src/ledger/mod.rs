@@ -429,7 +429,7 @@ impl RunDir {
 
     fn write_summary(&self, record: &RunRecord) -> anyhow::Result<()> {
         let mut text = format!(
-            "# Summary of run {} (rewritten by orch after every event; the record is events.jsonl)\n",
+            "# Summary of run {} (the record is events.jsonl; rewritten after each event, or by the next reader after a signal's batch of cancels)\n",
             record.run
         );
         text.push_str(&serde_yaml::to_string(record)?);
