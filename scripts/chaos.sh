@@ -21,6 +21,7 @@
 #             starting the job and recording it (4d)
 #   accepted  an experiment whose YAML alias fans out to 17 GB that orch did not refuse (4e)
 #   executed  canaries created by a command in a profile's GPU model after a newline (4e)
+#   untested  attacks of 4e that did not happen as meant (the lock not held, the job not run)
 #   panics    "panicked at" in orch's output   hangs  orch commands stopped by their timeout
 #
 # Usage: scripts/chaos.sh [SECONDS]   (default 60: the random part; the rest takes ~1 min)
@@ -242,6 +243,9 @@ held_lock() {
     mkdir -p "$runs" && : >"$runs/evidence.jsonl"
     flock "$runs/evidence.jsonl" sleep 3 &
     holder=$!
+    # The attack only counts once the lock is held.
+    for _ in $(seq 100); do flock -n "$runs/evidence.jsonl" true || break; sleep 0.01; done
+    flock -n "$runs/evidence.jsonl" true && echo held_lock >>"$work/untested"
     ORCH_RUNS_DIR=$runs o "${submit[@]}" diamonds --profile h200 --max-parallel 2
     wait "$holder"
 }
@@ -249,7 +253,10 @@ alias_fan_out() {
     mkdir -p experiments
     python3 -c 'print("a: &a " + "x" * 600000); print("b: [" + ", ".join(["*a"] * 28000) + "]")' \
         >experiments/bomb.yaml
-    ORCH_RUNS_DIR=$work/bomb o "${submit[@]}" bomb --profile h200 && echo bomb >>"$work/accepted"
+    # Refused by name, not killed or aborted on the way (any other end is not a refusal).
+    ORCH_RUNS_DIR=$work/bomb "$orch" "${submit[@]}" bomb --profile h200 >"$work/bomb.out" 2>&1
+    grep -q "aliases expand it past" "$work/bomb.out" || echo bomb >>"$work/accepted"
+    cat "$work/bomb.out" >>"$log"
     rm -f experiments/bomb.yaml
 }
 newline_field() {
@@ -263,6 +270,8 @@ print("host:\n  memory_gib: 2048")
 print("slurm:\n  partition: gpu\n  gres_type: h200\n  gpus: 4\n  nodes: 1\n  cpus_per_task: 8\n  mem_gb: 64\n  time: \"01:00:00\"")
 EOF
     ORCH_RUNS_DIR=$work/evil o "${submit[@]}" diamonds-seed0 --profile evil
+    # The attack only counts when the job ran with the field in its scripts.
+    grep -rqs "H200" "$work"/evil/*/attempts/1/ || echo newline_field >>"$work/untested"
     rm -f profiles/evil.yaml
 }
 held_lock
@@ -282,6 +291,7 @@ export CHAOS_MISFIRED=$(cat "$work/misfired" 2>/dev/null | wc -l)
 export CHAOS_SURVIVED=$(cat "$work/survived" 2>/dev/null | wc -l)
 export CHAOS_ACCEPTED=$(cat "$work/accepted" 2>/dev/null | wc -l)
 export CHAOS_EXECUTED=$(ls "$work"/canary* 2>/dev/null | wc -l)
+export CHAOS_UNTESTED=$(cat "$work/untested" 2>/dev/null | wc -l)
 python3 - "$kills" "$hangs" "$panics" .orch/runs full race/* damaged reuse unrecorded locked evil <<'EOF'
 import json, os, sys
 kills, hangs, panics, dirs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
@@ -347,8 +357,9 @@ for root in dirs:
                 orphaned += 1
 misfired, survived = os.environ["CHAOS_MISFIRED"], os.environ["CHAOS_SURVIVED"]
 accepted, executed = os.environ["CHAOS_ACCEPTED"], os.environ["CHAOS_EXECUTED"]
-cols = ["kills", "runs", "attempts", "lost", "doubled", "late", "stuck", "orphaned", "misfired", "survived", "accepted", "executed", "panics", "hangs"]
-vals = [kills, runs, attempts, lost, doubled, late, stuck, orphaned, misfired, survived, accepted, executed, panics, hangs]
+untested = os.environ["CHAOS_UNTESTED"]
+cols = ["kills", "runs", "attempts", "lost", "doubled", "late", "stuck", "orphaned", "misfired", "survived", "accepted", "executed", "untested", "panics", "hangs"]
+vals = [kills, runs, attempts, lost, doubled, late, stuck, orphaned, misfired, survived, accepted, executed, untested, panics, hangs]
 print(" ".join(f"{c:>8}" for c in cols))
 print(" ".join(f"{v:>8}" for v in vals))
 sys.exit(1 if any(int(v) for v in vals[3:]) else 0)
