@@ -11,7 +11,7 @@ import csv
 import os
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "orch-classify", "tests", "corpus")
-SPLITS = [".", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7", "holdout8", "holdout9", "holdout10", "holdout11", "holdout12", "holdout13", "holdout14", "holdout15", "holdout16", "holdout17", "holdout18", "holdout19", "holdout20", "holdout21", "holdout22", "holdout23", "holdout24", "holdout25", "holdout26"]
+SPLITS = [".", "holdout", "holdout2", "holdout3", "holdout4", "holdout5", "holdout6", "holdout7", "holdout8", "holdout9", "holdout10", "holdout11", "holdout12", "holdout13", "holdout14", "holdout15", "holdout16", "holdout17", "holdout18", "holdout19", "holdout20", "holdout21", "holdout22", "holdout23", "holdout24", "holdout25", "holdout26", "holdout27"]
 CLASSES = ["gpu_oom", "kv_cache", "host_oom", "timeout", "preempted", "node_fail", "nccl_timeout", "error", "none"]
 # (substring of the framework column, family), first match wins.
 STACKS = [

@@ -316,6 +316,16 @@ const HOLDOUT25_FLOOR: f64 = 0.89;
 /// from their sources; an older holdout's MPIJob with them): 33/35 (94.3 %).
 const HOLDOUT26_FLOOR: f64 = 0.94;
 
+/// Batches AP–AQ (issue 40), collected after AN–AO's changes by helpers who had not read the
+/// classifier, scored before any change (36 from 33 repositories): AP, a fifth random sample
+/// searched by the symptoms a user sees: 14/16; AQ, cloud GPU machines as they and their
+/// managers report a job's end (RunPod, EC2 and ParallelCluster spot, EFA, dstack, GKE's
+/// driver installer and device plugin, AKS, Azure ND, Cloud TPU, HF Jobs, OpenShift's GPU
+/// operator): 14/20, its misses node losses and spot reclaims only the threads name. Together
+/// 28/36 (77.8 %), no false alarm. Nothing was changed for them: the next session's first
+/// holdout of the classifier as this one left it.
+const HOLDOUT27_FLOOR: f64 = 0.77;
+
 /// False alarms a split is known to raise, each a judgement call the excerpt alone cannot
 /// settle: Azure ML's NCCL `WARN Cuda failure 'out of memory'` while training carried on
 /// (labelled none), Determined's exit 137 after the platform killed a container (labelled
@@ -629,6 +639,15 @@ fn twenty_sixth_holdout_split() {
     );
 }
 
+#[test]
+fn twenty_seventh_holdout_split() {
+    check(
+        &corpus_dir().join("holdout27"),
+        "corpus (twenty-seventh holdout)",
+        HOLDOUT27_FLOOR,
+    );
+}
+
 /// The whole corpus: at least 400 excerpts, every row a file and a URL (checked by
 /// `corpus::load`), and no two rows citing one file name across the splits.
 #[test]
@@ -661,6 +680,7 @@ fn the_corpus_covers_the_world() {
         "holdout24",
         "holdout25",
         "holdout26",
+        "holdout27",
     ];
     let mut all: Vec<(String, String)> = Vec::new();
     for d in dirs {
