@@ -84,6 +84,7 @@ fn strip(seg: &[u8], mut note: impl FnMut(&'static str, &[u8])) -> (usize, Level
             }
             _ => None,
         }
+        .or_else(|| cxx_what(seg, i).or_else(|| c_source_location(seg, i)))
         .or_else(|| crate::decorations::peeler().peel(seg, i))
         // A host prefix (`gpu-q-13: `) or `**` emphasis only opens a line before a report, or
         // (a host) where it names a machine the way launchers do, whatever follows it.
@@ -433,6 +434,38 @@ fn bracketed_field(seg: &[u8], i: usize) -> Option<(usize, Level, &'static str)>
         j += 2;
     }
     Some((j, Level::Unknown, "bracketed-field"))
+}
+
+/// libstdc++'s terminate handler: `what():  ` before the uncaught exception's message.
+fn cxx_what(seg: &[u8], i: usize) -> Option<(usize, Level, &'static str)> {
+    let rest = seg.get(i..)?.strip_prefix(b"what(): ")?;
+    let sp = rest.iter().take_while(|&&c| c == b' ').count();
+    Some((i + 8 + sp, Level::Unknown, "cxx-what"))
+}
+
+/// dmlc-core's LOG (MXNet, XGBoost, TVM, DGL): a C++ file's path and line before the message
+/// (`src/storage/./pooled_storage_manager.h:111: `); a path with a `/`, a C or C++ source or
+/// header (not CUDA's `.cu`: a kernel's assert names its function after it).
+fn c_source_location(seg: &[u8], i: usize) -> Option<(usize, Level, &'static str)> {
+    let rest = seg.get(i..)?;
+    let n = rest
+        .iter()
+        .take_while(|&&c| is_word(c) || matches!(c, b'.' | b'/' | b'\\' | b'-'))
+        .count();
+    let path = &rest[..n];
+    let slash = path.iter().position(|&c| c == b'/')?;
+    let dot = path.iter().rposition(|&c| c == b'.')?;
+    const EXTS: [&[u8]; 7] = [b"h", b"hh", b"hpp", b"c", b"cc", b"cpp", b"cxx"];
+    if dot <= slash + 1 || !EXTS.contains(&&path[dot + 1..]) {
+        return None;
+    }
+    let after = rest[n..].strip_prefix(b":")?;
+    let digits = after.iter().take_while(|c| c.is_ascii_digit()).count();
+    (digits > 0 && after[digits..].starts_with(b": ")).then_some((
+        i + n + 1 + digits + 2,
+        Level::Unknown,
+        "c-source-location",
+    ))
 }
 
 /// `srun -l`'s task label: `3: ` (only at the very start of the line).
