@@ -303,7 +303,7 @@ const HOLDOUT24_FLOOR: f64 = 0.89;
 /// RFdiffusion, MACE, DeePMD, DeepXDE, GraphCast): 10/15, device 5/9. Together 37/48 (77.1 %),
 /// device 16/23, host 1/5, no false alarm. After Warp's, TF 2's and Spark RAPIDS' words,
 /// Omniverse's Vulkan result and `Out of GPU memory allocating`, the BFC allocator's dump, and
-/// Jupyter's restarted kernel as a weak host OOM unless the log names a heap corruption: 43/48
+/// Jupyter's restarted kernel as a weak host OOM unless the log names a crash of the process: 43/48
 /// (89.6 %), and three older holdouts' Colab logs with them.
 const HOLDOUT25_FLOOR: f64 = 0.89;
 
