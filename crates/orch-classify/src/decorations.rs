@@ -123,7 +123,7 @@ impl Peeler {
 }
 
 /// A level word (any case) or glog letter.
-fn level_of(w: &[u8]) -> Level {
+pub(crate) fn level_of(w: &[u8]) -> Level {
     let w = w.to_ascii_lowercase();
     match w.as_slice() {
         b"error" | b"err" | b"critical" | b"crit" | b"fatal" | b"e" | b"f" | b"c" => Level::Error,

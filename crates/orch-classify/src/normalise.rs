@@ -405,23 +405,7 @@ fn bracketed_field(seg: &[u8], i: usize) -> Option<(usize, Level, &'static str)>
         return None;
     }
     // A level (`[Error] `, `[E] `) is the level rows' to read.
-    const LEVELS: [&[u8]; 13] = [
-        b"error",
-        b"err",
-        b"critical",
-        b"crit",
-        b"fatal",
-        b"warning",
-        b"warn",
-        b"info",
-        b"debug",
-        b"trace",
-        b"notice",
-        b"e",
-        b"w",
-    ];
-    let field = inner[..n].to_ascii_lowercase();
-    if LEVELS.contains(&field.as_slice()) || matches!(field.as_slice(), b"i" | b"f") {
+    if crate::decorations::level_of(&inner[..n]) != Level::Unknown {
         return None;
     }
     // Only a field a space ends: `[1,0]<stderr>:` and `[default3]:` are other decorations'.
